@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — install everything compcoll needs on a fresh Debian 12 machine.
+# Safe to run twice: apt-get and pip skip what is already present.
+# The CUDA toolkit and NCCL are expected to be installed already (nvcc on PATH);
+# the build compiles CUDA code whenever nvcc is found.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libsimgrid-dev simgrid
+  libyaml-cpp-dev
+  libboost-graph-dev libboost-dev
+  catch2
+  libopenmpi-dev openmpi-bin
+  libzstd-dev liblz4-dev
+  clang libclang-rt-14-dev
+  nlohmann-json3-dev
+  python3-numpy
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi
+
+# Python side (tests read .npy files with numpy; the capture tool needs torch,
+# which is optional and installed only with COMPCOLL_SETUP_TORCH=1).
+PY=${PYTHON:-python3}
+if ! "$PY" -c "import numpy" 2>/dev/null; then
+  "$PY" -m pip install -q numpy
+fi
+if [ "${COMPCOLL_SETUP_TORCH:-0}" = "1" ] && ! "$PY" -c "import torch" 2>/dev/null; then
+  "$PY" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu \
+    || "$PY" -m pip install -q torch
+fi
+
+if ! command -v nvcc >/dev/null 2>&1; then
+  echo "setup: note: nvcc not on PATH; CUDA parts will not be built" >&2
+fi
+echo "setup: done"

@@ -1,0 +1,233 @@
+// shared/codec/codec.cpp — the stream container common to all codecs: header, chunk offset
+// table, validation, and the codec registry. Chunk contents belong to each codec.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "codec/codec.h"
+#include "codec/codec_internal.h"
+
+namespace compcoll {
+namespace {
+
+using namespace format;
+
+std::string hex_offset(uint64_t off) { return "byte offset " + std::to_string(off); }
+
+void check_options(const EncodeOptions& opt) {
+  const uint32_t c = opt.chunk_elements;
+  if (c < kMinChunkElements || c > kMaxChunkElements || c % kLanes != 0)
+    throw CodecError("encode: chunk_elements must be a multiple of " + std::to_string(kLanes) +
+                         " in [" + std::to_string(kMinChunkElements) + ", " +
+                         std::to_string(kMaxChunkElements) + "], got " + std::to_string(c),
+                     0);
+}
+
+std::string stream_prefix(const StreamInfo& info) {
+  return std::string(codec_by_id(info.codec).name()) + " stream";
+}
+
+}  // namespace
+
+namespace detail {
+void throw_bad_dtype(uint8_t value) {
+  throw CodecError("unknown dtype code " + std::to_string(value), 0);
+}
+}  // namespace detail
+
+const Codec& codec_by_id(CodecId id) {
+  switch (id) {
+    case CodecId::Identity: return detail::identity_codec();
+    case CodecId::GaussExp: return detail::gauss_exp_codec();
+    case CodecId::EntropyExp: return detail::entropy_exp_codec();
+  }
+  throw CodecError("unknown codec id " + std::to_string(static_cast<int>(id)), 0);
+}
+
+const Codec* find_codec(std::string_view name) {
+  for (CodecId id : {CodecId::Identity, CodecId::GaussExp, CodecId::EntropyExp})
+    if (codec_by_id(id).name() == name) return &codec_by_id(id);
+  return nullptr;
+}
+
+std::vector<std::string_view> codec_names() {
+  std::vector<std::string_view> names;
+  for (CodecId id : {CodecId::Identity, CodecId::GaussExp, CodecId::EntropyExp})
+    names.push_back(codec_by_id(id).name());
+  return names;
+}
+
+size_t max_encoded_size(const Codec& codec, DType dtype, uint64_t elements,
+                        const EncodeOptions& opt) {
+  check_options(opt);
+  const uint32_t chunks = chunk_count_for(elements, opt.chunk_elements);
+  size_t total = kHeaderBytes + size_t{kOffsetEntryBytes} * chunks;
+  if (chunks > 0) {
+    total += size_t{chunks - 1} * codec.max_chunk_bytes(dtype, opt.chunk_elements);
+    const uint32_t last = static_cast<uint32_t>(elements - uint64_t{chunks - 1} * opt.chunk_elements);
+    total += codec.max_chunk_bytes(dtype, last);
+  }
+  return total;
+}
+
+size_t encode(const Codec& codec, DType dtype, const void* in, uint64_t elements, void* out,
+              size_t out_capacity, const EncodeOptions& opt) {
+  check_options(opt);
+  if (elements / opt.chunk_elements >= UINT32_MAX)
+    throw CodecError("encode: too many elements for one stream", 0);
+  const size_t need = max_encoded_size(codec, dtype, elements, opt);
+  if (out_capacity < need)
+    throw CodecError("encode: output capacity " + std::to_string(out_capacity) + " < bound " +
+                         std::to_string(need),
+                     0);
+  auto* o = static_cast<uint8_t*>(out);
+  const auto* src = static_cast<const uint8_t*>(in);
+  const uint32_t chunks = chunk_count_for(elements, opt.chunk_elements);
+  const size_t esize = dtype_size(dtype);
+  uint8_t* table = o + kHeaderBytes;
+  uint8_t* payload = table + size_t{kOffsetEntryBytes} * chunks;
+  uint64_t pos = 0;
+  for (uint32_t c = 0; c < chunks; ++c) {
+    const uint64_t first = uint64_t{c} * opt.chunk_elements;
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(opt.chunk_elements, elements - first));
+    pos += codec.encode_chunk(dtype, src + first * esize, n, payload + pos);
+    store_u64(table + size_t{kOffsetEntryBytes} * c, pos);
+  }
+  std::memcpy(o + kOffMagic, kMagic, 4);
+  o[kOffVersion] = kVersion;
+  o[kOffCodec] = static_cast<uint8_t>(codec.id());
+  o[kOffDType] = static_cast<uint8_t>(dtype);
+  o[kOffFlags] = 0;
+  store_u64(o + kOffElements, elements);
+  store_u32(o + kOffChunkElements, opt.chunk_elements);
+  store_u32(o + kOffChunkCount, chunks);
+  store_u64(o + kOffPayloadBytes, pos);
+  return static_cast<size_t>(payload + pos - o);
+}
+
+std::vector<uint8_t> encode(const Codec& codec, DType dtype, const void* in, uint64_t elements,
+                            const EncodeOptions& opt) {
+  std::vector<uint8_t> out(max_encoded_size(codec, dtype, elements, opt));
+  out.resize(encode(codec, dtype, in, elements, out.data(), out.size(), opt));
+  return out;
+}
+
+StreamInfo read_stream_info(const void* stream, size_t bytes) {
+  const auto* p = static_cast<const uint8_t*>(stream);
+  if (bytes < kHeaderBytes)
+    throw CodecError("stream truncated: " + std::to_string(bytes) + " bytes, header needs " +
+                         std::to_string(kHeaderBytes),
+                     bytes);
+  if (std::memcmp(p + kOffMagic, kMagic, 4) != 0)
+    throw CodecError("not a compcoll stream: bad magic at byte offset 0", 0);
+  if (p[kOffVersion] != kVersion)
+    throw CodecError("unsupported stream version " + std::to_string(p[kOffVersion]) +
+                         " at byte offset " + std::to_string(kOffVersion) + " (this build reads " +
+                         std::to_string(kVersion) + ")",
+                     kOffVersion);
+  if (p[kOffCodec] > static_cast<uint8_t>(CodecId::EntropyExp))
+    throw CodecError("unknown codec id " + std::to_string(p[kOffCodec]) + " at byte offset " +
+                         std::to_string(kOffCodec),
+                     kOffCodec);
+  if (p[kOffDType] > static_cast<uint8_t>(DType::FP32))
+    throw CodecError("unknown dtype code " + std::to_string(p[kOffDType]) + " at byte offset " +
+                         std::to_string(kOffDType),
+                     kOffDType);
+  if (p[kOffFlags] != 0)
+    throw CodecError("unknown flags at byte offset " + std::to_string(kOffFlags), kOffFlags);
+  StreamInfo info{};
+  info.codec = static_cast<CodecId>(p[kOffCodec]);
+  info.dtype = static_cast<DType>(p[kOffDType]);
+  info.elements = load_u64(p + kOffElements);
+  info.chunk_elements = load_u32(p + kOffChunkElements);
+  info.chunk_count = load_u32(p + kOffChunkCount);
+  info.payload_bytes = load_u64(p + kOffPayloadBytes);
+  const std::string what = stream_prefix(info) + ": ";
+  const uint32_t c = info.chunk_elements;
+  if (c < kMinChunkElements || c > kMaxChunkElements || c % kLanes != 0)
+    throw CodecError(what + "bad chunk_elements " + std::to_string(c) + " at byte offset " +
+                         std::to_string(kOffChunkElements),
+                     kOffChunkElements);
+  if (info.elements > (uint64_t{1} << 48) ||
+      info.chunk_count != chunk_count_for(info.elements, c))
+    throw CodecError(what + "chunk_count " + std::to_string(info.chunk_count) +
+                         " does not match elements " + std::to_string(info.elements) +
+                         " at byte offset " + std::to_string(kOffChunkCount),
+                     kOffChunkCount);
+  const uint64_t table_end = kHeaderBytes + uint64_t{kOffsetEntryBytes} * info.chunk_count;
+  if (table_end > bytes)
+    throw CodecError(what + "truncated in the chunk offset table (" + std::to_string(bytes) +
+                         " bytes, table ends at " + std::to_string(table_end) + ")",
+                     bytes);
+  if (info.payload_bytes > bytes - table_end)
+    throw CodecError(what + "truncated: payload of " + std::to_string(info.payload_bytes) +
+                         " bytes declared, " + std::to_string(bytes - table_end) + " present",
+                     bytes);
+  uint64_t prev = 0;
+  for (uint32_t i = 0; i < info.chunk_count; ++i) {
+    const uint64_t at = kHeaderBytes + uint64_t{kOffsetEntryBytes} * i;
+    const uint64_t end = load_u64(p + at);
+    if (end < prev || end > info.payload_bytes || end % kChunkAlign != 0)
+      throw CodecError(what + "chunk " + std::to_string(i) + " end offset " + std::to_string(end) +
+                           " out of order or out of range, at " + hex_offset(at),
+                       at);
+    prev = end;
+  }
+  if (prev != info.payload_bytes)
+    throw CodecError(what + "last chunk ends at " + std::to_string(prev) + ", payload is " +
+                         std::to_string(info.payload_bytes) + " bytes, at " +
+                         hex_offset(kOffPayloadBytes),
+                     kOffPayloadBytes);
+  info.total_bytes = table_end + info.payload_bytes;
+  return info;
+}
+
+namespace {
+void decode_range(const StreamInfo& info, const void* stream, uint32_t first, uint32_t count,
+                  void* out, size_t out_capacity) {
+  if (first > info.chunk_count || count > info.chunk_count - first)
+    throw CodecError(stream_prefix(info) + ": chunks [" + std::to_string(first) + ", " +
+                         std::to_string(uint64_t{first} + count) + ") out of range (" +
+                         std::to_string(info.chunk_count) + " chunks)",
+                     0);
+  const auto* p = static_cast<const uint8_t*>(stream);
+  const uint8_t* table = p + kHeaderBytes;
+  const uint64_t payload_at = kHeaderBytes + uint64_t{kOffsetEntryBytes} * info.chunk_count;
+  const size_t esize = dtype_size(info.dtype);
+  const uint64_t first_elem = uint64_t{first} * info.chunk_elements;
+  const uint64_t end_elem =
+      std::min<uint64_t>(uint64_t{first + count} * info.chunk_elements, info.elements);
+  const uint64_t need = (end_elem - std::min(first_elem, end_elem)) * esize;
+  if (out_capacity < need)
+    throw CodecError(stream_prefix(info) + ": output capacity " + std::to_string(out_capacity) +
+                         " < " + std::to_string(need) + " bytes needed",
+                     0);
+  const Codec& codec = codec_by_id(info.codec);
+  auto* o = static_cast<uint8_t*>(out);
+  for (uint32_t c = first; c < first + count; ++c) {
+    const uint64_t begin = c == 0 ? 0 : load_u64(table + uint64_t{kOffsetEntryBytes} * (c - 1));
+    const uint64_t end = load_u64(table + uint64_t{kOffsetEntryBytes} * c);
+    const uint64_t e0 = uint64_t{c} * info.chunk_elements;
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(info.chunk_elements, info.elements - e0));
+    const std::string err = codec.decode_chunk(info.dtype, p + payload_at + begin, end - begin, n,
+                                               o + (e0 - first_elem) * esize);
+    if (!err.empty())
+      throw CodecError(stream_prefix(info) + ": chunk " + std::to_string(c) + " at " +
+                           hex_offset(payload_at + begin) + ": " + err,
+                       payload_at + begin);
+  }
+}
+}  // namespace
+
+void decode_chunks(const void* stream, size_t bytes, uint32_t first, uint32_t count, void* out,
+                   size_t out_capacity) {
+  decode_range(read_stream_info(stream, bytes), stream, first, count, out, out_capacity);
+}
+
+StreamInfo decode(const void* stream, size_t bytes, void* out, size_t out_capacity) {
+  const StreamInfo info = read_stream_info(stream, bytes);
+  decode_range(info, stream, 0, info.chunk_count, out, out_capacity);
+  return info;
+}
+
+}  // namespace compcoll

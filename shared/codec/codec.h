@@ -1,0 +1,97 @@
+// shared/codec/codec.h — the host codec API: typed buffer -> self-describing chunked stream
+// and back (docs/FORMAT.md specifies every byte). Host memory only; the CUDA kernels of the
+// same formats are declared in codec/cuda/codec_cuda.h. Library code: errors are thrown as
+// CodecError with what and where; nothing here aborts or touches memory out of bounds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "codec/dtype.h"
+#include "codec/format.h"
+
+namespace compcoll {
+
+enum class CodecId : uint8_t { Identity = 0, GaussExp = 1, EntropyExp = 2 };
+
+// A damaged, truncated or hostile stream, or a caller error (buffer too small).
+class CodecError : public std::runtime_error {
+ public:
+  CodecError(const std::string& what, uint64_t byte_offset)
+      : std::runtime_error(what), byte_offset_(byte_offset) {}
+  uint64_t byte_offset() const { return byte_offset_; }
+
+ private:
+  uint64_t byte_offset_;
+};
+
+struct EncodeOptions {
+  uint32_t chunk_elements = format::kDefaultChunkElements;  // multiple of 32, 32..65536
+};
+
+// What a stream's header and offset table say, after validation.
+struct StreamInfo {
+  CodecId codec;
+  DType dtype;
+  uint64_t elements;
+  uint32_t chunk_elements;
+  uint32_t chunk_count;
+  uint64_t payload_bytes;
+  uint64_t total_bytes;  // header + offset table + payload: the stream's exact size
+};
+
+// One codec: a way of coding a chunk. The container (header, offset table) is common and
+// handled by encode()/decode() below.
+class Codec {
+ public:
+  virtual ~Codec() = default;
+  virtual CodecId id() const = 0;
+  virtual std::string_view name() const = 0;
+  virtual bool lossless() const = 0;
+  // Upper bound of one coded chunk of n elements.
+  virtual size_t max_chunk_bytes(DType dtype, uint32_t n) const = 0;
+  // Codes n elements at `in` into `out` (at least max_chunk_bytes); returns bytes written,
+  // a multiple of format::kChunkAlign.
+  virtual size_t encode_chunk(DType dtype, const uint8_t* in, uint32_t n, uint8_t* out) const = 0;
+  // Decodes one chunk of exactly `bytes` bytes into n elements at `out`. Returns an empty
+  // string on success, else what is wrong (the caller adds which chunk and where).
+  virtual std::string decode_chunk(DType dtype, const uint8_t* in, size_t bytes, uint32_t n,
+                                   uint8_t* out) const = 0;
+};
+
+const Codec& codec_by_id(CodecId id);
+// Looks a codec up by its name ("identity", "gauss-exp", "entropy-exp"); nullptr if unknown.
+const Codec* find_codec(std::string_view name);
+// Names of all codecs, in id order.
+std::vector<std::string_view> codec_names();
+
+// Upper bound of encode()'s output for `elements` elements.
+size_t max_encoded_size(const Codec& codec, DType dtype, uint64_t elements,
+                        const EncodeOptions& opt = {});
+
+// Encodes `elements` elements of `dtype` at `in` (host, elements * dtype_size bytes, may be
+// null when elements == 0) into `out` (host, out_capacity bytes, at least
+// max_encoded_size). Returns the stream's size. Throws CodecError on bad options.
+size_t encode(const Codec& codec, DType dtype, const void* in, uint64_t elements, void* out,
+              size_t out_capacity, const EncodeOptions& opt = {});
+std::vector<uint8_t> encode(const Codec& codec, DType dtype, const void* in, uint64_t elements,
+                            const EncodeOptions& opt = {});
+
+// Validates the header and the offset table of a stream of `bytes` bytes (host).
+StreamInfo read_stream_info(const void* stream, size_t bytes);
+
+// Decodes a whole stream into `out` (host, out_capacity bytes, at least
+// elements * dtype_size). Throws CodecError naming the chunk and byte offset of any damage.
+StreamInfo decode(const void* stream, size_t bytes, void* out, size_t out_capacity);
+// Decodes chunks [first, first + count) into `out`, which receives the elements of those
+// chunks only (a slice of the tensor; the rest of the stream is not read beyond its header
+// and offset table).
+void decode_chunks(const void* stream, size_t bytes, uint32_t first, uint32_t count, void* out,
+                   size_t out_capacity);
+
+}  // namespace compcoll

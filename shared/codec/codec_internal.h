@@ -1,0 +1,16 @@
+// shared/codec/codec_internal.h — how codec.cpp reaches the codec implementations; not part
+// of the public API.
+#pragma once
+
+#include "codec/codec.h"
+
+namespace compcoll::detail {
+
+const Codec& identity_codec();
+const Codec& gauss_exp_codec();
+const Codec& entropy_exp_codec();
+
+// Runtime dtype -> template layout, in one place; an unknown value fails loudly.
+[[noreturn]] void throw_bad_dtype(uint8_t value);
+
+}  // namespace compcoll::detail

@@ -1,0 +1,375 @@
+// shared/codec/exponent_bits.h — the per-element bit logic of the exponent codecs
+// (gauss-exp, entropy-exp), written once and used by both the host reference and the CUDA
+// kernels so the two cannot drift. Everything here is __host__ __device__, allocation-free
+// and exception-free; errors are returned as codes. The bit layout is docs/FORMAT.md's.
+#pragma once
+
+#include <cstdint>
+
+#include "codec/format.h"
+#include "codec/hd.h"
+
+namespace compcoll::expbits {
+
+// ---- float layouts ----------------------------------------------------------------------
+// A value splits into its exponent field (entropy-coded), `raw` bytes stored verbatim in the
+// chunk's raw section, and `extra` bits appended after the exponent code in the lane stream.
+struct Bf16Layout {
+  using Bits = uint16_t;
+  static constexpr uint32_t kExpBits = 8, kRawBytes = 1, kExtraBits = 0;
+  COMPCOLL_HD static uint32_t exponent(Bits v) { return (v >> 7) & 0xFFu; }
+  COMPCOLL_HD static uint32_t raw(Bits v) { return ((v >> 8) & 0x80u) | (v & 0x7Fu); }
+  COMPCOLL_HD static uint32_t extra(Bits) { return 0; }
+  COMPCOLL_HD static Bits join(uint32_t e, uint32_t raw, uint32_t) {
+    return static_cast<Bits>(((raw & 0x80u) << 8) | (e << 7) | (raw & 0x7Fu));
+  }
+};
+struct Fp16Layout {
+  using Bits = uint16_t;
+  static constexpr uint32_t kExpBits = 5, kRawBytes = 1, kExtraBits = 3;
+  COMPCOLL_HD static uint32_t exponent(Bits v) { return (v >> 10) & 0x1Fu; }
+  COMPCOLL_HD static uint32_t raw(Bits v) { return v & 0xFFu; }
+  // sign, mantissa bit 9, mantissa bit 8
+  COMPCOLL_HD static uint32_t extra(Bits v) { return ((v >> 13) & 0x4u) | ((v >> 8) & 0x3u); }
+  COMPCOLL_HD static Bits join(uint32_t e, uint32_t raw, uint32_t extra) {
+    return static_cast<Bits>(((extra & 0x4u) << 13) | (e << 10) | ((extra & 0x3u) << 8) |
+                             (raw & 0xFFu));
+  }
+};
+struct Fp32Layout {
+  using Bits = uint32_t;
+  static constexpr uint32_t kExpBits = 8, kRawBytes = 3, kExtraBits = 0;
+  COMPCOLL_HD static uint32_t exponent(Bits v) { return (v >> 23) & 0xFFu; }
+  COMPCOLL_HD static uint32_t raw(Bits v) { return ((v >> 8) & 0x800000u) | (v & 0x7FFFFFu); }
+  COMPCOLL_HD static uint32_t extra(Bits) { return 0; }
+  COMPCOLL_HD static Bits join(uint32_t e, uint32_t raw, uint32_t) {
+    return ((raw & 0x800000u) << 8) | (e << 23) | (raw & 0x7FFFFFu);
+  }
+};
+
+template <class L>
+COMPCOLL_HD inline void store_raw(uint8_t* p, uint32_t raw) {
+  for (uint32_t i = 0; i < L::kRawBytes; ++i) p[i] = static_cast<uint8_t>(raw >> (8 * i));
+}
+template <class L>
+COMPCOLL_HD inline uint32_t load_raw(const uint8_t* p) {
+  uint32_t r = 0;
+  for (uint32_t i = 0; i < L::kRawBytes; ++i) r |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return r;
+}
+
+// ---- prefix codes -----------------------------------------------------------------------
+// A canonical prefix code over at most 256 symbols, lengths 1..kMaxCodeBits (0 = unused).
+// Codes are written LSB-first, so `code` holds the canonical code bit-reversed.
+// The decode table maps the next kMaxCodeBits stream bits to (symbol << 4 | length);
+// 0 marks a bit pattern no code starts with.
+struct PrefixCode {
+  uint16_t code[format::kMaxEntropySymbols];
+  uint8_t length[format::kMaxEntropySymbols];
+  uint16_t lut[1u << format::kMaxCodeBits];
+};
+
+COMPCOLL_HD inline uint32_t reverse_bits(uint32_t v, uint32_t n) {
+  uint32_t r = 0;
+  for (uint32_t i = 0; i < n; ++i) r |= ((v >> i) & 1u) << (n - 1 - i);
+  return r;
+}
+
+// Checks lengths (each 0..kMaxCodeBits, Kraft sum <= 1, at least one symbol) and assigns
+// canonical codes: shorter codes first, ties by symbol. Returns false for an invalid set.
+COMPCOLL_HD inline bool build_prefix_code(const uint8_t* lengths, uint32_t nsym, PrefixCode& pc) {
+  constexpr uint32_t kMax = format::kMaxCodeBits;
+  uint32_t count[kMax + 1] = {};
+  for (uint32_t s = 0; s < nsym; ++s) {
+    if (lengths[s] > kMax) return false;
+    ++count[lengths[s]];
+  }
+  count[0] = 0;
+  uint32_t kraft = 0;  // in units of 2^-kMax
+  for (uint32_t l = 1; l <= kMax; ++l) kraft += count[l] << (kMax - l);
+  if (kraft == 0 || kraft > (1u << kMax)) return false;
+  uint32_t next[kMax + 2] = {};
+  uint32_t code = 0;
+  for (uint32_t l = 1; l <= kMax; ++l) {
+    code = (code + count[l - 1]) << 1;
+    next[l] = code;
+  }
+  for (uint32_t i = 0; i < (1u << kMax); ++i) pc.lut[i] = 0;
+  for (uint32_t s = 0; s < format::kMaxEntropySymbols; ++s) {
+    pc.length[s] = s < nsym ? lengths[s] : 0;
+    pc.code[s] = 0;
+  }
+  for (uint32_t s = 0; s < nsym; ++s) {
+    const uint32_t l = lengths[s];
+    if (l == 0) continue;
+    const uint32_t rev = reverse_bits(next[l]++, l);
+    pc.code[s] = static_cast<uint16_t>(rev);
+    for (uint32_t hi = 0; hi < (1u << (kMax - l)); ++hi)
+      pc.lut[rev | (hi << l)] = static_cast<uint16_t>((s << 4) | l);
+  }
+  return true;
+}
+
+// Huffman code lengths limited to kMaxCodeBits, deterministic (ties broken by symbol), so
+// the host and the GPU build the same table from the same histogram. Frequencies are
+// halved (keeping non-zero ones non-zero) until the longest code fits.
+COMPCOLL_HD inline void huffman_lengths(const uint32_t* freq_in, uint32_t nsym, uint8_t* lengths) {
+  constexpr uint32_t kN = format::kMaxEntropySymbols;
+  uint32_t freq[kN];
+  uint16_t order[kN];
+  uint32_t weight[2 * kN];
+  uint16_t parent[2 * kN];
+  for (uint32_t s = 0; s < nsym; ++s) {
+    freq[s] = freq_in[s];
+    lengths[s] = 0;
+  }
+  for (;;) {
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < nsym; ++s)
+      if (freq[s] > 0) order[n++] = static_cast<uint16_t>(s);
+    if (n == 0) return;
+    if (n == 1) {
+      lengths[order[0]] = 1;
+      return;
+    }
+    // insertion sort by (freq, symbol)
+    for (uint32_t i = 1; i < n; ++i) {
+      const uint16_t v = order[i];
+      uint32_t j = i;
+      while (j > 0 && (freq[order[j - 1]] > freq[v] ||
+                       (freq[order[j - 1]] == freq[v] && order[j - 1] > v))) {
+        order[j] = order[j - 1];
+        --j;
+      }
+      order[j] = v;
+    }
+    // two-queue Huffman: leaves 0..n-1 in sorted order, internal nodes n..2n-2 in creation order
+    for (uint32_t i = 0; i < n; ++i) weight[i] = freq[order[i]];
+    uint32_t leaf = 0, node = n, made = n;
+    for (uint32_t k = 0; k + 1 < n; ++k) {
+      uint32_t pick[2];
+      for (uint32_t t = 0; t < 2; ++t) {
+        if (leaf < n && (node >= made || weight[leaf] <= weight[node])) pick[t] = leaf++;
+        else pick[t] = node++;
+      }
+      weight[made] = weight[pick[0]] + weight[pick[1]];
+      parent[pick[0]] = static_cast<uint16_t>(made);
+      parent[pick[1]] = static_cast<uint16_t>(made);
+      ++made;
+    }
+    // depth of each node, root is made-1; parents are created after children
+    uint32_t depth_max = 0;
+    uint8_t depth[2 * kN];
+    depth[made - 1] = 0;
+    for (int32_t i = static_cast<int32_t>(made) - 2; i >= 0; --i) {
+      depth[i] = static_cast<uint8_t>(depth[parent[i]] + 1);
+      if (static_cast<uint32_t>(i) < n && depth[i] > depth_max) depth_max = depth[i];
+    }
+    if (depth_max <= format::kMaxCodeBits) {
+      for (uint32_t i = 0; i < n; ++i) lengths[order[i]] = depth[i];
+      return;
+    }
+    for (uint32_t s = 0; s < nsym; ++s) freq[s] = (freq[s] + 1) >> 1;
+  }
+}
+
+// ---- lane bit streams -------------------------------------------------------------------
+// LSB-first bit writer emitting little-endian 32-bit words. `out` may be null: then it only
+// counts, which is how the GPU measures a lane before it knows where the lane goes.
+struct BitWriter {
+  uint8_t* out;
+  uint64_t acc = 0;
+  uint32_t nbits = 0;
+  uint32_t words = 0;
+  COMPCOLL_HD explicit BitWriter(uint8_t* o) : out(o) {}
+  COMPCOLL_HD void put(uint32_t value, uint32_t n) {  // n <= 32, value < 2^n
+    acc |= static_cast<uint64_t>(value) << nbits;
+    nbits += n;
+    if (nbits >= 32) {
+      if (out) format::store_u32(out + 4 * words, static_cast<uint32_t>(acc));
+      ++words;
+      acc >>= 32;
+      nbits -= 32;
+    }
+  }
+  COMPCOLL_HD uint32_t finish() {  // pads the last word with zero bits; returns word count
+    if (nbits > 0) {
+      if (out) format::store_u32(out + 4 * words, static_cast<uint32_t>(acc));
+      ++words;
+      acc = 0;
+      nbits = 0;
+    }
+    return words;
+  }
+};
+
+// Bounds-checked LSB-first reader over `nwords` little-endian words. Reading past the end
+// yields zero bits and sets `overrun`; callers check it once per element.
+struct BitReader {
+  const uint8_t* in;
+  uint32_t nwords;
+  uint32_t next = 0;
+  uint64_t acc = 0;
+  uint32_t nbits = 0;
+  uint64_t consumed = 0;
+  COMPCOLL_HD BitReader(const uint8_t* p, uint32_t n) : in(p), nwords(n) {}
+  COMPCOLL_HD void refill() {
+    if (nbits <= 32 && next < nwords) {
+      acc |= static_cast<uint64_t>(format::load_u32(in + 4 * next)) << nbits;
+      ++next;
+      nbits += 32;
+    }
+  }
+  COMPCOLL_HD uint32_t peek(uint32_t n) {
+    if (nbits < n) refill();
+    return static_cast<uint32_t>(acc) & ((1u << n) - 1u);
+  }
+  COMPCOLL_HD void skip(uint32_t n) {
+    acc >>= n;
+    nbits = nbits >= n ? nbits - n : 0;
+    consumed += n;
+  }
+  COMPCOLL_HD uint32_t get(uint32_t n) {  // n <= 24
+    const uint32_t v = peek(n);
+    skip(n);
+    return v;
+  }
+  COMPCOLL_HD bool overrun() const { return consumed > 32ull * nwords; }
+  // True when the stream holds exactly the bits read plus a zero pad of < 32 bits.
+  COMPCOLL_HD bool exhausted_cleanly() {
+    if (overrun() || (consumed + 31) / 32 != nwords) return false;
+    return (acc & ((nbits >= 64 ? ~0ull : (1ull << nbits) - 1))) == 0;
+  }
+};
+
+// ---- symbol mappings --------------------------------------------------------------------
+// gauss-exp: exponents relative to the chunk's reference exponent.
+struct GaussSymbols {
+  uint32_t ref;
+  template <class L>
+  COMPCOLL_HD uint32_t symbol(uint32_t e) const {
+    constexpr uint32_t kAllOnes = (1u << L::kExpBits) - 1;
+    if (e == 0) return format::kGaussSymZero;
+    if (e == kAllOnes) return format::kGaussSymEsc;
+    const int d = static_cast<int>(e) - static_cast<int>(ref);
+    if (d < format::kGaussDMin || d > format::kGaussDMax) return format::kGaussSymEsc;
+    return static_cast<uint32_t>(d - format::kGaussDMin);
+  }
+  // Exponent of a non-escape symbol, or -1 if the symbol cannot occur with this reference.
+  template <class L>
+  COMPCOLL_HD int exponent(uint32_t sym) const {
+    constexpr int kAllOnes = (1 << L::kExpBits) - 1;
+    if (sym == format::kGaussSymZero) return 0;
+    const int e = static_cast<int>(ref) + static_cast<int>(sym) + format::kGaussDMin;
+    return (e >= 1 && e < kAllOnes) ? e : -1;
+  }
+  COMPCOLL_HD static bool is_escape(uint32_t sym) { return sym == format::kGaussSymEsc; }
+};
+
+// entropy-exp: the exponent is the symbol.
+struct DirectSymbols {
+  template <class L>
+  COMPCOLL_HD uint32_t symbol(uint32_t e) const { return e; }
+  template <class L>
+  COMPCOLL_HD int exponent(uint32_t sym) const { return static_cast<int>(sym); }
+  COMPCOLL_HD static bool is_escape(uint32_t) { return false; }
+};
+
+// The gauss-exp reference: the rounded mean exponent of the chunk's normal numbers
+// (exponent field neither 0 nor all ones); 0 if there are none. Integer arithmetic only,
+// so host and GPU agree. `sum` and `count` may come from a parallel reduction.
+COMPCOLL_HD inline uint32_t gauss_reference(uint64_t sum, uint32_t count) {
+  return count == 0 ? 0u : static_cast<uint32_t>((sum + count / 2) / count);
+}
+template <class L>
+COMPCOLL_HD inline bool is_normal_exponent(uint32_t e) {
+  return e != 0 && e != (1u << L::kExpBits) - 1;
+}
+
+// Encodes lane `lane` of a chunk (elements lane, lane+kLanes, ...) into `out` (null: count
+// only). Returns the lane's word count.
+template <class L, class Symbols>
+COMPCOLL_HD inline uint32_t encode_lane(const typename L::Bits* in, uint32_t n, uint32_t lane,
+                                        const Symbols& syms, const PrefixCode& pc, uint8_t* out) {
+  BitWriter w(out);
+  for (uint32_t k = lane; k < n; k += format::kLanes) {
+    const typename L::Bits v = in[k];
+    const uint32_t e = L::exponent(v);
+    const uint32_t s = syms.template symbol<L>(e);
+    w.put(pc.code[s], pc.length[s]);
+    if (Symbols::is_escape(s)) w.put(e, L::kExpBits);
+    if (L::kExtraBits) w.put(L::extra(v), L::kExtraBits);
+  }
+  return w.finish();
+}
+
+enum class LaneStatus : uint8_t { Ok = 0, BadCode, BadExponent, Overrun, TrailingBits };
+
+// Decodes lane `lane`: exponents and extra bits from the lane's words, the rest from the
+// raw section. Stops at the first error and reports the element index in *bad_element.
+template <class L, class Symbols>
+COMPCOLL_HD inline LaneStatus decode_lane(const uint8_t* words, uint32_t nwords,
+                                          const uint8_t* raw_section, uint32_t n, uint32_t lane,
+                                          const Symbols& syms, const PrefixCode& pc,
+                                          typename L::Bits* out, uint32_t* bad_element) {
+  BitReader r(words, nwords);
+  for (uint32_t k = lane; k < n; k += format::kLanes) {
+    const uint16_t entry = pc.lut[r.peek(format::kMaxCodeBits)];
+    const uint32_t len = entry & 0xFu;
+    const uint32_t s = entry >> 4;
+    *bad_element = k;
+    if (len == 0) return LaneStatus::BadCode;
+    r.skip(len);
+    uint32_t e;
+    if (Symbols::is_escape(s)) {
+      e = r.get(L::kExpBits);
+    } else {
+      const int ei = syms.template exponent<L>(s);
+      if (ei < 0) return LaneStatus::BadExponent;
+      e = static_cast<uint32_t>(ei);
+    }
+    const uint32_t extra = L::kExtraBits ? r.get(L::kExtraBits) : 0u;
+    if (r.overrun()) return LaneStatus::Overrun;
+    out[k] = L::join(e, load_raw<L>(raw_section + k * L::kRawBytes), extra);
+  }
+  *bad_element = n;
+  return r.exhausted_cleanly() ? LaneStatus::Ok : LaneStatus::TrailingBits;
+}
+
+// ---- chunk layout ------------------------------------------------------------------------
+// Byte sizes of the parts of an exponent-coded chunk of n elements (docs/FORMAT.md).
+template <class L>
+struct ChunkLayout {
+  COMPCOLL_HD static constexpr uint32_t table_bytes_entropy(uint32_t nsyms) {
+    return format::align_up(2 * nsyms, 4);
+  }
+  COMPCOLL_HD static uint32_t raw_bytes(uint32_t n) {
+    return format::align_up(n * L::kRawBytes, 4);
+  }
+  COMPCOLL_HD static uint32_t stored_bytes(uint32_t n) {
+    return format::kChunkHeaderBytes + format::align_up(n * sizeof(typename L::Bits), 4);
+  }
+  COMPCOLL_HD static uint32_t lane_elements(uint32_t n, uint32_t lane) {
+    return n > lane ? (n - lane + format::kLanes - 1) / format::kLanes : 0;
+  }
+  // Longest lane stream: every element an escape with the longest code.
+  COMPCOLL_HD static uint32_t max_lane_words(uint32_t n) {
+    const uint32_t bits = format::kMaxCodeBits + L::kExpBits + L::kExtraBits;
+    return (lane_elements(n, 0) * bits + 31) / 32;
+  }
+  // Offset of the lane table, given the table bytes before it (0 for gauss-exp).
+  COMPCOLL_HD static uint32_t lane_table_at(uint32_t table_bytes) {
+    return format::kChunkHeaderBytes + table_bytes;
+  }
+  COMPCOLL_HD static uint32_t raw_at(uint32_t table_bytes) {
+    return lane_table_at(table_bytes) + format::kLaneTableBytes;
+  }
+  COMPCOLL_HD static uint32_t streams_at(uint32_t table_bytes, uint32_t n) {
+    return raw_at(table_bytes) + raw_bytes(n);
+  }
+  COMPCOLL_HD static uint32_t max_coded_bytes(uint32_t table_bytes, uint32_t n) {
+    return streams_at(table_bytes, n) + format::kLanes * 4 * max_lane_words(n);
+  }
+};
+
+}  // namespace compcoll::expbits

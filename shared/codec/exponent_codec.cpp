@@ -1,0 +1,234 @@
+// shared/codec/exponent_codec.cpp — host reference of the exponent codecs: gauss-exp (a fixed
+// code around the chunk's mean exponent, no statistics stored) and entropy-exp (a Huffman
+// code built from the chunk's exponent histogram and stored in the chunk). The bit logic is
+// codec/exponent_bits.h, shared with the CUDA kernels; this file only walks chunks and lanes.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "codec/codec_internal.h"
+#include "codec/exponent_bits.h"
+
+namespace compcoll::detail {
+namespace {
+
+using namespace format;
+using expbits::ChunkLayout;
+using expbits::LaneStatus;
+using expbits::PrefixCode;
+
+const PrefixCode& gauss_prefix_code() {
+  static const PrefixCode pc = [] {
+    PrefixCode c{};
+    expbits::build_prefix_code(kGaussCodeLengths, kGaussSymbols, c);
+    return c;
+  }();
+  return pc;
+}
+
+std::string lane_error(LaneStatus st, uint32_t lane, uint32_t element) {
+  const std::string where = "lane " + std::to_string(lane) + " element " + std::to_string(element);
+  switch (st) {
+    case LaneStatus::Ok: return {};
+    case LaneStatus::BadCode: return where + ": bit pattern is no code";
+    case LaneStatus::BadExponent: return where + ": exponent out of range";
+    case LaneStatus::Overrun: return where + ": lane bitstream exhausted";
+    case LaneStatus::TrailingBits: return "lane " + std::to_string(lane) + ": trailing bits after the last element";
+  }
+  return where + ": unknown lane status";
+}
+
+enum class Kind { Gauss, Entropy };
+
+template <Kind K>
+class ExponentCodec final : public Codec {
+ public:
+  CodecId id() const override { return K == Kind::Gauss ? CodecId::GaussExp : CodecId::EntropyExp; }
+  std::string_view name() const override { return K == Kind::Gauss ? "gauss-exp" : "entropy-exp"; }
+  bool lossless() const override { return true; }
+
+  size_t max_chunk_bytes(DType dtype, uint32_t n) const override {
+    switch (dtype) {
+      case DType::BF16: return max_bytes<expbits::Bf16Layout>(n);
+      case DType::FP16: return max_bytes<expbits::Fp16Layout>(n);
+      case DType::FP32: return max_bytes<expbits::Fp32Layout>(n);
+    }
+    throw_bad_dtype(static_cast<uint8_t>(dtype));
+  }
+  size_t encode_chunk(DType dtype, const uint8_t* in, uint32_t n, uint8_t* out) const override {
+    switch (dtype) {
+      case DType::BF16: return encode<expbits::Bf16Layout>(in, n, out);
+      case DType::FP16: return encode<expbits::Fp16Layout>(in, n, out);
+      case DType::FP32: return encode<expbits::Fp32Layout>(in, n, out);
+    }
+    throw_bad_dtype(static_cast<uint8_t>(dtype));
+  }
+  std::string decode_chunk(DType dtype, const uint8_t* in, size_t bytes, uint32_t n,
+                           uint8_t* out) const override {
+    switch (dtype) {
+      case DType::BF16: return decode<expbits::Bf16Layout>(in, bytes, n, out);
+      case DType::FP16: return decode<expbits::Fp16Layout>(in, bytes, n, out);
+      case DType::FP32: return decode<expbits::Fp32Layout>(in, bytes, n, out);
+    }
+    throw_bad_dtype(static_cast<uint8_t>(dtype));
+  }
+
+ private:
+  template <class L>
+  static constexpr uint32_t kMaxTableBytes =
+      K == Kind::Gauss ? 0 : ChunkLayout<L>::table_bytes_entropy(1u << L::kExpBits);
+
+  template <class L>
+  static size_t max_bytes(uint32_t n) {
+    return std::max(ChunkLayout<L>::max_coded_bytes(kMaxTableBytes<L>, n),
+                    ChunkLayout<L>::stored_bytes(n));
+  }
+
+  template <class L>
+  static size_t store(const uint8_t* in, uint32_t n, uint8_t* out) {
+    const uint32_t total = ChunkLayout<L>::stored_bytes(n);
+    std::memset(out, 0, total);
+    out[0] = kModeStored;
+    std::memcpy(out + kChunkHeaderBytes, in, size_t{n} * sizeof(typename L::Bits));
+    return total;
+  }
+
+  template <class L>
+  static size_t encode(const uint8_t* in_bytes, uint32_t n, uint8_t* out) {
+    using Bits = typename L::Bits;
+    // The input may be unaligned (a slice of a caller's buffer): copy once into lanes' view.
+    Bits values[kMaxChunkElements];
+    std::memcpy(values, in_bytes, size_t{n} * sizeof(Bits));
+    PrefixCode entropy_code;
+    const PrefixCode* pc = &gauss_prefix_code();
+    uint32_t table_bytes = 0;
+    std::memset(out, 0, kChunkHeaderBytes);
+    out[0] = kModeCoded;
+    expbits::GaussSymbols gauss{0};
+    if constexpr (K == Kind::Gauss) {
+      uint64_t sum = 0;
+      uint32_t count = 0;
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t e = L::exponent(values[i]);
+        const bool normal = expbits::is_normal_exponent<L>(e);
+        sum += normal ? e : 0;
+        count += normal;
+      }
+      gauss.ref = expbits::gauss_reference(sum, count);
+      out[1] = static_cast<uint8_t>(gauss.ref);
+    } else {
+      constexpr uint32_t kSyms = 1u << L::kExpBits;
+      uint32_t hist[kSyms] = {};
+      for (uint32_t i = 0; i < n; ++i) ++hist[L::exponent(values[i])];
+      uint8_t lengths[kSyms];
+      expbits::huffman_lengths(hist, kSyms, lengths);
+      uint32_t nsyms = 0;
+      for (uint32_t s = 0; s < kSyms; ++s) {
+        if (lengths[s] == 0) continue;
+        out[kChunkHeaderBytes + 2 * nsyms] = static_cast<uint8_t>(s);
+        out[kChunkHeaderBytes + 2 * nsyms + 1] = lengths[s];
+        ++nsyms;
+      }
+      if (nsyms == 0) return store<L>(in_bytes, n, out);  // n == 0
+      out[1] = static_cast<uint8_t>(nsyms - 1);
+      table_bytes = ChunkLayout<L>::table_bytes_entropy(nsyms);
+      std::memset(out + kChunkHeaderBytes + 2 * nsyms, 0, table_bytes - 2 * nsyms);
+      expbits::build_prefix_code(lengths, kSyms, entropy_code);
+      pc = &entropy_code;
+    }
+    uint8_t* raw = out + ChunkLayout<L>::raw_at(table_bytes);
+    for (uint32_t i = 0; i < n; ++i) expbits::store_raw<L>(raw + i * L::kRawBytes, L::raw(values[i]));
+    std::memset(raw + n * L::kRawBytes, 0, ChunkLayout<L>::raw_bytes(n) - n * L::kRawBytes);
+    uint8_t* lane_table = out + ChunkLayout<L>::lane_table_at(table_bytes);
+    uint8_t* stream = out + ChunkLayout<L>::streams_at(table_bytes, n);
+    for (uint32_t lane = 0; lane < kLanes; ++lane) {
+      uint32_t words;
+      if constexpr (K == Kind::Gauss)
+        words = expbits::encode_lane<L>(values, n, lane, gauss, *pc, stream);
+      else
+        words = expbits::encode_lane<L>(values, n, lane, expbits::DirectSymbols{}, *pc, stream);
+      store_u16(lane_table + 2 * lane, static_cast<uint16_t>(words));
+      stream += 4 * words;
+    }
+    const size_t coded = static_cast<size_t>(stream - out);
+    if (coded >= ChunkLayout<L>::stored_bytes(n)) return store<L>(in_bytes, n, out);
+    return coded;
+  }
+
+  template <class L>
+  static std::string decode(const uint8_t* in, size_t bytes, uint32_t n, uint8_t* out_bytes) {
+    using Bits = typename L::Bits;
+    const auto size_error = [&](size_t expected) {
+      return "chunk of " + std::to_string(bytes) + " bytes, its contents need " +
+             std::to_string(expected);
+    };
+    if (bytes < kChunkHeaderBytes) return size_error(kChunkHeaderBytes);
+    if (in[0] == kModeStored) {
+      if (bytes != ChunkLayout<L>::stored_bytes(n)) return size_error(ChunkLayout<L>::stored_bytes(n));
+      std::memcpy(out_bytes, in + kChunkHeaderBytes, size_t{n} * sizeof(Bits));
+      return {};
+    }
+    if (in[0] != kModeCoded) return "unknown chunk mode " + std::to_string(in[0]) + " at chunk byte 0";
+    if (in[2] != 0 || in[3] != 0) return "reserved chunk header bytes 2..3 are not zero";
+    PrefixCode entropy_code;
+    const PrefixCode* pc = &gauss_prefix_code();
+    uint32_t table_bytes = 0;
+    expbits::GaussSymbols gauss{in[1]};
+    if constexpr (K == Kind::Entropy) {
+      constexpr uint32_t kSyms = 1u << L::kExpBits;
+      const uint32_t nsyms = uint32_t{in[1]} + 1;
+      if (nsyms > kSyms) return "symbol count " + std::to_string(nsyms) + " exceeds " + std::to_string(kSyms);
+      table_bytes = ChunkLayout<L>::table_bytes_entropy(nsyms);
+      if (bytes < kChunkHeaderBytes + table_bytes) return size_error(kChunkHeaderBytes + table_bytes);
+      uint8_t lengths[kSyms] = {};
+      int prev = -1;
+      for (uint32_t i = 0; i < nsyms; ++i) {
+        const uint32_t s = in[kChunkHeaderBytes + 2 * i], l = in[kChunkHeaderBytes + 2 * i + 1];
+        if (static_cast<int>(s) <= prev || s >= kSyms || l == 0 || l > kMaxCodeBits)
+          return "code table entry " + std::to_string(i) + " (symbol " + std::to_string(s) +
+                 ", length " + std::to_string(l) + ") is invalid";
+        lengths[s] = static_cast<uint8_t>(l);
+        prev = static_cast<int>(s);
+      }
+      if (!expbits::build_prefix_code(lengths, kSyms, entropy_code))
+        return "code table lengths violate the Kraft inequality";
+      pc = &entropy_code;
+    }
+    const uint32_t streams_at = ChunkLayout<L>::streams_at(table_bytes, n);
+    if (bytes < streams_at) return size_error(streams_at);
+    const uint8_t* lane_table = in + ChunkLayout<L>::lane_table_at(table_bytes);
+    uint64_t total_words = 0;
+    for (uint32_t lane = 0; lane < kLanes; ++lane) total_words += load_u16(lane_table + 2 * lane);
+    if (bytes != streams_at + 4 * total_words) return size_error(streams_at + 4 * total_words);
+    Bits values[kMaxChunkElements];
+    const uint8_t* raw = in + ChunkLayout<L>::raw_at(table_bytes);
+    const uint8_t* stream = in + streams_at;
+    for (uint32_t lane = 0; lane < kLanes; ++lane) {
+      const uint32_t words = load_u16(lane_table + 2 * lane);
+      uint32_t bad = 0;
+      LaneStatus st;
+      if constexpr (K == Kind::Gauss)
+        st = expbits::decode_lane<L>(stream, words, raw, n, lane, gauss, *pc, values, &bad);
+      else
+        st = expbits::decode_lane<L>(stream, words, raw, n, lane, expbits::DirectSymbols{}, *pc,
+                                     values, &bad);
+      if (st != LaneStatus::Ok) return lane_error(st, lane, bad);
+      stream += 4 * words;
+    }
+    std::memcpy(out_bytes, values, size_t{n} * sizeof(Bits));
+    return {};
+  }
+};
+
+}  // namespace
+
+const Codec& gauss_exp_codec() {
+  static const ExponentCodec<Kind::Gauss> codec;
+  return codec;
+}
+const Codec& entropy_exp_codec() {
+  static const ExponentCodec<Kind::Entropy> codec;
+  return codec;
+}
+
+}  // namespace compcoll::detail

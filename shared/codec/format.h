@@ -1,0 +1,89 @@
+// shared/codec/format.h — constants and little-endian field access of the compcoll stream
+// container (docs/FORMAT.md is the specification; this file must agree with it).
+// Shared by the host codecs and the CUDA kernels; no allocation, no exceptions here.
+#pragma once
+
+#include <cstdint>
+
+#include "codec/hd.h"
+
+namespace compcoll::format {
+
+// Container header, 32 bytes.
+constexpr uint8_t kMagic[4] = {'C', 'C', 'Z', 'S'};
+constexpr uint8_t kVersion = 1;
+constexpr uint32_t kHeaderBytes = 32;
+constexpr uint32_t kOffsetEntryBytes = 8;  // one u64 end offset per chunk
+
+// Header field byte offsets.
+constexpr uint32_t kOffMagic = 0;
+constexpr uint32_t kOffVersion = 4;
+constexpr uint32_t kOffCodec = 5;
+constexpr uint32_t kOffDType = 6;
+constexpr uint32_t kOffFlags = 7;
+constexpr uint32_t kOffElements = 8;
+constexpr uint32_t kOffChunkElements = 16;
+constexpr uint32_t kOffChunkCount = 20;
+constexpr uint32_t kOffPayloadBytes = 24;
+
+// Chunking: a chunk holds chunk_elements elements (the last one fewer), split over
+// kLanes interleaved lanes (element k of a chunk belongs to lane k % kLanes).
+constexpr uint32_t kLanes = 32;
+constexpr uint32_t kDefaultChunkElements = 16384;
+constexpr uint32_t kMinChunkElements = kLanes;
+constexpr uint32_t kMaxChunkElements = 65536;
+constexpr uint32_t kChunkAlign = 4;  // every chunk's size is a multiple of 4 bytes
+
+// Exponent-coded chunks.
+constexpr uint8_t kModeCoded = 0;
+constexpr uint8_t kModeStored = 1;
+constexpr uint32_t kChunkHeaderBytes = 4;
+constexpr uint32_t kLaneTableBytes = kLanes * 2;  // u16 word count per lane
+constexpr uint32_t kMaxCodeBits = 12;             // longest prefix code; one-lookup decode
+
+// gauss-exp fixed code: symbols d = e - ref for d in [kGaussDMin, kGaussDMax], then ZERO, ESC.
+constexpr int kGaussDMin = -12;
+constexpr int kGaussDMax = 7;
+constexpr uint32_t kGaussSymZero = kGaussDMax - kGaussDMin + 1;  // 20
+constexpr uint32_t kGaussSymEsc = kGaussSymZero + 1;             // 21
+constexpr uint32_t kGaussSymbols = kGaussSymEsc + 1;             // 22
+// Code lengths of the fixed code, in symbol order (d = -12 .. 7, ZERO, ESC). Derived by
+// tools/derive_gauss_code.py from the exponent distribution of Gaussian chunks of 16384
+// elements around their mean exponent; tests check it is a complete prefix code.
+constexpr uint8_t kGaussCodeLengths[kGaussSymbols] = {
+    11, 11, 11, 11, 10, 8, 8, 6, 6, 4, 3, 3, 2, 2, 3, 7, 9, 10, 11, 11,  // d = -12 .. 7
+    7,                                                                   // ZERO (e == 0)
+    10};                                                                 // ESC (+ raw exponent)
+
+constexpr uint32_t kMaxEntropySymbols = 256;
+
+COMPCOLL_HD constexpr uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
+COMPCOLL_HD constexpr uint64_t align_up64(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+COMPCOLL_HD inline uint16_t load_u16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+COMPCOLL_HD inline uint32_t load_u32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+COMPCOLL_HD inline uint64_t load_u64(const uint8_t* p) {
+  return static_cast<uint64_t>(load_u32(p)) | (static_cast<uint64_t>(load_u32(p + 4)) << 32);
+}
+COMPCOLL_HD inline void store_u16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+COMPCOLL_HD inline void store_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+COMPCOLL_HD inline void store_u64(uint8_t* p, uint64_t v) {
+  store_u32(p, static_cast<uint32_t>(v));
+  store_u32(p + 4, static_cast<uint32_t>(v >> 32));
+}
+
+COMPCOLL_HD inline uint32_t chunk_count_for(uint64_t elements, uint32_t chunk_elements) {
+  return static_cast<uint32_t>((elements + chunk_elements - 1) / chunk_elements);
+}
+
+}  // namespace compcoll::format

@@ -1,0 +1,312 @@
+// tests/codec/test_codec_roundtrip.cpp — host codecs: bit-exact round trips over sizes, dtypes
+// and special values, the bundled real tensors, ratios, and rejection of damaged streams.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "codec/codec.h"
+#include "codec/exponent_bits.h"
+#include "io/tensor_file.h"
+#include "test_util.h"
+
+using namespace compcoll;
+
+namespace {
+
+const DType kDTypes[] = {DType::BF16, DType::FP16, DType::FP32};
+
+std::vector<uint8_t> roundtrip(const Codec& codec, DType dtype, const std::vector<uint8_t>& in,
+                               const EncodeOptions& opt = {}) {
+  const size_t n = in.size() / dtype_size(dtype);
+  std::vector<uint8_t> stream = encode(codec, dtype, in.data(), n, opt);
+  // Decode from a buffer cut to exactly the reported size.
+  std::vector<uint8_t> exact(stream.begin(), stream.end());
+  const StreamInfo info = read_stream_info(exact.data(), exact.size());
+  REQUIRE(info.total_bytes == exact.size());
+  REQUIRE(info.elements == n);
+  REQUIRE(info.dtype == dtype);
+  REQUIRE(info.codec == codec.id());
+  std::vector<uint8_t> out(in.size(), 0xA5);
+  decode(exact.data(), exact.size(), out.data(), out.size());
+  return out;
+}
+
+double exponent_entropy_bits(DType dtype, const std::vector<uint8_t>& in) {
+  std::map<uint32_t, size_t> hist;
+  const size_t n = in.size() / dtype_size(dtype);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t v = 0;
+    std::memcpy(&v, in.data() + i * dtype_size(dtype), dtype_size(dtype));
+    const uint32_t e = dtype == DType::BF16 ? (v >> 7) & 0xFF : dtype == DType::FP16 ? (v >> 10) & 0x1F : (v >> 23) & 0xFF;
+    ++hist[e];
+  }
+  double h = 0;
+  for (const auto& [e, c] : hist) {
+    const double p = static_cast<double>(c) / n;
+    h -= p * std::log2(p);
+  }
+  return h;
+}
+
+uint32_t exp_bits(DType d) { return d == DType::FP16 ? 5 : 8; }
+
+}  // namespace
+
+TEST_CASE("codec registry names every codec", "[codec]") {
+  REQUIRE(codec_names() == std::vector<std::string_view>{"identity", "gauss-exp", "entropy-exp"});
+  for (auto name : codec_names()) {
+    const Codec* c = find_codec(name);
+    REQUIRE(c != nullptr);
+    CHECK(c->name() == name);
+    CHECK(&codec_by_id(c->id()) == c);
+    CHECK(c->lossless());
+  }
+  CHECK(find_codec("zip") == nullptr);
+}
+
+TEST_CASE("gauss-exp fixed code is a complete prefix code", "[codec][gauss-exp]") {
+  uint32_t kraft = 0;
+  for (uint32_t s = 0; s < format::kGaussSymbols; ++s) {
+    REQUIRE(format::kGaussCodeLengths[s] >= 1);
+    REQUIRE(format::kGaussCodeLengths[s] <= format::kMaxCodeBits);
+    kraft += 1u << (format::kMaxCodeBits - format::kGaussCodeLengths[s]);
+  }
+  CHECK(kraft == (1u << format::kMaxCodeBits));
+  expbits::PrefixCode pc{};
+  REQUIRE(expbits::build_prefix_code(format::kGaussCodeLengths, format::kGaussSymbols, pc));
+  // Every 12-bit pattern decodes to some symbol: the code is complete.
+  for (uint32_t i = 0; i < (1u << format::kMaxCodeBits); ++i) REQUIRE(pc.lut[i] != 0);
+}
+
+TEST_CASE("huffman lengths are limited, deterministic and optimal on small cases", "[codec][entropy-exp]") {
+  // Fibonacci frequencies force a deep tree; the limit must hold.
+  uint32_t freq[256] = {};
+  uint32_t a = 1, b = 1;
+  for (int s = 0; s < 30; ++s) {
+    freq[s] = a;
+    const uint32_t c = a + b;
+    a = b;
+    b = c;
+  }
+  uint8_t len1[256], len2[256];
+  expbits::huffman_lengths(freq, 256, len1);
+  expbits::huffman_lengths(freq, 256, len2);
+  uint32_t kraft = 0;
+  for (int s = 0; s < 256; ++s) {
+    REQUIRE(len1[s] == len2[s]);
+    REQUIRE(len1[s] <= format::kMaxCodeBits);
+    REQUIRE((freq[s] > 0) == (len1[s] > 0));
+    if (len1[s]) kraft += 1u << (format::kMaxCodeBits - len1[s]);
+  }
+  CHECK(kraft == (1u << format::kMaxCodeBits));
+  // Dyadic frequencies give exact lengths 1, 2, 3, 3.
+  uint32_t dy[4] = {4, 2, 1, 1};
+  uint8_t dl[4];
+  expbits::huffman_lengths(dy, 4, dl);
+  CHECK(std::vector<int>(dl, dl + 4) == std::vector<int>{1, 2, 3, 3});
+  // One symbol gets one bit.
+  uint32_t one[8] = {0, 0, 5, 0, 0, 0, 0, 0};
+  uint8_t ol[8];
+  expbits::huffman_lengths(one, 8, ol);
+  CHECK(ol[2] == 1);
+  CHECK(ol[0] == 0);
+}
+
+TEST_CASE("round trip is bit-exact over sizes, chunkings and dtypes", "[codec]") {
+  const uint32_t chunk = GENERATE(32u, 1024u, format::kDefaultChunkElements);
+  const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
+  const auto codec_name = GENERATE(as<std::string_view>{}, "identity", "gauss-exp", "entropy-exp");
+  const Codec& codec = *find_codec(codec_name);
+  std::vector<size_t> sizes = {0, 1, 2, 31, 32, 33, 63, 64, 65, chunk - 1, chunk, chunk + 1,
+                               3 * size_t{chunk} + 17};
+  test::SplitMix64 rng{99};
+  for (int i = 0; i < 4; ++i) sizes.push_back(rng.next() % (5 * size_t{chunk}));
+  EncodeOptions opt;
+  opt.chunk_elements = chunk;
+  for (size_t n : sizes) {
+    CAPTURE(codec_name, dtype_name(dtype), chunk, n);
+    const auto in = test::gaussian_bytes(dtype, n, 0.02, 1000 + n);
+    CHECK(roundtrip(codec, dtype, in, opt) == in);
+  }
+}
+
+TEST_CASE("every 16-bit pattern round-trips: all exponents, NaN payloads, inf, subnormals, -0",
+          "[codec]") {
+  const DType dtype = GENERATE(DType::BF16, DType::FP16);
+  const auto codec_name = GENERATE(as<std::string_view>{}, "gauss-exp", "entropy-exp");
+  std::vector<uint8_t> in(65536 * 2);
+  for (uint32_t v = 0; v < 65536; ++v) {
+    in[2 * v] = static_cast<uint8_t>(v);
+    in[2 * v + 1] = static_cast<uint8_t>(v >> 8);
+  }
+  CAPTURE(codec_name, dtype_name(dtype));
+  CHECK(roundtrip(*find_codec(codec_name), dtype, in) == in);
+  // The same patterns shuffled, so chunks mix rare and common exponents.
+  test::SplitMix64 rng{5};
+  for (size_t i = 65535; i > 0; --i) {
+    const size_t j = rng.next() % (i + 1);
+    std::swap(in[2 * i], in[2 * j]);
+    std::swap(in[2 * i + 1], in[2 * j + 1]);
+  }
+  CHECK(roundtrip(*find_codec(codec_name), dtype, in) == in);
+}
+
+TEST_CASE("fp32 special values and all 256 exponents round-trip", "[codec]") {
+  const auto codec_name = GENERATE(as<std::string_view>{}, "gauss-exp", "entropy-exp");
+  std::vector<uint32_t> vals = {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u,
+                                0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x7FBFFFFFu,
+                                0x00000001u, 0x807FFFFFu, 0x00400000u, 0x7F7FFFFFu};
+  test::SplitMix64 rng{11};
+  for (uint32_t e = 0; e < 256; ++e)
+    for (int k = 0; k < 8; ++k)
+      vals.push_back((static_cast<uint32_t>(rng.next() & 1) << 31) | (e << 23) |
+                     static_cast<uint32_t>(rng.next() & 0x7FFFFF));
+  // Embed them among Gaussian values so both escape and coded paths run in one chunk.
+  auto in = test::gaussian_bytes(DType::FP32, 5000, 1.0, 3);
+  for (size_t i = 0; i < vals.size(); ++i) std::memcpy(in.data() + 4 * (i * 2), &vals[i], 4);
+  CAPTURE(codec_name);
+  CHECK(roundtrip(*find_codec(codec_name), DType::FP32, in) == in);
+}
+
+TEST_CASE("constant, all-zero and single-exponent chunks round-trip", "[codec]") {
+  const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
+  const auto codec_name = GENERATE(as<std::string_view>{}, "gauss-exp", "entropy-exp");
+  const Codec& codec = *find_codec(codec_name);
+  std::vector<uint8_t> zeros(40000 * dtype_size(dtype), 0);
+  CHECK(roundtrip(codec, dtype, zeros) == zeros);
+  // entropy-exp codes a lone exponent in one bit; gauss-exp's fixed code gives ZERO 7 bits.
+  // (fp16 zeros would cost 7 + 11 bits: those chunks fall back to stored).
+  const double limit = codec_name == "entropy-exp" ? 0.8 : 1.01;
+  CHECK(encode(codec, dtype, zeros.data(), 40000).size() < zeros.size() * limit + format::kHeaderBytes);
+  std::vector<uint8_t> inf(1000 * dtype_size(dtype), 0xFF);  // all NaN with full payload
+  CHECK(roundtrip(codec, dtype, inf) == inf);
+}
+
+TEST_CASE("gauss-exp and entropy-exp compress Gaussians near the exponent-entropy bound",
+          "[codec]") {
+  const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
+  const size_t n = 1 << 18;
+  const auto in = test::gaussian_bytes(dtype, n, 0.013, 17);
+  const double h = exponent_entropy_bits(dtype, in);
+  const double bits = 8.0 * dtype_size(dtype);
+  const double bound = bits / (bits - exp_bits(dtype) + h);
+  const double r_gauss = static_cast<double>(in.size()) / encode(*find_codec("gauss-exp"), dtype, in.data(), n).size();
+  const double r_entropy = static_cast<double>(in.size()) / encode(*find_codec("entropy-exp"), dtype, in.data(), n).size();
+  CAPTURE(dtype_name(dtype), h, bound, r_gauss, r_entropy);
+  CHECK(r_entropy >= 0.98 * bound);
+  CHECK(r_gauss >= 0.95 * bound);
+  CHECK(r_entropy <= bound * 1.02);  // a ratio above the order-0 bound on i.i.d. data is a bug
+}
+
+TEST_CASE("incompressible input expands by at most 1% plus the header", "[codec]") {
+  const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
+  const auto codec_name = GENERATE(as<std::string_view>{}, "identity", "gauss-exp", "entropy-exp");
+  const size_t n = 100003;
+  const auto in = test::random_bytes(n * dtype_size(dtype), 23);
+  const auto stream = encode(*find_codec(codec_name), dtype, in.data(), n);
+  CAPTURE(codec_name, dtype_name(dtype), stream.size(), in.size());
+  CHECK(stream.size() <= in.size() * 1.01 + format::kHeaderBytes);
+  CHECK(roundtrip(*find_codec(codec_name), dtype, in) == in);
+}
+
+TEST_CASE("a slice of chunks decodes alone", "[codec]") {
+  const auto codec_name = GENERATE(as<std::string_view>{}, "identity", "gauss-exp", "entropy-exp");
+  const size_t n = 10 * 1024 + 7;
+  const auto in = test::gaussian_bytes(DType::BF16, n, 1.0, 8);
+  EncodeOptions opt;
+  opt.chunk_elements = 1024;
+  const auto stream = encode(*find_codec(codec_name), DType::BF16, in.data(), n, opt);
+  for (uint32_t first : {0u, 3u, 9u, 10u}) {
+    const uint32_t count = std::min(2u, 11 - first);
+    const size_t e0 = first * 1024, e1 = std::min(n, size_t{first + count} * 1024);
+    std::vector<uint8_t> out((e1 - e0) * 2);
+    decode_chunks(stream.data(), stream.size(), first, count, out.data(), out.size());
+    CHECK(std::equal(out.begin(), out.end(), in.begin() + 2 * e0));
+  }
+  std::vector<uint8_t> out(4096);
+  CHECK_THROWS_AS(decode_chunks(stream.data(), stream.size(), 10, 2, out.data(), out.size()), CodecError);
+}
+
+TEST_CASE("bundled real tensors round-trip and compress", "[codec][real]") {
+  const auto files = test::real_tensor_files();
+  if (files.empty()) {
+    WARN("SKIPPED: no .npy files under " << test::test_data_dir());
+    return;
+  }
+  for (const auto& f : files) {
+    const bool is_bf16 = f.string().find(".bf16.") != std::string::npos;
+    for (const TensorData& t : load_tensors(f.string(), is_bf16 ? std::optional(DType::BF16) : std::nullopt)) {
+      const double h = exponent_entropy_bits(t.dtype, t.bytes);
+      const double bits = 8.0 * dtype_size(t.dtype);
+      const double bound = bits / (bits - exp_bits(t.dtype) + h);
+      for (auto name : codec_names()) {
+        const Codec& codec = *find_codec(name);
+        CAPTURE(t.source, name);
+        CHECK(roundtrip(codec, t.dtype, t.bytes) == t.bytes);
+        if (name == "entropy-exp" && t.elements() >= 65536) {
+          const double r = static_cast<double>(t.bytes.size()) /
+                           encode(codec, t.dtype, t.bytes.data(), t.elements()).size();
+          CAPTURE(h, bound, r);
+          CHECK(r >= 0.97 * bound);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("damaged streams are rejected with a located error, never misread", "[codec][bad-input]") {
+  const auto codec_name = GENERATE(as<std::string_view>{}, "identity", "gauss-exp", "entropy-exp");
+  const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
+  const size_t n = 3000;
+  const auto in = test::gaussian_bytes(dtype, n, 0.5, 31);
+  EncodeOptions opt;
+  opt.chunk_elements = 1024;
+  const auto stream = encode(*find_codec(codec_name), dtype, in.data(), n, opt);
+  std::vector<uint8_t> out(in.size());
+  CAPTURE(codec_name, dtype_name(dtype));
+  // Every truncation is an error (the header states the exact size).
+  for (size_t len = 0; len < stream.size(); len += (len < 200 ? 1 : 37)) {
+    std::vector<uint8_t> cut(stream.begin(), stream.begin() + len);
+    CAPTURE(len);
+    CHECK_THROWS_AS(decode(cut.data(), cut.size(), out.data(), out.size()), CodecError);
+  }
+  // Single bit flips: either a CodecError or a successful decode; flips in the container
+  // header, offsets and lane tables must all be caught.
+  size_t caught = 0, flips = 0;
+  for (size_t byte = 0; byte < stream.size(); byte += 7) {
+    auto bad = stream;
+    bad[byte] ^= static_cast<uint8_t>(1u << (byte % 8));
+    ++flips;
+    try {
+      decode(bad.data(), bad.size(), out.data(), out.size());
+    } catch (const CodecError& e) {
+      ++caught;
+      CHECK(std::string(e.what()).size() > 10);
+      CHECK(e.byte_offset() <= bad.size());
+    }
+  }
+  CHECK(caught > 0);
+  for (size_t byte = 0; byte < format::kHeaderBytes; ++byte) {
+    auto bad = stream;
+    bad[byte] ^= 0x10;
+    if (byte >= format::kOffElements && byte < format::kOffElements + 8 && byte > format::kOffElements + 5) continue;
+    CAPTURE(byte);
+    CHECK_THROWS_AS(decode(bad.data(), bad.size(), out.data(), out.size()), CodecError);
+  }
+  // A too-small output buffer is an error, not an overflow.
+  std::vector<uint8_t> small(in.size() - 1);
+  CHECK_THROWS_AS(decode(stream.data(), stream.size(), small.data(), small.size()), CodecError);
+}
+
+TEST_CASE("bad encode options are errors", "[codec]") {
+  const auto in = test::gaussian_bytes(DType::BF16, 100, 1.0, 1);
+  EncodeOptions opt;
+  for (uint32_t c : {0u, 16u, 33u, 65568u}) {
+    opt.chunk_elements = c;
+    CHECK_THROWS_AS(encode(*find_codec("gauss-exp"), DType::BF16, in.data(), 100, opt), CodecError);
+  }
+  std::vector<uint8_t> tiny(10);
+  CHECK_THROWS_AS(encode(*find_codec("gauss-exp"), DType::BF16, in.data(), 100, tiny.data(), tiny.size()), CodecError);
+}

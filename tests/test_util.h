@@ -1,0 +1,67 @@
+// tests/test_util.h — deterministic test inputs shared by the test files: seeded random
+// values of each dtype, and the bundled real tensors of tests/data.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "codec/dtype.h"
+#include "io/float_convert.h"
+
+namespace compcoll::test {
+
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+  double normal() {
+    const double u1 = uniform() + 1e-300, u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+};
+
+// n Gaussian values of the given scale as `dtype` bit patterns (little-endian bytes).
+inline std::vector<uint8_t> gaussian_bytes(DType dtype, size_t n, double scale, uint64_t seed) {
+  SplitMix64 rng{seed};
+  std::vector<uint8_t> out(n * dtype_size(dtype));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(rng.normal() * scale);
+    if (dtype == DType::FP32) {
+      std::memcpy(out.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t b = dtype == DType::BF16 ? float_to_bf16_rne(v) : float_to_fp16_rne(v);
+      std::memcpy(out.data() + 2 * i, &b, 2);
+    }
+  }
+  return out;
+}
+
+inline std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
+  SplitMix64 rng{seed};
+  std::vector<uint8_t> out(n);
+  for (auto& b : out) b = static_cast<uint8_t>(rng.next() >> 56);
+  return out;
+}
+
+inline std::filesystem::path test_data_dir() { return COMPCOLL_TEST_DATA_DIR; }
+
+// The bundled real tensors (tests/data/*.npy), sorted by name.
+inline std::vector<std::filesystem::path> real_tensor_files() {
+  std::vector<std::filesystem::path> files;
+  if (!std::filesystem::exists(test_data_dir())) return files;
+  for (const auto& e : std::filesystem::directory_iterator(test_data_dir()))
+    if (e.path().extension() == ".npy") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace compcoll::test
