@@ -1,0 +1,318 @@
+// tools/compcoll_bench.cpp — compcoll-bench: measures codecs on real or synthetic tensors.
+//   compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json] [--chunk N]
+//                        [--min-time SECONDS] PATH...
+// Per input and codec: ratio, the order-0 exponent-entropy bound, encode/decode GB/s (best of
+// several timed runs after an untimed warm-up), then a separate lossless check. zstd -1 (plain
+// and byte-grouped), lz4 and memcpy run on the same bytes in the same process as yardsticks.
+// The program decides exit codes; the libraries only report. Later issues add `calibrate`.
+#include <lz4.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+#include "io/tensor_file.h"
+
+namespace {
+
+using namespace compcoll;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::vector<std::string> codecs;  // empty = all
+  std::optional<DType> dtype;
+  bool json = false;
+  uint32_t chunk = format::kDefaultChunkElements;
+  double min_time = 0.2;
+  std::vector<std::string> inputs;
+};
+
+struct Row {
+  std::string file, codec;
+  DType dtype;
+  size_t elements = 0;
+  double ratio = 0, bound = 0, encode_gbps = 0, decode_gbps = 0, memcpy_gbps = 0;
+  std::string check;  // "OK", "FAILED", or "-" for yardsticks that are not lossless checks
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "compcoll-bench: %s\n", msg.c_str());
+  std::fprintf(stderr,
+               "usage: compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json]\n"
+               "                            [--chunk ELEMENTS] [--min-time SECONDS] PATH...\n"
+               "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n");
+  std::exit(2);
+}
+
+// Best time of repeated runs after one untimed warm-up; runs until min_time has elapsed and
+// at least 3 timed runs are done.
+double best_seconds(const std::function<void()>& fn, double min_time) {
+  fn();
+  double best = 1e30, total = 0;
+  for (int runs = 0; runs < 3 || total < min_time; ++runs) {
+    const auto t0 = Clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, s);
+    total += s;
+    if (runs > 10000) break;
+  }
+  return best;
+}
+
+uint32_t exponent_of(DType dtype, const uint8_t* p) {
+  uint32_t v = 0;
+  std::memcpy(&v, p, dtype_size(dtype));
+  switch (dtype) {
+    case DType::BF16: return (v >> 7) & 0xFF;
+    case DType::FP16: return (v >> 10) & 0x1F;
+    case DType::FP32: return (v >> 23) & 0xFF;
+  }
+  return 0;
+}
+
+// Order-0 bound: bits / (bits - exponent bits + H(exponent)); 16/(8+H) for bf16.
+double exponent_bound(const TensorData& t) {
+  std::vector<size_t> hist(256, 0);
+  const size_t es = dtype_size(t.dtype), n = t.elements();
+  if (n == 0) return 1.0;
+  for (size_t i = 0; i < n; ++i) ++hist[exponent_of(t.dtype, t.bytes.data() + i * es)];
+  double h = 0;
+  for (size_t c : hist)
+    if (c) h -= static_cast<double>(c) / n * std::log2(static_cast<double>(c) / n);
+  const double bits = 8.0 * es, ebits = t.dtype == DType::FP16 ? 5 : 8;
+  return bits / (bits - ebits + h);
+}
+
+double gbps(size_t bytes, double seconds) { return seconds > 0 ? bytes / seconds / 1e9 : 0; }
+
+// The one place rows are printed, as a table or as JSON lines.
+class RowPrinter {
+ public:
+  explicit RowPrinter(bool json) : json_(json) {}
+  void header() const {
+    if (json_) return;
+    std::printf("# compcoll-bench codec: ratio = original / compressed bytes; bound = order-0 exponent-entropy bound\n");
+    std::printf("%-44s %-20s %5s %11s %7s %7s %9s %9s %9s %6s\n", "# file", "codec", "type",
+                "elements", "ratio", "bound", "enc", "dec", "memcpy", "check");
+    std::printf("%-44s %-20s %5s %11s %7s %7s %9s %9s %9s %6s\n", "#", "", "", "(count)", "", "",
+                "(GB/s)", "(GB/s)", "(GB/s)", "");
+  }
+  void row(const Row& r) const {
+    if (json_) {
+      std::printf("{\"file\": \"%s\", \"codec\": \"%s\", \"dtype\": \"%s\", \"elements\": %zu, "
+                  "\"ratio\": %.5f, \"bound\": %.5f, \"encode_gbps\": %.4f, \"decode_gbps\": %.4f, "
+                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f}\n",
+                  json_escape(r.file).c_str(), r.codec.c_str(), std::string(dtype_name(r.dtype)).c_str(),
+                  r.elements, r.ratio, r.bound, r.encode_gbps, r.decode_gbps,
+                  r.check == "OK" ? "true" : (r.check == "FAILED" ? "false" : "null"), r.memcpy_gbps);
+    } else {
+      std::printf("%-44s %-20s %5s %11zu %7.4f %7.4f %9.3f %9.3f %9.3f %6s\n", shorten(r.file).c_str(),
+                  r.codec.c_str(), std::string(dtype_name(r.dtype)).c_str(), r.elements, r.ratio,
+                  r.bound, r.encode_gbps, r.decode_gbps, r.memcpy_gbps, r.check.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  static std::string json_escape(const std::string& s) {
+    std::string o;
+    for (char c : s) {
+      if (c == '"' || c == '\\') o += '\\';
+      if (static_cast<unsigned char>(c) < 0x20) continue;
+      o += c;
+    }
+    return o;
+  }
+  static std::string shorten(const std::string& s) {
+    const size_t slash = s.rfind('/');
+    std::string base = slash == std::string::npos ? s : s.substr(slash + 1);
+    return base.size() > 44 ? "..." + base.substr(base.size() - 41) : base;
+  }
+  bool json_;
+};
+
+// Splits each element's bytes into planes (all byte 0s, all byte 1s, ...), the usual
+// preconditioner that lets a byte-oriented compressor see the exponent bytes together.
+std::vector<uint8_t> byte_grouped(const TensorData& t) {
+  const size_t es = dtype_size(t.dtype), n = t.elements();
+  std::vector<uint8_t> out(t.bytes.size());
+  for (size_t i = 0; i < n; ++i)
+    for (size_t b = 0; b < es; ++b) out[b * n + i] = t.bytes[i * es + b];
+  return out;
+}
+
+struct Yardstick {
+  std::string name;
+  std::function<size_t(const std::vector<uint8_t>&, std::vector<uint8_t>&)> compress;
+  std::function<bool(const std::vector<uint8_t>&, size_t, std::vector<uint8_t>&)> decompress;
+  bool grouped;
+};
+
+std::vector<Yardstick> yardsticks() {
+  auto zc = [](const std::vector<uint8_t>& in, std::vector<uint8_t>& out) {
+    out.resize(ZSTD_compressBound(in.size()));
+    const size_t r = ZSTD_compress(out.data(), out.size(), in.data(), in.size(), 1);
+    return ZSTD_isError(r) ? size_t{0} : r;
+  };
+  auto zd = [](const std::vector<uint8_t>& in, size_t n, std::vector<uint8_t>& out) {
+    const size_t r = ZSTD_decompress(out.data(), out.size(), in.data(), n);
+    return !ZSTD_isError(r) && r == out.size();
+  };
+  auto lc = [](const std::vector<uint8_t>& in, std::vector<uint8_t>& out) {
+    out.resize(LZ4_compressBound(static_cast<int>(in.size())));
+    return static_cast<size_t>(LZ4_compress_default(reinterpret_cast<const char*>(in.data()),
+                                                    reinterpret_cast<char*>(out.data()),
+                                                    static_cast<int>(in.size()), static_cast<int>(out.size())));
+  };
+  auto ld = [](const std::vector<uint8_t>& in, size_t n, std::vector<uint8_t>& out) {
+    const int r = LZ4_decompress_safe(reinterpret_cast<const char*>(in.data()), reinterpret_cast<char*>(out.data()),
+                                      static_cast<int>(n), static_cast<int>(out.size()));
+    return r >= 0 && static_cast<size_t>(r) == out.size();
+  };
+  return {{"zstd-1", zc, zd, false}, {"zstd-1-bytegrouped", zc, zd, true}, {"lz4", lc, ld, false}};
+}
+
+// Runs every selected codec and the yardsticks on one tensor; returns false if a check failed.
+bool bench_tensor(const TensorData& t, const Options& opt, const RowPrinter& printer) {
+  const size_t bytes = t.bytes.size();
+  const double bound = exponent_bound(t);
+  std::vector<uint8_t> copy(bytes);
+  const double memcpy_gbps = gbps(bytes, best_seconds([&] { std::memcpy(copy.data(), t.bytes.data(), bytes); }, opt.min_time));
+  bool ok = true;
+  const std::vector<std::string> names = [&] {
+    if (!opt.codecs.empty()) return opt.codecs;
+    std::vector<std::string> all;
+    for (auto n : codec_names()) all.emplace_back(n);
+    return all;
+  }();
+  EncodeOptions eopt;
+  eopt.chunk_elements = opt.chunk;
+  for (const std::string& name : names) {
+    const Codec& codec = *find_codec(name);
+    std::vector<uint8_t> stream(max_encoded_size(codec, t.dtype, t.elements(), eopt));
+    size_t size = 0;
+    const double enc = best_seconds([&] {
+      size = encode(codec, t.dtype, t.bytes.data(), t.elements(), stream.data(), stream.size(), eopt);
+    }, opt.min_time);
+    std::vector<uint8_t> out(bytes);
+    const double dec = best_seconds([&] { decode(stream.data(), size, out.data(), out.size()); }, opt.min_time);
+    // Correctness pass, separate from timing: a fresh buffer, decoded from an exact-size copy.
+    std::vector<uint8_t> exact(stream.begin(), stream.begin() + size);
+    std::vector<uint8_t> check(bytes, 0x5A);
+    bool good = true;
+    try {
+      decode(exact.data(), exact.size(), check.data(), check.size());
+      good = check == t.bytes;
+    } catch (const CodecError&) {
+      good = false;
+    }
+    ok &= good;
+    printer.row({t.source, name, t.dtype, t.elements(), size ? static_cast<double>(bytes) / size : 0, bound,
+                 gbps(bytes, enc), gbps(bytes, dec), memcpy_gbps, good ? "OK" : "FAILED"});
+  }
+  if (!opt.codecs.empty()) return ok;
+  for (const Yardstick& y : yardsticks()) {
+    const std::vector<uint8_t> src = y.grouped ? byte_grouped(t) : t.bytes;
+    std::vector<uint8_t> comp;
+    size_t size = 0;
+    const double enc = best_seconds([&] { size = y.compress(src, comp); }, opt.min_time);
+    std::vector<uint8_t> out(bytes);
+    bool good = size > 0 || bytes == 0;
+    const double dec = best_seconds([&] { good &= y.decompress(comp, size, out); }, opt.min_time);
+    good &= out == src;
+    ok &= good;
+    printer.row({t.source, y.name, t.dtype, t.elements(), size ? static_cast<double>(bytes) / size : 0, bound,
+                 gbps(bytes, enc), gbps(bytes, dec), memcpy_gbps, good ? "OK" : "FAILED"});
+  }
+  return ok;
+}
+
+Options parse_args(int argc, char** argv) {
+  Options opt;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(a + ": missing value");
+      return argv[++i];
+    };
+    if (a == "--codec") {
+      const std::string v = value();
+      if (v == "all") continue;
+      if (!find_codec(v)) {
+        std::string names;
+        for (auto n : codec_names()) names += (names.empty() ? "" : ", ") + std::string(n);
+        usage_error("--codec: unknown codec \"" + v + "\" (expected all, " + names + ")");
+      }
+      opt.codecs.push_back(v);
+    } else if (a == "--dtype") {
+      const std::string v = value();
+      opt.dtype = parse_dtype(v);
+      if (!opt.dtype) usage_error("--dtype: expected bf16, fp16 or fp32, got \"" + v + "\"");
+    } else if (a == "--json") {
+      opt.json = true;
+    } else if (a == "--chunk") {
+      const std::string v = value();
+      char* end = nullptr;
+      const unsigned long c = std::strtoul(v.c_str(), &end, 10);
+      if (!end || *end || c < format::kMinChunkElements || c > format::kMaxChunkElements || c % format::kLanes)
+        usage_error("--chunk: expected a multiple of 32 in [32, 65536], got \"" + v + "\"");
+      opt.chunk = static_cast<uint32_t>(c);
+    } else if (a == "--min-time") {
+      const std::string v = value();
+      char* end = nullptr;
+      opt.min_time = std::strtod(v.c_str(), &end);
+      if (!end || *end || !(opt.min_time >= 0)) usage_error("--min-time: expected seconds >= 0, got \"" + v + "\"");
+    } else if (a.rfind("--", 0) == 0) {
+      usage_error("unknown option " + a);
+    } else {
+      opt.inputs.push_back(a);
+    }
+  }
+  if (opt.inputs.empty()) usage_error("no input given");
+  return opt;
+}
+
+int run_codec_bench(int argc, char** argv) {
+  const Options opt = parse_args(argc, argv);
+  const RowPrinter printer(opt.json);
+  printer.header();
+  bool ok = true, input_error = false;
+  for (const std::string& in : opt.inputs) {
+    std::vector<TensorData> tensors;
+    try {
+      tensors = load_tensors(in, opt.dtype);
+    } catch (const TensorFileError& e) {
+      // Report and go on: the rows already printed and those of the other inputs stay valid.
+      std::fprintf(stderr, "compcoll-bench: %s\n", e.what());
+      input_error = true;
+      continue;
+    }
+    for (const TensorData& t : tensors) ok &= bench_tensor(t, opt, printer);
+  }
+  if (!opt.json) std::printf("# %s\n", ok && !input_error ? "OK" : (ok ? "INPUT ERRORS" : "FAILED"));
+  return input_error ? 2 : (ok ? 0 : 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) usage_error("missing command (codec)");
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "codec") return run_codec_bench(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "compcoll-bench: %s\n", e.what());
+    return 2;
+  }
+  usage_error("unknown command \"" + cmd + "\" (expected codec)");
+}
