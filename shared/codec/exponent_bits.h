@@ -23,6 +23,10 @@ struct Bf16Layout {
   COMPCOLL_HD static Bits join(uint32_t e, uint32_t raw, uint32_t) {
     return static_cast<Bits>(((raw & 0x80u) << 8) | (e << 7) | (raw & 0x7Fu));
   }
+  // The 8 bits that decide an element's lane-stream bits (exponent, and extra bits if any).
+  COMPCOLL_HD static uint32_t key(Bits v) { return exponent(v); }
+  COMPCOLL_HD static uint32_t key_exponent(uint32_t key) { return key; }
+  COMPCOLL_HD static uint32_t key_extra(uint32_t) { return 0; }
 };
 struct Fp16Layout {
   using Bits = uint16_t;
@@ -35,6 +39,10 @@ struct Fp16Layout {
     return static_cast<Bits>(((extra & 0x4u) << 13) | (e << 10) | ((extra & 0x3u) << 8) |
                              (raw & 0xFFu));
   }
+  // The high byte: sign, exponent, mantissa bits 9..8.
+  COMPCOLL_HD static uint32_t key(Bits v) { return v >> 8; }
+  COMPCOLL_HD static uint32_t key_exponent(uint32_t key) { return (key >> 2) & 0x1Fu; }
+  COMPCOLL_HD static uint32_t key_extra(uint32_t key) { return ((key >> 5) & 0x4u) | (key & 0x3u); }
 };
 struct Fp32Layout {
   using Bits = uint32_t;
@@ -45,6 +53,9 @@ struct Fp32Layout {
   COMPCOLL_HD static Bits join(uint32_t e, uint32_t raw, uint32_t) {
     return ((raw & 0x800000u) << 8) | (e << 23) | (raw & 0x7FFFFFu);
   }
+  COMPCOLL_HD static uint32_t key(Bits v) { return exponent(v); }
+  COMPCOLL_HD static uint32_t key_exponent(uint32_t key) { return key; }
+  COMPCOLL_HD static uint32_t key_extra(uint32_t) { return 0; }
 };
 
 template <class L>
@@ -176,69 +187,55 @@ COMPCOLL_HD inline void huffman_lengths(const uint32_t* freq_in, uint32_t nsym, 
 // ---- lane bit streams -------------------------------------------------------------------
 // LSB-first bit writer emitting little-endian 32-bit words. `out` may be null: then it only
 // counts, which is how the GPU measures a lane before it knows where the lane goes.
+// Branch-free on the hot path: the word being filled is stored after every put (each put has
+// n >= 1, so that word is part of the output), and the count advances when it is full.
 struct BitWriter {
   uint8_t* out;
   uint64_t acc = 0;
   uint32_t nbits = 0;
   uint32_t words = 0;
   COMPCOLL_HD explicit BitWriter(uint8_t* o) : out(o) {}
-  COMPCOLL_HD void put(uint32_t value, uint32_t n) {  // n <= 32, value < 2^n
+  COMPCOLL_HD void put(uint32_t value, uint32_t n) {  // 1 <= n <= 32, value < 2^n
     acc |= static_cast<uint64_t>(value) << nbits;
     nbits += n;
-    if (nbits >= 32) {
-      if (out) format::store_u32(out + 4 * words, static_cast<uint32_t>(acc));
-      ++words;
-      acc >>= 32;
-      nbits -= 32;
-    }
+    if (out) format::store_u32(out + 4 * words, static_cast<uint32_t>(acc));
+    const uint32_t full = nbits >> 5;  // 0 or 1
+    words += full;
+    acc >>= 32 * full;
+    nbits -= 32 * full;
   }
-  COMPCOLL_HD uint32_t finish() {  // pads the last word with zero bits; returns word count
-    if (nbits > 0) {
-      if (out) format::store_u32(out + 4 * words, static_cast<uint32_t>(acc));
-      ++words;
-      acc = 0;
-      nbits = 0;
-    }
-    return words;
+  COMPCOLL_HD uint32_t finish() {  // stores the zero-padded last word; returns word count
+    if (nbits == 0) return words;
+    if (out) format::store_u32(out + 4 * words, static_cast<uint32_t>(acc));
+    return words + 1;
   }
 };
 
-// Bounds-checked LSB-first reader over `nwords` little-endian words. Reading past the end
-// yields zero bits and sets `overrun`; callers check it once per element.
+// Bounds-checked LSB-first reader over `nwords` little-endian words, addressed by bit
+// position. peek32() returns the next 32 bits (zeros past the end): enough for one element's
+// code, escape and extra bits together. Away from the end it is one unaligned 64-bit load,
+// which keeps the decode loop's dependency chain short (position -> load -> table -> length).
 struct BitReader {
   const uint8_t* in;
   uint32_t nwords;
-  uint32_t next = 0;
-  uint64_t acc = 0;
-  uint32_t nbits = 0;
-  uint64_t consumed = 0;
+  uint64_t pos = 0;
   COMPCOLL_HD BitReader(const uint8_t* p, uint32_t n) : in(p), nwords(n) {}
-  COMPCOLL_HD void refill() {
-    if (nbits <= 32 && next < nwords) {
-      acc |= static_cast<uint64_t>(format::load_u32(in + 4 * next)) << nbits;
-      ++next;
-      nbits += 32;
-    }
+  COMPCOLL_HD uint32_t word(uint64_t w) const {
+    return w < nwords ? format::load_u32(in + 4 * w) : 0u;
   }
-  COMPCOLL_HD uint32_t peek(uint32_t n) {
-    if (nbits < n) refill();
-    return static_cast<uint32_t>(acc) & ((1u << n) - 1u);
+  COMPCOLL_HD uint32_t peek32() const {
+    const uint64_t byte = pos >> 3;
+    if (byte + 8 <= 4ull * nwords) return static_cast<uint32_t>(format::load_u64(in + byte) >> (pos & 7));
+    const uint64_t w = pos >> 5;
+    const uint64_t v = word(w) | (static_cast<uint64_t>(word(w + 1)) << 32);
+    return static_cast<uint32_t>(v >> (pos & 31));
   }
-  COMPCOLL_HD void skip(uint32_t n) {
-    acc >>= n;
-    nbits = nbits >= n ? nbits - n : 0;
-    consumed += n;
-  }
-  COMPCOLL_HD uint32_t get(uint32_t n) {  // n <= 24
-    const uint32_t v = peek(n);
-    skip(n);
-    return v;
-  }
-  COMPCOLL_HD bool overrun() const { return consumed > 32ull * nwords; }
+  COMPCOLL_HD void skip(uint32_t n) { pos += n; }
+  COMPCOLL_HD bool overrun() const { return pos > 32ull * nwords; }
   // True when the stream holds exactly the bits read plus a zero pad of < 32 bits.
-  COMPCOLL_HD bool exhausted_cleanly() {
-    if (overrun() || (consumed + 31) / 32 != nwords) return false;
-    return (acc & ((nbits >= 64 ? ~0ull : (1ull << nbits) - 1))) == 0;
+  COMPCOLL_HD bool exhausted_cleanly() const {
+    if (overrun() || (pos + 31) / 32 != nwords) return false;
+    return (pos & 31) == 0 || (word(pos >> 5) >> (pos & 31)) == 0;
   }
 };
 
@@ -286,54 +283,119 @@ COMPCOLL_HD inline bool is_normal_exponent(uint32_t e) {
   return e != 0 && e != (1u << L::kExpBits) - 1;
 }
 
+// Per chunk: what each key (L::key of a value) writes to its lane stream — the symbol's code,
+// for an escape the full exponent, then the extra bits — as one word of up to 23 bits. Built
+// once per chunk so that coding an element is one table lookup and one bit append.
+struct KeyCode {
+  uint32_t word[256];
+  uint8_t length[256];
+};
+
+template <class L, class Symbols>
+COMPCOLL_HD inline void build_key_code(const Symbols& syms, const PrefixCode& pc, KeyCode& kc) {
+  for (uint32_t key = 0; key < 256; ++key) {
+    const uint32_t e = L::key_exponent(key);
+    const uint32_t s = syms.template symbol<L>(e);
+    uint32_t word = pc.code[s], len = pc.length[s];
+    if (Symbols::is_escape(s)) {
+      word |= e << len;
+      len += L::kExpBits;
+    }
+    if (L::kExtraBits) {
+      word |= L::key_extra(key) << len;
+      len += L::kExtraBits;
+    }
+    kc.word[key] = word;
+    kc.length[key] = static_cast<uint8_t>(len);
+  }
+}
+
 // Encodes lane `lane` of a chunk (elements lane, lane+kLanes, ...) into `out` (null: count
 // only). Returns the lane's word count.
-template <class L, class Symbols>
+template <class L>
 COMPCOLL_HD inline uint32_t encode_lane(const typename L::Bits* in, uint32_t n, uint32_t lane,
-                                        const Symbols& syms, const PrefixCode& pc, uint8_t* out) {
+                                        const KeyCode& kc, uint8_t* out) {
   BitWriter w(out);
   for (uint32_t k = lane; k < n; k += format::kLanes) {
-    const typename L::Bits v = in[k];
-    const uint32_t e = L::exponent(v);
-    const uint32_t s = syms.template symbol<L>(e);
-    w.put(pc.code[s], pc.length[s]);
-    if (Symbols::is_escape(s)) w.put(e, L::kExpBits);
-    if (L::kExtraBits) w.put(L::extra(v), L::kExtraBits);
+    const uint32_t key = L::key(in[k]);
+    w.put(kc.word[key], kc.length[key]);
   }
   return w.finish();
 }
 
+// Per chunk: the exponent each symbol stands for, kEscapeExponent for the escape, or
+// kBadExponent for a symbol that cannot occur (gauss-exp: ref + d out of range).
+constexpr int16_t kEscapeExponent = -1;
+constexpr int16_t kBadExponent = -2;
+struct SymbolExponents {
+  int16_t e[format::kMaxEntropySymbols];
+};
+
+template <class L, class Symbols>
+COMPCOLL_HD inline void build_symbol_exponents(const Symbols& syms, SymbolExponents& se) {
+  for (uint32_t s = 0; s < format::kMaxEntropySymbols; ++s) {
+    if (Symbols::is_escape(s)) {
+      se.e[s] = kEscapeExponent;
+      continue;
+    }
+    const int e = syms.template exponent<L>(s);
+    se.e[s] = e < 0 ? kBadExponent : static_cast<int16_t>(e);
+  }
+}
+
 enum class LaneStatus : uint8_t { Ok = 0, BadCode, BadExponent, Overrun, TrailingBits };
 
-// Decodes lane `lane`: exponents and extra bits from the lane's words, the rest from the
-// raw section. Stops at the first error and reports the element index in *bad_element.
-template <class L, class Symbols>
+// After a lane's last element: the stream must hold exactly the bits read plus zero padding.
+COMPCOLL_HD inline LaneStatus lane_end_status(BitReader& r) {
+  if (r.overrun()) return LaneStatus::Overrun;
+  return r.exhausted_cleanly() ? LaneStatus::Ok : LaneStatus::TrailingBits;
+}
+
+
+// Decodes one element from a lane's reader: returns its value, or sets *status.
+template <class L>
+COMPCOLL_HD inline typename L::Bits decode_element(BitReader& r, const uint8_t* raw_section,
+                                                   uint32_t k, const SymbolExponents& se,
+                                                   const PrefixCode& pc, LaneStatus* status) {
+  const uint32_t bits = r.peek32();
+  const uint16_t entry = pc.lut[bits & ((1u << format::kMaxCodeBits) - 1)];
+  uint32_t len = entry & 0xFu;
+  int e = se.e[entry >> 4];
+  if (len == 0) {
+    *status = LaneStatus::BadCode;
+    return 0;
+  }
+  if (e == kEscapeExponent) {
+    e = static_cast<int>((bits >> len) & ((1u << L::kExpBits) - 1));
+    len += L::kExpBits;
+  }
+  if (e == kBadExponent) {
+    *status = LaneStatus::BadExponent;
+    return 0;
+  }
+  const uint32_t extra = L::kExtraBits ? (bits >> len) & ((1u << L::kExtraBits) - 1) : 0u;
+  r.skip(len + L::kExtraBits);
+  return L::join(static_cast<uint32_t>(e), load_raw<L>(raw_section + k * L::kRawBytes), extra);
+}
+
+// Decodes lane `lane`: exponents and extra bits from the lane's words, the rest from the raw
+// section. Stops at the first bad code and reports the element index in *bad_element.
+template <class L>
 COMPCOLL_HD inline LaneStatus decode_lane(const uint8_t* words, uint32_t nwords,
                                           const uint8_t* raw_section, uint32_t n, uint32_t lane,
-                                          const Symbols& syms, const PrefixCode& pc,
+                                          const SymbolExponents& se, const PrefixCode& pc,
                                           typename L::Bits* out, uint32_t* bad_element) {
   BitReader r(words, nwords);
+  LaneStatus st = LaneStatus::Ok;
   for (uint32_t k = lane; k < n; k += format::kLanes) {
-    const uint16_t entry = pc.lut[r.peek(format::kMaxCodeBits)];
-    const uint32_t len = entry & 0xFu;
-    const uint32_t s = entry >> 4;
-    *bad_element = k;
-    if (len == 0) return LaneStatus::BadCode;
-    r.skip(len);
-    uint32_t e;
-    if (Symbols::is_escape(s)) {
-      e = r.get(L::kExpBits);
-    } else {
-      const int ei = syms.template exponent<L>(s);
-      if (ei < 0) return LaneStatus::BadExponent;
-      e = static_cast<uint32_t>(ei);
+    out[k] = decode_element<L>(r, raw_section, k, se, pc, &st);
+    if (st != LaneStatus::Ok) {
+      *bad_element = k;
+      return st;
     }
-    const uint32_t extra = L::kExtraBits ? r.get(L::kExtraBits) : 0u;
-    if (r.overrun()) return LaneStatus::Overrun;
-    out[k] = L::join(e, load_raw<L>(raw_section + k * L::kRawBytes), extra);
   }
   *bad_element = n;
-  return r.exhausted_cleanly() ? LaneStatus::Ok : LaneStatus::TrailingBits;
+  return lane_end_status(r);
 }
 
 // ---- chunk layout ------------------------------------------------------------------------

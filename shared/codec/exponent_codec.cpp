@@ -106,12 +106,12 @@ class ExponentCodec final : public Codec {
     out[0] = kModeCoded;
     expbits::GaussSymbols gauss{0};
     if constexpr (K == Kind::Gauss) {
-      uint64_t sum = 0;
-      uint32_t count = 0;
+      // 32-bit sums cannot overflow (65536 * 255 < 2^32); branch-free so it vectorizes.
+      uint32_t sum = 0, count = 0;
       for (uint32_t i = 0; i < n; ++i) {
         const uint32_t e = L::exponent(values[i]);
-        const bool normal = expbits::is_normal_exponent<L>(e);
-        sum += normal ? e : 0;
+        const uint32_t normal = expbits::is_normal_exponent<L>(e) ? 1u : 0u;
+        sum += e & (0u - normal);
         count += normal;
       }
       gauss.ref = expbits::gauss_reference(sum, count);
@@ -136,19 +136,37 @@ class ExponentCodec final : public Codec {
       expbits::build_prefix_code(lengths, kSyms, entropy_code);
       pc = &entropy_code;
     }
+    expbits::KeyCode kc;
+    if constexpr (K == Kind::Gauss)
+      expbits::build_key_code<L>(gauss, *pc, kc);
+    else
+      expbits::build_key_code<L>(expbits::DirectSymbols{}, *pc, kc);
     uint8_t* raw = out + ChunkLayout<L>::raw_at(table_bytes);
     for (uint32_t i = 0; i < n; ++i) expbits::store_raw<L>(raw + i * L::kRawBytes, L::raw(values[i]));
     std::memset(raw + n * L::kRawBytes, 0, ChunkLayout<L>::raw_bytes(n) - n * L::kRawBytes);
     uint8_t* lane_table = out + ChunkLayout<L>::lane_table_at(table_bytes);
     uint8_t* stream = out + ChunkLayout<L>::streams_at(table_bytes, n);
-    for (uint32_t lane = 0; lane < kLanes; ++lane) {
-      uint32_t words;
-      if constexpr (K == Kind::Gauss)
-        words = expbits::encode_lane<L>(values, n, lane, gauss, *pc, stream);
-      else
-        words = expbits::encode_lane<L>(values, n, lane, expbits::DirectSymbols{}, *pc, stream);
-      store_u16(lane_table + 2 * lane, static_cast<uint16_t>(words));
-      stream += 4 * words;
+    // Four lanes at a time into a scratch area each (their bit writers are independent
+    // dependency chains a core can overlap), then the lanes are packed back to back. The
+    // lane bits are exactly expbits::encode_lane's: same KeyCode, same BitWriter.
+    constexpr uint32_t kGroup = 4;
+    uint8_t scratch[kGroup][4 * ChunkLayout<expbits::Fp32Layout>::max_lane_words(kMaxChunkElements)];
+    for (uint32_t lane0 = 0; lane0 < kLanes; lane0 += kGroup) {
+      expbits::BitWriter w[kGroup] = {expbits::BitWriter(scratch[0]), expbits::BitWriter(scratch[1]),
+                                      expbits::BitWriter(scratch[2]), expbits::BitWriter(scratch[3])};
+      const uint32_t full_rows = n / kLanes;
+      for (uint32_t row = 0; row < full_rows; ++row) {
+        const typename L::Bits* v = values + row * kLanes + lane0;
+        for (uint32_t g = 0; g < kGroup; ++g) w[g].put(kc.word[L::key(v[g])], kc.length[L::key(v[g])]);
+      }
+      for (uint32_t g = 0; g < kGroup; ++g) {
+        const uint32_t k = full_rows * kLanes + lane0 + g;
+        if (k < n) w[g].put(kc.word[L::key(values[k])], kc.length[L::key(values[k])]);
+        const uint32_t words = w[g].finish();
+        std::memcpy(stream, scratch[g], 4 * size_t{words});
+        store_u16(lane_table + 2 * (lane0 + g), static_cast<uint16_t>(words));
+        stream += 4 * words;
+      }
     }
     const size_t coded = static_cast<size_t>(stream - out);
     if (coded >= ChunkLayout<L>::stored_bytes(n)) return store<L>(in_bytes, n, out);
@@ -200,20 +218,40 @@ class ExponentCodec final : public Codec {
     uint64_t total_words = 0;
     for (uint32_t lane = 0; lane < kLanes; ++lane) total_words += load_u16(lane_table + 2 * lane);
     if (bytes != streams_at + 4 * total_words) return size_error(streams_at + 4 * total_words);
+    expbits::SymbolExponents se;
+    if constexpr (K == Kind::Gauss)
+      expbits::build_symbol_exponents<L>(gauss, se);
+    else
+      expbits::build_symbol_exponents<L>(expbits::DirectSymbols{}, se);
     Bits values[kMaxChunkElements];
     const uint8_t* raw = in + ChunkLayout<L>::raw_at(table_bytes);
-    const uint8_t* stream = in + streams_at;
-    for (uint32_t lane = 0; lane < kLanes; ++lane) {
-      const uint32_t words = load_u16(lane_table + 2 * lane);
-      uint32_t bad = 0;
-      LaneStatus st;
-      if constexpr (K == Kind::Gauss)
-        st = expbits::decode_lane<L>(stream, words, raw, n, lane, gauss, *pc, values, &bad);
-      else
-        st = expbits::decode_lane<L>(stream, words, raw, n, lane, expbits::DirectSymbols{}, *pc,
-                                     values, &bad);
-      if (st != LaneStatus::Ok) return lane_error(st, lane, bad);
-      stream += 4 * words;
+    const uint8_t* lane_stream[kLanes];
+    lane_stream[0] = in + streams_at;
+    for (uint32_t lane = 1; lane < kLanes; ++lane)
+      lane_stream[lane] = lane_stream[lane - 1] + 4 * load_u16(lane_table + 2 * (lane - 1));
+    // Four lanes at a time: their bit readers are independent dependency chains, which is
+    // what lets one core overlap the table lookups (a GPU thread runs one lane instead).
+    constexpr uint32_t kGroup = 4;
+    for (uint32_t lane0 = 0; lane0 < kLanes; lane0 += kGroup) {
+      expbits::BitReader r[kGroup] = {
+          {lane_stream[lane0], load_u16(lane_table + 2 * lane0)},
+          {lane_stream[lane0 + 1], load_u16(lane_table + 2 * (lane0 + 1))},
+          {lane_stream[lane0 + 2], load_u16(lane_table + 2 * (lane0 + 2))},
+          {lane_stream[lane0 + 3], load_u16(lane_table + 2 * (lane0 + 3))}};
+      LaneStatus st[kGroup] = {};
+      for (uint32_t k = lane0; k < n; k += kLanes) {
+        for (uint32_t g = 0; g < kGroup; ++g)
+          if (k + g < n) values[k + g] = expbits::decode_element<L>(r[g], raw, k + g, se, *pc, &st[g]);
+        if (st[0] != LaneStatus::Ok || st[1] != LaneStatus::Ok || st[2] != LaneStatus::Ok ||
+            st[3] != LaneStatus::Ok) {
+          for (uint32_t g = 0; g < kGroup; ++g)
+            if (st[g] != LaneStatus::Ok) return lane_error(st[g], lane0 + g, k + g);
+        }
+      }
+      for (uint32_t g = 0; g < kGroup; ++g) {
+        const LaneStatus end = expbits::lane_end_status(r[g]);
+        if (end != LaneStatus::Ok) return lane_error(end, lane0 + g, n);
+      }
     }
     std::memcpy(out_bytes, values, size_t{n} * sizeof(Bits));
     return {};

@@ -3,7 +3,9 @@
 // Shared by the host codecs and the CUDA kernels; no allocation, no exceptions here.
 #pragma once
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
 
 #include "codec/hd.h"
 
@@ -60,27 +62,33 @@ constexpr uint32_t kMaxEntropySymbols = 256;
 COMPCOLL_HD constexpr uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 COMPCOLL_HD constexpr uint64_t align_up64(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-COMPCOLL_HD inline uint16_t load_u16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-COMPCOLL_HD inline uint32_t load_u32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
-}
-COMPCOLL_HD inline uint64_t load_u64(const uint8_t* p) {
-  return static_cast<uint64_t>(load_u32(p)) | (static_cast<uint64_t>(load_u32(p + 4)) << 32);
-}
-COMPCOLL_HD inline void store_u16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-COMPCOLL_HD inline void store_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-COMPCOLL_HD inline void store_u64(uint8_t* p, uint64_t v) {
-  store_u32(p, static_cast<uint32_t>(v));
-  store_u32(p + 4, static_cast<uint32_t>(v >> 32));
-}
+// Little-endian loads and stores at any alignment. On the host they are memcpy (one move
+// instruction; compcoll assumes a little-endian host); on the GPU, byte accesses, since
+// stream fields need not be aligned.
+#if defined(__CUDA_ARCH__)
+#define COMPCOLL_LE_ACCESS(T, NAME)                                                     \
+  COMPCOLL_HD inline T load_##NAME(const uint8_t* p) {                                  \
+    T v = 0;                                                                            \
+    for (unsigned i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(p[i]) << (8 * i)); \
+    return v;                                                                           \
+  }                                                                                     \
+  COMPCOLL_HD inline void store_##NAME(uint8_t* p, T v) {                               \
+    for (unsigned i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(v >> (8 * i)); \
+  }
+#else
+static_assert(std::endian::native == std::endian::little, "compcoll assumes a little-endian host");
+#define COMPCOLL_LE_ACCESS(T, NAME)                                                     \
+  inline T load_##NAME(const uint8_t* p) {                                              \
+    T v;                                                                                \
+    std::memcpy(&v, p, sizeof(T));                                                      \
+    return v;                                                                           \
+  }                                                                                     \
+  inline void store_##NAME(uint8_t* p, T v) { std::memcpy(p, &v, sizeof(T)); }
+#endif
+COMPCOLL_LE_ACCESS(uint16_t, u16)
+COMPCOLL_LE_ACCESS(uint32_t, u32)
+COMPCOLL_LE_ACCESS(uint64_t, u64)
+#undef COMPCOLL_LE_ACCESS
 
 COMPCOLL_HD inline uint32_t chunk_count_for(uint64_t elements, uint32_t chunk_elements) {
   return static_cast<uint32_t>((elements + chunk_elements - 1) / chunk_elements);

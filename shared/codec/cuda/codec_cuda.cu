@@ -1,0 +1,270 @@
+// shared/codec/cuda/codec_cuda.cu — the API of codec_cuda.h: checks the caller's arguments on
+// the host, then turns the runtime codec and dtype into template parameters in one switch per
+// entry point and calls the launchers of exponent_kernels.cuh. No kernel code here.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codec/cuda/codec_cuda.h"
+#include "codec/cuda/exponent_kernels.cuh"
+
+namespace compcoll {
+namespace {
+
+using gpu::Kind;
+using expbits::Bf16Layout;
+using expbits::Fp16Layout;
+using expbits::Fp32Layout;
+
+constexpr uint32_t dispatch_key(CodecId codec, DType dtype) {
+  return (static_cast<uint32_t>(codec) << 8) | static_cast<uint32_t>(dtype);
+}
+
+[[noreturn]] void throw_no_kernel(const char* entry, CodecId codec, DType dtype) {
+  throw CodecError(std::string(entry) + ": no kernel for codec id " +
+                       std::to_string(static_cast<int>(codec)) + " and dtype code " +
+                       std::to_string(static_cast<int>(dtype)),
+                   0);
+}
+
+bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+gpu::Geometry geometry(uint64_t elements, uint32_t chunk_elements) {
+  return {elements, chunk_elements, format::chunk_count_for(elements, chunk_elements)};
+}
+
+Kind exponent_kind(CodecId codec) {
+  return codec == CodecId::GaussExp ? Kind::Gauss : Kind::Entropy;
+}
+
+// The stream's header and offset table, copied to the host, and what they say.
+struct HostPrefix {
+  StreamInfo info;
+  std::vector<uint8_t> bytes;  // the stream's first 32 + 8 * chunk_count bytes (or all of it)
+};
+
+HostPrefix read_prefix(const void* stream_dev, size_t stream_bytes, cudaStream_t stream) {
+  if (stream_dev == nullptr && stream_bytes > 0)
+    throw CodecError("cuda_read_stream_info: stream_dev is null", 0);
+  HostPrefix h;
+  h.bytes.resize(std::min<size_t>(stream_bytes, format::kHeaderBytes));
+  if (!h.bytes.empty())
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(h.bytes.data(), stream_dev, h.bytes.size(),
+                                        cudaMemcpyDeviceToHost, stream));
+  COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (h.bytes.size() == format::kHeaderBytes) {
+    const uint64_t table_end =
+        format::kHeaderBytes +
+        uint64_t{format::kOffsetEntryBytes} * format::load_u32(h.bytes.data() + format::kOffChunkCount);
+    // When the table does not fit, this is the whole (damaged) stream, so read_stream_info
+    // sees every byte it may look at before it throws.
+    const size_t have = static_cast<size_t>(std::min<uint64_t>(table_end, stream_bytes));
+    if (have > h.bytes.size()) {
+      const size_t at = h.bytes.size();
+      h.bytes.resize(have);
+      COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(h.bytes.data() + at, static_cast<const uint8_t*>(stream_dev) + at,
+                                          have - at, cudaMemcpyDeviceToHost, stream));
+      COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+  }
+  // read_stream_info validates the header and the offset table only (codec.h), all of which
+  // h.bytes holds; stream_bytes tells it the size of the whole stream.
+  h.info = read_stream_info(h.bytes.data(), stream_bytes);
+  return h;
+}
+
+}  // namespace
+
+// ---- encode ------------------------------------------------------------------------------
+
+size_t cuda_encode_scratch_bytes(CodecId codec, DType dtype, uint64_t elements,
+                                 const EncodeOptions& opt) {
+  max_encoded_size(codec_by_id(codec), dtype, elements, opt);  // validates the options
+  switch (codec) {
+    case CodecId::Identity: return 0;
+    case CodecId::GaussExp:
+    case CodecId::EntropyExp:
+      return gpu::scratch_layout(exponent_kind(codec),
+                                 format::chunk_count_for(elements, opt.chunk_elements))
+          .total;
+  }
+  throw CodecError("cuda_encode_scratch_bytes: unknown codec id " +
+                       std::to_string(static_cast<int>(codec)),
+                   0);
+}
+
+void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elements, void* out_dev,
+                 size_t out_capacity, uint64_t* out_size_dev, void* scratch_dev,
+                 size_t scratch_bytes, const EncodeOptions& opt, cudaStream_t stream) {
+  const size_t need = max_encoded_size(codec_by_id(codec), dtype, elements, opt);
+  if (elements / opt.chunk_elements >= UINT32_MAX)
+    throw CodecError("cuda_encode: too many elements for one stream", 0);
+  if (out_capacity < need)
+    throw CodecError("cuda_encode: output capacity " + std::to_string(out_capacity) +
+                         " < bound " + std::to_string(need),
+                     0);
+  if (out_dev == nullptr || !aligned(out_dev, 4))
+    throw CodecError("cuda_encode: out_dev must be a 4-byte aligned device pointer", 0);
+  if (out_size_dev == nullptr) throw CodecError("cuda_encode: out_size_dev is null", 0);
+  if (elements > 0 && (in_dev == nullptr || !aligned(in_dev, dtype_size(dtype))))
+    throw CodecError("cuda_encode: in_dev must be a device pointer aligned to the element size", 0);
+  const size_t scratch_need = cuda_encode_scratch_bytes(codec, dtype, elements, opt);
+  if (scratch_bytes < scratch_need || (scratch_need > 0 && scratch_dev == nullptr))
+    throw CodecError("cuda_encode: scratch of " + std::to_string(scratch_bytes) + " bytes < " +
+                         std::to_string(scratch_need) + " needed",
+                     0);
+  const gpu::Geometry g = geometry(elements, opt.chunk_elements);
+  auto* out = static_cast<uint8_t*>(out_dev);
+  switch (dispatch_key(codec, dtype)) {
+    case dispatch_key(CodecId::Identity, DType::BF16):
+    case dispatch_key(CodecId::Identity, DType::FP16):
+    case dispatch_key(CodecId::Identity, DType::FP32):
+      return gpu::launch_identity_encode(dtype, in_dev, g, out, out_size_dev, stream);
+    case dispatch_key(CodecId::GaussExp, DType::BF16):
+      return gpu::launch_exponent_encode<Kind::Gauss, Bf16Layout>(
+          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+    case dispatch_key(CodecId::GaussExp, DType::FP16):
+      return gpu::launch_exponent_encode<Kind::Gauss, Fp16Layout>(
+          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+    case dispatch_key(CodecId::GaussExp, DType::FP32):
+      return gpu::launch_exponent_encode<Kind::Gauss, Fp32Layout>(
+          codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+    case dispatch_key(CodecId::EntropyExp, DType::BF16):
+      return gpu::launch_exponent_encode<Kind::Entropy, Bf16Layout>(
+          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+    case dispatch_key(CodecId::EntropyExp, DType::FP16):
+      return gpu::launch_exponent_encode<Kind::Entropy, Fp16Layout>(
+          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+    case dispatch_key(CodecId::EntropyExp, DType::FP32):
+      return gpu::launch_exponent_encode<Kind::Entropy, Fp32Layout>(
+          codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+    default: throw_no_kernel("cuda_encode", codec, dtype);
+  }
+}
+
+// ---- decode ------------------------------------------------------------------------------
+
+std::string cuda_chunk_status_message(int32_t status) {
+  const auto u = static_cast<uint32_t>(status);
+  const uint32_t lane = (u >> 8) & 0xFFu;
+  const uint32_t element = lane + format::kLanes * ((u >> 16) & 0x7FFFu);
+  const std::string where = "lane " + std::to_string(lane) + " element " + std::to_string(element);
+  switch (static_cast<CudaChunkStatus>(u & 0xFFu)) {
+    case CudaChunkStatus::Ok: return {};
+    case CudaChunkStatus::BadOffsets: return "chunk offsets out of order, range or alignment";
+    case CudaChunkStatus::SizeMismatch: return "chunk size does not match its contents";
+    case CudaChunkStatus::BadMode: return "unknown chunk mode at chunk byte 0";
+    case CudaChunkStatus::ReservedBytes: return "reserved chunk header bytes 2..3 are not zero";
+    case CudaChunkStatus::BadSymbolCount: return "code table symbol count exceeds the dtype's exponents";
+    case CudaChunkStatus::BadCodeTable: return "code table entry is invalid";
+    case CudaChunkStatus::KraftViolation: return "code table lengths violate the Kraft inequality";
+    case CudaChunkStatus::LaneBadCode: return where + ": bit pattern is no code";
+    case CudaChunkStatus::LaneBadExponent: return where + ": exponent out of range";
+    case CudaChunkStatus::LaneOverrun: return where + ": lane bitstream exhausted";
+    case CudaChunkStatus::LaneTrailingBits:
+      return "lane " + std::to_string(lane) + ": trailing bits after the last element";
+  }
+  return "unknown chunk status " + std::to_string(status);
+}
+
+StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes,
+                                 cudaStream_t stream) {
+  return read_prefix(stream_dev, stream_bytes, stream).info;
+}
+
+void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_bytes,
+                 void* out_dev, size_t out_capacity, int32_t* status_dev, cudaStream_t stream) {
+  const uint32_t c = info.chunk_elements;
+  if (c < format::kMinChunkElements || c > format::kMaxChunkElements || c % format::kLanes != 0)
+    throw CodecError("cuda_decode: bad chunk_elements " + std::to_string(c), 0);
+  if (info.elements > (uint64_t{1} << 48) ||
+      info.chunk_count != format::chunk_count_for(info.elements, c))
+    throw CodecError("cuda_decode: chunk_count " + std::to_string(info.chunk_count) +
+                         " does not match elements " + std::to_string(info.elements),
+                     0);
+  const uint64_t table_end = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * info.chunk_count;
+  if (table_end > stream_bytes || info.payload_bytes > stream_bytes - table_end)
+    throw CodecError("cuda_decode: header, offset table and payload of " +
+                         std::to_string(info.payload_bytes) + " bytes exceed the stream's " +
+                         std::to_string(stream_bytes) + " bytes",
+                     stream_bytes);
+  if (stream_dev == nullptr) throw CodecError("cuda_decode: stream_dev is null", 0);
+  const uint64_t need = info.elements * dtype_size(info.dtype);
+  if (out_capacity < need)
+    throw CodecError("cuda_decode: output capacity " + std::to_string(out_capacity) + " < " +
+                         std::to_string(need) + " bytes needed",
+                     0);
+  if (info.elements > 0 && (out_dev == nullptr || !aligned(out_dev, dtype_size(info.dtype))))
+    throw CodecError("cuda_decode: out_dev must be a device pointer aligned to the element size", 0);
+  if (info.chunk_count > 0 && status_dev == nullptr)
+    throw CodecError("cuda_decode: status_dev is null", 0);
+  const gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes};
+  const auto* in = static_cast<const uint8_t*>(stream_dev);
+  switch (dispatch_key(info.codec, info.dtype)) {
+    case dispatch_key(CodecId::Identity, DType::BF16):
+    case dispatch_key(CodecId::Identity, DType::FP16):
+      return gpu::launch_identity_decode(in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
+    case dispatch_key(CodecId::Identity, DType::FP32):
+      return gpu::launch_identity_decode(in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
+    case dispatch_key(CodecId::GaussExp, DType::BF16):
+      return gpu::launch_exponent_decode<Kind::Gauss, Bf16Layout>(
+          in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
+    case dispatch_key(CodecId::GaussExp, DType::FP16):
+      return gpu::launch_exponent_decode<Kind::Gauss, Fp16Layout>(
+          in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
+    case dispatch_key(CodecId::GaussExp, DType::FP32):
+      return gpu::launch_exponent_decode<Kind::Gauss, Fp32Layout>(
+          in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
+    case dispatch_key(CodecId::EntropyExp, DType::BF16):
+      return gpu::launch_exponent_decode<Kind::Entropy, Bf16Layout>(
+          in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
+    case dispatch_key(CodecId::EntropyExp, DType::FP16):
+      return gpu::launch_exponent_decode<Kind::Entropy, Fp16Layout>(
+          in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
+    case dispatch_key(CodecId::EntropyExp, DType::FP32):
+      return gpu::launch_exponent_decode<Kind::Entropy, Fp32Layout>(
+          in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
+    default: throw_no_kernel("cuda_decode", info.codec, info.dtype);
+  }
+}
+
+StreamInfo cuda_decode_checked(const void* stream_dev, size_t stream_bytes, void* out_dev,
+                               size_t out_capacity, cudaStream_t stream) {
+  const HostPrefix h = read_prefix(stream_dev, stream_bytes, stream);
+  const StreamInfo& info = h.info;
+  const size_t count = info.chunk_count;
+  int32_t* status_dev = nullptr;
+  if (count > 0)
+    COMPCOLL_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&status_dev),
+                                        count * sizeof(int32_t), stream));
+  const auto free_status = [&] {
+    if (status_dev != nullptr) cudaFreeAsync(status_dev, stream);
+    status_dev = nullptr;
+  };
+  std::vector<int32_t> status(count);
+  try {
+    cuda_decode(info, stream_dev, stream_bytes, out_dev, out_capacity, status_dev, stream);
+    if (count > 0)
+      COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(status.data(), status_dev, count * sizeof(int32_t),
+                                          cudaMemcpyDeviceToHost, stream));
+    free_status();
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } catch (...) {
+    free_status();
+    throw;
+  }
+  const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * count;
+  for (size_t c = 0; c < count; ++c) {
+    if (status[c] == 0) continue;
+    const uint64_t begin =
+        c == 0 ? 0 : format::load_u64(h.bytes.data() + format::kHeaderBytes + format::kOffsetEntryBytes * (c - 1));
+    throw CodecError(std::string(codec_by_id(info.codec).name()) + " stream: chunk " +
+                         std::to_string(c) + " at byte offset " + std::to_string(payload_at + begin) +
+                         ": " + cuda_chunk_status_message(status[c]),
+                     payload_at + begin);
+  }
+  return info;
+}
+
+}  // namespace compcoll

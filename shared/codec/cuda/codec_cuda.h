@@ -1,0 +1,90 @@
+// shared/codec/cuda/codec_cuda.h — the CUDA encoder and decoder of the compcoll stream formats
+// (identity, gauss-exp, entropy-exp). The GPU writes streams byte-identical to the host
+// encode() of codec/codec.h and reads any stream the host reads, with the same validation.
+// Host header: no CUDA syntax beyond cudaStream_t. Every pointer says where it lives
+// (`_dev`: device memory), its minimum size and whether it may be null.
+// Library code: caller errors and damaged streams found on the host throw CodecError, CUDA
+// failures std::runtime_error (check.h); damage found on the device is reported per chunk.
+// Nothing here reads or writes out of bounds, whatever the stream holds.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "codec/codec.h"
+
+namespace compcoll {
+
+// ---- encode ------------------------------------------------------------------------------
+
+// Device scratch bytes cuda_encode needs for `elements` elements (0 for identity). Asks the
+// current device (the scan's temporary storage depends on it). Throws CodecError for bad
+// options, like max_encoded_size().
+size_t cuda_encode_scratch_bytes(CodecId codec, DType dtype, uint64_t elements,
+                                 const EncodeOptions& opt = {});
+
+// Encodes on `stream`, asynchronously; the stream is byte-identical to compcoll::encode().
+//   in_dev       device, elements * dtype_size(dtype) bytes, aligned to dtype_size(dtype);
+//                null only when elements == 0. Not modified.
+//   out_dev      device, out_capacity >= max_encoded_size(...) bytes, 4-byte aligned, not null.
+//   out_size_dev device, one u64 that receives the stream's size, not null.
+//   scratch_dev  device, scratch_bytes >= cuda_encode_scratch_bytes(...) bytes, any
+//                alignment; null only when that size is 0.
+// Every argument is checked before anything is launched (CodecError on a caller error).
+void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elements, void* out_dev,
+                 size_t out_capacity, uint64_t* out_size_dev, void* scratch_dev,
+                 size_t scratch_bytes, const EncodeOptions& opt, cudaStream_t stream);
+
+// ---- decode ------------------------------------------------------------------------------
+
+// Per-chunk decode status, one int32 per chunk: 0 = ok. The low byte is a CudaChunkStatus;
+// for the Lane* values bits 8..15 hold the lane and bits 16..30 the element's position in
+// the lane (element = lane + kLanes * position). A chunk with a non-zero status has
+// unspecified output contents (still written only inside its own elements).
+enum class CudaChunkStatus : uint8_t {
+  Ok = 0,
+  BadOffsets,        // its offset table entries are out of order, range or alignment
+  SizeMismatch,      // its byte size disagrees with its contents (tables, lane word counts)
+  BadMode,           // unknown chunk mode byte
+  ReservedBytes,     // reserved chunk header bytes are not zero
+  BadSymbolCount,    // entropy-exp code table has more symbols than the dtype's exponents
+  BadCodeTable,      // entropy-exp code table entry out of order, range or length
+  KraftViolation,    // entropy-exp code lengths violate the Kraft inequality
+  LaneBadCode,       // a lane's bit pattern is no code
+  LaneBadExponent,   // a decoded exponent is out of range for the chunk's reference
+  LaneOverrun,       // a lane's bit stream ends before its elements do
+  LaneTrailingBits,  // a lane's bit stream has bits after its last element
+};
+
+// What a status word means, one line in the host decoder's words
+// ("lane 3 element 99: bit pattern is no code"). Empty for 0.
+std::string cuda_chunk_status_message(int32_t status);
+
+// Reads and validates the header and chunk offset table of a stream in device memory, like
+// read_stream_info(): copies the first 32 + 8 * chunk_count bytes to the host and
+// synchronises `stream`. stream_dev: device, stream_bytes bytes, any alignment.
+StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes,
+                                 cudaStream_t stream);
+
+// Decodes every chunk of a device stream on `stream`, asynchronously. `info` is what
+// cuda_read_stream_info() returned, or what the caller knows of the stream; it is checked
+// for consistency with itself, stream_bytes and out_capacity (CodecError). Each chunk's
+// offsets and contents are validated on the device; the result goes to status_dev.
+//   stream_dev  device, stream_bytes bytes, any alignment; not modified.
+//   out_dev     device, out_capacity >= info.elements * dtype_size(info.dtype) bytes, aligned
+//               to dtype_size; null only when info.elements == 0.
+//   status_dev  device, info.chunk_count int32 (see CudaChunkStatus); null only when
+//               info.chunk_count == 0.
+void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_bytes,
+                 void* out_dev, size_t out_capacity, int32_t* status_dev, cudaStream_t stream);
+
+// cuda_read_stream_info + cuda_decode, then synchronises `stream` and throws CodecError
+// naming the first bad chunk and its byte offset, as decode() does. Returns the info.
+// Allocates its status array stream-ordered (cudaMallocAsync) and frees it.
+StreamInfo cuda_decode_checked(const void* stream_dev, size_t stream_bytes, void* out_dev,
+                               size_t out_capacity, cudaStream_t stream);
+
+}  // namespace compcoll

@@ -1,0 +1,736 @@
+// shared/codec/cuda/exponent_kernels.cuh — the kernels of the compcoll stream formats and their
+// templated launchers: identity (a copy), gauss-exp and entropy-exp (exponent coding).
+// Every per-element bit operation comes from codec/exponent_bits.h, the very functions the host
+// reference runs (encode_lane, decode_lane, huffman_lengths, build_prefix_code,
+// gauss_reference, ChunkLayout, the float layouts): this file only places chunks, lanes and
+// tables, and must never re-implement bit logic, or host and GPU would drift.
+// One warp codes one chunk at a time; its 32 threads are the chunk's 32 lanes.
+// Encode is three launch groups: measure (per chunk: code, lane word counts, size), an
+// inclusive scan of the sizes (the offset table), emit (each chunk written at its offset).
+// Include from .cu files only.
+#pragma once
+
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "codec/codec.h"
+#include "codec/cuda/check.h"
+#include "codec/cuda/codec_cuda.h"
+#include "codec/exponent_bits.h"
+#include "codec/format.h"
+
+namespace compcoll::gpu {
+
+using expbits::ChunkLayout;
+using expbits::LaneStatus;
+using expbits::PrefixCode;
+
+constexpr uint32_t kWarp = 32;
+static_assert(format::kLanes == kWarp, "a chunk's lanes are the threads of one warp");
+constexpr uint32_t kWarpsPerBlock = 4;
+constexpr uint32_t kBlockThreads = kWarpsPerBlock * kWarp;
+constexpr unsigned kFullMask = 0xFFFFFFFFu;
+// Bytes of PrefixCode that encoding reads (code and length); the decode table follows.
+constexpr uint32_t kEncodeCodeBytes = offsetof(PrefixCode, lut);
+static_assert(kEncodeCodeBytes % 16 == 0 && sizeof(PrefixCode) % 16 == 0, "copied as uint4");
+static_assert(format::kOffPayloadBytes + 8 == format::kHeaderBytes, "payload size ends the header");
+
+enum class Kind { Gauss, Entropy };
+
+template <class L>
+constexpr uint32_t kExpSymbols = 1u << L::kExpBits;
+// Entries of a KeyCode (one per key byte, expbits::KeyCode).
+constexpr uint32_t kKeys = sizeof(expbits::KeyCode::length);
+static_assert(kKeys == format::kMaxEntropySymbols, "a key and an exponent symbol fit a byte");
+
+// The gauss-exp code is fixed. The host builds it once with build_prefix_code and hands it to
+// the kernels as a __grid_constant__ parameter; each block copies it to shared memory.
+template <Kind K>
+struct GaussCodeParam {};
+template <>
+struct alignas(16) GaussCodeParam<Kind::Gauss> {
+  PrefixCode pc;
+};
+
+template <Kind K>
+inline const GaussCodeParam<K>& gauss_code_param() {
+  static const GaussCodeParam<K> param = [] {
+    GaussCodeParam<K> p{};
+    if constexpr (K == Kind::Gauss)
+      expbits::build_prefix_code(format::kGaussCodeLengths, format::kGaussSymbols, p.pc);
+    return p;
+  }();
+  return param;
+}
+
+// Chunking of a stream: chunk c holds elements [c * chunk_elements, ...), the last one fewer.
+struct Geometry {
+  uint64_t elements;
+  uint32_t chunk_elements;
+  uint32_t chunks;
+  __host__ __device__ uint32_t chunk_size(uint64_t c) const {
+    const uint64_t left = elements - c * chunk_elements;
+    return left < chunk_elements ? static_cast<uint32_t>(left) : chunk_elements;
+  }
+};
+
+// Encoder scratch (device), laid out by scratch_layout().
+struct EncodeScratch {
+  uint64_t* chunk_bytes;  // [chunks] each chunk's size: coded, or stored when that is not smaller
+  uint64_t* chunk_end;    // [chunks] inclusive sum of chunk_bytes: the offset table's entries
+  uint16_t* lane_words;   // [chunks * kLanes] each lane's word count
+  uint32_t* gauss_ref;    // [chunks] gauss-exp: the reference exponent
+  uint32_t* key_word;     // [chunks * kKeys] entropy-exp: the chunk's KeyCode::word
+  uint8_t* key_length;    // [chunks * kKeys] entropy-exp: KeyCode::length
+  uint8_t* code_length;   // [chunks * kKeys] entropy-exp: code length of each exponent
+  void* scan_temp;        // CUB's temporary storage for the scan
+  size_t scan_temp_bytes;
+};
+
+struct ScratchLayout {
+  size_t chunk_bytes = 0, chunk_end = 0, lane_words = 0, gauss_ref = 0, key_word = 0,
+         key_length = 0, code_length = 0, scan_temp = 0, scan_temp_bytes = 0;
+  size_t total = 0;  // including the slack that aligns an arbitrary base to 256 bytes
+};
+
+inline size_t cub_scan_temp_bytes(uint32_t chunks) {
+  size_t bytes = 0;
+  COMPCOLL_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, bytes,
+                                                    static_cast<const uint64_t*>(nullptr),
+                                                    static_cast<uint64_t*>(nullptr), chunks));
+  return bytes;
+}
+
+inline ScratchLayout scratch_layout(Kind kind, uint32_t chunks) {
+  ScratchLayout s;
+  if (chunks == 0) return s;
+  constexpr size_t kAlign = 256;
+  size_t at = 0;
+  const auto take = [&](size_t bytes) {
+    const size_t o = at;
+    at = format::align_up64(at + bytes, kAlign);
+    return o;
+  };
+  s.chunk_bytes = take(sizeof(uint64_t) * chunks);
+  s.chunk_end = take(sizeof(uint64_t) * chunks);
+  s.lane_words = take(sizeof(uint16_t) * format::kLanes * chunks);
+  if (kind == Kind::Gauss) {
+    s.gauss_ref = take(sizeof(uint32_t) * chunks);
+  } else {
+    s.key_word = take(sizeof(uint32_t) * kKeys * chunks);
+    s.key_length = take(kKeys * size_t{chunks});
+    s.code_length = take(kKeys * size_t{chunks});
+  }
+  s.scan_temp_bytes = cub_scan_temp_bytes(chunks);
+  s.scan_temp = take(s.scan_temp_bytes);
+  s.total = at + kAlign - 1;
+  return s;
+}
+
+inline EncodeScratch bind_scratch(const ScratchLayout& s, void* scratch_dev) {
+  auto base = reinterpret_cast<uintptr_t>(scratch_dev);
+  base = (base + 255) & ~uintptr_t{255};
+  auto* p = reinterpret_cast<uint8_t*>(base);
+  EncodeScratch e{};
+  e.chunk_bytes = reinterpret_cast<uint64_t*>(p + s.chunk_bytes);
+  e.chunk_end = reinterpret_cast<uint64_t*>(p + s.chunk_end);
+  e.lane_words = reinterpret_cast<uint16_t*>(p + s.lane_words);
+  e.gauss_ref = reinterpret_cast<uint32_t*>(p + s.gauss_ref);
+  e.key_word = reinterpret_cast<uint32_t*>(p + s.key_word);
+  e.key_length = p + s.key_length;
+  e.code_length = p + s.code_length;
+  e.scan_temp = p + s.scan_temp;
+  e.scan_temp_bytes = s.scan_temp_bytes;
+  return e;
+}
+
+// ---- warp and block helpers ---------------------------------------------------------------
+
+__device__ inline uint32_t lane_id() { return threadIdx.x % kWarp; }
+__device__ inline uint32_t warp_in_block() { return threadIdx.x / kWarp; }
+// Chunks are dealt to warps: warp w of block b takes chunk b * kWarpsPerBlock + w, then
+// strides by the grid's warp count (the grid is at most one resident wave).
+__device__ inline uint64_t first_chunk() {
+  return uint64_t{blockIdx.x} * kWarpsPerBlock + warp_in_block();
+}
+__device__ inline uint64_t chunk_stride() { return uint64_t{gridDim.x} * kWarpsPerBlock; }
+
+__device__ inline uint32_t warp_sum(uint32_t v) {
+  for (uint32_t o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+__device__ inline unsigned long long warp_sum64(unsigned long long v) {
+  for (uint32_t o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+__device__ inline uint32_t warp_exclusive_sum(uint32_t v, uint32_t lane) {
+  uint32_t inclusive = v;
+  for (uint32_t o = 1; o < kWarp; o *= 2) {
+    const uint32_t t = __shfl_up_sync(kFullMask, inclusive, o);
+    if (lane >= o) inclusive += t;
+  }
+  return inclusive - v;
+}
+
+// Copies `bytes` (a multiple of 16) from a 16-byte aligned object with the whole block.
+__device__ inline void block_copy16(void* dst, const void* src, uint32_t bytes) {
+  auto* d = static_cast<uint4*>(dst);
+  const auto* s = static_cast<const uint4*>(src);
+  for (uint32_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) d[i] = s[i];
+}
+
+// An element from a possibly unaligned byte address (the format is little-endian).
+template <class Bits>
+__device__ inline Bits load_bits(const uint8_t* p) {
+  if constexpr (sizeof(Bits) == 2) return format::load_u16(p);
+  else return format::load_u32(p);
+}
+
+// Copies n elements from bytes at `src` (any alignment) to `dst`, one warp.
+template <class Bits>
+__device__ inline void warp_copy_elements(const uint8_t* src, uint32_t n, Bits* dst,
+                                          uint32_t lane) {
+  if (reinterpret_cast<uintptr_t>(src) % sizeof(Bits) == 0) {
+    const auto* s = reinterpret_cast<const Bits*>(src);
+    for (uint32_t k = lane; k < n; k += kWarp) dst[k] = s[k];
+  } else {
+    for (uint32_t k = lane; k < n; k += kWarp) dst[k] = load_bits<Bits>(src + k * sizeof(Bits));
+  }
+}
+
+// Word w (little-endian) of a chunk's raw section: byte b is byte (b % kRawBytes) of
+// L::raw(element b / kRawBytes), as expbits::store_raw lays it; bytes past n are zero.
+template <class L>
+__device__ inline uint32_t raw_section_word(const typename L::Bits* x, uint32_t n, uint32_t w) {
+  uint32_t v = 0;
+  for (uint32_t b = 0; b < 4; ++b) {
+    const uint32_t byte = 4 * w + b;
+    const uint32_t k = byte / L::kRawBytes;
+    if (k < n) v |= ((L::raw(x[k]) >> (8 * (byte % L::kRawBytes))) & 0xFFu) << (8 * b);
+  }
+  return v;
+}
+
+// Word w of the elements' bytes, zero-padded past n (a stored chunk's body).
+template <class Bits>
+__device__ inline uint32_t element_word(const Bits* x, uint32_t n, uint32_t w) {
+  if constexpr (sizeof(Bits) == 4) {
+    return x[w];
+  } else {
+    const uint32_t lo = x[2 * w];
+    const uint32_t hi = 2 * w + 1 < n ? x[2 * w + 1] : 0u;
+    return lo | (hi << 16);
+  }
+}
+
+// ---- per-warp code tables -----------------------------------------------------------------
+// gauss-exp's per-chunk tables (KeyCode for encoding, SymbolExponents for decoding) depend
+// only on the reference exponent, which neighbouring chunks mostly share: each warp keeps the
+// tables of the last reference it saw and rebuilds them (one thread, the host's own builder)
+// only when the reference changes.
+template <class L>
+__device__ inline void gauss_key_code(uint32_t ref, uint32_t& cached_ref, const PrefixCode& pc,
+                                      expbits::KeyCode& kc, uint32_t lane) {
+  if (ref == cached_ref) return;  // warp-uniform
+  if (lane == 0) expbits::build_key_code<L>(expbits::GaussSymbols{ref}, pc, kc);
+  cached_ref = ref;
+  __syncwarp();
+}
+
+// ---- encode: entropy-exp code tables ------------------------------------------------------
+// Per chunk: the exponent histogram -> huffman_lengths -> build_prefix_code -> build_key_code,
+// saved to scratch for measure and emit. A kernel of its own because the host's table
+// builders, run by one thread, need a large stack and many registers, which would otherwise
+// lower the occupancy of the lane loops.
+template <class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    entropy_table_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s) {
+  using Bits = typename L::Bits;
+  constexpr uint32_t kSyms = kExpSymbols<L>;
+  __shared__ __align__(16) PrefixCode s_code[kWarpsPerBlock];
+  __shared__ expbits::KeyCode s_kc[kWarpsPerBlock];
+  __shared__ uint32_t s_hist[kWarpsPerBlock][kSyms];
+  __shared__ uint8_t s_len[kWarpsPerBlock][kSyms];
+  const uint32_t lane = lane_id();
+  const uint32_t warp = warp_in_block();
+  PrefixCode& pc = s_code[warp];
+  expbits::KeyCode& kc = s_kc[warp];
+  uint32_t* hist = s_hist[warp];
+  uint8_t* len = s_len[warp];
+  for (uint64_t c = first_chunk(); c < g.chunks; c += chunk_stride()) {
+    const uint32_t n = g.chunk_size(c);
+    const Bits* x = in + c * g.chunk_elements;
+    for (uint32_t i = lane; i < kSyms; i += kWarp) hist[i] = 0;
+    __syncwarp();
+    // Lanes holding the same exponent add once (warp-aggregated shared atomics).
+    for (uint32_t base = 0; base < n; base += kWarp) {
+      const uint32_t k = base + lane;
+      const uint32_t e = k < n ? L::exponent(x[k]) : 0xFFFFFFFFu;
+      const unsigned peers = __match_any_sync(kFullMask, e);
+      if (k < n && lane == static_cast<uint32_t>(__ffs(peers) - 1))
+        atomicAdd(&hist[e], static_cast<uint32_t>(__popc(peers)));
+    }
+    __syncwarp();
+    if (lane == 0) {
+      expbits::huffman_lengths(hist, kSyms, len);
+      expbits::build_prefix_code(len, kSyms, pc);
+      expbits::build_key_code<L>(expbits::DirectSymbols{}, pc, kc);
+    }
+    __syncwarp();
+    uint32_t* word_out = s.key_word + c * kKeys;
+    uint8_t* key_len_out = s.key_length + c * kKeys;
+    uint8_t* len_out = s.code_length + c * kKeys;
+    for (uint32_t i = lane; i < kKeys; i += kWarp) {
+      word_out[i] = kc.word[i];
+      key_len_out[i] = kc.length[i];
+      len_out[i] = i < kSyms ? len[i] : 0;
+    }
+    __syncwarp();  // the next chunk rebuilds this warp's tables
+  }
+}
+
+// Loads chunk c's entropy-exp key code and code lengths from scratch into shared memory.
+__device__ inline void load_entropy_tables(const EncodeScratch& s, uint64_t c, uint32_t lane,
+                                           expbits::KeyCode& kc, uint8_t* len) {
+  const uint32_t* word_in = s.key_word + c * kKeys;
+  const uint8_t* key_len_in = s.key_length + c * kKeys;
+  const uint8_t* len_in = s.code_length + c * kKeys;
+  for (uint32_t i = lane; i < kKeys; i += kWarp) {
+    kc.word[i] = word_in[i];
+    kc.length[i] = key_len_in[i];
+    len[i] = len_in[i];
+  }
+  __syncwarp();
+}
+
+// ---- encode: measure ----------------------------------------------------------------------
+// Per chunk: the code (gauss: the reference; entropy: the tables above), each lane's word
+// count (encode_lane counting only) and the chunk's size under the host's rule: stored when
+// the coded size is not smaller.
+template <Kind K, class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    measure_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s,
+                   const __grid_constant__ GaussCodeParam<K> gauss) {
+  using Bits = typename L::Bits;
+  constexpr bool kGauss = K == Kind::Gauss;
+  __shared__ expbits::KeyCode s_kc[kWarpsPerBlock];
+  __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kKeys];
+  const uint32_t lane = lane_id();
+  const uint32_t warp = warp_in_block();
+  const PrefixCode* gauss_pc = nullptr;  // gauss: the block's copy of the fixed code
+  if constexpr (kGauss) {
+    __shared__ __align__(16) PrefixCode s_gauss;
+    block_copy16(&s_gauss, &gauss.pc, kEncodeCodeBytes);
+    __syncthreads();
+    gauss_pc = &s_gauss;
+  }
+  expbits::KeyCode& kc = s_kc[warp];
+  uint32_t cached_ref = ~0u;
+  for (uint64_t c = first_chunk(); c < g.chunks; c += chunk_stride()) {
+    const uint32_t n = g.chunk_size(c);
+    const Bits* x = in + c * g.chunk_elements;
+    uint32_t table_bytes = 0;
+    if constexpr (kGauss) {
+      unsigned long long sum = 0;
+      uint32_t count = 0;
+      for (uint32_t k = lane; k < n; k += kWarp) {
+        const uint32_t e = L::exponent(x[k]);
+        if (expbits::is_normal_exponent<L>(e)) {
+          sum += e;
+          ++count;
+        }
+      }
+      sum = warp_sum64(sum);
+      count = warp_sum(count);
+      const uint32_t ref = expbits::gauss_reference(sum, count);
+      gauss_key_code<L>(ref, cached_ref, *gauss_pc, kc, lane);
+      if (lane == 0) s.gauss_ref[c] = ref;
+    } else {
+      uint8_t* len = s_len[warp];
+      load_entropy_tables(s, c, lane, kc, len);
+      uint32_t used = 0;
+      for (uint32_t i = lane; i < kKeys; i += kWarp) used += len[i] != 0;
+      table_bytes = ChunkLayout<L>::table_bytes_entropy(warp_sum(used));
+    }
+    const uint32_t words = expbits::encode_lane<L>(x, n, lane, kc, nullptr);
+    const uint32_t total = warp_sum(words);
+    const uint64_t coded = ChunkLayout<L>::streams_at(table_bytes, n) + 4ull * total;
+    const uint32_t stored = ChunkLayout<L>::stored_bytes(n);
+    s.lane_words[c * format::kLanes + lane] = static_cast<uint16_t>(words);
+    if (lane == 0) s.chunk_bytes[c] = coded >= stored ? uint64_t{stored} : coded;
+    __syncwarp();  // the next chunk rebuilds this warp's tables
+  }
+}
+
+// ---- encode: emit -------------------------------------------------------------------------
+// Each chunk written at its final offset (payload + chunk_end - chunk_bytes, a multiple of 4;
+// payload is 4-byte aligned): header, code table, lane table, raw section, lane streams.
+template <Kind K, class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    emit_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s, uint8_t* payload,
+                const __grid_constant__ GaussCodeParam<K> gauss) {
+  using Bits = typename L::Bits;
+  constexpr uint32_t kSyms = kExpSymbols<L>;
+  constexpr bool kGauss = K == Kind::Gauss;
+  __shared__ expbits::KeyCode s_kc[kWarpsPerBlock];
+  __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kKeys];
+  const uint32_t lane = lane_id();
+  const uint32_t warp = warp_in_block();
+  const PrefixCode* gauss_pc = nullptr;  // gauss: the block's copy of the fixed code
+  if constexpr (kGauss) {
+    __shared__ __align__(16) PrefixCode s_gauss;
+    block_copy16(&s_gauss, &gauss.pc, kEncodeCodeBytes);
+    __syncthreads();
+    gauss_pc = &s_gauss;
+  }
+  expbits::KeyCode& kc = s_kc[warp];
+  uint32_t cached_ref = ~0u;
+  for (uint64_t c = first_chunk(); c < g.chunks; c += chunk_stride()) {
+    const uint32_t n = g.chunk_size(c);
+    const Bits* x = in + c * g.chunk_elements;
+    const uint64_t size = s.chunk_bytes[c];
+    uint8_t* o = payload + (s.chunk_end[c] - size);
+    auto* o32 = reinterpret_cast<uint32_t*>(o);  // little-endian device, like the format
+    if (size == ChunkLayout<L>::stored_bytes(n)) {  // a coded chunk is always smaller
+      if (lane == 0) o32[0] = format::kModeStored;
+      const uint32_t body_words = (ChunkLayout<L>::stored_bytes(n) - format::kChunkHeaderBytes) / 4;
+      for (uint32_t w = lane; w < body_words; w += kWarp) o32[1 + w] = element_word(x, n, w);
+      continue;
+    }
+    uint32_t table_bytes = 0;
+    uint32_t header_byte1;
+    if constexpr (kGauss) {
+      header_byte1 = s.gauss_ref[c];
+      gauss_key_code<L>(header_byte1, cached_ref, *gauss_pc, kc, lane);
+    } else {
+      uint8_t* len = s_len[warp];
+      load_entropy_tables(s, c, lane, kc, len);
+      // Code table: (symbol, length) of each used symbol in symbol order; lane i owns a run of
+      // kSyms / kWarp symbols, placed after the used symbols of the lanes before it.
+      constexpr uint32_t kRun = kSyms / kWarp;
+      static_assert(kSyms % kWarp == 0, "symbols split evenly over lanes");
+      uint32_t used = 0;
+      for (uint32_t i = 0; i < kRun; ++i) used += len[lane * kRun + i] != 0;
+      uint32_t at = warp_exclusive_sum(used, lane);
+      const uint32_t nsyms = warp_sum(used);
+      for (uint32_t i = 0; i < kRun; ++i) {
+        const uint32_t sym = lane * kRun + i;
+        if (len[sym] == 0) continue;
+        o[format::kChunkHeaderBytes + 2 * at] = static_cast<uint8_t>(sym);
+        o[format::kChunkHeaderBytes + 2 * at + 1] = len[sym];
+        ++at;
+      }
+      table_bytes = ChunkLayout<L>::table_bytes_entropy(nsyms);
+      for (uint32_t b = 2 * nsyms + lane; b < table_bytes; b += kWarp)
+        o[format::kChunkHeaderBytes + b] = 0;
+      header_byte1 = nsyms - 1;
+    }
+    if (lane == 0) o32[0] = format::kModeCoded | (header_byte1 << 8);
+    const uint32_t words = s.lane_words[c * format::kLanes + lane];
+    format::store_u16(o + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane,
+                      static_cast<uint16_t>(words));
+    auto* raw32 = reinterpret_cast<uint32_t*>(o + ChunkLayout<L>::raw_at(table_bytes));
+    const uint32_t raw_words = ChunkLayout<L>::raw_bytes(n) / 4;
+    for (uint32_t w = lane; w < raw_words; w += kWarp) raw32[w] = raw_section_word<L>(x, n, w);
+    uint8_t* lane_out = o + ChunkLayout<L>::streams_at(table_bytes, n) +
+                        4 * warp_exclusive_sum(words, lane);
+    expbits::encode_lane<L>(x, n, lane, kc, lane_out);
+    __syncwarp();  // the next chunk reloads this warp's tables
+  }
+}
+
+// ---- encode: container --------------------------------------------------------------------
+// The header's first 24 bytes (everything but payload_bytes), built on the host.
+struct HeaderPrefix {
+  uint8_t bytes[format::kOffPayloadBytes];
+};
+
+inline HeaderPrefix make_header_prefix(CodecId codec, DType dtype, const Geometry& g) {
+  HeaderPrefix h{};
+  std::memcpy(h.bytes + format::kOffMagic, format::kMagic, 4);
+  h.bytes[format::kOffVersion] = format::kVersion;
+  h.bytes[format::kOffCodec] = static_cast<uint8_t>(codec);
+  h.bytes[format::kOffDType] = static_cast<uint8_t>(dtype);
+  h.bytes[format::kOffFlags] = 0;
+  format::store_u64(h.bytes + format::kOffElements, g.elements);
+  format::store_u32(h.bytes + format::kOffChunkElements, g.chunk_elements);
+  format::store_u32(h.bytes + format::kOffChunkCount, g.chunks);
+  return h;
+}
+
+// Writes the offset table, the header and *out_size. chunk_end is the scan's output, or null
+// for identity, whose chunk sizes are fixed (element bytes padded to 4); identity_esize then
+// gives the element size and the kernel also zeroes the payload's final pad.
+__global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g,
+                              const uint64_t* chunk_end, uint32_t identity_esize,
+                              uint64_t* out_size) {
+  const auto end_of = [&](uint64_t c) -> uint64_t {
+    if (chunk_end != nullptr) return chunk_end[c];
+    const uint64_t next = (c + 1) * g.chunk_elements;
+    const uint64_t last = next < g.elements ? next : g.elements;
+    return format::align_up64(last * identity_esize, format::kChunkAlign);
+  };
+  auto* table32 = reinterpret_cast<uint32_t*>(out + format::kHeaderBytes);
+  for (uint64_t c = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < g.chunks;
+       c += uint64_t{gridDim.x} * blockDim.x) {
+    const uint64_t end = end_of(c);
+    table32[2 * c] = static_cast<uint32_t>(end);
+    table32[2 * c + 1] = static_cast<uint32_t>(end >> 32);
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    const uint64_t payload = g.chunks == 0 ? 0 : end_of(g.chunks - 1);
+    for (uint32_t i = 0; i < format::kOffPayloadBytes; ++i) out[i] = header.bytes[i];
+    format::store_u64(out + format::kOffPayloadBytes, payload);
+    const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
+    if (chunk_end == nullptr)
+      for (uint64_t b = g.elements * identity_esize; b < payload; ++b) out[payload_at + b] = 0;
+    *out_size = payload_at + payload;
+  }
+}
+
+// ---- decode -------------------------------------------------------------------------------
+
+struct DecodeGeometry {
+  Geometry g;
+  uint64_t payload_at;     // byte offset of the payload in the stream
+  uint64_t payload_bytes;  // as the header states; checked to lie inside the stream on the host
+};
+
+__device__ inline int32_t status_of(CudaChunkStatus s) { return static_cast<int32_t>(s); }
+
+__device__ inline int32_t lane_status(LaneStatus st, uint32_t lane, uint32_t element) {
+  CudaChunkStatus s = CudaChunkStatus::LaneTrailingBits;
+  switch (st) {
+    case LaneStatus::Ok: return 0;
+    case LaneStatus::BadCode: s = CudaChunkStatus::LaneBadCode; break;
+    case LaneStatus::BadExponent: s = CudaChunkStatus::LaneBadExponent; break;
+    case LaneStatus::Overrun: s = CudaChunkStatus::LaneOverrun; break;
+    case LaneStatus::TrailingBits: s = CudaChunkStatus::LaneTrailingBits; break;
+  }
+  return static_cast<int32_t>(static_cast<uint32_t>(s) | (lane << 8) |
+                              (((element / kWarp) & 0x7FFFu) << 16));
+}
+
+// Chunk c's byte range [begin, end) in the payload, from the stream's own offset table; every
+// lane reads the same entries. Checked against the payload before anything else is read.
+__device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometry& d, uint64_t c,
+                                      uint64_t& begin, uint64_t& end) {
+  const uint8_t* table = stream + format::kHeaderBytes;
+  begin = c == 0 ? 0 : format::load_u64(table + format::kOffsetEntryBytes * (c - 1));
+  end = format::load_u64(table + format::kOffsetEntryBytes * c);
+  if (begin > end || end > d.payload_bytes || begin % format::kChunkAlign != 0 ||
+      end % format::kChunkAlign != 0)
+    return status_of(CudaChunkStatus::BadOffsets);
+  return 0;
+}
+
+// One warp's decode tables, in shared memory. gauss: pc is the block's fixed code (read
+// only) and se follows the chunk's reference; entropy: pc is rebuilt per chunk from its code
+// table and se is fixed (the exponent is the symbol).
+struct WarpDecodeTables {
+  PrefixCode* pc;
+  expbits::SymbolExponents* se;
+  uint8_t* len;         // entropy: code lengths read from the chunk's table
+  uint32_t cached_ref;  // gauss: the reference se was built for
+};
+
+// Decodes one exponent-coded chunk of `bytes` bytes at `in` into out[0, n), one warp, with
+// the host decoder's checks in the host decoder's order. Every return is warp-uniform.
+template <Kind K, class L>
+__device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t bytes, uint32_t n,
+                                                typename L::Bits* out, uint32_t lane,
+                                                WarpDecodeTables& t) {
+  using Bits = typename L::Bits;
+  constexpr uint32_t kSyms = kExpSymbols<L>;
+  if (bytes < format::kChunkHeaderBytes) return status_of(CudaChunkStatus::SizeMismatch);
+  if (in[0] == format::kModeStored) {
+    if (bytes != ChunkLayout<L>::stored_bytes(n)) return status_of(CudaChunkStatus::SizeMismatch);
+    warp_copy_elements<Bits>(in + format::kChunkHeaderBytes, n, out, lane);
+    return 0;
+  }
+  if (in[0] != format::kModeCoded) return status_of(CudaChunkStatus::BadMode);
+  if (in[2] != 0 || in[3] != 0) return status_of(CudaChunkStatus::ReservedBytes);
+  uint32_t table_bytes = 0;
+  if constexpr (K == Kind::Entropy) {
+    const uint32_t nsyms = uint32_t{in[1]} + 1;
+    if (nsyms > kSyms) return status_of(CudaChunkStatus::BadSymbolCount);
+    table_bytes = ChunkLayout<L>::table_bytes_entropy(nsyms);
+    if (bytes < format::kChunkHeaderBytes + table_bytes)
+      return status_of(CudaChunkStatus::SizeMismatch);
+    int32_t table_status = 0;
+    if (lane == 0) {
+      for (uint32_t s = 0; s < kSyms; ++s) t.len[s] = 0;
+      int prev = -1;
+      for (uint32_t i = 0; i < nsyms && table_status == 0; ++i) {
+        const uint32_t s = in[format::kChunkHeaderBytes + 2 * i];
+        const uint32_t l = in[format::kChunkHeaderBytes + 2 * i + 1];
+        if (static_cast<int>(s) <= prev || s >= kSyms || l == 0 || l > format::kMaxCodeBits)
+          table_status = status_of(CudaChunkStatus::BadCodeTable);
+        else
+          t.len[s] = static_cast<uint8_t>(l);
+        prev = static_cast<int>(s);
+      }
+      if (table_status == 0 && !expbits::build_prefix_code(t.len, kSyms, *t.pc))
+        table_status = status_of(CudaChunkStatus::KraftViolation);
+    }
+    __syncwarp();  // the rebuilt code is visible to every lane
+    table_status = __shfl_sync(kFullMask, table_status, 0);
+    if (table_status != 0) return table_status;
+  } else {
+    const uint32_t ref = in[1];
+    if (ref != t.cached_ref) {  // warp-uniform
+      if (lane == 0) expbits::build_symbol_exponents<L>(expbits::GaussSymbols{ref}, *t.se);
+      t.cached_ref = ref;
+      __syncwarp();
+    }
+  }
+  const uint32_t streams_at = ChunkLayout<L>::streams_at(table_bytes, n);
+  if (bytes < streams_at) return status_of(CudaChunkStatus::SizeMismatch);
+  const uint32_t words = format::load_u16(in + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane);
+  const uint32_t total = warp_sum(words);
+  if (bytes != streams_at + 4ull * total) return status_of(CudaChunkStatus::SizeMismatch);
+  const uint8_t* lane_in = in + streams_at + 4 * warp_exclusive_sum(words, lane);
+  const uint8_t* raw = in + ChunkLayout<L>::raw_at(table_bytes);
+  uint32_t bad = 0;
+  const LaneStatus st = expbits::decode_lane<L>(lane_in, words, raw, n, lane, *t.se, *t.pc, out, &bad);
+  // Report the lowest failing lane (the host may name another lane of the same chunk when
+  // several are damaged: it walks lanes in groups of four, element by element).
+  const unsigned failing = __ballot_sync(kFullMask, st != LaneStatus::Ok);
+  if (failing == 0) return 0;
+  const uint32_t first = static_cast<uint32_t>(__ffs(failing) - 1);
+  const int32_t mine = lane_status(st, lane, bad);
+  return __shfl_sync(kFullMask, mine, static_cast<int>(first));
+}
+
+template <Kind K, class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    decode_kernel(const uint8_t* stream, DecodeGeometry d, typename L::Bits* out,
+                  int32_t* status, const __grid_constant__ GaussCodeParam<K> gauss) {
+  constexpr bool kGauss = K == Kind::Gauss;
+  __shared__ __align__(16) PrefixCode s_code[kGauss ? 1 : kWarpsPerBlock];
+  __shared__ expbits::SymbolExponents s_se[kWarpsPerBlock];
+  __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kExpSymbols<L>];
+  const uint32_t lane = lane_id();
+  const uint32_t warp = warp_in_block();
+  WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u};
+  if constexpr (kGauss) {
+    block_copy16(&s_code[0], &gauss.pc, sizeof(PrefixCode));
+    __syncthreads();
+  } else {
+    if (lane == 0) expbits::build_symbol_exponents<L>(expbits::DirectSymbols{}, *t.se);
+    __syncwarp();
+  }
+  for (uint64_t c = first_chunk(); c < d.g.chunks; c += chunk_stride()) {
+    uint64_t begin = 0, end = 0;
+    int32_t st = chunk_range(stream, d, c, begin, end);
+    if (st == 0)
+      st = decode_exponent_chunk<K, L>(stream + d.payload_at + begin, end - begin,
+                                       d.g.chunk_size(c), out + c * d.g.chunk_elements, lane, t);
+    if (lane == 0) status[c] = st;
+    __syncwarp();  // the next chunk may rebuild this warp's tables
+  }
+}
+
+template <class Bits>
+__global__ void __launch_bounds__(kBlockThreads)
+    identity_decode_kernel(const uint8_t* stream, DecodeGeometry d, Bits* out, int32_t* status) {
+  const uint32_t lane = lane_id();
+  for (uint64_t c = first_chunk(); c < d.g.chunks; c += chunk_stride()) {
+    uint64_t begin = 0, end = 0;
+    int32_t st = chunk_range(stream, d, c, begin, end);
+    const uint32_t n = d.g.chunk_size(c);
+    if (st == 0 && end - begin != format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign))
+      st = status_of(CudaChunkStatus::SizeMismatch);
+    if (st == 0)
+      warp_copy_elements<Bits>(stream + d.payload_at + begin, n, out + c * d.g.chunk_elements, lane);
+    if (lane == 0) status[c] = st;
+  }
+}
+
+// ---- launchers ----------------------------------------------------------------------------
+
+// Blocks for a grid-stride launch over `chunks` chunks (one per warp): one resident wave at
+// most, so per-block setup (the gauss code copy) is paid once per resident block.
+template <class Kernel>
+inline uint32_t grid_blocks(Kernel kernel, uint64_t chunks) {
+  int device = 0, sms = 0, per_sm = 0;
+  COMPCOLL_CUDA_CHECK(cudaGetDevice(&device));
+  COMPCOLL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  COMPCOLL_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, 0));
+  const uint64_t resident = uint64_t(std::max(per_sm, 1)) * uint64_t(std::max(sms, 1));
+  const uint64_t needed = (chunks + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(needed, resident)));
+}
+
+inline void launch_finish(uint8_t* out, const HeaderPrefix& header, const Geometry& g,
+                          const uint64_t* chunk_end, uint32_t identity_esize, uint64_t* out_size,
+                          cudaStream_t stream) {
+  constexpr uint32_t kThreads = 256;
+  const uint64_t blocks = std::clamp<uint64_t>((uint64_t{g.chunks} + kThreads - 1) / kThreads, 1, 1024);
+  finish_kernel<<<static_cast<uint32_t>(blocks), kThreads, 0, stream>>>(out, header, g, chunk_end,
+                                                                       identity_esize, out_size);
+}
+
+// out: 4-byte aligned; scratch: scratch_layout(K, g.chunks).total bytes (checked by the caller).
+template <Kind K, class L>
+void launch_exponent_encode(CodecId codec, DType dtype, const typename L::Bits* in,
+                            const Geometry& g, uint8_t* out, uint64_t* out_size, void* scratch,
+                            cudaStream_t stream) {
+  EncodeScratch s{};
+  if (g.chunks > 0) {
+    s = bind_scratch(scratch_layout(K, g.chunks), scratch);
+    const GaussCodeParam<K>& gauss = gauss_code_param<K>();
+    if constexpr (K == Kind::Entropy) {
+      const auto tables = entropy_table_kernel<L>;
+      tables<<<grid_blocks(tables, g.chunks), kBlockThreads, 0, stream>>>(in, g, s);
+    }
+    const auto measure = measure_kernel<K, L>;
+    measure<<<grid_blocks(measure, g.chunks), kBlockThreads, 0, stream>>>(in, g, s, gauss);
+    COMPCOLL_CUDA_CHECK(cub::DeviceScan::InclusiveSum(s.scan_temp, s.scan_temp_bytes,
+                                                      s.chunk_bytes, s.chunk_end, g.chunks,
+                                                      stream));
+    uint8_t* payload = out + format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
+    const auto emit = emit_kernel<K, L>;
+    emit<<<grid_blocks(emit, g.chunks), kBlockThreads, 0, stream>>>(in, g, s, payload, gauss);
+  }
+  launch_finish(out, make_header_prefix(codec, dtype, g), g, s.chunk_end, 0, out_size, stream);
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+inline void launch_identity_encode(DType dtype, const void* in, const Geometry& g, uint8_t* out,
+                                   uint64_t* out_size, cudaStream_t stream) {
+  const uint32_t esize = static_cast<uint32_t>(dtype_size(dtype));
+  const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
+  if (g.elements > 0)
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out + payload_at, in, g.elements * esize,
+                                        cudaMemcpyDeviceToDevice, stream));
+  launch_finish(out, make_header_prefix(CodecId::Identity, dtype, g), g, nullptr, esize, out_size,
+                stream);
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+template <Kind K, class L>
+void launch_exponent_decode(const uint8_t* stream_dev, const DecodeGeometry& d,
+                            typename L::Bits* out, int32_t* status, cudaStream_t stream) {
+  if (d.g.chunks == 0) return;
+  const auto kernel = decode_kernel<K, L>;
+  kernel<<<grid_blocks(kernel, d.g.chunks), kBlockThreads, 0, stream>>>(stream_dev, d, out, status,
+                                                                        gauss_code_param<K>());
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+template <class Bits>
+void launch_identity_decode(const uint8_t* stream_dev, const DecodeGeometry& d, Bits* out,
+                            int32_t* status, cudaStream_t stream) {
+  if (d.g.chunks == 0) return;
+  const auto kernel = identity_decode_kernel<Bits>;
+  kernel<<<grid_blocks(kernel, d.g.chunks), kBlockThreads, 0, stream>>>(stream_dev, d, out, status);
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+}  // namespace compcoll::gpu

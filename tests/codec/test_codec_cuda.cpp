@@ -1,0 +1,503 @@
+// tests/codec/test_codec_cuda.cpp — the CUDA codec kernels (codec/cuda/codec_cuda.h) against the
+// host reference: GPU streams byte-identical to encode(), GPU decode bit-exact, per-chunk errors
+// for damaged streams. Runs on a non-blocking stream; without a device every GPU case says
+// "SKIPPED" with a warning instead of passing silently. Built only with CUDA.
+#ifdef COMPCOLL_HAVE_CUDA
+
+#include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+#include "codec/cuda/check.h"
+#include "codec/cuda/codec_cuda.h"
+#include "codec/exponent_bits.h"
+#include "io/tensor_file.h"
+#include "test_util.h"
+
+using namespace compcoll;
+
+namespace {
+
+const DType kDTypes[] = {DType::BF16, DType::FP16, DType::FP32};
+const CodecId kCodecs[] = {CodecId::Identity, CodecId::GaussExp, CodecId::EntropyExp};
+
+// Why the GPU cases cannot run here; empty when a device is present.
+const std::string& cuda_unavailable() {
+  static const std::string why = [] {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err);
+    if (count == 0) return std::string("cudaGetDeviceCount found no device");
+    return std::string();
+  }();
+  return why;
+}
+
+#define SKIP_WITHOUT_CUDA()                                                  \
+  do {                                                                       \
+    if (!cuda_unavailable().empty()) {                                       \
+      WARN("SKIPPED: no CUDA device (" << cuda_unavailable() << ")");        \
+      return;                                                                \
+    }                                                                        \
+  } while (0)
+
+template <class T = uint8_t>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t count) : count_(count) {
+    if (count > 0) COMPCOLL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() const { return ptr_; }
+  size_t count() const { return count_; }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t count_;
+};
+
+class Stream {
+ public:
+  Stream() { COMPCOLL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(stream_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+  void sync() const { COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+ private:
+  cudaStream_t stream_{};
+};
+
+void to_device(const Stream& s, void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.get()));
+}
+template <class T>
+std::vector<T> to_host(const Stream& s, const T* src, size_t count) {
+  std::vector<T> out(count);
+  if (count > 0)
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost, s.get()));
+  s.sync();
+  return out;
+}
+
+const Codec& codec_of(CodecId id) { return codec_by_id(id); }
+std::string codec_name(CodecId id) { return std::string(codec_of(id).name()); }
+
+// Encodes `in` on the GPU; the input sits `in_offset` bytes into its allocation (element
+// aligned, not necessarily more). Output and scratch start out as garbage, so a kernel that
+// leaves bytes unwritten cannot match the host stream.
+std::vector<uint8_t> gpu_encode(const Stream& s, CodecId codec, DType dtype,
+                                const std::vector<uint8_t>& in, const EncodeOptions& opt = {},
+                                size_t in_offset = 0) {
+  const uint64_t n = in.size() / dtype_size(dtype);
+  DeviceBuffer<uint8_t> din(in.size() + in_offset + 1);
+  to_device(s, din.get() + in_offset, in.data(), in.size());
+  const size_t capacity = max_encoded_size(codec_of(codec), dtype, n, opt);
+  DeviceBuffer<uint8_t> dout(capacity);
+  COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dout.get(), 0x5A, capacity, s.get()));
+  DeviceBuffer<uint64_t> dsize(1);
+  COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dsize.get(), 0xFF, sizeof(uint64_t), s.get()));
+  const size_t scratch_bytes = cuda_encode_scratch_bytes(codec, dtype, n, opt);
+  DeviceBuffer<uint8_t> scratch(scratch_bytes);
+  if (scratch_bytes > 0)
+    COMPCOLL_CUDA_CHECK(cudaMemsetAsync(scratch.get(), 0xC3, scratch_bytes, s.get()));
+  cuda_encode(codec, dtype, n > 0 ? din.get() + in_offset : nullptr, n, dout.get(), capacity,
+              dsize.get(), scratch.get(), scratch_bytes, opt, s.get());
+  const uint64_t size = to_host(s, dsize.get(), 1)[0];
+  REQUIRE(size <= capacity);
+  return to_host(s, dout.get(), size);
+}
+
+// Decodes a stream on the GPU with cuda_decode_checked; the stream sits `stream_offset` bytes
+// into its allocation (any alignment), the output `out_offset` elements into its own.
+std::vector<uint8_t> gpu_decode(const Stream& s, const std::vector<uint8_t>& stream, DType dtype,
+                                uint64_t elements, size_t stream_offset = 0,
+                                size_t out_offset = 0) {
+  const size_t esize = dtype_size(dtype);
+  DeviceBuffer<uint8_t> din(stream.size() + stream_offset + 1);
+  to_device(s, din.get() + stream_offset, stream.data(), stream.size());
+  DeviceBuffer<uint8_t> dout((elements + out_offset) * esize + 1);
+  COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dout.get(), 0xA5, dout.count(), s.get()));
+  const StreamInfo info = cuda_decode_checked(din.get() + stream_offset, stream.size(),
+                                              dout.get() + out_offset * esize, elements * esize, s.get());
+  REQUIRE(info.elements == elements);
+  REQUIRE(info.total_bytes == stream.size());
+  return to_host(s, dout.get() + out_offset * esize, elements * esize);
+}
+
+// Host encode, GPU encode, GPU decode of the host stream, host decode of the GPU stream.
+void check_against_host(const Stream& s, CodecId codec, DType dtype, const std::vector<uint8_t>& in,
+                        const EncodeOptions& opt = {}) {
+  const uint64_t n = in.size() / dtype_size(dtype);
+  const std::vector<uint8_t> host = encode(codec_of(codec), dtype, in.data(), n, opt);
+  const std::vector<uint8_t> gpu = gpu_encode(s, codec, dtype, in, opt);
+  CHECK(gpu.size() == host.size());
+  CHECK(gpu == host);
+  CHECK(gpu_decode(s, host, dtype, n) == in);
+  std::vector<uint8_t> back(in.size(), 0xA5);
+  decode(gpu.data(), gpu.size(), back.data(), back.size());
+  CHECK(back == in);
+}
+
+bool any_nonzero(const std::vector<uint8_t>& v) {
+  return std::any_of(v.begin(), v.end(), [](uint8_t b) { return b != 0; });
+}
+
+// Where chunk c of a host stream begins and ends (absolute byte offsets).
+std::pair<uint64_t, uint64_t> chunk_bytes_at(const std::vector<uint8_t>& stream, uint32_t c) {
+  const StreamInfo info = read_stream_info(stream.data(), stream.size());
+  const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * info.chunk_count;
+  const uint8_t* table = stream.data() + format::kHeaderBytes;
+  const uint64_t begin = c == 0 ? 0 : format::load_u64(table + 8 * (c - 1));
+  return {payload_at + begin, payload_at + format::load_u64(table + 8 * c)};
+}
+
+// Per-chunk statuses of a (possibly damaged) stream decoded with the clean stream's info.
+std::vector<int32_t> gpu_statuses(const Stream& s, const StreamInfo& info,
+                                  const std::vector<uint8_t>& stream) {
+  DeviceBuffer<uint8_t> din(stream.size());
+  to_device(s, din.get(), stream.data(), stream.size());
+  DeviceBuffer<uint8_t> dout(info.elements * dtype_size(info.dtype) + 1);
+  DeviceBuffer<int32_t> dstatus(info.chunk_count);
+  COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dstatus.get(), 0x7F, info.chunk_count * sizeof(int32_t), s.get()));
+  cuda_decode(info, din.get(), stream.size(), dout.get(), dout.count(), dstatus.get(), s.get());
+  return to_host(s, dstatus.get(), info.chunk_count);
+}
+
+CudaChunkStatus kind_of(int32_t status) { return static_cast<CudaChunkStatus>(status & 0xFF); }
+
+}  // namespace
+
+TEST_CASE("cuda: status messages and argument errors (host side, no device needed)", "[cuda]") {
+  CHECK(cuda_chunk_status_message(0).empty());
+  const int32_t bad_code = static_cast<int32_t>(CudaChunkStatus::LaneBadCode) | (3 << 8) | (2 << 16);
+  CHECK(cuda_chunk_status_message(bad_code) == "lane 3 element 67: bit pattern is no code");
+  CHECK(cuda_chunk_status_message(static_cast<int32_t>(CudaChunkStatus::LaneTrailingBits) | (31 << 8)) ==
+        "lane 31: trailing bits after the last element");
+  CHECK(cuda_chunk_status_message(static_cast<int32_t>(CudaChunkStatus::KraftViolation)).find("Kraft") !=
+        std::string::npos);
+  CHECK(cuda_chunk_status_message(200).find("unknown") != std::string::npos);
+  // Bad options are caller errors, found before any CUDA call.
+  EncodeOptions opt;
+  for (uint32_t c : {0u, 16u, 33u, 65568u}) {
+    opt.chunk_elements = c;
+    CHECK_THROWS_AS(cuda_encode_scratch_bytes(CodecId::GaussExp, DType::BF16, 100, opt), CodecError);
+    CHECK_THROWS_AS(cuda_encode(CodecId::GaussExp, DType::BF16, nullptr, 100, nullptr, 0, nullptr,
+                                nullptr, 0, opt, nullptr),
+                    CodecError);
+  }
+  CHECK_THROWS_AS(cuda_encode(static_cast<CodecId>(9), DType::BF16, nullptr, 0, nullptr, 0, nullptr,
+                              nullptr, 0, EncodeOptions{}, nullptr),
+                  CodecError);
+}
+
+TEST_CASE("cuda: encode is byte-identical to the host over sizes, chunkings, dtypes and codecs",
+          "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  const uint32_t chunk = GENERATE(32u, 1024u, format::kDefaultChunkElements);
+  EncodeOptions opt;
+  opt.chunk_elements = chunk;
+  std::vector<size_t> sizes = {0, 1, 31, 32, 33, 64, 65, chunk - 1, chunk, chunk + 1,
+                               3 * size_t{chunk} + 17};
+  test::SplitMix64 rng{4242};
+  for (int i = 0; i < 4; ++i) sizes.push_back(rng.next() % (5 * size_t{chunk}));
+  for (CodecId codec : kCodecs)
+    for (DType dtype : kDTypes)
+      for (size_t n : sizes) {
+        CAPTURE(codec_name(codec), dtype_name(dtype), chunk, n);
+        const auto in = test::gaussian_bytes(dtype, n, 0.02, 1000 + n);
+        if (n > 0) REQUIRE(any_nonzero(in));
+        check_against_host(s, codec, dtype, in, opt);
+      }
+}
+
+TEST_CASE("cuda: every 16-bit pattern, straight and shuffled", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  std::vector<uint8_t> in(65536 * 2);
+  for (uint32_t v = 0; v < 65536; ++v) {
+    in[2 * v] = static_cast<uint8_t>(v);
+    in[2 * v + 1] = static_cast<uint8_t>(v >> 8);
+  }
+  std::vector<uint8_t> shuffled = in;
+  test::SplitMix64 rng{5};
+  for (size_t i = 65535; i > 0; --i) {
+    const size_t j = rng.next() % (i + 1);
+    std::swap(shuffled[2 * i], shuffled[2 * j]);
+    std::swap(shuffled[2 * i + 1], shuffled[2 * j + 1]);
+  }
+  for (CodecId codec : kCodecs)
+    for (DType dtype : {DType::BF16, DType::FP16})
+      for (uint32_t chunk : {1024u, format::kDefaultChunkElements, format::kMaxChunkElements}) {
+        CAPTURE(codec_name(codec), dtype_name(dtype), chunk);
+        EncodeOptions opt;
+        opt.chunk_elements = chunk;
+        check_against_host(s, codec, dtype, in, opt);
+        check_against_host(s, codec, dtype, shuffled, opt);
+      }
+}
+
+TEST_CASE("cuda: fp32 special values and all 256 exponents", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  std::vector<uint32_t> vals = {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u,
+                                0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x7FBFFFFFu,
+                                0x00000001u, 0x807FFFFFu, 0x00400000u, 0x7F7FFFFFu};
+  test::SplitMix64 rng{11};
+  for (uint32_t e = 0; e < 256; ++e)
+    for (int k = 0; k < 8; ++k)
+      vals.push_back((static_cast<uint32_t>(rng.next() & 1) << 31) | (e << 23) |
+                     static_cast<uint32_t>(rng.next() & 0x7FFFFF));
+  auto in = test::gaussian_bytes(DType::FP32, 5000, 1.0, 3);
+  for (size_t i = 0; i < vals.size(); ++i) std::memcpy(in.data() + 4 * (i * 2), &vals[i], 4);
+  for (CodecId codec : kCodecs)
+    for (uint32_t chunk : {32u, 1024u, format::kDefaultChunkElements}) {
+      CAPTURE(codec_name(codec), chunk);
+      EncodeOptions opt;
+      opt.chunk_elements = chunk;
+      check_against_host(s, codec, DType::FP32, in, opt);
+    }
+}
+
+TEST_CASE("cuda: constant, all-zero, all-NaN and incompressible inputs", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  for (DType dtype : kDTypes)
+    for (CodecId codec : kCodecs) {
+      CAPTURE(codec_name(codec), dtype_name(dtype));
+      const std::vector<uint8_t> zeros(40000 * dtype_size(dtype), 0);
+      check_against_host(s, codec, dtype, zeros);
+      const std::vector<uint8_t> nans(1000 * dtype_size(dtype), 0xFF);
+      check_against_host(s, codec, dtype, nans);
+      // Random bytes: the exponent codecs must fall back to stored chunks, as the host does.
+      const size_t n = 100003;
+      const auto noise = test::random_bytes(n * dtype_size(dtype), 23);
+      check_against_host(s, codec, dtype, noise);
+      if (codec != CodecId::Identity) {
+        const auto host = encode(codec_of(codec), dtype, noise.data(), n);
+        CHECK(host[chunk_bytes_at(host, 0).first] == format::kModeStored);
+      }
+    }
+}
+
+TEST_CASE("cuda: element-aligned input, unaligned stream and output pointers", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  for (DType dtype : kDTypes)
+    for (CodecId codec : kCodecs) {
+      CAPTURE(codec_name(codec), dtype_name(dtype));
+      const size_t n = 3 * 1024 + 5;
+      const auto in = test::gaussian_bytes(dtype, n, 0.3, 77);
+      EncodeOptions opt;
+      opt.chunk_elements = 1024;
+      const auto host = encode(codec_of(codec), dtype, in.data(), n, opt);
+      // Input one element past a 256-byte boundary: 2-byte aligned for the 16-bit types.
+      CHECK(gpu_encode(s, codec, dtype, in, opt, dtype_size(dtype)) == host);
+      // The stream at an odd address, the output one element in.
+      CHECK(gpu_decode(s, host, dtype, n, 1, 1) == in);
+      CHECK(gpu_decode(s, host, dtype, n, 3, 0) == in);
+    }
+}
+
+TEST_CASE("cuda: bundled real tensors", "[cuda][real]") {
+  SKIP_WITHOUT_CUDA();
+  const auto files = test::real_tensor_files();
+  if (files.empty()) {
+    WARN("SKIPPED: no .npy files under " << test::test_data_dir());
+    return;
+  }
+  Stream s;
+  for (const auto& f : files) {
+    const bool is_bf16 = f.string().find(".bf16.") != std::string::npos;
+    for (const TensorData& t :
+         load_tensors(f.string(), is_bf16 ? std::optional(DType::BF16) : std::nullopt))
+      for (CodecId codec : kCodecs) {
+        CAPTURE(t.source, codec_name(codec));
+        check_against_host(s, codec, t.dtype, t.bytes);
+      }
+  }
+}
+
+TEST_CASE("cuda: a larger tensor over many chunks and resident waves", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  const size_t n = (size_t{1} << 22) + 777;  // 257 default chunks; 4097 chunks of 1024
+  for (DType dtype : {DType::BF16, DType::FP32})
+    for (CodecId codec : {CodecId::GaussExp, CodecId::EntropyExp})
+      for (uint32_t chunk : {1024u, format::kDefaultChunkElements}) {
+        CAPTURE(codec_name(codec), dtype_name(dtype), chunk);
+        EncodeOptions opt;
+        opt.chunk_elements = chunk;
+        check_against_host(s, codec, dtype, test::gaussian_bytes(dtype, n, 0.01, 9), opt);
+      }
+}
+
+TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][bad-input]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  for (CodecId codec : kCodecs)
+    for (DType dtype : kDTypes) {
+      CAPTURE(codec_name(codec), dtype_name(dtype));
+      const size_t n = 3000;  // chunks of 1024, 1024, 952
+      const auto in = test::gaussian_bytes(dtype, n, 0.5, 31);
+      EncodeOptions opt;
+      opt.chunk_elements = 1024;
+      const auto stream = encode(codec_of(codec), dtype, in.data(), n, opt);
+      const StreamInfo info = read_stream_info(stream.data(), stream.size());
+      REQUIRE(info.chunk_count == 3);
+      CHECK(gpu_statuses(s, info, stream) == std::vector<int32_t>{0, 0, 0});
+      const uint64_t end0 = format::load_u64(stream.data() + format::kHeaderBytes);
+
+      // Truncated chunk offsets: chunk 0 loses its last word, chunk 1 gains it.
+      auto bad = stream;
+      format::store_u64(bad.data() + format::kHeaderBytes, end0 - 4);
+      auto st = gpu_statuses(s, info, bad);
+      CHECK(kind_of(st[0]) != CudaChunkStatus::Ok);
+      CHECK(kind_of(st[1]) != CudaChunkStatus::Ok);
+      CHECK(st[2] == 0);
+      // An offset out of order / beyond the payload: chunks 1 and 2 out of range.
+      bad = stream;
+      format::store_u64(bad.data() + format::kHeaderBytes + 8, info.payload_bytes + 4);
+      st = gpu_statuses(s, info, bad);
+      CHECK(st[0] == 0);
+      CHECK(kind_of(st[1]) == CudaChunkStatus::BadOffsets);
+      CHECK(kind_of(st[2]) == CudaChunkStatus::BadOffsets);
+      // An unaligned offset.
+      bad = stream;
+      format::store_u64(bad.data() + format::kHeaderBytes, end0 - 2);
+      st = gpu_statuses(s, info, bad);
+      CHECK(kind_of(st[0]) == CudaChunkStatus::BadOffsets);
+      CHECK(kind_of(st[1]) == CudaChunkStatus::BadOffsets);
+      // The stream cut short: the host-side checks refuse it.
+      std::vector<uint8_t> cut(stream.begin(), stream.end() - 4);
+      CHECK_THROWS_AS(gpu_decode(s, cut, dtype, n), CodecError);
+      {
+        DeviceBuffer<uint8_t> din(cut.size());
+        DeviceBuffer<uint8_t> dout(in.size());
+        DeviceBuffer<int32_t> dstatus(3);
+        to_device(s, din.get(), cut.data(), cut.size());
+        CHECK_THROWS_AS(cuda_decode(info, din.get(), cut.size(), dout.get(), dout.count(),
+                                    dstatus.get(), s.get()),
+                        CodecError);
+        CHECK_THROWS_AS(cuda_decode(info, din.get(), cut.size(), dout.get(), in.size() - 1,
+                                    dstatus.get(), s.get()),
+                        CodecError);
+      }
+
+      if (codec == CodecId::Identity) continue;
+      const uint64_t begin1 = chunk_bytes_at(stream, 1).first;
+      REQUIRE(stream[begin1] == format::kModeCoded);
+      const uint32_t table_bytes =
+          codec == CodecId::EntropyExp
+              ? expbits::ChunkLayout<expbits::Bf16Layout>::table_bytes_entropy(stream[begin1 + 1] + 1u)
+              : 0;
+      // A flipped lane table entry: chunk 1's size no longer matches.
+      bad = stream;
+      bad[begin1 + format::kChunkHeaderBytes + table_bytes + 2 * 5] ^= 0x04;
+      st = gpu_statuses(s, info, bad);
+      CHECK(st[0] == 0);
+      CHECK(kind_of(st[1]) == CudaChunkStatus::SizeMismatch);
+      CHECK(st[2] == 0);
+      try {
+        gpu_decode(s, bad, dtype, n);
+        FAIL("no CodecError for a flipped lane table");
+      } catch (const CodecError& e) {
+        CHECK(std::string(e.what()).find("chunk 1 ") != std::string::npos);
+        CHECK(e.byte_offset() == begin1);
+      }
+      // Mode and reserved header bytes.
+      bad = stream;
+      bad[begin1] = 7;
+      CHECK(kind_of(gpu_statuses(s, info, bad)[1]) == CudaChunkStatus::BadMode);
+      bad = stream;
+      bad[begin1 + 3] = 1;
+      CHECK(kind_of(gpu_statuses(s, info, bad)[1]) == CudaChunkStatus::ReservedBytes);
+      // Lane data that decodes wrongly: trailing garbage in lane 0's last word, or a lane word
+      // moved between two lanes (sizes still add up).
+      bad = stream;
+      const uint32_t words0 = format::load_u16(stream.data() + begin1 + format::kChunkHeaderBytes + table_bytes);
+      REQUIRE(words0 > 1);
+      bad[begin1 + format::kChunkHeaderBytes + table_bytes] -= 1;  // lane 0 one word shorter
+      bad[begin1 + format::kChunkHeaderBytes + table_bytes + 2] += 1;  // lane 1 one longer
+      st = gpu_statuses(s, info, bad);
+      CHECK(st[0] == 0);
+      CHECK(kind_of(st[1]) >= CudaChunkStatus::LaneBadCode);
+      CHECK(st[2] == 0);
+      CHECK_THROWS_AS(decode(bad.data(), bad.size(), std::vector<uint8_t>(in.size()).data(), in.size()),
+                      CodecError);
+
+      if (codec != CodecId::EntropyExp) continue;
+      const uint32_t nsyms = stream[begin1 + 1] + 1u;
+      REQUIRE(nsyms >= 3);
+      const size_t entry0 = begin1 + format::kChunkHeaderBytes;
+      for (uint8_t length : {uint8_t{0}, uint8_t{13}}) {  // bad code table lengths
+        bad = stream;
+        bad[entry0 + 1] = length;
+        CHECK(kind_of(gpu_statuses(s, info, bad)[1]) == CudaChunkStatus::BadCodeTable);
+      }
+      bad = stream;  // symbols out of order
+      std::swap(bad[entry0], bad[entry0 + 2]);
+      CHECK(kind_of(gpu_statuses(s, info, bad)[1]) == CudaChunkStatus::BadCodeTable);
+      bad = stream;  // every length 1: over-full code
+      for (uint32_t i = 0; i < nsyms; ++i) bad[entry0 + 2 * i + 1] = 1;
+      CHECK(kind_of(gpu_statuses(s, info, bad)[1]) == CudaChunkStatus::KraftViolation);
+      bad = stream;  // more symbols than fp16 has exponents; elsewhere a table of garbage
+      bad[begin1 + 1] = 255;
+      st = gpu_statuses(s, info, bad);
+      if (dtype == DType::FP16)
+        CHECK(kind_of(st[1]) == CudaChunkStatus::BadSymbolCount);
+      else
+        CHECK(kind_of(st[1]) != CudaChunkStatus::Ok);
+    }
+}
+
+TEST_CASE("cuda: bit flips are caught or decoded exactly as the host does", "[cuda][bad-input]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  for (CodecId codec : kCodecs)
+    for (DType dtype : kDTypes) {
+      CAPTURE(codec_name(codec), dtype_name(dtype));
+      const size_t n = 3000;
+      const auto in = test::gaussian_bytes(dtype, n, 0.5, 31);
+      EncodeOptions opt;
+      opt.chunk_elements = 1024;
+      const auto stream = encode(codec_of(codec), dtype, in.data(), n, opt);
+      size_t caught = 0;
+      for (size_t byte = 0; byte < stream.size(); byte += 13) {
+        auto bad = stream;
+        bad[byte] ^= static_cast<uint8_t>(1u << (byte % 8));
+        CAPTURE(byte);
+        std::vector<uint8_t> host_out(in.size());
+        std::optional<uint64_t> host_error;
+        try {
+          decode(bad.data(), bad.size(), host_out.data(), host_out.size());
+        } catch (const CodecError& e) {
+          host_error = e.byte_offset();
+        }
+        try {
+          const auto gpu_out = gpu_decode(s, bad, dtype, n);
+          CHECK_FALSE(host_error.has_value());
+          CHECK(gpu_out == host_out);
+        } catch (const CodecError& e) {
+          ++caught;
+          REQUIRE(host_error.has_value());
+          CHECK(e.byte_offset() == *host_error);  // the same first bad chunk (or header field)
+        }
+      }
+      CHECK(caught > 0);
+    }
+}
+
+#endif  // COMPCOLL_HAVE_CUDA
