@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codec/codec.h"
@@ -39,19 +40,20 @@ const std::string& cuda_unavailable() {
   return why;
 }
 
-#define SKIP_WITHOUT_CUDA()                                                  \
-  do {                                                                       \
-    if (!cuda_unavailable().empty()) {                                       \
-      WARN("SKIPPED: no CUDA device (" << cuda_unavailable() << ")");        \
-      return;                                                                \
-    }                                                                        \
+#define SKIP_WITHOUT_CUDA()                                           \
+  do {                                                                \
+    if (!cuda_unavailable().empty()) {                                \
+      WARN("SKIPPED: no CUDA device (" << cuda_unavailable() << ")"); \
+      return;                                                         \
+    }                                                                 \
   } while (0)
 
 template <class T = uint8_t>
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(size_t count) : count_(count) {
-    if (count > 0) COMPCOLL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
+    if (count > 0)
+      COMPCOLL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
   }
   ~DeviceBuffer() {
     if (ptr_ != nullptr) cudaFree(ptr_);
@@ -80,13 +82,15 @@ class Stream {
 };
 
 void to_device(const Stream& s, void* dst, const void* src, size_t bytes) {
-  if (bytes > 0) COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.get()));
+  if (bytes > 0)
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.get()));
 }
 template <class T>
 std::vector<T> to_host(const Stream& s, const T* src, size_t count) {
   std::vector<T> out(count);
   if (count > 0)
-    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost, s.get()));
+    COMPCOLL_CUDA_CHECK(
+        cudaMemcpyAsync(out.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost, s.get()));
   s.sync();
   return out;
 }
@@ -129,8 +133,9 @@ std::vector<uint8_t> gpu_decode(const Stream& s, const std::vector<uint8_t>& str
   to_device(s, din.get() + stream_offset, stream.data(), stream.size());
   DeviceBuffer<uint8_t> dout((elements + out_offset) * esize + 1);
   COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dout.get(), 0xA5, dout.count(), s.get()));
-  const StreamInfo info = cuda_decode_checked(din.get() + stream_offset, stream.size(),
-                                              dout.get() + out_offset * esize, elements * esize, s.get());
+  const StreamInfo info =
+      cuda_decode_checked(din.get() + stream_offset, stream.size(), dout.get() + out_offset * esize,
+                          elements * esize, s.get());
   REQUIRE(info.elements == elements);
   REQUIRE(info.total_bytes == stream.size());
   return to_host(s, dout.get() + out_offset * esize, elements * esize);
@@ -157,7 +162,8 @@ bool any_nonzero(const std::vector<uint8_t>& v) {
 // Where chunk c of a host stream begins and ends (absolute byte offsets).
 std::pair<uint64_t, uint64_t> chunk_bytes_at(const std::vector<uint8_t>& stream, uint32_t c) {
   const StreamInfo info = read_stream_info(stream.data(), stream.size());
-  const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * info.chunk_count;
+  const uint64_t payload_at =
+      format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * info.chunk_count;
   const uint8_t* table = stream.data() + format::kHeaderBytes;
   const uint64_t begin = c == 0 ? 0 : format::load_u64(table + 8 * (c - 1));
   return {payload_at + begin, payload_at + format::load_u64(table + 8 * c)};
@@ -170,7 +176,8 @@ std::vector<int32_t> gpu_statuses(const Stream& s, const StreamInfo& info,
   to_device(s, din.get(), stream.data(), stream.size());
   DeviceBuffer<uint8_t> dout(info.elements * dtype_size(info.dtype) + 1);
   DeviceBuffer<int32_t> dstatus(info.chunk_count);
-  COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dstatus.get(), 0x7F, info.chunk_count * sizeof(int32_t), s.get()));
+  COMPCOLL_CUDA_CHECK(
+      cudaMemsetAsync(dstatus.get(), 0x7F, info.chunk_count * sizeof(int32_t), s.get()));
   cuda_decode(info, din.get(), stream.size(), dout.get(), dout.count(), dstatus.get(), s.get());
   return to_host(s, dstatus.get(), info.chunk_count);
 }
@@ -181,18 +188,20 @@ CudaChunkStatus kind_of(int32_t status) { return static_cast<CudaChunkStatus>(st
 
 TEST_CASE("cuda: status messages and argument errors (host side, no device needed)", "[cuda]") {
   CHECK(cuda_chunk_status_message(0).empty());
-  const int32_t bad_code = static_cast<int32_t>(CudaChunkStatus::LaneBadCode) | (3 << 8) | (2 << 16);
+  const int32_t bad_code =
+      static_cast<int32_t>(CudaChunkStatus::LaneBadCode) | (3 << 8) | (2 << 16);
   CHECK(cuda_chunk_status_message(bad_code) == "lane 3 element 67: bit pattern is no code");
-  CHECK(cuda_chunk_status_message(static_cast<int32_t>(CudaChunkStatus::LaneTrailingBits) | (31 << 8)) ==
-        "lane 31: trailing bits after the last element");
-  CHECK(cuda_chunk_status_message(static_cast<int32_t>(CudaChunkStatus::KraftViolation)).find("Kraft") !=
-        std::string::npos);
+  CHECK(cuda_chunk_status_message(static_cast<int32_t>(CudaChunkStatus::LaneTrailingBits) |
+                                  (31 << 8)) == "lane 31: trailing bits after the last element");
+  CHECK(cuda_chunk_status_message(static_cast<int32_t>(CudaChunkStatus::KraftViolation))
+            .find("Kraft") != std::string::npos);
   CHECK(cuda_chunk_status_message(200).find("unknown") != std::string::npos);
   // Bad options are caller errors, found before any CUDA call.
   EncodeOptions opt;
   for (uint32_t c : {0u, 16u, 33u, 65568u}) {
     opt.chunk_elements = c;
-    CHECK_THROWS_AS(cuda_encode_scratch_bytes(CodecId::GaussExp, DType::BF16, 100, opt), CodecError);
+    CHECK_THROWS_AS(cuda_encode_scratch_bytes(CodecId::GaussExp, DType::BF16, 100, opt),
+                    CodecError);
     CHECK_THROWS_AS(cuda_encode(CodecId::GaussExp, DType::BF16, nullptr, 100, nullptr, 0, nullptr,
                                 nullptr, 0, opt, nullptr),
                     CodecError);
@@ -209,8 +218,8 @@ TEST_CASE("cuda: encode is byte-identical to the host over sizes, chunkings, dty
   const uint32_t chunk = GENERATE(32u, 1024u, format::kDefaultChunkElements);
   EncodeOptions opt;
   opt.chunk_elements = chunk;
-  std::vector<size_t> sizes = {0, 1, 31, 32, 33, 64, 65, chunk - 1, chunk, chunk + 1,
-                               3 * size_t{chunk} + 17};
+  std::vector<size_t> sizes = {
+      0, 1, 31, 32, 33, 64, 65, chunk - 1, chunk, chunk + 1, 3 * size_t{chunk} + 17};
   test::SplitMix64 rng{4242};
   for (int i = 0; i < 4; ++i) sizes.push_back(rng.next() % (5 * size_t{chunk}));
   for (CodecId codec : kCodecs)
@@ -401,7 +410,8 @@ TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][
       REQUIRE(stream[begin1] == format::kModeCoded);
       const uint32_t table_bytes =
           codec == CodecId::EntropyExp
-              ? expbits::ChunkLayout<expbits::Bf16Layout>::table_bytes_entropy(stream[begin1 + 1] + 1u)
+              ? expbits::ChunkLayout<expbits::Bf16Layout>::table_bytes_entropy(stream[begin1 + 1] +
+                                                                               1u)
               : 0;
       // A flipped lane table entry: chunk 1's size no longer matches.
       bad = stream;
@@ -427,16 +437,18 @@ TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][
       // Lane data that decodes wrongly: trailing garbage in lane 0's last word, or a lane word
       // moved between two lanes (sizes still add up).
       bad = stream;
-      const uint32_t words0 = format::load_u16(stream.data() + begin1 + format::kChunkHeaderBytes + table_bytes);
+      const uint32_t words0 =
+          format::load_u16(stream.data() + begin1 + format::kChunkHeaderBytes + table_bytes);
       REQUIRE(words0 > 1);
-      bad[begin1 + format::kChunkHeaderBytes + table_bytes] -= 1;  // lane 0 one word shorter
+      bad[begin1 + format::kChunkHeaderBytes + table_bytes] -= 1;      // lane 0 one word shorter
       bad[begin1 + format::kChunkHeaderBytes + table_bytes + 2] += 1;  // lane 1 one longer
       st = gpu_statuses(s, info, bad);
       CHECK(st[0] == 0);
       CHECK(kind_of(st[1]) >= CudaChunkStatus::LaneBadCode);
       CHECK(st[2] == 0);
-      CHECK_THROWS_AS(decode(bad.data(), bad.size(), std::vector<uint8_t>(in.size()).data(), in.size()),
-                      CodecError);
+      CHECK_THROWS_AS(
+          decode(bad.data(), bad.size(), std::vector<uint8_t>(in.size()).data(), in.size()),
+          CodecError);
 
       if (codec != CodecId::EntropyExp) continue;
       const uint32_t nsyms = stream[begin1 + 1] + 1u;

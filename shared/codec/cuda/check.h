@@ -36,18 +36,18 @@ inline bool sync_after_launches() {
 }  // namespace compcoll::gpu
 
 // Checks a CUDA runtime call; throws std::runtime_error("file:line: call failed: ...").
-#define COMPCOLL_CUDA_CHECK(call)                                                      \
-  do {                                                                                 \
-    const cudaError_t compcoll_cuda_err_ = (call);                                     \
-    if (compcoll_cuda_err_ != cudaSuccess)                                             \
+#define COMPCOLL_CUDA_CHECK(call)                                                       \
+  do {                                                                                  \
+    const cudaError_t compcoll_cuda_err_ = (call);                                      \
+    if (compcoll_cuda_err_ != cudaSuccess)                                              \
       ::compcoll::gpu::throw_cuda_error(compcoll_cuda_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // After a group of kernel launches on `stream`: reports launch errors, and with the debug
 // switch on also waits for the group and reports faults inside it.
-#define COMPCOLL_CUDA_CHECK_LAUNCHES(stream)                          \
-  do {                                                                \
-    COMPCOLL_CUDA_CHECK(cudaGetLastError());                          \
-    if (::compcoll::gpu::sync_after_launches())                       \
-      COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));             \
+#define COMPCOLL_CUDA_CHECK_LAUNCHES(stream)              \
+  do {                                                    \
+    COMPCOLL_CUDA_CHECK(cudaGetLastError());              \
+    if (::compcoll::gpu::sync_after_launches())           \
+      COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream)); \
   } while (0)

@@ -1,8 +1,7 @@
 // shared/codec/cuda/codec_cuda.cu — the API of codec_cuda.h: checks the caller's arguments on
 // the host, then turns the runtime codec and dtype into template parameters in one switch per
 // entry point and calls the launchers of exponent_kernels.cuh. No kernel code here.
-#include <cstring>
-#include <memory>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -12,10 +11,10 @@
 namespace compcoll {
 namespace {
 
-using gpu::Kind;
 using expbits::Bf16Layout;
 using expbits::Fp16Layout;
 using expbits::Fp32Layout;
+using gpu::Kind;
 
 constexpr uint32_t dispatch_key(CodecId codec, DType dtype) {
   return (static_cast<uint32_t>(codec) << 8) | static_cast<uint32_t>(dtype);
@@ -55,16 +54,17 @@ HostPrefix read_prefix(const void* stream_dev, size_t stream_bytes, cudaStream_t
   COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (h.bytes.size() == format::kHeaderBytes) {
     const uint64_t table_end =
-        format::kHeaderBytes +
-        uint64_t{format::kOffsetEntryBytes} * format::load_u32(h.bytes.data() + format::kOffChunkCount);
+        format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} *
+                                   format::load_u32(h.bytes.data() + format::kOffChunkCount);
     // When the table does not fit, this is the whole (damaged) stream, so read_stream_info
     // sees every byte it may look at before it throws.
     const size_t have = static_cast<size_t>(std::min<uint64_t>(table_end, stream_bytes));
     if (have > h.bytes.size()) {
       const size_t at = h.bytes.size();
       h.bytes.resize(have);
-      COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(h.bytes.data() + at, static_cast<const uint8_t*>(stream_dev) + at,
-                                          have - at, cudaMemcpyDeviceToHost, stream));
+      COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(h.bytes.data() + at,
+                                          static_cast<const uint8_t*>(stream_dev) + at, have - at,
+                                          cudaMemcpyDeviceToHost, stream));
       COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
   }
@@ -82,16 +82,16 @@ size_t cuda_encode_scratch_bytes(CodecId codec, DType dtype, uint64_t elements,
                                  const EncodeOptions& opt) {
   max_encoded_size(codec_by_id(codec), dtype, elements, opt);  // validates the options
   switch (codec) {
-    case CodecId::Identity: return 0;
+    case CodecId::Identity:
+      return 0;
     case CodecId::GaussExp:
     case CodecId::EntropyExp:
       return gpu::scratch_layout(exponent_kind(codec),
                                  format::chunk_count_for(elements, opt.chunk_elements))
           .total;
   }
-  throw CodecError("cuda_encode_scratch_bytes: unknown codec id " +
-                       std::to_string(static_cast<int>(codec)),
-                   0);
+  throw CodecError(
+      "cuda_encode_scratch_bytes: unknown codec id " + std::to_string(static_cast<int>(codec)), 0);
 }
 
 void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elements, void* out_dev,
@@ -101,8 +101,8 @@ void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elemen
   if (elements / opt.chunk_elements >= UINT32_MAX)
     throw CodecError("cuda_encode: too many elements for one stream", 0);
   if (out_capacity < need)
-    throw CodecError("cuda_encode: output capacity " + std::to_string(out_capacity) +
-                         " < bound " + std::to_string(need),
+    throw CodecError("cuda_encode: output capacity " + std::to_string(out_capacity) + " < bound " +
+                         std::to_string(need),
                      0);
   if (out_dev == nullptr || !aligned(out_dev, 4))
     throw CodecError("cuda_encode: out_dev must be a 4-byte aligned device pointer", 0);
@@ -123,23 +123,30 @@ void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elemen
       return gpu::launch_identity_encode(dtype, in_dev, g, out, out_size_dev, stream);
     case dispatch_key(CodecId::GaussExp, DType::BF16):
       return gpu::launch_exponent_encode<Kind::Gauss, Bf16Layout>(
-          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
+          stream);
     case dispatch_key(CodecId::GaussExp, DType::FP16):
       return gpu::launch_exponent_encode<Kind::Gauss, Fp16Layout>(
-          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
+          stream);
     case dispatch_key(CodecId::GaussExp, DType::FP32):
       return gpu::launch_exponent_encode<Kind::Gauss, Fp32Layout>(
-          codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+          codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev,
+          stream);
     case dispatch_key(CodecId::EntropyExp, DType::BF16):
       return gpu::launch_exponent_encode<Kind::Entropy, Bf16Layout>(
-          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
+          stream);
     case dispatch_key(CodecId::EntropyExp, DType::FP16):
       return gpu::launch_exponent_encode<Kind::Entropy, Fp16Layout>(
-          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
+          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
+          stream);
     case dispatch_key(CodecId::EntropyExp, DType::FP32):
       return gpu::launch_exponent_encode<Kind::Entropy, Fp32Layout>(
-          codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev, stream);
-    default: throw_no_kernel("cuda_encode", codec, dtype);
+          codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev,
+          stream);
+    default:
+      throw_no_kernel("cuda_encode", codec, dtype);
   }
 }
 
@@ -151,30 +158,40 @@ std::string cuda_chunk_status_message(int32_t status) {
   const uint32_t element = lane + format::kLanes * ((u >> 16) & 0x7FFFu);
   const std::string where = "lane " + std::to_string(lane) + " element " + std::to_string(element);
   switch (static_cast<CudaChunkStatus>(u & 0xFFu)) {
-    case CudaChunkStatus::Ok: return {};
-    case CudaChunkStatus::BadOffsets: return "chunk offsets out of order, range or alignment";
-    case CudaChunkStatus::SizeMismatch: return "chunk size does not match its contents";
-    case CudaChunkStatus::BadMode: return "unknown chunk mode at chunk byte 0";
-    case CudaChunkStatus::ReservedBytes: return "reserved chunk header bytes 2..3 are not zero";
-    case CudaChunkStatus::BadSymbolCount: return "code table symbol count exceeds the dtype's exponents";
-    case CudaChunkStatus::BadCodeTable: return "code table entry is invalid";
-    case CudaChunkStatus::KraftViolation: return "code table lengths violate the Kraft inequality";
-    case CudaChunkStatus::LaneBadCode: return where + ": bit pattern is no code";
-    case CudaChunkStatus::LaneBadExponent: return where + ": exponent out of range";
-    case CudaChunkStatus::LaneOverrun: return where + ": lane bitstream exhausted";
+    case CudaChunkStatus::Ok:
+      return {};
+    case CudaChunkStatus::BadOffsets:
+      return "chunk offsets out of order, range or alignment";
+    case CudaChunkStatus::SizeMismatch:
+      return "chunk size does not match its contents";
+    case CudaChunkStatus::BadMode:
+      return "unknown chunk mode at chunk byte 0";
+    case CudaChunkStatus::ReservedBytes:
+      return "reserved chunk header bytes 2..3 are not zero";
+    case CudaChunkStatus::BadSymbolCount:
+      return "code table symbol count exceeds the dtype's exponents";
+    case CudaChunkStatus::BadCodeTable:
+      return "code table entry is invalid";
+    case CudaChunkStatus::KraftViolation:
+      return "code table lengths violate the Kraft inequality";
+    case CudaChunkStatus::LaneBadCode:
+      return where + ": bit pattern is no code";
+    case CudaChunkStatus::LaneBadExponent:
+      return where + ": exponent out of range";
+    case CudaChunkStatus::LaneOverrun:
+      return where + ": lane bitstream exhausted";
     case CudaChunkStatus::LaneTrailingBits:
       return "lane " + std::to_string(lane) + ": trailing bits after the last element";
   }
   return "unknown chunk status " + std::to_string(status);
 }
 
-StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes,
-                                 cudaStream_t stream) {
+StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes, cudaStream_t stream) {
   return read_prefix(stream_dev, stream_bytes, stream).info;
 }
 
-void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_bytes,
-                 void* out_dev, size_t out_capacity, int32_t* status_dev, cudaStream_t stream) {
+void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_bytes, void* out_dev,
+                 size_t out_capacity, int32_t* status_dev, cudaStream_t stream) {
   const uint32_t c = info.chunk_elements;
   if (c < format::kMinChunkElements || c > format::kMaxChunkElements || c % format::kLanes != 0)
     throw CodecError("cuda_decode: bad chunk_elements " + std::to_string(c), 0);
@@ -183,7 +200,8 @@ void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_b
     throw CodecError("cuda_decode: chunk_count " + std::to_string(info.chunk_count) +
                          " does not match elements " + std::to_string(info.elements),
                      0);
-  const uint64_t table_end = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * info.chunk_count;
+  const uint64_t table_end =
+      format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * info.chunk_count;
   if (table_end > stream_bytes || info.payload_bytes > stream_bytes - table_end)
     throw CodecError("cuda_decode: header, offset table and payload of " +
                          std::to_string(info.payload_bytes) + " bytes exceed the stream's " +
@@ -196,7 +214,8 @@ void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_b
                          std::to_string(need) + " bytes needed",
                      0);
   if (info.elements > 0 && (out_dev == nullptr || !aligned(out_dev, dtype_size(info.dtype))))
-    throw CodecError("cuda_decode: out_dev must be a device pointer aligned to the element size", 0);
+    throw CodecError("cuda_decode: out_dev must be a device pointer aligned to the element size",
+                     0);
   if (info.chunk_count > 0 && status_dev == nullptr)
     throw CodecError("cuda_decode: status_dev is null", 0);
   const gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes};
@@ -204,9 +223,11 @@ void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_b
   switch (dispatch_key(info.codec, info.dtype)) {
     case dispatch_key(CodecId::Identity, DType::BF16):
     case dispatch_key(CodecId::Identity, DType::FP16):
-      return gpu::launch_identity_decode(in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
+      return gpu::launch_identity_decode(in, d, static_cast<uint16_t*>(out_dev), status_dev,
+                                         stream);
     case dispatch_key(CodecId::Identity, DType::FP32):
-      return gpu::launch_identity_decode(in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
+      return gpu::launch_identity_decode(in, d, static_cast<uint32_t*>(out_dev), status_dev,
+                                         stream);
     case dispatch_key(CodecId::GaussExp, DType::BF16):
       return gpu::launch_exponent_decode<Kind::Gauss, Bf16Layout>(
           in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
@@ -225,7 +246,8 @@ void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_b
     case dispatch_key(CodecId::EntropyExp, DType::FP32):
       return gpu::launch_exponent_decode<Kind::Entropy, Fp32Layout>(
           in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
-    default: throw_no_kernel("cuda_decode", info.codec, info.dtype);
+    default:
+      throw_no_kernel("cuda_decode", info.codec, info.dtype);
   }
 }
 
@@ -236,32 +258,30 @@ StreamInfo cuda_decode_checked(const void* stream_dev, size_t stream_bytes, void
   const size_t count = info.chunk_count;
   int32_t* status_dev = nullptr;
   if (count > 0)
-    COMPCOLL_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&status_dev),
-                                        count * sizeof(int32_t), stream));
-  const auto free_status = [&] {
-    if (status_dev != nullptr) cudaFreeAsync(status_dev, stream);
-    status_dev = nullptr;
-  };
+    COMPCOLL_CUDA_CHECK(
+        cudaMallocAsync(reinterpret_cast<void**>(&status_dev), count * sizeof(int32_t), stream));
   std::vector<int32_t> status(count);
   try {
     cuda_decode(info, stream_dev, stream_bytes, out_dev, out_capacity, status_dev, stream);
     if (count > 0)
       COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(status.data(), status_dev, count * sizeof(int32_t),
                                           cudaMemcpyDeviceToHost, stream));
-    free_status();
-    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
   } catch (...) {
-    free_status();
+    if (status_dev != nullptr) cudaFreeAsync(status_dev, stream);  // already failing: best effort
     throw;
   }
+  if (status_dev != nullptr) COMPCOLL_CUDA_CHECK(cudaFreeAsync(status_dev, stream));
+  COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
   const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * count;
   for (size_t c = 0; c < count; ++c) {
     if (status[c] == 0) continue;
-    const uint64_t begin =
-        c == 0 ? 0 : format::load_u64(h.bytes.data() + format::kHeaderBytes + format::kOffsetEntryBytes * (c - 1));
+    const uint64_t begin = c == 0 ? 0
+                                  : format::load_u64(h.bytes.data() + format::kHeaderBytes +
+                                                     format::kOffsetEntryBytes * (c - 1));
     throw CodecError(std::string(codec_by_id(info.codec).name()) + " stream: chunk " +
-                         std::to_string(c) + " at byte offset " + std::to_string(payload_at + begin) +
-                         ": " + cuda_chunk_status_message(status[c]),
+                         std::to_string(c) + " at byte offset " +
+                         std::to_string(payload_at + begin) + ": " +
+                         cuda_chunk_status_message(status[c]),
                      payload_at + begin);
   }
   return info;

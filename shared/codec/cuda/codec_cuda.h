@@ -66,8 +66,7 @@ std::string cuda_chunk_status_message(int32_t status);
 // Reads and validates the header and chunk offset table of a stream in device memory, like
 // read_stream_info(): copies the first 32 + 8 * chunk_count bytes to the host and
 // synchronises `stream`. stream_dev: device, stream_bytes bytes, any alignment.
-StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes,
-                                 cudaStream_t stream);
+StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes, cudaStream_t stream);
 
 // Decodes every chunk of a device stream on `stream`, asynchronously. `info` is what
 // cuda_read_stream_info() returned, or what the caller knows of the stream; it is checked
@@ -78,8 +77,8 @@ StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes,
 //               to dtype_size; null only when info.elements == 0.
 //   status_dev  device, info.chunk_count int32 (see CudaChunkStatus); null only when
 //               info.chunk_count == 0.
-void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_bytes,
-                 void* out_dev, size_t out_capacity, int32_t* status_dev, cudaStream_t stream);
+void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_bytes, void* out_dev,
+                 size_t out_capacity, int32_t* status_dev, cudaStream_t stream);
 
 // cuda_read_stream_info + cuda_decode, then synchronises `stream` and throws CodecError
 // naming the first bad chunk and its byte offset, as decode() does. Returns the info.

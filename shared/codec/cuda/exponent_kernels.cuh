@@ -1,12 +1,15 @@
 // shared/codec/cuda/exponent_kernels.cuh — the kernels of the compcoll stream formats and their
 // templated launchers: identity (a copy), gauss-exp and entropy-exp (exponent coding).
 // Every per-element bit operation comes from codec/exponent_bits.h, the very functions the host
-// reference runs (encode_lane, decode_lane, huffman_lengths, build_prefix_code,
-// gauss_reference, ChunkLayout, the float layouts): this file only places chunks, lanes and
-// tables, and must never re-implement bit logic, or host and GPU would drift.
-// One warp codes one chunk at a time; its 32 threads are the chunk's 32 lanes.
-// Encode is three launch groups: measure (per chunk: code, lane word counts, size), an
-// inclusive scan of the sizes (the offset table), emit (each chunk written at its offset).
+// reference runs (encode_lane, decode_lane, build_key_code, build_symbol_exponents,
+// huffman_lengths, build_prefix_code, gauss_reference, ChunkLayout, the float layouts): this
+// file only places chunks, lanes and tables, and must never re-implement bit logic, or host
+// and GPU would drift.
+// One warp codes one chunk at a time; its 32 threads are the chunk's 32 lanes; grids are at
+// most one resident wave and stride over the chunks.
+// Encode: [entropy-exp: code tables] -> measure (per chunk: lane word counts, size) -> CUB
+// inclusive scan of the sizes (the offset table) -> emit (each chunk at its final offset) ->
+// finish (offset table, header, size). Decode: one kernel, validating every chunk on its own.
 // Include from .cu files only.
 #pragma once
 
@@ -43,6 +46,20 @@ enum class Kind { Gauss, Entropy };
 
 template <class L>
 constexpr uint32_t kExpSymbols = 1u << L::kExpBits;
+// Lane streams are written and read through a per-warp staging buffer in shared memory, so
+// that global memory sees whole coalesced words instead of 32 lanes' scattered bytes; a chunk
+// whose streams do not fit is coded straight to (or from) global memory, by the same
+// functions. The size fits typical gauss-exp chunks of 16384 elements (fp16 carries 3 extra
+// bits per element).
+template <class L>
+constexpr uint32_t kStageBytes = L::kExtraBits ? 12288 : 8192;
+
+// This warp's staging buffer: dynamic shared memory, stage_bytes per warp.
+__device__ inline uint8_t* warp_stage(uint32_t stage_bytes) {
+  extern __shared__ __align__(16) uint8_t s_dynamic[];
+  return s_dynamic + (threadIdx.x / kWarp) * stage_bytes;
+}
+
 // Entries of a KeyCode (one per key byte, expbits::KeyCode).
 constexpr uint32_t kKeys = sizeof(expbits::KeyCode::length);
 static_assert(kKeys == format::kMaxEntropySymbols, "a key and an exponent symbol fit a byte");
@@ -186,8 +203,10 @@ __device__ inline void block_copy16(void* dst, const void* src, uint32_t bytes) 
 // An element from a possibly unaligned byte address (the format is little-endian).
 template <class Bits>
 __device__ inline Bits load_bits(const uint8_t* p) {
-  if constexpr (sizeof(Bits) == 2) return format::load_u16(p);
-  else return format::load_u32(p);
+  if constexpr (sizeof(Bits) == 2)
+    return format::load_u16(p);
+  else
+    return format::load_u32(p);
 }
 
 // Copies n elements from bytes at `src` (any alignment) to `dst`, one warp.
@@ -372,7 +391,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <Kind K, class L>
 __global__ void __launch_bounds__(kBlockThreads)
     emit_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s, uint8_t* payload,
-                const __grid_constant__ GaussCodeParam<K> gauss) {
+                uint32_t stage_bytes, const __grid_constant__ GaussCodeParam<K> gauss) {
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   constexpr bool kGauss = K == Kind::Gauss;
@@ -388,13 +407,14 @@ __global__ void __launch_bounds__(kBlockThreads)
     gauss_pc = &s_gauss;
   }
   expbits::KeyCode& kc = s_kc[warp];
+  uint8_t* stage = warp_stage(stage_bytes);
   uint32_t cached_ref = ~0u;
   for (uint64_t c = first_chunk(); c < g.chunks; c += chunk_stride()) {
     const uint32_t n = g.chunk_size(c);
     const Bits* x = in + c * g.chunk_elements;
     const uint64_t size = s.chunk_bytes[c];
     uint8_t* o = payload + (s.chunk_end[c] - size);
-    auto* o32 = reinterpret_cast<uint32_t*>(o);  // little-endian device, like the format
+    auto* o32 = reinterpret_cast<uint32_t*>(o);     // little-endian device, like the format
     if (size == ChunkLayout<L>::stored_bytes(n)) {  // a coded chunk is always smaller
       if (lane == 0) o32[0] = format::kModeStored;
       const uint32_t body_words = (ChunkLayout<L>::stored_bytes(n) - format::kChunkHeaderBytes) / 4;
@@ -436,10 +456,18 @@ __global__ void __launch_bounds__(kBlockThreads)
     auto* raw32 = reinterpret_cast<uint32_t*>(o + ChunkLayout<L>::raw_at(table_bytes));
     const uint32_t raw_words = ChunkLayout<L>::raw_bytes(n) / 4;
     for (uint32_t w = lane; w < raw_words; w += kWarp) raw32[w] = raw_section_word<L>(x, n, w);
-    uint8_t* lane_out = o + ChunkLayout<L>::streams_at(table_bytes, n) +
-                        4 * warp_exclusive_sum(words, lane);
-    expbits::encode_lane<L>(x, n, lane, kc, lane_out);
-    __syncwarp();  // the next chunk reloads this warp's tables
+    uint8_t* streams = o + ChunkLayout<L>::streams_at(table_bytes, n);
+    const uint32_t stream_words = warp_sum(words);
+    const bool staged = 4 * stream_words <= stage_bytes;  // warp-uniform
+    expbits::encode_lane<L>(x, n, lane, kc,
+                            (staged ? stage : streams) + 4 * warp_exclusive_sum(words, lane));
+    if (staged) {
+      __syncwarp();
+      const auto* from = reinterpret_cast<const uint32_t*>(stage);
+      auto* to = reinterpret_cast<uint32_t*>(streams);
+      for (uint32_t w = lane; w < stream_words; w += kWarp) to[w] = from[w];
+    }
+    __syncwarp();  // the next chunk reloads this warp's tables and stage
   }
 }
 
@@ -485,7 +513,8 @@ __global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g,
     const uint64_t payload = g.chunks == 0 ? 0 : end_of(g.chunks - 1);
     for (uint32_t i = 0; i < format::kOffPayloadBytes; ++i) out[i] = header.bytes[i];
     format::store_u64(out + format::kOffPayloadBytes, payload);
-    const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
+    const uint64_t payload_at =
+        format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
     if (chunk_end == nullptr)
       for (uint64_t b = g.elements * identity_esize; b < payload; ++b) out[payload_at + b] = 0;
     *out_size = payload_at + payload;
@@ -505,11 +534,20 @@ __device__ inline int32_t status_of(CudaChunkStatus s) { return static_cast<int3
 __device__ inline int32_t lane_status(LaneStatus st, uint32_t lane, uint32_t element) {
   CudaChunkStatus s = CudaChunkStatus::LaneTrailingBits;
   switch (st) {
-    case LaneStatus::Ok: return 0;
-    case LaneStatus::BadCode: s = CudaChunkStatus::LaneBadCode; break;
-    case LaneStatus::BadExponent: s = CudaChunkStatus::LaneBadExponent; break;
-    case LaneStatus::Overrun: s = CudaChunkStatus::LaneOverrun; break;
-    case LaneStatus::TrailingBits: s = CudaChunkStatus::LaneTrailingBits; break;
+    case LaneStatus::Ok:
+      return 0;
+    case LaneStatus::BadCode:
+      s = CudaChunkStatus::LaneBadCode;
+      break;
+    case LaneStatus::BadExponent:
+      s = CudaChunkStatus::LaneBadExponent;
+      break;
+    case LaneStatus::Overrun:
+      s = CudaChunkStatus::LaneOverrun;
+      break;
+    case LaneStatus::TrailingBits:
+      s = CudaChunkStatus::LaneTrailingBits;
+      break;
   }
   return static_cast<int32_t>(static_cast<uint32_t>(s) | (lane << 8) |
                               (((element / kWarp) & 0x7FFFu) << 16));
@@ -543,7 +581,8 @@ struct WarpDecodeTables {
 template <Kind K, class L>
 __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t bytes, uint32_t n,
                                                 typename L::Bits* out, uint32_t lane,
-                                                WarpDecodeTables& t) {
+                                                WarpDecodeTables& t, uint8_t* stage,
+                                                uint32_t stage_bytes) {
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   if (bytes < format::kChunkHeaderBytes) return status_of(CudaChunkStatus::SizeMismatch);
@@ -590,13 +629,27 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
   }
   const uint32_t streams_at = ChunkLayout<L>::streams_at(table_bytes, n);
   if (bytes < streams_at) return status_of(CudaChunkStatus::SizeMismatch);
-  const uint32_t words = format::load_u16(in + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane);
+  const uint32_t words =
+      format::load_u16(in + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane);
   const uint32_t total = warp_sum(words);
   if (bytes != streams_at + 4ull * total) return status_of(CudaChunkStatus::SizeMismatch);
-  const uint8_t* lane_in = in + streams_at + 4 * warp_exclusive_sum(words, lane);
+  const uint8_t* streams = in + streams_at;
+  if (4ull * total <= stage_bytes) {  // warp-uniform; coalesced words into the stage
+    auto* to = reinterpret_cast<uint32_t*>(stage);
+    if (reinterpret_cast<uintptr_t>(streams) % 4 == 0) {
+      const auto* from = reinterpret_cast<const uint32_t*>(streams);
+      for (uint32_t w = lane; w < total; w += kWarp) to[w] = from[w];
+    } else {
+      for (uint32_t w = lane; w < total; w += kWarp) to[w] = format::load_u32(streams + 4 * w);
+    }
+    __syncwarp();
+    streams = stage;
+  }
+  const uint8_t* lane_in = streams + 4 * warp_exclusive_sum(words, lane);
   const uint8_t* raw = in + ChunkLayout<L>::raw_at(table_bytes);
   uint32_t bad = 0;
-  const LaneStatus st = expbits::decode_lane<L>(lane_in, words, raw, n, lane, *t.se, *t.pc, out, &bad);
+  const LaneStatus st =
+      expbits::decode_lane<L>(lane_in, words, raw, n, lane, *t.se, *t.pc, out, &bad);
   // Report the lowest failing lane (the host may name another lane of the same chunk when
   // several are damaged: it walks lanes in groups of four, element by element).
   const unsigned failing = __ballot_sync(kFullMask, st != LaneStatus::Ok);
@@ -608,8 +661,8 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
 
 template <Kind K, class L>
 __global__ void __launch_bounds__(kBlockThreads)
-    decode_kernel(const uint8_t* stream, DecodeGeometry d, typename L::Bits* out,
-                  int32_t* status, const __grid_constant__ GaussCodeParam<K> gauss) {
+    decode_kernel(const uint8_t* stream, DecodeGeometry d, typename L::Bits* out, int32_t* status,
+                  uint32_t stage_bytes, const __grid_constant__ GaussCodeParam<K> gauss) {
   constexpr bool kGauss = K == Kind::Gauss;
   __shared__ __align__(16) PrefixCode s_code[kGauss ? 1 : kWarpsPerBlock];
   __shared__ expbits::SymbolExponents s_se[kWarpsPerBlock];
@@ -617,6 +670,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
   WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u};
+  uint8_t* stage = warp_stage(stage_bytes);
   if constexpr (kGauss) {
     block_copy16(&s_code[0], &gauss.pc, sizeof(PrefixCode));
     __syncthreads();
@@ -628,8 +682,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     uint64_t begin = 0, end = 0;
     int32_t st = chunk_range(stream, d, c, begin, end);
     if (st == 0)
-      st = decode_exponent_chunk<K, L>(stream + d.payload_at + begin, end - begin,
-                                       d.g.chunk_size(c), out + c * d.g.chunk_elements, lane, t);
+      st =
+          decode_exponent_chunk<K, L>(stream + d.payload_at + begin, end - begin, d.g.chunk_size(c),
+                                      out + c * d.g.chunk_elements, lane, t, stage, stage_bytes);
     if (lane == 0) status[c] = st;
     __syncwarp();  // the next chunk may rebuild this warp's tables
   }
@@ -643,10 +698,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     uint64_t begin = 0, end = 0;
     int32_t st = chunk_range(stream, d, c, begin, end);
     const uint32_t n = d.g.chunk_size(c);
-    if (st == 0 && end - begin != format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign))
+    if (st == 0 &&
+        end - begin != format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign))
       st = status_of(CudaChunkStatus::SizeMismatch);
     if (st == 0)
-      warp_copy_elements<Bits>(stream + d.payload_at + begin, n, out + c * d.g.chunk_elements, lane);
+      warp_copy_elements<Bits>(stream + d.payload_at + begin, n, out + c * d.g.chunk_elements,
+                               lane);
     if (lane == 0) status[c] = st;
   }
 }
@@ -656,24 +713,43 @@ __global__ void __launch_bounds__(kBlockThreads)
 // Blocks for a grid-stride launch over `chunks` chunks (one per warp): one resident wave at
 // most, so per-block setup (the gauss code copy) is paid once per resident block.
 template <class Kernel>
-inline uint32_t grid_blocks(Kernel kernel, uint64_t chunks) {
+inline uint32_t grid_blocks(Kernel kernel, uint64_t chunks, size_t dynamic_smem = 0) {
   int device = 0, sms = 0, per_sm = 0;
   COMPCOLL_CUDA_CHECK(cudaGetDevice(&device));
   COMPCOLL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   COMPCOLL_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, 0));
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, dynamic_smem));
   const uint64_t resident = uint64_t(std::max(per_sm, 1)) * uint64_t(std::max(sms, 1));
   const uint64_t needed = (chunks + kWarpsPerBlock - 1) / kWarpsPerBlock;
   return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(needed, resident)));
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory; past 48 KB (with its static shared
+// memory) a kernel must opt in.
+template <class Kernel>
+inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  COMPCOLL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(bytes)));
+}
+
+// Per-warp staging bytes for chunks of chunk_elements: kStageBytes, or less when no coded
+// chunk's lane streams can be that long (they are shorter than the stored form's excess).
+template <class L>
+inline uint32_t stage_bytes_for(uint32_t chunk_elements) {
+  const uint32_t stored = ChunkLayout<L>::stored_bytes(chunk_elements);
+  const uint32_t streams_at = ChunkLayout<L>::streams_at(0, chunk_elements);
+  const uint32_t bound = stored > streams_at ? stored - streams_at : 0;
+  return std::min(kStageBytes<L>, static_cast<uint32_t>(format::align_up64(bound, 16)));
 }
 
 inline void launch_finish(uint8_t* out, const HeaderPrefix& header, const Geometry& g,
                           const uint64_t* chunk_end, uint32_t identity_esize, uint64_t* out_size,
                           cudaStream_t stream) {
   constexpr uint32_t kThreads = 256;
-  const uint64_t blocks = std::clamp<uint64_t>((uint64_t{g.chunks} + kThreads - 1) / kThreads, 1, 1024);
+  const uint64_t blocks =
+      std::clamp<uint64_t>((uint64_t{g.chunks} + kThreads - 1) / kThreads, 1, 1024);
   finish_kernel<<<static_cast<uint32_t>(blocks), kThreads, 0, stream>>>(out, header, g, chunk_end,
-                                                                       identity_esize, out_size);
+                                                                        identity_esize, out_size);
 }
 
 // out: 4-byte aligned; scratch: scratch_layout(K, g.chunks).total bytes (checked by the caller).
@@ -691,12 +767,15 @@ void launch_exponent_encode(CodecId codec, DType dtype, const typename L::Bits* 
     }
     const auto measure = measure_kernel<K, L>;
     measure<<<grid_blocks(measure, g.chunks), kBlockThreads, 0, stream>>>(in, g, s, gauss);
-    COMPCOLL_CUDA_CHECK(cub::DeviceScan::InclusiveSum(s.scan_temp, s.scan_temp_bytes,
-                                                      s.chunk_bytes, s.chunk_end, g.chunks,
-                                                      stream));
+    COMPCOLL_CUDA_CHECK(cub::DeviceScan::InclusiveSum(s.scan_temp, s.scan_temp_bytes, s.chunk_bytes,
+                                                      s.chunk_end, g.chunks, stream));
     uint8_t* payload = out + format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
     const auto emit = emit_kernel<K, L>;
-    emit<<<grid_blocks(emit, g.chunks), kBlockThreads, 0, stream>>>(in, g, s, payload, gauss);
+    const uint32_t stage = stage_bytes_for<L>(g.chunk_elements);
+    const size_t smem = size_t{stage} * kWarpsPerBlock;
+    allow_dynamic_smem(emit, smem);
+    emit<<<grid_blocks(emit, g.chunks, smem), kBlockThreads, smem, stream>>>(in, g, s, payload,
+                                                                             stage, gauss);
   }
   launch_finish(out, make_header_prefix(codec, dtype, g), g, s.chunk_end, 0, out_size, stream);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
@@ -719,8 +798,11 @@ void launch_exponent_decode(const uint8_t* stream_dev, const DecodeGeometry& d,
                             typename L::Bits* out, int32_t* status, cudaStream_t stream) {
   if (d.g.chunks == 0) return;
   const auto kernel = decode_kernel<K, L>;
-  kernel<<<grid_blocks(kernel, d.g.chunks), kBlockThreads, 0, stream>>>(stream_dev, d, out, status,
-                                                                        gauss_code_param<K>());
+  const uint32_t stage = stage_bytes_for<L>(d.g.chunk_elements);
+  const size_t smem = size_t{stage} * kWarpsPerBlock;
+  allow_dynamic_smem(kernel, smem);
+  kernel<<<grid_blocks(kernel, d.g.chunks, smem), kBlockThreads, smem, stream>>>(
+      stream_dev, d, out, status, stage, gauss_code_param<K>());
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
