@@ -233,17 +233,18 @@ class ExponentCodec final : public Codec {
     // what lets one core overlap the table lookups (a GPU thread runs one lane instead).
     constexpr uint32_t kGroup = 4;
     for (uint32_t lane0 = 0; lane0 < kLanes; lane0 += kGroup) {
-      expbits::BitReader r[kGroup] = {
-          {lane_stream[lane0], load_u16(lane_table + 2 * lane0)},
-          {lane_stream[lane0 + 1], load_u16(lane_table + 2 * (lane0 + 1))},
-          {lane_stream[lane0 + 2], load_u16(lane_table + 2 * (lane0 + 2))},
-          {lane_stream[lane0 + 3], load_u16(lane_table + 2 * (lane0 + 3))}};
+      const auto reader = [&](uint32_t g) {
+        return expbits::BitReader(lane_stream[lane0 + g], load_u16(lane_table + 2 * (lane0 + g)));
+      };
+      expbits::BitReader r[kGroup] = {reader(0), reader(1), reader(2), reader(3)};
       LaneStatus st[kGroup] = {};
       for (uint32_t k = lane0; k < n; k += kLanes) {
-        for (uint32_t g = 0; g < kGroup; ++g)
+        bool bad = false;
+        for (uint32_t g = 0; g < kGroup; ++g) {
           if (k + g < n) values[k + g] = expbits::decode_element<L>(r[g], raw, k + g, se, *pc, &st[g]);
-        if (st[0] != LaneStatus::Ok || st[1] != LaneStatus::Ok || st[2] != LaneStatus::Ok ||
-            st[3] != LaneStatus::Ok) {
+          bad |= st[g] != LaneStatus::Ok;
+        }
+        if (bad) {
           for (uint32_t g = 0; g < kGroup; ++g)
             if (st[g] != LaneStatus::Ok) return lane_error(st[g], lane0 + g, k + g);
         }
