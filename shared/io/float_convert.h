@@ -7,13 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifndef COMPCOLL_HD
-#if defined(__CUDACC__)
-#define COMPCOLL_HD __host__ __device__
-#else
-#define COMPCOLL_HD
-#endif
-#endif
+#include "codec/hd.h"
 
 // __builtin_bit_cast makes the conversions usable in constant expressions; the memcpy fallback
 // is for compilers without it (still correct, just not constexpr).
