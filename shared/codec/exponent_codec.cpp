@@ -238,20 +238,28 @@ class ExponentCodec final : public Codec {
       };
       expbits::BitReader r[kGroup] = {reader(0), reader(1), reader(2), reader(3)};
       LaneStatus st[kGroup] = {};
-      for (uint32_t k = lane0; k < n; k += kLanes) {
-        bool bad = false;
-        for (uint32_t g = 0; g < kGroup; ++g) {
-          if (k + g < n) values[k + g] = expbits::decode_element<L>(r[g], raw, k + g, se, *pc, &st[g]);
-          bad |= st[g] != LaneStatus::Ok;
-        }
-        if (bad) {
-          for (uint32_t g = 0; g < kGroup; ++g)
-            if (st[g] != LaneStatus::Ok) return lane_error(st[g], lane0 + g, k + g);
-        }
+      // A bad code only sets st[g]; decoding goes on harmlessly (bounded reads, values
+      // discarded), so the hot loop has no per-element branch on it.
+      const uint32_t full_rows = n / kLanes;
+      for (uint32_t row = 0; row < full_rows; ++row) {
+        const uint32_t k = row * kLanes + lane0;
+        for (uint32_t g = 0; g < kGroup; ++g)
+          values[k + g] = expbits::decode_element<L>(r[g], raw, k + g, se, *pc, &st[g]);
       }
+      bool bad = false;
       for (uint32_t g = 0; g < kGroup; ++g) {
-        const LaneStatus end = expbits::lane_end_status(r[g]);
-        if (end != LaneStatus::Ok) return lane_error(end, lane0 + g, n);
+        const uint32_t k = full_rows * kLanes + lane0 + g;
+        if (k < n) values[k] = expbits::decode_element<L>(r[g], raw, k, se, *pc, &st[g]);
+        bad |= st[g] != LaneStatus::Ok || expbits::lane_end_status(r[g]) != LaneStatus::Ok;
+      }
+      if (bad) {  // rare: decode the group's lanes one by one to name the first bad element
+        for (uint32_t g = 0; g < kGroup; ++g) {
+          uint32_t element = 0;
+          const LaneStatus lane_st = expbits::decode_lane<L>(
+              lane_stream[lane0 + g], load_u16(lane_table + 2 * (lane0 + g)), raw, n, lane0 + g,
+              se, *pc, values, &element);
+          if (lane_st != LaneStatus::Ok) return lane_error(lane_st, lane0 + g, element);
+        }
       }
     }
     std::memcpy(out_bytes, values, size_t{n} * sizeof(Bits));
