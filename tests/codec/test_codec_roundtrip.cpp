@@ -291,7 +291,6 @@ TEST_CASE("damaged streams are rejected with a located error, never misread", "[
   for (size_t byte = 0; byte < format::kHeaderBytes; ++byte) {
     auto bad = stream;
     bad[byte] ^= 0x10;
-    if (byte >= format::kOffElements && byte < format::kOffElements + 8 && byte > format::kOffElements + 5) continue;
     CAPTURE(byte);
     CHECK_THROWS_AS(decode(bad.data(), bad.size(), out.data(), out.size()), CodecError);
   }
