@@ -27,6 +27,7 @@ struct Bf16Layout {
   COMPCOLL_HD static uint32_t key(Bits v) { return exponent(v); }
   COMPCOLL_HD static uint32_t key_exponent(uint32_t key) { return key; }
   COMPCOLL_HD static uint32_t key_extra(uint32_t) { return 0; }
+  COMPCOLL_HD static uint32_t make_key(uint32_t e, uint32_t) { return e; }
 };
 struct Fp16Layout {
   using Bits = uint16_t;
@@ -43,6 +44,9 @@ struct Fp16Layout {
   COMPCOLL_HD static uint32_t key(Bits v) { return v >> 8; }
   COMPCOLL_HD static uint32_t key_exponent(uint32_t key) { return (key >> 2) & 0x1Fu; }
   COMPCOLL_HD static uint32_t key_extra(uint32_t key) { return ((key >> 5) & 0x4u) | (key & 0x3u); }
+  COMPCOLL_HD static uint32_t make_key(uint32_t e, uint32_t extra) {
+    return ((extra & 0x4u) << 5) | (e << 2) | (extra & 0x3u);
+  }
 };
 struct Fp32Layout {
   using Bits = uint32_t;
@@ -56,6 +60,7 @@ struct Fp32Layout {
   COMPCOLL_HD static uint32_t key(Bits v) { return exponent(v); }
   COMPCOLL_HD static uint32_t key_exponent(uint32_t key) { return key; }
   COMPCOLL_HD static uint32_t key_extra(uint32_t) { return 0; }
+  COMPCOLL_HD static uint32_t make_key(uint32_t e, uint32_t) { return e; }
 };
 
 template <class L>
@@ -352,11 +357,11 @@ COMPCOLL_HD inline LaneStatus lane_end_status(BitReader& r) {
 }
 
 
-// Decodes one element from a lane's reader: returns its value, or sets *status.
+// Decodes one element's lane-stream bits into its key (L::key of the value: the exponent,
+// and for fp16 the extra bits), or sets *status.
 template <class L>
-COMPCOLL_HD inline typename L::Bits decode_element(BitReader& r, const uint8_t* raw_section,
-                                                   uint32_t k, const SymbolExponents& se,
-                                                   const PrefixCode& pc, LaneStatus* status) {
+COMPCOLL_HD inline uint32_t decode_key(BitReader& r, const SymbolExponents& se,
+                                       const PrefixCode& pc, LaneStatus* status) {
   const uint32_t bits = r.peek32();
   const uint16_t entry = pc.lut[bits & ((1u << format::kMaxCodeBits) - 1)];
   uint32_t len = entry & 0xFu;
@@ -375,7 +380,21 @@ COMPCOLL_HD inline typename L::Bits decode_element(BitReader& r, const uint8_t* 
   }
   const uint32_t extra = L::kExtraBits ? (bits >> len) & ((1u << L::kExtraBits) - 1) : 0u;
   r.skip(len + L::kExtraBits);
-  return L::join(static_cast<uint32_t>(e), load_raw<L>(raw_section + k * L::kRawBytes), extra);
+  return L::make_key(static_cast<uint32_t>(e), extra);
+}
+
+// A value from its key and its raw-section bytes.
+template <class L>
+COMPCOLL_HD inline typename L::Bits join_key(uint32_t key, const uint8_t* raw_section, uint32_t k) {
+  return L::join(L::key_exponent(key), load_raw<L>(raw_section + k * L::kRawBytes), L::key_extra(key));
+}
+
+// Decodes one element from a lane's reader: returns its value, or sets *status.
+template <class L>
+COMPCOLL_HD inline typename L::Bits decode_element(BitReader& r, const uint8_t* raw_section,
+                                                   uint32_t k, const SymbolExponents& se,
+                                                   const PrefixCode& pc, LaneStatus* status) {
+  return join_key<L>(decode_key<L>(r, se, pc, status), raw_section, k);
 }
 
 // Decodes lane `lane`: exponents and extra bits from the lane's words, the rest from the raw

@@ -224,6 +224,7 @@ class ExponentCodec final : public Codec {
     else
       expbits::build_symbol_exponents<L>(expbits::DirectSymbols{}, se);
     Bits values[kMaxChunkElements];
+    uint8_t keys[kMaxChunkElements];  // the decode loop yields keys (L::key), joined below
     const uint8_t* raw = in + ChunkLayout<L>::raw_at(table_bytes);
     const uint8_t* lane_stream[kLanes];
     lane_stream[0] = in + streams_at;
@@ -244,12 +245,12 @@ class ExponentCodec final : public Codec {
       for (uint32_t row = 0; row < full_rows; ++row) {
         const uint32_t k = row * kLanes + lane0;
         for (uint32_t g = 0; g < kGroup; ++g)
-          values[k + g] = expbits::decode_element<L>(r[g], raw, k + g, se, *pc, &st[g]);
+          keys[k + g] = static_cast<uint8_t>(expbits::decode_key<L>(r[g], se, *pc, &st[g]));
       }
       bool bad = false;
       for (uint32_t g = 0; g < kGroup; ++g) {
         const uint32_t k = full_rows * kLanes + lane0 + g;
-        if (k < n) values[k] = expbits::decode_element<L>(r[g], raw, k, se, *pc, &st[g]);
+        if (k < n) keys[k] = static_cast<uint8_t>(expbits::decode_key<L>(r[g], se, *pc, &st[g]));
         bad |= st[g] != LaneStatus::Ok || expbits::lane_end_status(r[g]) != LaneStatus::Ok;
       }
       if (bad) {  // rare: decode the group's lanes one by one to name the first bad element
@@ -262,6 +263,8 @@ class ExponentCodec final : public Codec {
         }
       }
     }
+    // Keys and raw bytes meet in one in-order pass the compiler vectorizes.
+    for (uint32_t k = 0; k < n; ++k) values[k] = expbits::join_key<L>(keys[k], raw, k);
     std::memcpy(out_bytes, values, size_t{n} * sizeof(Bits));
     return {};
   }
