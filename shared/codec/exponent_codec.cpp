@@ -99,6 +99,9 @@ class ExponentCodec final : public Codec {
     // The input may be unaligned (a slice of a caller's buffer): copy once into lanes' view.
     Bits values[kMaxChunkElements];
     std::memcpy(values, in_bytes, size_t{n} * sizeof(Bits));
+    // The lanes read each element's key (L::key, one byte) from an in-order, vectorized pass.
+    uint8_t keys[kMaxChunkElements];
+    for (uint32_t i = 0; i < n; ++i) keys[i] = static_cast<uint8_t>(L::key(values[i]));
     PrefixCode entropy_code;
     const PrefixCode* pc = &gauss_prefix_code();
     uint32_t table_bytes = 0;
@@ -156,12 +159,12 @@ class ExponentCodec final : public Codec {
                                       expbits::BitWriter(scratch[2]), expbits::BitWriter(scratch[3])};
       const uint32_t full_rows = n / kLanes;
       for (uint32_t row = 0; row < full_rows; ++row) {
-        const typename L::Bits* v = values + row * kLanes + lane0;
-        for (uint32_t g = 0; g < kGroup; ++g) w[g].put(kc.word[L::key(v[g])], kc.length[L::key(v[g])]);
+        const uint8_t* v = keys + row * kLanes + lane0;
+        for (uint32_t g = 0; g < kGroup; ++g) w[g].put(kc.word[v[g]], kc.length[v[g]]);
       }
       for (uint32_t g = 0; g < kGroup; ++g) {
         const uint32_t k = full_rows * kLanes + lane0 + g;
-        if (k < n) w[g].put(kc.word[L::key(values[k])], kc.length[L::key(values[k])]);
+        if (k < n) w[g].put(kc.word[keys[k]], kc.length[keys[k]]);
         const uint32_t words = w[g].finish();
         std::memcpy(stream, scratch[g], 4 * size_t{words});
         store_u16(lane_table + 2 * (lane0 + g), static_cast<uint16_t>(words));

@@ -309,3 +309,52 @@ TEST_CASE("bad encode options are errors", "[codec]") {
   std::vector<uint8_t> tiny(10);
   CHECK_THROWS_AS(encode(*find_codec("gauss-exp"), DType::BF16, in.data(), 100, tiny.data(), tiny.size()), CodecError);
 }
+
+TEST_CASE("host lane loops equal the shared encode_lane/decode_lane the GPU runs", "[codec]") {
+  // The host interleaves four lanes for speed; the CUDA kernels call expbits::encode_lane and
+  // decode_lane one lane per thread. Both must give the same bits.
+  using L = expbits::Bf16Layout;
+  const uint32_t n = 5000;  // one chunk, lanes of unequal length
+  const auto in = test::gaussian_bytes(DType::BF16, n, 0.05, 77);
+  std::vector<uint16_t> values(n);
+  std::memcpy(values.data(), in.data(), in.size());
+  for (const bool gauss : {true, false}) {
+    CAPTURE(gauss);
+    const auto stream = encode(*find_codec(gauss ? "gauss-exp" : "entropy-exp"), DType::BF16, in.data(), n);
+    const uint8_t* chunk = stream.data() + format::kHeaderBytes + format::kOffsetEntryBytes;
+    REQUIRE(chunk[0] == format::kModeCoded);
+    expbits::PrefixCode pc{};
+    uint32_t table_bytes = 0;
+    expbits::KeyCode kc{};
+    expbits::SymbolExponents se{};
+    if (gauss) {
+      REQUIRE(expbits::build_prefix_code(format::kGaussCodeLengths, format::kGaussSymbols, pc));
+      const expbits::GaussSymbols syms{chunk[1]};
+      expbits::build_key_code<L>(syms, pc, kc);
+      expbits::build_symbol_exponents<L>(syms, se);
+    } else {
+      const uint32_t nsyms = chunk[1] + 1u;
+      uint8_t lengths[256] = {};
+      for (uint32_t i = 0; i < nsyms; ++i) lengths[chunk[4 + 2 * i]] = chunk[5 + 2 * i];
+      REQUIRE(expbits::build_prefix_code(lengths, 256, pc));
+      expbits::build_key_code<L>(expbits::DirectSymbols{}, pc, kc);
+      expbits::build_symbol_exponents<L>(expbits::DirectSymbols{}, se);
+      table_bytes = expbits::ChunkLayout<L>::table_bytes_entropy(nsyms);
+    }
+    const uint8_t* lane_table = chunk + expbits::ChunkLayout<L>::lane_table_at(table_bytes);
+    const uint8_t* raw = chunk + expbits::ChunkLayout<L>::raw_at(table_bytes);
+    const uint8_t* words = chunk + expbits::ChunkLayout<L>::streams_at(table_bytes, n);
+    std::vector<uint16_t> decoded(n, 0);
+    for (uint32_t lane = 0; lane < format::kLanes; ++lane) {
+      const uint32_t nwords = format::load_u16(lane_table + 2 * lane);
+      std::vector<uint8_t> mine(4 * expbits::ChunkLayout<L>::max_lane_words(n) + 4, 0);
+      REQUIRE(expbits::encode_lane<L>(values.data(), n, lane, kc, mine.data()) == nwords);
+      CHECK(std::equal(words, words + 4 * nwords, mine.begin()));
+      uint32_t bad = 0;
+      CHECK(expbits::decode_lane<L>(words, nwords, raw, n, lane, se, pc, decoded.data(), &bad) ==
+            expbits::LaneStatus::Ok);
+      words += 4 * nwords;
+    }
+    CHECK(decoded == values);
+  }
+}
