@@ -149,14 +149,14 @@ class ExponentCodec final : public Codec {
     std::memset(raw + n * L::kRawBytes, 0, ChunkLayout<L>::raw_bytes(n) - n * L::kRawBytes);
     uint8_t* lane_table = out + ChunkLayout<L>::lane_table_at(table_bytes);
     uint8_t* stream = out + ChunkLayout<L>::streams_at(table_bytes, n);
-    // Four lanes at a time into a scratch area each (their bit writers are independent
-    // dependency chains a core can overlap), then the lanes are packed back to back. The
+    // Two lanes at a time into a scratch area each (their bit writers are independent
+    // dependency chains a core can overlap; with four, x86-64 runs out of registers and the
+    // writers spill, which measured 15% slower), then the lanes are packed back to back. The
     // lane bits are exactly expbits::encode_lane's: same KeyCode, same BitWriter.
-    constexpr uint32_t kGroup = 4;
+    constexpr uint32_t kGroup = 2;
     uint8_t scratch[kGroup][4 * ChunkLayout<expbits::Fp32Layout>::max_lane_words(kMaxChunkElements)];
     for (uint32_t lane0 = 0; lane0 < kLanes; lane0 += kGroup) {
-      expbits::BitWriter w[kGroup] = {expbits::BitWriter(scratch[0]), expbits::BitWriter(scratch[1]),
-                                      expbits::BitWriter(scratch[2]), expbits::BitWriter(scratch[3])};
+      expbits::BitWriter w[kGroup] = {expbits::BitWriter(scratch[0]), expbits::BitWriter(scratch[1])};
       const uint32_t full_rows = n / kLanes;
       for (uint32_t row = 0; row < full_rows; ++row) {
         const uint8_t* v = keys + row * kLanes + lane0;
