@@ -357,30 +357,44 @@ COMPCOLL_HD inline LaneStatus lane_end_status(BitReader& r) {
 }
 
 
-// Decodes one element's lane-stream bits into its key (L::key of the value: the exponent,
-// and for fp16 the extra bits), or sets *status.
+// Decodes one element's key (L::key of the value: the exponent, and for fp16 the extra bits)
+// from the next 32 bits of its lane stream; *len receives the bits it occupies. Sets *status
+// on a bad code or exponent. This is the per-element decode logic; the readers around it only
+// deliver bits.
 template <class L>
-COMPCOLL_HD inline uint32_t decode_key(BitReader& r, const SymbolExponents& se,
-                                       const PrefixCode& pc, LaneStatus* status) {
-  const uint32_t bits = r.peek32();
+COMPCOLL_HD inline uint32_t decode_key_bits(uint32_t bits, const SymbolExponents& se,
+                                            const PrefixCode& pc, uint32_t* len,
+                                            LaneStatus* status) {
   const uint16_t entry = pc.lut[bits & ((1u << format::kMaxCodeBits) - 1)];
-  uint32_t len = entry & 0xFu;
+  uint32_t l = entry & 0xFu;
   int e = se.e[entry >> 4];
-  if (len == 0) {
+  if (l == 0) {
     *status = LaneStatus::BadCode;
+    *len = 0;
     return 0;
   }
   if (e == kEscapeExponent) {
-    e = static_cast<int>((bits >> len) & ((1u << L::kExpBits) - 1));
-    len += L::kExpBits;
+    e = static_cast<int>((bits >> l) & ((1u << L::kExpBits) - 1));
+    l += L::kExpBits;
   }
   if (e == kBadExponent) {
     *status = LaneStatus::BadExponent;
+    *len = l;
     return 0;
   }
-  const uint32_t extra = L::kExtraBits ? (bits >> len) & ((1u << L::kExtraBits) - 1) : 0u;
-  r.skip(len + L::kExtraBits);
+  const uint32_t extra = L::kExtraBits ? (bits >> l) & ((1u << L::kExtraBits) - 1) : 0u;
+  *len = l + L::kExtraBits;
   return L::make_key(static_cast<uint32_t>(e), extra);
+}
+
+// The same, reading from and advancing a lane's reader.
+template <class L>
+COMPCOLL_HD inline uint32_t decode_key(BitReader& r, const SymbolExponents& se,
+                                       const PrefixCode& pc, LaneStatus* status) {
+  uint32_t len;
+  const uint32_t key = decode_key_bits<L>(r.peek32(), se, pc, &len, status);
+  r.skip(len);
+  return key;
 }
 
 // A value from its key and its raw-section bytes.
