@@ -15,6 +15,7 @@
 
 #include "io/float_convert.h"
 #include "io/tensor_file.h"
+#include "test_util.h"
 
 using namespace compcoll;
 using Catch::Matchers::Contains;
@@ -146,18 +147,6 @@ uint64_t fnv1a(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 0x100000001b3ull;
   return hash;
 }
-
-// Reference for the synthetic generator: the same splitmix64 stream and Box–Muller formula,
-// but with the platform's libm, which must agree to far better than fp32 resolution.
-struct ReferenceSplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-};
 
 }  // namespace
 
@@ -693,7 +682,7 @@ TEST_CASE("synthetic gaussian matches Box-Muller over splitmix64", "[io][synthet
   const auto fp32 = load_tensors("synthetic:gaussian:64", DType::FP32);
   const std::vector<float> samples = as_f32(fp32[0].bytes);
   REQUIRE(samples.size() == 64);
-  ReferenceSplitMix64 rng{42};
+  test::SplitMix64 rng{42};  // the same splitmix64 stream, with libm Box–Muller below
   for (size_t i = 0; i < samples.size(); i += 2) {
     const double u1 = static_cast<double>((rng.next() >> 11) + 1) * 0x1p-53;
     const double u2 = static_cast<double>(rng.next() >> 11) * 0x1p-53;
