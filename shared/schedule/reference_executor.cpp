@@ -1,0 +1,127 @@
+// shared/schedule/reference_executor.cpp — in-process executor over host buffers.
+#include "schedule/reference_executor.h"
+
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include "io/float_convert.h"
+
+namespace compcoll::sched {
+namespace {
+
+struct RankState {
+  std::vector<uint8_t> input, output;
+  std::vector<std::vector<uint8_t>> scratch, wire;
+};
+
+uint8_t* slice_ptr(RankState& st, const Slice& s, size_t es) {
+  switch (s.buf) {
+    case BufKind::Input: return st.input.data() + s.offset * es;
+    case BufKind::Output: return st.output.data() + s.offset * es;
+    case BufKind::Scratch: return st.scratch[s.index].data() + s.offset * es;
+    case BufKind::Wire: return st.wire[s.index].data();
+  }
+  return nullptr;
+}
+
+// dst += src elementwise in the schedule's dtype; 16-bit types add in fp32 and round to
+// nearest even, as a GPU reduction kernel does.
+void reduce_into(DType dtype, uint8_t* dst, const uint8_t* src, uint64_t count) {
+  for (uint64_t i = 0; i < count; ++i) {
+    if (dtype == DType::FP32) {
+      float a, b;
+      std::memcpy(&a, dst + 4 * i, 4);
+      std::memcpy(&b, src + 4 * i, 4);
+      a += b;
+      std::memcpy(dst + 4 * i, &a, 4);
+    } else {
+      uint16_t a, b;
+      std::memcpy(&a, dst + 2 * i, 2);
+      std::memcpy(&b, src + 2 * i, 2);
+      const float sum = dtype == DType::BF16 ? bf16_to_float(a) + bf16_to_float(b) : fp16_to_float(a) + fp16_to_float(b);
+      a = dtype == DType::BF16 ? float_to_bf16_rne(sum) : float_to_fp16_rne(sum);
+      std::memcpy(dst + 2 * i, &a, 2);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<uint8_t>> run_reference(const Schedule& s,
+                                                const std::vector<std::vector<uint8_t>>& inputs,
+                                                const ReferenceOptions& opt) {
+  validate(s);
+  const int n = s.size();
+  const size_t es = dtype_size(s.dtype);
+  if (static_cast<int>(inputs.size()) != n)
+    throw ScheduleError("run_reference: " + std::to_string(inputs.size()) + " inputs for " + std::to_string(n) + " ranks");
+  std::vector<RankState> st(n);
+  for (int r = 0; r < n; ++r) {
+    const RankProgram& p = s.ranks[r];
+    if (inputs[r].size() != p.input_count * es)
+      throw ScheduleError("run_reference: rank " + std::to_string(r) + " input has " + std::to_string(inputs[r].size()) +
+                          " bytes, the schedule needs " + std::to_string(p.input_count * es));
+    st[r].input = inputs[r];
+    st[r].output.assign(p.output_count * es, 0);
+    for (uint64_t c : p.scratch_counts) st[r].scratch.emplace_back(c * es, 0);
+    st[r].wire.resize(p.wire_buffers);
+  }
+  std::map<std::pair<int, int>, std::deque<std::vector<uint8_t>>> channel;
+  std::vector<size_t> pc(n, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < n; ++r) {
+      const auto& ops = s.ranks[r].ops;
+      while (pc[r] < ops.size()) {
+        const Op& op = ops[pc[r]];
+        RankState& me = st[r];
+        switch (op.kind) {
+          case OpKind::Send:
+            if (op.src.buf == BufKind::Wire) {
+              channel[{r, op.peer}].push_back(me.wire[op.src.index]);
+            } else {
+              const uint8_t* p = slice_ptr(me, op.src, es);
+              channel[{r, op.peer}].emplace_back(p, p + op.src.count * es);
+            }
+            break;
+          case OpKind::Recv: {
+            auto& q = channel[{op.peer, r}];
+            if (q.empty()) goto blocked;  // validate() proved it will arrive
+            if (op.dst.buf == BufKind::Wire) me.wire[op.dst.index] = std::move(q.front());
+            else std::memcpy(slice_ptr(me, op.dst, es), q.front().data(), q.front().size());
+            q.pop_front();
+            break;
+          }
+          case OpKind::Reduce:
+            reduce_into(s.dtype, slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count);
+            break;
+          case OpKind::Copy:
+            std::memmove(slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count * es);
+            break;
+          case OpKind::Compress:
+            if (!opt.codec) throw ScheduleError("run_reference: the schedule compresses but no codec was given");
+            me.wire[op.dst.index] = encode(*opt.codec, s.dtype, slice_ptr(me, op.src, es), op.src.count, opt.encode);
+            break;
+          case OpKind::Decompress: {
+            const auto& w = me.wire[op.src.index];
+            const StreamInfo info = decode(w.data(), w.size(), slice_ptr(me, op.dst, es), op.dst.count * es);
+            if (info.elements != op.dst.count)
+              throw ScheduleError("run_reference: rank " + std::to_string(r) + " op " + std::to_string(pc[r]) +
+                                  ": decompressed " + std::to_string(info.elements) + " elements into a slice of " +
+                                  std::to_string(op.dst.count));
+            break;
+          }
+        }
+        ++pc[r];
+        progress = true;
+      }
+    blocked:;
+    }
+  }
+  std::vector<std::vector<uint8_t>> out(n);
+  for (int r = 0; r < n; ++r) out[r] = std::move(st[r].output);
+  return out;
+}
+
+}  // namespace compcoll::sched

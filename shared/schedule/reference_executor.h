@@ -1,0 +1,25 @@
+// shared/schedule/reference_executor.h — runs every rank's program of a schedule in-process
+// over host buffers, with the host codecs for compress/decompress. It is what the tests use to
+// prove a schedule computes its collective; it is not meant to be fast.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "codec/codec.h"
+#include "schedule/schedule.h"
+
+namespace compcoll::sched {
+
+struct ReferenceOptions {
+  const Codec* codec = nullptr;  // for compress ops; required if the schedule compresses
+  EncodeOptions encode;
+};
+
+// inputs[r]: rank r's input, input_count * dtype_size bytes. Returns each rank's output.
+// Validates first (ScheduleError, deadlock included); a recv never blocks forever.
+std::vector<std::vector<uint8_t>> run_reference(const Schedule& s,
+                                                const std::vector<std::vector<uint8_t>>& inputs,
+                                                const ReferenceOptions& opt = {});
+
+}  // namespace compcoll::sched

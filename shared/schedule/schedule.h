@@ -1,0 +1,83 @@
+// shared/schedule/schedule.h — a collective schedule as data: for each rank of a group, an
+// ordered program of ops (send, recv, reduce, copy, compress, decompress) over named buffer
+// slices, with explicit dependencies. Executors (reference, SimGrid, NCCL, MPI) interpret it;
+// nothing here knows about any of them. docs/SCHEDULES.md describes the semantics.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "codec/dtype.h"
+
+namespace compcoll::sched {
+
+enum class Collective : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, AllToAll };
+std::string_view collective_name(Collective c);
+
+// Typed buffers hold elements of the schedule's dtype; a wire buffer holds one message of
+// bytes (a compressed stream) whose length is known only when it is written.
+enum class BufKind : uint8_t { Input, Output, Scratch, Wire };
+
+struct Slice {
+  BufKind buf = BufKind::Input;
+  uint32_t index = 0;   // which scratch or wire buffer (0 for input/output)
+  uint64_t offset = 0;  // elements; unused for wire buffers
+  uint64_t count = 0;   // elements; unused for wire buffers
+};
+
+enum class OpKind : uint8_t { Send, Recv, Reduce, Copy, Compress, Decompress };
+std::string_view op_name(OpKind k);
+
+// send: src -> peer; recv: peer -> dst; reduce: dst += src; copy: dst = src;
+// compress: typed src -> wire dst; decompress: wire src -> typed dst.
+struct Op {
+  OpKind kind = OpKind::Copy;
+  int peer = -1;                // send / recv only
+  Slice src, dst;
+  std::vector<uint32_t> deps;   // indices of earlier ops of the same rank that must finish first
+  uint32_t step = 0;            // algorithm step, for cost reports and traces
+};
+
+struct RankProgram {
+  uint64_t input_count = 0, output_count = 0;  // elements
+  std::vector<uint64_t> scratch_counts;        // elements per scratch buffer
+  uint32_t wire_buffers = 0;
+  std::vector<Op> ops;
+};
+
+struct Schedule {
+  Collective collective = Collective::AllReduce;
+  std::string algorithm;
+  DType dtype = DType::BF16;
+  uint64_t count = 0;  // the collective's element count (per-rank input for allreduce)
+  std::vector<RankProgram> ranks;
+  int size() const { return static_cast<int>(ranks.size()); }
+};
+
+// A schedule that breaks a rule; what() names the rank and op.
+class ScheduleError : public std::runtime_error {
+ public:
+  using runtime_error::runtime_error;
+};
+
+// Checks a schedule on its own: peers in range and not self, slices inside their buffers and
+// of matching counts, dependencies pointing at earlier ops, every send matched by a recv of the
+// same size (messages between a pair of ranks match in order), and no deadlock when each rank
+// runs its program in order with buffered sends. Throws ScheduleError.
+void validate(const Schedule& s);
+
+// One line per op: "rank 2 op 5 step 3: recv from 1 -> scratch0[0+128] after 4".
+std::string to_text(const Schedule& s);
+
+// Bytes each rank sends, per step, for typed messages (wire messages have run-time sizes and
+// are reported by the executors).
+struct StepBytes {
+  uint32_t steps = 0;                       // number of distinct steps with a send
+  std::vector<uint64_t> sent_bytes;         // per rank, all steps
+  std::vector<uint64_t> max_step_bytes;     // per rank, the largest single step
+};
+StepBytes step_bytes(const Schedule& s);
+
+}  // namespace compcoll::sched

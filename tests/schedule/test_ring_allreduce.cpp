@@ -1,0 +1,136 @@
+// tests/schedule/test_ring_allreduce.cpp — the schedule IR's validator and the ring allreduce,
+// run by the reference executor with inputs whose exact sum is predictable.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "io/float_convert.h"
+#include "schedule/algorithms.h"
+#include "schedule/reference_executor.h"
+
+using namespace compcoll;
+using namespace compcoll::sched;
+
+namespace {
+
+// Small integers (-1, 0, 1, 2): every partial sum over up to 64 ranks is exact in bf16, fp16
+// and fp32, so any summation order gives the same bits and a missed or doubled block shows.
+int value_of(int rank, uint64_t i) { return static_cast<int>((rank * 7 + i * 3) % 4) - 1; }
+
+std::vector<uint8_t> encode_values(DType dtype, const std::vector<int>& v) {
+  std::vector<uint8_t> out(v.size() * dtype_size(dtype));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float f = static_cast<float>(v[i]);
+    if (dtype == DType::FP32) {
+      std::memcpy(out.data() + 4 * i, &f, 4);
+    } else {
+      const uint16_t b = dtype == DType::BF16 ? float_to_bf16_rne(f) : float_to_fp16_rne(f);
+      std::memcpy(out.data() + 2 * i, &b, 2);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ring allreduce computes the exact sum on every rank", "[schedule][ring]") {
+  const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 16, 64}) {
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(n - 1), uint64_t{1000}, uint64_t{1003}}) {
+      CAPTURE(dtype_name(dtype), n, count);
+      const Schedule s = ring_allreduce(n, count, dtype);
+      std::vector<std::vector<uint8_t>> inputs(n);
+      std::vector<int> expected(count, 0);
+      for (int r = 0; r < n; ++r) {
+        std::vector<int> v(count);
+        for (uint64_t i = 0; i < count; ++i) {
+          v[i] = value_of(r, i);
+          expected[i] += v[i];
+        }
+        inputs[r] = encode_values(dtype, v);
+      }
+      const auto want = encode_values(dtype, expected);
+      const auto outputs = run_reference(s, inputs);
+      for (int r = 0; r < n; ++r) REQUIRE(outputs[r] == want);
+    }
+  }
+}
+
+TEST_CASE("ring allreduce moves 2(n-1)/n of the data in 2(n-1) steps", "[schedule][ring][cost]") {
+  for (int n : {2, 4, 8, 64}) {
+    const uint64_t count = 64 * 1024;  // divisible by every n here
+    const Schedule s = ring_allreduce(n, count, DType::BF16);
+    const StepBytes b = step_bytes(s);
+    CAPTURE(n);
+    CHECK(b.steps == static_cast<uint32_t>(2 * (n - 1)));
+    for (int r = 0; r < n; ++r) {
+      CHECK(b.sent_bytes[r] == 2 * (n - 1) * (count / n) * 2);
+      CHECK(b.max_step_bytes[r] == (count / n) * 2);
+    }
+  }
+  CHECK(step_bytes(ring_allreduce(1, 100, DType::FP32)).steps == 0);
+}
+
+TEST_CASE("validate names the rank and op of a broken schedule", "[schedule][validate]") {
+  const Schedule good = ring_allreduce(4, 100, DType::FP32);
+  REQUIRE_NOTHROW(validate(good));
+
+  auto expect_error = [](const Schedule& s, const std::string& part) {
+    try {
+      validate(s);
+      FAIL("no ScheduleError for: " << part);
+    } catch (const ScheduleError& e) {
+      CAPTURE(e.what());
+      CHECK(std::string(e.what()).find(part) != std::string::npos);
+    }
+  };
+  {
+    Schedule s = good;  // drop rank 2's first recv: its peer's send is never received
+    auto& ops = s.ranks[2].ops;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].kind == OpKind::Recv) {
+        ops.erase(ops.begin() + static_cast<long>(i));
+        break;
+      }
+    for (auto& op : ops) op.deps.clear();
+    expect_error(s, "rank ");
+  }
+  {
+    Schedule s = good;  // every rank receives before it sends: a cycle of waiting recvs
+    for (auto& r : s.ranks) {
+      for (auto& op : r.ops) op.deps.clear();
+      for (size_t i = 0; i + 1 < r.ops.size(); ++i)
+        if (r.ops[i].kind == OpKind::Send && r.ops[i + 1].kind == OpKind::Recv) std::swap(r.ops[i], r.ops[i + 1]);
+    }
+    expect_error(s, "deadlock");
+  }
+  {
+    Schedule s = good;
+    s.ranks[1].ops[3].dst.count += 1000;  // a slice past its buffer
+    s.ranks[1].ops[3].src.count += 1000;
+    expect_error(s, "rank 1 op 3");
+  }
+  {
+    Schedule s = good;
+    s.ranks[3].ops[2].deps = {7};
+    expect_error(s, "rank 3 op 2: depends on op 7");
+  }
+  {
+    Schedule s = good;
+    s.ranks[0].ops[1].peer = 9;
+    expect_error(s, "rank 0 op 1: send peer 9");
+  }
+}
+
+TEST_CASE("a schedule prints one line per op", "[schedule]") {
+  const Schedule s = ring_allreduce(3, 9, DType::BF16);
+  const std::string text = to_text(s);
+  size_t lines = 0;
+  for (char c : text) lines += c == '\n';
+  size_t ops = 0;
+  for (const auto& r : s.ranks) ops += r.ops.size();
+  CHECK(lines == ops + 1);
+  CHECK(text.find("allreduce ring n=3 count=9 bf16") == 0);
+  CHECK(text.find("rank 1 op 1 step 0: send output[3+3] to 2 after 0") != std::string::npos);
+  CHECK(text.find("rank 1 op 2 step 0: recv from 0 -> scratch0[0+3] after 1") != std::string::npos);
+}
