@@ -14,8 +14,18 @@ struct Block {
 };
 Block block_of(uint64_t count, int parts, int b);
 
-// Ring allreduce (reduce-scatter then allgather around the ring r -> r+1), no compression:
-// 2(n-1) steps, each rank sends 2(n-1)/n of the data.
-Schedule ring_allreduce(int nranks, uint64_t count, DType dtype);
+// Where compression goes in a schedule (docs/SCHEDULES.md).
+enum class Placement : uint8_t {
+  None,          // nothing compressed
+  PerHop,        // every send compressed; a receiver decompresses (and reduces) at every hop
+  CompressOnce,  // gather phases: compress a block once at its owner, forward the bytes unchanged
+  ZipCCL,        // allreduce: reduce-scatter per hop, then allgather compress-once
+};
+std::string_view placement_name(Placement p);
+
+// Ring allreduce (reduce-scatter then allgather around the ring r -> r+1): 2(n-1) steps,
+// each rank sends 2(n-1)/n of the data (before compression). CompressOnce compresses only the
+// allgather phase (a reduce-scatter block changes at every hop).
+Schedule ring_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
 }  // namespace compcoll::sched
