@@ -28,4 +28,13 @@ std::string_view placement_name(Placement p);
 // allgather phase (a reduce-scatter block changes at every hop).
 Schedule ring_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
+// Ring reduce-scatter: input `count` elements per rank, rank r's output is block r
+// (block_of(count, n, r)) of the sum. n-1 steps, (n-1)/n of the data per rank. Placements:
+// none, per-hop.
+Schedule ring_reduce_scatter(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+
+// Ring allgather: rank r's input is block r of `count` elements; every output is all `count`.
+// n-1 steps, (n-1)/n of the data per rank. Placements: none, per-hop, compress-once.
+Schedule ring_allgather(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+
 }  // namespace compcoll::sched

@@ -20,74 +20,151 @@ std::string_view placement_name(Placement p) {
   return "unknown";
 }
 
-Schedule ring_allreduce(int n, uint64_t count, DType dtype, Placement placement) {
-  if (n < 1) throw ScheduleError("ring_allreduce: group size must be >= 1, got " + std::to_string(n));
-  const bool rs_compressed = placement == Placement::PerHop || placement == Placement::ZipCCL;
-  const bool ag_per_hop = placement == Placement::PerHop;
-  const bool ag_once = placement == Placement::CompressOnce || placement == Placement::ZipCCL;
-  Schedule s;
-  s.collective = Collective::AllReduce;
-  s.algorithm = "ring/" + std::string(placement_name(placement));
-  s.dtype = dtype;
-  s.count = count;
-  s.ranks.resize(n);
-  const auto mod = [n](int v) { return ((v % n) + n) % n; };
-  uint64_t largest = 0;
-  for (int b = 0; b < n; ++b) largest = std::max(largest, block_of(count, n, b).count());
-  for (int r = 0; r < n; ++r) {
-    RankProgram& p = s.ranks[r];
-    p.input_count = p.output_count = count;
-    p.scratch_counts = {largest};
-    // One wire buffer per step and direction, so that no buffer is reused while a concurrent
-    // executor may still be sending it.
-    p.wire_buffers = placement == Placement::None ? 0 : static_cast<uint32_t>(4 * n);
-    uint32_t next_wire = 0;
-    // Each op waits for the one before it: the simplest correct order (no pipelining yet).
-    auto add = [&p](Op op) {
-      if (!p.ops.empty()) op.deps = {static_cast<uint32_t>(p.ops.size() - 1)};
-      p.ops.push_back(std::move(op));
-    };
-    auto slice = [&](BufKind buf, int b) {
-      const Block blk = block_of(count, n, b);
-      return Slice{buf, 0, blk.begin, blk.count()};
-    };
-    auto wire = [](uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; };
-    add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
-    const int next = mod(r + 1), prev = mod(r - 1);
-    uint32_t step = 0;
-    for (int k = 0; k < n - 1; ++k, ++step) {  // reduce-scatter
-      const int send_b = mod(r - k), recv_b = mod(r - k - 1);
-      const Slice tmp{BufKind::Scratch, 0, 0, block_of(count, n, recv_b).count()};
-      if (rs_compressed) {
-        const uint32_t out_w = next_wire++, in_w = next_wire++;
-        add({OpKind::Compress, -1, slice(BufKind::Output, send_b), wire(out_w), {}, step});
+namespace {
+
+// Builds one rank's ring program. A block index is taken mod n; "owned" is the block a rank
+// holds complete when a phase starts (allgather) or ends (reduce-scatter).
+class RingRank {
+ public:
+  RingRank(int n, int r, uint64_t count, RankProgram& p) : n_(n), r_(r), count_(count), p_(p) {}
+
+  int mod(int v) const { return ((v % n_) + n_) % n_; }
+  Slice block(BufKind buf, int b, uint32_t index = 0) const {
+    const Block blk = block_of(count_, n_, mod(b));
+    return Slice{buf, index, blk.begin, blk.count()};
+  }
+  static Slice wire(uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; }
+  uint32_t new_wire() { return p_.wire_buffers++; }
+
+  // Each op waits for the one before it: the simplest correct order (no pipelining yet).
+  void add(Op op) {
+    if (!p_.ops.empty()) op.deps = {static_cast<uint32_t>(p_.ops.size() - 1)};
+    p_.ops.push_back(std::move(op));
+  }
+
+  // n-1 steps; `acc` (output or scratch1) accumulates; the rank ends owning block `owned`.
+  void reduce_scatter(BufKind acc, uint32_t acc_index, int owned, bool compressed, uint32_t& step) {
+    const int next = mod(r_ + 1), prev = mod(r_ - 1);
+    for (int k = 0; k < n_ - 1; ++k, ++step) {
+      // Step k: send block owned-1-k, receive (from the rank that owns owned-1 at the end)
+      // block owned-2-k and add it; after n-1 steps the last block added is `owned`.
+      const int sb = owned - 1 - k, rb = owned - 2 - k;
+      const Slice tmp{BufKind::Scratch, 0, 0, block(BufKind::Scratch, rb).count};
+      if (compressed) {
+        const uint32_t out_w = new_wire(), in_w = new_wire();
+        add({OpKind::Compress, -1, block(acc, sb, acc_index), wire(out_w), {}, step});
         add({OpKind::Send, next, wire(out_w), {}, {}, step});
         add({OpKind::Recv, prev, {}, wire(in_w), {}, step});
         add({OpKind::Decompress, -1, wire(in_w), tmp, {}, step});
       } else {
-        add({OpKind::Send, next, slice(BufKind::Output, send_b), {}, {}, step});
+        add({OpKind::Send, next, block(acc, sb, acc_index), {}, {}, step});
         add({OpKind::Recv, prev, {}, tmp, {}, step});
       }
-      add({OpKind::Reduce, -1, tmp, slice(BufKind::Output, recv_b), {}, step});
+      add({OpKind::Reduce, -1, tmp, block(acc, rb, acc_index), {}, step});
     }
+  }
+
+  // n-1 steps in `out`; the rank starts owning block `owned` complete.
+  void allgather(int owned, Placement placement, uint32_t& step) {
+    const int next = mod(r_ + 1), prev = mod(r_ - 1);
+    const bool per_hop = placement == Placement::PerHop;
+    const bool once = placement == Placement::CompressOnce || placement == Placement::ZipCCL;
     uint32_t forward = 0;  // compress-once: the wire buffer to pass on at the next step
-    for (int k = 0; k < n - 1; ++k, ++step) {  // allgather
-      const int send_b = mod(r + 1 - k), recv_b = mod(r - k);
-      if (ag_per_hop || (ag_once && k == 0)) {
-        forward = next_wire++;
-        add({OpKind::Compress, -1, slice(BufKind::Output, send_b), wire(forward), {}, step});
+    for (int k = 0; k < n_ - 1; ++k, ++step) {
+      const int sb = owned - k, rb = owned - k - 1;
+      if (per_hop || (once && k == 0)) {
+        forward = new_wire();
+        add({OpKind::Compress, -1, block(BufKind::Output, sb), wire(forward), {}, step});
       }
-      if (ag_per_hop || ag_once) {
-        const uint32_t in_w = next_wire++;
+      if (per_hop || once) {
+        const uint32_t in_w = new_wire();
         add({OpKind::Send, next, wire(forward), {}, {}, step});
         add({OpKind::Recv, prev, {}, wire(in_w), {}, step});
-        add({OpKind::Decompress, -1, wire(in_w), slice(BufKind::Output, recv_b), {}, step});
+        add({OpKind::Decompress, -1, wire(in_w), block(BufKind::Output, rb), {}, step});
         forward = in_w;
       } else {
-        add({OpKind::Send, next, slice(BufKind::Output, send_b), {}, {}, step});
-        add({OpKind::Recv, prev, {}, slice(BufKind::Output, recv_b), {}, step});
+        add({OpKind::Send, next, block(BufKind::Output, sb), {}, {}, step});
+        add({OpKind::Recv, prev, {}, block(BufKind::Output, rb), {}, step});
       }
     }
+  }
+
+ private:
+  int n_, r_;
+  uint64_t count_;
+  RankProgram& p_;
+};
+
+Schedule ring_base(Collective c, const char* what, int n, uint64_t count, DType dtype, Placement placement) {
+  if (n < 1) throw ScheduleError(std::string(what) + ": group size must be >= 1, got " + std::to_string(n));
+  Schedule s;
+  s.collective = c;
+  s.algorithm = "ring/" + std::string(placement_name(placement));
+  s.dtype = dtype;
+  s.count = count;
+  s.ranks.resize(n);
+  return s;
+}
+
+uint64_t largest_block(uint64_t count, int n) {
+  uint64_t largest = 0;
+  for (int b = 0; b < n; ++b) largest = std::max(largest, block_of(count, n, b).count());
+  return largest;
+}
+
+}  // namespace
+
+Schedule ring_allreduce(int n, uint64_t count, DType dtype, Placement placement) {
+  Schedule s = ring_base(Collective::AllReduce, "ring_allreduce", n, count, dtype, placement);
+  const bool rs_compressed = placement == Placement::PerHop || placement == Placement::ZipCCL;
+  for (int r = 0; r < n; ++r) {
+    RankProgram& p = s.ranks[r];
+    p.input_count = p.output_count = count;
+    p.scratch_counts = {largest_block(count, n)};
+    RingRank ring(n, r, count, p);
+    ring.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
+    uint32_t step = 0;
+    ring.reduce_scatter(BufKind::Output, 0, r + 1, rs_compressed, step);
+    ring.allgather(r + 1, placement, step);
+  }
+  return s;
+}
+
+Schedule ring_reduce_scatter(int n, uint64_t count, DType dtype, Placement placement) {
+  if (placement == Placement::CompressOnce || placement == Placement::ZipCCL)
+    throw ScheduleError("ring_reduce_scatter: placement " + std::string(placement_name(placement)) +
+                        " does not apply (blocks change at every hop); use none or per-hop");
+  Schedule s = ring_base(Collective::ReduceScatter, "ring_reduce_scatter", n, count, dtype, placement);
+  for (int r = 0; r < n; ++r) {
+    RankProgram& p = s.ranks[r];
+    const Block mine = block_of(count, n, r);
+    p.input_count = count;
+    p.output_count = mine.count();
+    p.scratch_counts = {largest_block(count, n), count};  // receive buffer, accumulator
+    RingRank ring(n, r, count, p);
+    ring.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 1, 0, count}, {}, 0});
+    uint32_t step = 0;
+    ring.reduce_scatter(BufKind::Scratch, 1, r, placement == Placement::PerHop, step);
+    ring.add({OpKind::Copy, -1, Slice{BufKind::Scratch, 1, mine.begin, mine.count()},
+              Slice{BufKind::Output, 0, 0, mine.count()}, {}, step});
+  }
+  return s;
+}
+
+Schedule ring_allgather(int n, uint64_t count, DType dtype, Placement placement) {
+  if (placement == Placement::ZipCCL)
+    throw ScheduleError("ring_allgather: placement zipccl is for allreduce; use none, per-hop or compress-once");
+  Schedule s = ring_base(Collective::AllGather, "ring_allgather", n, count, dtype, placement);
+  for (int r = 0; r < n; ++r) {
+    RankProgram& p = s.ranks[r];
+    const Block mine = block_of(count, n, r);
+    p.input_count = mine.count();
+    p.output_count = count;
+    RingRank ring(n, r, count, p);
+    ring.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, mine.count()},
+              Slice{BufKind::Output, 0, mine.begin, mine.count()}, {}, 0});
+    uint32_t step = 0;
+    ring.allgather(r, placement, step);
   }
   return s;
 }

@@ -1,4 +1,4 @@
-// tests/schedule/test_ring_allreduce.cpp — the schedule IR's validator and the ring allreduce,
+// tests/schedule/test_ring.cpp — the schedule IR's validator and the ring collectives,
 // run by the reference executor with inputs whose exact sum is predictable.
 #include <catch2/catch.hpp>
 
@@ -168,4 +168,69 @@ TEST_CASE("a compressing schedule without a codec is an error, not a crash", "[s
   const Schedule s = ring_allreduce(2, 10, DType::BF16, Placement::PerHop);
   std::vector<std::vector<uint8_t>> inputs(2, std::vector<uint8_t>(20, 0));
   CHECK_THROWS_AS(run_reference(s, inputs), ScheduleError);
+}
+
+TEST_CASE("ring reduce-scatter and allgather compute their collectives", "[schedule][ring]") {
+  const DType dtype = GENERATE(DType::BF16, DType::FP32);
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 16, 64}) {
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(n + 1), uint64_t{1003}}) {
+      CAPTURE(dtype_name(dtype), n, count);
+      // reduce-scatter: rank r gets block r of the exact sum
+      std::vector<std::vector<uint8_t>> inputs(n);
+      std::vector<int> sum(count, 0);
+      for (int r = 0; r < n; ++r) {
+        std::vector<int> v(count);
+        for (uint64_t i = 0; i < count; ++i) sum[i] += v[i] = value_of(r, i);
+        inputs[r] = encode_values(dtype, v);
+      }
+      const auto rs = run_reference(ring_reduce_scatter(n, count, dtype), inputs);
+      for (int r = 0; r < n; ++r) {
+        const Block b = block_of(count, n, r);
+        REQUIRE(rs[r] == encode_values(dtype, std::vector<int>(sum.begin() + b.begin, sum.begin() + b.end)));
+      }
+      // allgather: every rank gets every rank's block
+      std::vector<int> all(count);
+      std::vector<std::vector<uint8_t>> blocks(n);
+      for (int r = 0; r < n; ++r) {
+        const Block b = block_of(count, n, r);
+        std::vector<int> v;
+        for (uint64_t i = b.begin; i < b.end; ++i) v.push_back(all[i] = value_of(r, i));
+        blocks[r] = encode_values(dtype, v);
+      }
+      const auto ag = run_reference(ring_allgather(n, count, dtype), blocks);
+      for (int r = 0; r < n; ++r) REQUIRE(ag[r] == encode_values(dtype, all));
+    }
+  }
+}
+
+TEST_CASE("ring reduce-scatter and allgather cost (n-1)/n in n-1 steps; placements are lossless",
+          "[schedule][ring][cost][compression]") {
+  for (int n : {2, 4, 8, 64}) {
+    const uint64_t count = 64 * 1024;
+    CAPTURE(n);
+    for (const Schedule& s : {ring_reduce_scatter(n, count, DType::FP32), ring_allgather(n, count, DType::FP32)}) {
+      const StepBytes b = step_bytes(s);
+      CHECK(b.steps == static_cast<uint32_t>(n - 1));
+      for (int r = 0; r < n; ++r) CHECK(b.sent_bytes[r] == (n - 1) * (count / n) * 4);
+    }
+  }
+  ReferenceOptions opt;
+  opt.codec = find_codec("gauss-exp");
+  opt.encode.chunk_elements = 64;
+  for (int n : {2, 3, 8}) {
+    const uint64_t count = 1003;
+    std::vector<std::vector<uint8_t>> inputs(n), blocks(n);
+    for (int r = 0; r < n; ++r) {
+      inputs[r] = test::gaussian_bytes(DType::BF16, count, 0.02, 7 + r);
+      blocks[r] = test::gaussian_bytes(DType::BF16, block_of(count, n, r).count(), 0.02, 70 + r);
+    }
+    CAPTURE(n);
+    CHECK(run_reference(ring_reduce_scatter(n, count, DType::BF16, Placement::PerHop), inputs, opt) ==
+          run_reference(ring_reduce_scatter(n, count, DType::BF16), inputs));
+    for (Placement p : {Placement::PerHop, Placement::CompressOnce})
+      CHECK(run_reference(ring_allgather(n, count, DType::BF16, p), blocks, opt) ==
+            run_reference(ring_allgather(n, count, DType::BF16), blocks));
+  }
+  CHECK_THROWS_AS(ring_reduce_scatter(4, 10, DType::BF16, Placement::CompressOnce), ScheduleError);
+  CHECK_THROWS_AS(ring_allgather(4, 10, DType::BF16, Placement::ZipCCL), ScheduleError);
 }
