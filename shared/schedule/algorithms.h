@@ -37,4 +37,11 @@ Schedule ring_reduce_scatter(int nranks, uint64_t count, DType dtype, Placement 
 // n-1 steps, (n-1)/n of the data per rank. Placements: none, per-hop, compress-once.
 Schedule ring_allgather(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
+// Recursive halving/doubling allreduce (Rabenseifner): reduce-scatter by recursive halving,
+// allgather by recursive doubling, 2·log2(n) steps and 2(n-1)/n of the data per rank for n a
+// power of two. Otherwise the first 2·(n - 2^k) ranks pair up: even ones hand their data to
+// the odd one above before, and get the result back after (two extra steps). Placements:
+// none, per-hop, zipccl (per hop in both phases here).
+Schedule recursive_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+
 }  // namespace compcoll::sched
