@@ -2,6 +2,8 @@
 // that validate() accepts; none runs anything.
 #pragma once
 
+#include <vector>
+
 #include "schedule/schedule.h"
 
 namespace compcoll::sched {
@@ -43,5 +45,21 @@ Schedule ring_allgather(int nranks, uint64_t count, DType dtype, Placement place
 // the odd one above before, and get the result back after (two extra steps). Placements:
 // none, per-hop, zipccl (per hop in both phases here).
 Schedule recursive_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+
+// Broadcast from `root` of `count` elements (root's input; every rank's output).
+// chain: root -> root+1 -> ..., the data split into `chunks` pipelined pieces; n-1+chunks-1
+// steps. binary tree: virtual rank v = r - root forwards to 2v+1 and 2v+2. Placements: none,
+// per-hop (every sender compresses), compress-once (the root compresses, others forward).
+Schedule chain_broadcast(int nranks, int root, uint64_t count, DType dtype, uint32_t chunks = 1,
+                         Placement placement = Placement::None);
+Schedule tree_broadcast(int nranks, int root, uint64_t count, DType dtype, Placement placement = Placement::None);
+
+// All-to-all(v): counts[i][j] elements go from rank i to rank j; rank i's input is its blocks
+// for j = 0..n-1 in order, rank j's output the blocks from i = 0..n-1 in order. Direct posts
+// every send then every receive (one step); pairwise exchanges with r+k / r-k at step k.
+// One hop, so per-hop and compress-once are the same: each block compressed at its source.
+enum class AllToAllOrder : uint8_t { Direct, Pairwise };
+Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype,
+                  AllToAllOrder order = AllToAllOrder::Pairwise, Placement placement = Placement::None);
 
 }  // namespace compcoll::sched

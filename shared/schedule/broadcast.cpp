@@ -1,0 +1,99 @@
+// shared/schedule/broadcast.cpp — broadcast as a pipelined chain and as a binary tree.
+#include "schedule/algorithms.h"
+
+namespace compcoll::sched {
+namespace {
+
+// Each op waits for the one before it (no pipelining inside a rank's program yet; the chain's
+// chunks still give the per-step structure that a pipelining executor exploits).
+void add(RankProgram& p, Op op) {
+  if (!p.ops.empty()) op.deps = {static_cast<uint32_t>(p.ops.size() - 1)};
+  p.ops.push_back(std::move(op));
+}
+
+Slice wire(uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; }
+
+Schedule broadcast_base(const char* what, int n, int root, uint64_t count, DType dtype, Placement placement,
+                        const std::string& algorithm) {
+  if (n < 1) throw ScheduleError(std::string(what) + ": group size must be >= 1, got " + std::to_string(n));
+  if (root < 0 || root >= n)
+    throw ScheduleError(std::string(what) + ": root " + std::to_string(root) + " outside the group of " + std::to_string(n));
+  if (placement == Placement::ZipCCL)
+    throw ScheduleError(std::string(what) + ": placement zipccl is for allreduce; use none, per-hop or compress-once");
+  Schedule s;
+  s.collective = Collective::Broadcast;
+  s.algorithm = algorithm + "/" + std::string(placement_name(placement));
+  s.dtype = dtype;
+  s.count = count;
+  s.ranks.resize(n);
+  for (int r = 0; r < n; ++r) {
+    s.ranks[r].input_count = r == root ? count : 0;
+    s.ranks[r].output_count = count;
+    if (r == root)
+      add(s.ranks[r], {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
+  }
+  return s;
+}
+
+// Moves `piece` of the output from `from` to each of `to`, at `step`, with the placement:
+// compress-once: `from` forwards the wire it received (or the root compresses once);
+// per-hop: every sender compresses its own output. `held[r]` is rank r's wire for the piece.
+void hop(Schedule& s, int from, const std::vector<int>& to, const Slice& piece, Placement placement, int root,
+         uint32_t step, std::vector<int64_t>& held) {
+  RankProgram& src = s.ranks[from];
+  if (placement == Placement::None) {
+    for (int t : to) {
+      add(src, {OpKind::Send, t, piece, {}, {}, step});
+      add(s.ranks[t], {OpKind::Recv, from, {}, piece, {}, step});
+    }
+    return;
+  }
+  const bool compress_here = placement == Placement::PerHop || from == root;
+  if (compress_here || held[from] < 0) {
+    held[from] = src.wire_buffers++;
+    add(src, {OpKind::Compress, -1, piece, wire(static_cast<uint32_t>(held[from])), {}, step});
+  }
+  for (int t : to) {
+    add(src, {OpKind::Send, t, wire(static_cast<uint32_t>(held[from])), {}, {}, step});
+    RankProgram& dst = s.ranks[t];
+    held[t] = dst.wire_buffers++;
+    add(dst, {OpKind::Recv, from, {}, wire(static_cast<uint32_t>(held[t])), {}, step});
+    add(dst, {OpKind::Decompress, -1, wire(static_cast<uint32_t>(held[t])), piece, {}, step});
+  }
+}
+
+}  // namespace
+
+Schedule chain_broadcast(int n, int root, uint64_t count, DType dtype, uint32_t chunks, Placement placement) {
+  if (chunks < 1) throw ScheduleError("chain_broadcast: chunks must be >= 1");
+  Schedule s = broadcast_base("chain_broadcast", n, root, count, dtype, placement, "chain");
+  // Chunk j leaves the root at step j and reaches hop h at step j + h - 1. Programs list a
+  // rank's ops chunk by chunk: receive chunk j, then pass it on.
+  for (uint32_t j = 0; j < chunks; ++j) {
+    const Block b = block_of(count, static_cast<int>(chunks), static_cast<int>(j));
+    const Slice piece{BufKind::Output, 0, b.begin, b.count()};
+    std::vector<int64_t> held(n, -1);
+    for (int h = 0; h + 1 < n; ++h)
+      hop(s, (root + h) % n, {(root + h + 1) % n}, piece, placement, root, j + static_cast<uint32_t>(h), held);
+  }
+  return s;
+}
+
+Schedule tree_broadcast(int n, int root, uint64_t count, DType dtype, Placement placement) {
+  Schedule s = broadcast_base("tree_broadcast", n, root, count, dtype, placement, "binary-tree");
+  const Slice all{BufKind::Output, 0, 0, count};
+  std::vector<int64_t> held(n, -1);
+  // Virtual rank v = (r - root) mod n; children of v are 2v+1 and 2v+2; depth d sends at step d.
+  for (int v = 0; v < n; ++v) {
+    std::vector<int> to;
+    for (int c : {2 * v + 1, 2 * v + 2})
+      if (c < n) to.push_back((c + root) % n);
+    if (to.empty()) continue;
+    uint32_t depth = 0;
+    for (int x = v; x > 0; x = (x - 1) / 2) ++depth;
+    hop(s, (v + root) % n, to, all, placement, root, depth, held);
+  }
+  return s;
+}
+
+}  // namespace compcoll::sched
