@@ -30,6 +30,13 @@ std::string_view placement_name(Placement p);
 // allgather phase (a reduce-scatter block changes at every hop).
 Schedule ring_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
+// Hierarchical two-level allreduce over nodes x gpus_per_node ranks (rank = node * g + local):
+// ring reduce-scatter inside each node (local rank l ends with block l), ring allreduce of
+// block l across nodes among the ranks with local rank l, ring allgather inside each node.
+// Placements as for ring_allreduce, applied at both levels.
+Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype,
+                                Placement placement = Placement::None);
+
 // Ring reduce-scatter: input `count` elements per rank, rank r's output is block r
 // (block_of(count, n, r)) of the sum. n-1 steps, (n-1)/n of the data per rank. Placements:
 // none, per-hop.

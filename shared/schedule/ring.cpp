@@ -22,16 +22,19 @@ std::string_view placement_name(Placement p) {
 
 namespace {
 
-// Builds one rank's ring program. A block index is taken mod n; "owned" is the block a rank
-// holds complete when a phase starts (allgather) or ends (reduce-scatter).
+// Builds one rank's part of a ring over `group` (real ranks, in ring order) on the elements
+// [base, base + count) of its buffers, split into group-size blocks. A block index is taken
+// mod the group size; "owned" is the block a rank holds complete when a phase starts
+// (allgather) or ends (reduce-scatter). Hierarchical algorithms run rings over subgroups.
 class RingRank {
  public:
-  RingRank(int n, int r, uint64_t count, RankProgram& p) : n_(n), r_(r), count_(count), p_(p) {}
+  RingRank(std::vector<int> group, int pos, uint64_t base, uint64_t count, RankProgram& p)
+      : group_(std::move(group)), n_(static_cast<int>(group_.size())), r_(pos), base_(base), count_(count), p_(p) {}
 
   int mod(int v) const { return ((v % n_) + n_) % n_; }
   Slice block(BufKind buf, int b, uint32_t index = 0) const {
     const Block blk = block_of(count_, n_, mod(b));
-    return Slice{buf, index, blk.begin, blk.count()};
+    return Slice{buf, index, base_ + blk.begin, blk.count()};
   }
   static Slice wire(uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; }
   uint32_t new_wire() { return p_.wire_buffers++; }
@@ -44,12 +47,12 @@ class RingRank {
 
   // n-1 steps; `acc` (output or scratch1) accumulates; the rank ends owning block `owned`.
   void reduce_scatter(BufKind acc, uint32_t acc_index, int owned, bool compressed, uint32_t& step) {
-    const int next = mod(r_ + 1), prev = mod(r_ - 1);
+    const int next = group_[mod(r_ + 1)], prev = group_[mod(r_ - 1)];
     for (int k = 0; k < n_ - 1; ++k, ++step) {
       // Step k: send block owned-1-k, receive (from the rank that owns owned-1 at the end)
       // block owned-2-k and add it; after n-1 steps the last block added is `owned`.
       const int sb = owned - 1 - k, rb = owned - 2 - k;
-      const Slice tmp{BufKind::Scratch, 0, 0, block(BufKind::Scratch, rb).count};
+      const Slice tmp{BufKind::Scratch, 0, 0, block(BufKind::Scratch, rb).count};  // scratch0: receive buffer
       if (compressed) {
         const uint32_t out_w = new_wire(), in_w = new_wire();
         add({OpKind::Compress, -1, block(acc, sb, acc_index), wire(out_w), {}, step});
@@ -66,7 +69,7 @@ class RingRank {
 
   // n-1 steps in `out`; the rank starts owning block `owned` complete.
   void allgather(int owned, Placement placement, uint32_t& step) {
-    const int next = mod(r_ + 1), prev = mod(r_ - 1);
+    const int next = group_[mod(r_ + 1)], prev = group_[mod(r_ - 1)];
     const bool per_hop = placement == Placement::PerHop;
     const bool once = placement == Placement::CompressOnce || placement == Placement::ZipCCL;
     uint32_t forward = 0;  // compress-once: the wire buffer to pass on at the next step
@@ -90,10 +93,17 @@ class RingRank {
   }
 
  private:
+  std::vector<int> group_;
   int n_, r_;
-  uint64_t count_;
+  uint64_t base_, count_;
   RankProgram& p_;
 };
+
+std::vector<int> whole_group(int n) {
+  std::vector<int> g(n);
+  for (int i = 0; i < n; ++i) g[i] = i;
+  return g;
+}
 
 Schedule ring_base(Collective c, const char* what, int n, uint64_t count, DType dtype, Placement placement) {
   if (n < 1) throw ScheduleError(std::string(what) + ": group size must be >= 1, got " + std::to_string(n));
@@ -121,7 +131,7 @@ Schedule ring_allreduce(int n, uint64_t count, DType dtype, Placement placement)
     RankProgram& p = s.ranks[r];
     p.input_count = p.output_count = count;
     p.scratch_counts = {largest_block(count, n)};
-    RingRank ring(n, r, count, p);
+    RingRank ring(whole_group(n), r, 0, count, p);
     ring.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
     uint32_t step = 0;
     ring.reduce_scatter(BufKind::Output, 0, r + 1, rs_compressed, step);
@@ -141,7 +151,7 @@ Schedule ring_reduce_scatter(int n, uint64_t count, DType dtype, Placement place
     p.input_count = count;
     p.output_count = mine.count();
     p.scratch_counts = {largest_block(count, n), count};  // receive buffer, accumulator
-    RingRank ring(n, r, count, p);
+    RingRank ring(whole_group(n), r, 0, count, p);
     ring.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 1, 0, count}, {}, 0});
     uint32_t step = 0;
     ring.reduce_scatter(BufKind::Scratch, 1, r, placement == Placement::PerHop, step);
@@ -160,11 +170,40 @@ Schedule ring_allgather(int n, uint64_t count, DType dtype, Placement placement)
     const Block mine = block_of(count, n, r);
     p.input_count = mine.count();
     p.output_count = count;
-    RingRank ring(n, r, count, p);
+    RingRank ring(whole_group(n), r, 0, count, p);
     ring.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, mine.count()},
               Slice{BufKind::Output, 0, mine.begin, mine.count()}, {}, 0});
     uint32_t step = 0;
     ring.allgather(r, placement, step);
+  }
+  return s;
+}
+
+Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype, Placement placement) {
+  if (nodes < 1 || gpus_per_node < 1)
+    throw ScheduleError("hierarchical_allreduce: nodes and gpus_per_node must be >= 1, got " + std::to_string(nodes) +
+                        " x " + std::to_string(gpus_per_node));
+  const int g = gpus_per_node, n = nodes * g;
+  Schedule s = ring_base(Collective::AllReduce, "hierarchical_allreduce", n, count, dtype, placement);
+  s.algorithm = "hierarchical-ring/" + std::string(placement_name(placement));
+  const bool rs_compressed = placement == Placement::PerHop || placement == Placement::ZipCCL;
+  for (int r = 0; r < n; ++r) {
+    RankProgram& p = s.ranks[r];
+    p.input_count = p.output_count = count;
+    p.scratch_counts = {largest_block(count, g)};
+    const int node = r / g, local = r % g;
+    std::vector<int> intra(g), inter(nodes);
+    for (int i = 0; i < g; ++i) intra[i] = node * g + i;
+    for (int k = 0; k < nodes; ++k) inter[k] = k * g + local;
+    RingRank in_node(intra, local, 0, count, p);
+    in_node.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
+    uint32_t step = 0;
+    in_node.reduce_scatter(BufKind::Output, 0, local, rs_compressed, step);  // local rank l owns block l
+    const Block mine = block_of(count, g, local);
+    RingRank across(inter, node, mine.begin, mine.count(), p);
+    across.reduce_scatter(BufKind::Output, 0, node + 1, rs_compressed, step);
+    across.allgather(node + 1, placement, step);
+    in_node.allgather(local, placement, step);
   }
   return s;
 }

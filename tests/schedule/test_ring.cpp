@@ -234,3 +234,42 @@ TEST_CASE("ring reduce-scatter and allgather cost (n-1)/n in n-1 steps; placemen
   CHECK_THROWS_AS(ring_reduce_scatter(4, 10, DType::BF16, Placement::CompressOnce), ScheduleError);
   CHECK_THROWS_AS(ring_allgather(4, 10, DType::BF16, Placement::ZipCCL), ScheduleError);
 }
+
+TEST_CASE("hierarchical two-level allreduce computes the exact sum", "[schedule][hierarchical]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("gauss-exp");
+  opt.encode.chunk_elements = 32;
+  for (auto [nodes, g] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 4}, {3, 2}, {3, 5}, {8, 8}}) {
+    const int n = nodes * g;
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{1003}}) {
+      CAPTURE(nodes, g, count);
+      std::vector<std::vector<uint8_t>> inputs(n);
+      std::vector<int> sum(count, 0);
+      for (int r = 0; r < n; ++r) {
+        std::vector<int> v(count);
+        for (uint64_t i = 0; i < count; ++i) sum[i] += v[i] = value_of(r, i);
+        inputs[r] = encode_values(DType::BF16, v);
+      }
+      const auto want = encode_values(DType::BF16, sum);
+      for (Placement p : {Placement::None, Placement::PerHop, Placement::CompressOnce, Placement::ZipCCL}) {
+        CAPTURE(placement_name(p));
+        const auto out = run_reference(hierarchical_allreduce(nodes, g, count, DType::BF16, p), inputs, opt);
+        for (int r = 0; r < n; ++r) REQUIRE(out[r] == want);
+      }
+    }
+  }
+}
+
+TEST_CASE("hierarchical allreduce sends 2(g-1)/g inside a node and 2(N-1)/(N g) across", "[schedule][hierarchical][cost]") {
+  const int nodes = 4, g = 8;
+  const uint64_t count = 32 * 1024;  // divisible by g and by g * nodes
+  const Schedule s = hierarchical_allreduce(nodes, g, count, DType::FP32);
+  uint64_t intra = 0, inter = 0;
+  for (const Op& op : s.ranks[5].ops) {
+    if (op.kind != OpKind::Send) continue;
+    (op.peer / g == 5 / g ? intra : inter) += op.src.count * 4;
+  }
+  CHECK(intra == 2 * (g - 1) * (count / g) * 4);
+  CHECK(inter == 2 * (nodes - 1) * (count / g / nodes) * 4);
+  CHECK(step_bytes(s).steps == static_cast<uint32_t>(2 * (g - 1) + 2 * (nodes - 1)));
+}
