@@ -4,13 +4,6 @@
 namespace compcoll::sched {
 namespace {
 
-void add(RankProgram& p, Op op) {
-  if (!p.ops.empty()) op.deps = {static_cast<uint32_t>(p.ops.size() - 1)};
-  p.ops.push_back(std::move(op));
-}
-
-Slice wire(uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; }
-
 }  // namespace
 
 Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype, AllToAllOrder order,
@@ -52,20 +45,20 @@ Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype,
   const bool compressed = placement != Placement::None;  // one hop: per-hop == compress-once
   auto send = [&](int i, int j, uint32_t step) {
     const Slice src{BufKind::Input, 0, send_at[i][j], counts[i][j]};
-    if (!compressed) return add(s.ranks[i], {OpKind::Send, j, src, {}, {}, step});
+    if (!compressed) return append_chained(s.ranks[i], {OpKind::Send, j, src, {}, {}, step});
     const uint32_t w = s.ranks[i].wire_buffers++;
-    add(s.ranks[i], {OpKind::Compress, -1, src, wire(w), {}, step});
-    add(s.ranks[i], {OpKind::Send, j, wire(w), {}, {}, step});
+    append_chained(s.ranks[i], {OpKind::Compress, -1, src, wire_slice(w), {}, step});
+    append_chained(s.ranks[i], {OpKind::Send, j, wire_slice(w), {}, {}, step});
   };
   auto recv = [&](int i, int j, uint32_t step) {  // j receives from i
     const Slice dst{BufKind::Output, 0, recv_at[i][j], counts[i][j]};
-    if (!compressed) return add(s.ranks[j], {OpKind::Recv, i, {}, dst, {}, step});
+    if (!compressed) return append_chained(s.ranks[j], {OpKind::Recv, i, {}, dst, {}, step});
     const uint32_t w = s.ranks[j].wire_buffers++;
-    add(s.ranks[j], {OpKind::Recv, i, {}, wire(w), {}, step});
-    add(s.ranks[j], {OpKind::Decompress, -1, wire(w), dst, {}, step});
+    append_chained(s.ranks[j], {OpKind::Recv, i, {}, wire_slice(w), {}, step});
+    append_chained(s.ranks[j], {OpKind::Decompress, -1, wire_slice(w), dst, {}, step});
   };
   for (int r = 0; r < n; ++r) {
-    add(s.ranks[r], {OpKind::Copy, -1, Slice{BufKind::Input, 0, send_at[r][r], counts[r][r]},
+    append_chained(s.ranks[r], {OpKind::Copy, -1, Slice{BufKind::Input, 0, send_at[r][r], counts[r][r]},
                      Slice{BufKind::Output, 0, recv_at[r][r], counts[r][r]}, {}, 0});
     if (order == AllToAllOrder::Direct) {
       // Post every send, then every receive: one step, n-1 messages in flight per rank.

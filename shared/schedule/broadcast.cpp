@@ -4,15 +4,6 @@
 namespace compcoll::sched {
 namespace {
 
-// Each op waits for the one before it (no pipelining inside a rank's program yet; the chain's
-// chunks still give the per-step structure that a pipelining executor exploits).
-void add(RankProgram& p, Op op) {
-  if (!p.ops.empty()) op.deps = {static_cast<uint32_t>(p.ops.size() - 1)};
-  p.ops.push_back(std::move(op));
-}
-
-Slice wire(uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; }
-
 Schedule broadcast_base(const char* what, int n, int root, uint64_t count, DType dtype, Placement placement,
                         const std::string& algorithm) {
   if (n < 1) throw ScheduleError(std::string(what) + ": group size must be >= 1, got " + std::to_string(n));
@@ -30,7 +21,7 @@ Schedule broadcast_base(const char* what, int n, int root, uint64_t count, DType
     s.ranks[r].input_count = r == root ? count : 0;
     s.ranks[r].output_count = count;
     if (r == root)
-      add(s.ranks[r], {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
+      append_chained(s.ranks[r], {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
   }
   return s;
 }
@@ -43,22 +34,22 @@ void hop(Schedule& s, int from, const std::vector<int>& to, const Slice& piece, 
   RankProgram& src = s.ranks[from];
   if (placement == Placement::None) {
     for (int t : to) {
-      add(src, {OpKind::Send, t, piece, {}, {}, step});
-      add(s.ranks[t], {OpKind::Recv, from, {}, piece, {}, step});
+      append_chained(src, {OpKind::Send, t, piece, {}, {}, step});
+      append_chained(s.ranks[t], {OpKind::Recv, from, {}, piece, {}, step});
     }
     return;
   }
   const bool compress_here = placement == Placement::PerHop || from == root;
   if (compress_here || held[from] < 0) {
     held[from] = src.wire_buffers++;
-    add(src, {OpKind::Compress, -1, piece, wire(static_cast<uint32_t>(held[from])), {}, step});
+    append_chained(src, {OpKind::Compress, -1, piece, wire_slice(static_cast<uint32_t>(held[from])), {}, step});
   }
   for (int t : to) {
-    add(src, {OpKind::Send, t, wire(static_cast<uint32_t>(held[from])), {}, {}, step});
+    append_chained(src, {OpKind::Send, t, wire_slice(static_cast<uint32_t>(held[from])), {}, {}, step});
     RankProgram& dst = s.ranks[t];
     held[t] = dst.wire_buffers++;
-    add(dst, {OpKind::Recv, from, {}, wire(static_cast<uint32_t>(held[t])), {}, step});
-    add(dst, {OpKind::Decompress, -1, wire(static_cast<uint32_t>(held[t])), piece, {}, step});
+    append_chained(dst, {OpKind::Recv, from, {}, wire_slice(static_cast<uint32_t>(held[t])), {}, step});
+    append_chained(dst, {OpKind::Decompress, -1, wire_slice(static_cast<uint32_t>(held[t])), piece, {}, step});
   }
 }
 

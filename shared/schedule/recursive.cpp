@@ -9,13 +9,9 @@ namespace {
 
 struct Program {
   RankProgram& p;
-  // Each op waits for the one before it (no pipelining yet).
-  void add(Op op) {
-    if (!p.ops.empty()) op.deps = {static_cast<uint32_t>(p.ops.size() - 1)};
-    p.ops.push_back(std::move(op));
-  }
+  void add(Op op) { append_chained(p, std::move(op)); }
   uint32_t new_wire() { return p.wire_buffers++; }
-  static Slice wire(uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; }
+  static Slice wire(uint32_t w) { return wire_slice(w); }
   // Sends `src`, compressed or not.
   void send(int peer, const Slice& src, bool compressed, uint32_t step) {
     if (!compressed) return add({OpKind::Send, peer, src, {}, {}, step});

@@ -36,14 +36,9 @@ class RingRank {
     const Block blk = block_of(count_, n_, mod(b));
     return Slice{buf, index, base_ + blk.begin, blk.count()};
   }
-  static Slice wire(uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; }
+  static Slice wire(uint32_t w) { return wire_slice(w); }
   uint32_t new_wire() { return p_.wire_buffers++; }
-
-  // Each op waits for the one before it: the simplest correct order (no pipelining yet).
-  void add(Op op) {
-    if (!p_.ops.empty()) op.deps = {static_cast<uint32_t>(p_.ops.size() - 1)};
-    p_.ops.push_back(std::move(op));
-  }
+  void add(Op op) { append_chained(p_, std::move(op)); }
 
   // n-1 steps; `acc` (output or scratch1) accumulates; the rank ends owning block `owned`.
   void reduce_scatter(BufKind acc, uint32_t acc_index, int owned, bool compressed, uint32_t& step) {

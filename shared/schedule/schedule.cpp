@@ -77,6 +77,11 @@ std::string_view op_name(OpKind k) {
   return "unknown";
 }
 
+void append_chained(RankProgram& p, Op op) {
+  if (!p.ops.empty()) op.deps = {static_cast<uint32_t>(p.ops.size() - 1)};
+  p.ops.push_back(std::move(op));
+}
+
 void validate(const Schedule& s) {
   const int n = s.size();
   for (int r = 0; r < n; ++r) {

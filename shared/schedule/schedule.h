@@ -56,6 +56,11 @@ struct Schedule {
   int size() const { return static_cast<int>(ranks.size()); }
 };
 
+// Builders' helpers. append_chained adds `op` to `p` depending on the op before it: the
+// simplest correct order, which every builder uses until pipelining comes.
+void append_chained(RankProgram& p, Op op);
+inline Slice wire_slice(uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; }
+
 // A schedule that breaks a rule; what() names the rank and op.
 class ScheduleError : public std::runtime_error {
  public:
