@@ -30,6 +30,12 @@ std::string_view placement_name(Placement p);
 // allgather phase (a reduce-scatter block changes at every hop).
 Schedule ring_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
+// Double binary tree allreduce (NCCL's idea): each half of the data is reduced up one binary
+// tree and broadcast back down it; tree 0 is heap-ordered on r, tree 1 on n-1-r, so most
+// inner ranks of one tree are leaves of the other. Placements: none, per-hop, compress-once
+// (the broadcast forwards the root's bytes), zipccl (reduce per hop, broadcast once).
+Schedule double_tree_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+
 // Hierarchical two-level allreduce over nodes x gpus_per_node ranks (rank = node * g + local):
 // ring reduce-scatter inside each node (local rank l ends with block l), ring allreduce of
 // block l across nodes among the ranks with local rank l, ring allgather inside each node.

@@ -65,3 +65,30 @@ TEST_CASE("recursive halving/doubling with a lossless codec is bitwise the uncom
   }
   CHECK_THROWS_AS(recursive_allreduce(4, 10, DType::BF16, Placement::CompressOnce), ScheduleError);
 }
+
+TEST_CASE("double binary tree allreduce computes the exact sum with every placement", "[schedule][tree]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("gauss-exp");
+  opt.encode.chunk_elements = 32;
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 16, 33}) {
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{1003}}) {
+      std::vector<std::vector<uint8_t>> inputs(n);
+      std::vector<float> sum(count, 0.0f);
+      for (int r = 0; r < n; ++r) {
+        inputs[r].resize(count * 4);
+        for (uint64_t i = 0; i < count; ++i) {
+          const float v = static_cast<float>(static_cast<int>((r * 3 + i * 7) % 5) - 2);
+          std::memcpy(inputs[r].data() + 4 * i, &v, 4);
+          sum[i] += v;
+        }
+      }
+      std::vector<uint8_t> want(count * 4);
+      if (count) std::memcpy(want.data(), sum.data(), count * 4);
+      for (Placement p : {Placement::None, Placement::PerHop, Placement::CompressOnce, Placement::ZipCCL}) {
+        CAPTURE(n, count, placement_name(p));
+        const auto out = run_reference(double_tree_allreduce(n, count, DType::FP32, p), inputs, opt);
+        for (int r = 0; r < n; ++r) REQUIRE(out[r] == want);
+      }
+    }
+  }
+}
