@@ -25,10 +25,19 @@ enum class Placement : uint8_t {
 };
 std::string_view placement_name(Placement p);
 
-// Ring allreduce (reduce-scatter then allgather around the ring r -> r+1): 2(n-1) steps,
-// each rank sends 2(n-1)/n of the data (before compression). CompressOnce compresses only the
-// allgather phase (a reduce-scatter block changes at every hop).
-Schedule ring_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+// Splitting a message: `channels` parts run side by side, each cut into `chunks` pieces that
+// follow each other through the algorithm one step apart (pipelining). Each piece's ops form
+// their own dependency chain, so an executor may run pieces concurrently.
+struct Pipelining {
+  uint32_t chunks = 1;
+  uint32_t channels = 1;
+};
+
+// Ring allreduce (reduce-scatter then allgather around the ring r -> r+1): 2(n-1) steps
+// (+ chunks-1 with pipelining), each rank sends 2(n-1)/n of the data (before compression).
+// CompressOnce compresses only the allgather phase (a reduce-scatter block changes at every hop).
+Schedule ring_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None,
+                        const Pipelining& pipe = {});
 
 // Double binary tree allreduce (NCCL's idea): each half of the data is reduced up one binary
 // tree and broadcast back down it; tree 0 is heap-ordered on r, tree 1 on n-1-r, so most

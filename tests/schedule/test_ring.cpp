@@ -273,3 +273,39 @@ TEST_CASE("hierarchical allreduce sends 2(g-1)/g inside a node and 2(N-1)/(N g) 
   CHECK(inter == 2 * (nodes - 1) * (count / g / nodes) * 4);
   CHECK(step_bytes(s).steps == static_cast<uint32_t>(2 * (g - 1) + 2 * (nodes - 1)));
 }
+
+TEST_CASE("pipelined chunks and channels keep the ring allreduce exact", "[schedule][ring][pipelining]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("gauss-exp");
+  opt.encode.chunk_elements = 32;
+  for (auto [chunks, channels] : std::vector<std::pair<uint32_t, uint32_t>>{{1, 1}, {4, 1}, {1, 2}, {3, 2}}) {
+    for (int n : {1, 2, 3, 5, 8}) {
+      for (uint64_t count : {uint64_t{0}, uint64_t{7}, uint64_t{1003}}) {
+        CAPTURE(chunks, channels, n, count);
+        std::vector<std::vector<uint8_t>> inputs(n);
+        std::vector<int> sum(count, 0);
+        for (int r = 0; r < n; ++r) {
+          std::vector<int> v(count);
+          for (uint64_t i = 0; i < count; ++i) sum[i] += v[i] = value_of(r, i);
+          inputs[r] = encode_values(DType::FP16, v);
+        }
+        const Pipelining pipe{chunks, channels};
+        for (Placement p : {Placement::None, Placement::ZipCCL}) {
+          const Schedule s = ring_allreduce(n, count, DType::FP16, p, pipe);
+          const auto out = run_reference(s, inputs, opt);
+          for (int r = 0; r < n; ++r) REQUIRE(out[r] == encode_values(DType::FP16, sum));
+          // Each piece's chain starts right after the initial copy; no other op waits for it.
+          size_t chain_starts = 0;
+          for (const Op& op : s.ranks[0].ops) chain_starts += op.deps == std::vector<uint32_t>{0};
+          CHECK(chain_starts == (n > 1 ? chunks * channels : 0));
+        }
+      }
+    }
+  }
+  const uint64_t count = 8 * 1024;
+  const StepBytes plain = step_bytes(ring_allreduce(8, count, DType::BF16));
+  const StepBytes piped = step_bytes(ring_allreduce(8, count, DType::BF16, Placement::None, {4, 2}));
+  CHECK(piped.steps == plain.steps + 3);
+  CHECK(piped.sent_bytes == plain.sent_bytes);
+  CHECK_THROWS_AS(ring_allreduce(4, 10, DType::BF16, Placement::None, {0, 1}), ScheduleError);
+}
