@@ -182,17 +182,25 @@ std::string to_text(const Schedule& s) {
 StepBytes step_bytes(const Schedule& s) {
   StepBytes b;
   const size_t es = dtype_size(s.dtype);
+  const int n = s.size();
+  uint32_t last_step = 0;
+  for (const auto& rp : s.ranks)
+    for (const Op& op : rp.ops) last_step = std::max(last_step, op.step);
   std::set<uint32_t> steps;
-  b.sent_bytes.assign(s.size(), 0);
-  b.max_step_bytes.assign(s.size(), 0);
-  for (int r = 0; r < s.size(); ++r) {
-    std::map<uint32_t, uint64_t> per_step;
+  b.sent_bytes.assign(n, 0);
+  b.max_step_bytes.assign(n, 0);
+  b.sent.assign(n, std::vector<uint64_t>(last_step + 1, 0));
+  b.received.assign(n, std::vector<uint64_t>(last_step + 1, 0));
+  for (int r = 0; r < n; ++r) {
     for (const Op& op : s.ranks[r].ops) {
-      if (op.kind != OpKind::Send || !is_typed(op.src)) continue;
-      per_step[op.step] += op.src.count * es;
-      steps.insert(op.step);
+      if (op.kind == OpKind::Send && is_typed(op.src)) {
+        b.sent[r][op.step] += op.src.count * es;
+        steps.insert(op.step);
+      } else if (op.kind == OpKind::Recv && is_typed(op.dst)) {
+        b.received[r][op.step] += op.dst.count * es;
+      }
     }
-    for (const auto& [step, bytes] : per_step) {
+    for (uint64_t bytes : b.sent[r]) {
       b.sent_bytes[r] += bytes;
       b.max_step_bytes[r] = std::max(b.max_step_bytes[r], bytes);
     }

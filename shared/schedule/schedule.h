@@ -76,12 +76,14 @@ void validate(const Schedule& s);
 // One line per op: "rank 2 op 5 step 3: recv from 1 -> scratch0[0+128] after 4".
 std::string to_text(const Schedule& s);
 
-// Bytes each rank sends, per step, for typed messages (wire messages have run-time sizes and
-// are reported by the executors).
+// Bytes each rank sends and receives, per step, for typed messages (wire messages have
+// run-time sizes and are reported by the executors; a compressed schedule's typed bytes are
+// those of the slices it compresses, so compare it with its uncompressed twin).
 struct StepBytes {
-  uint32_t steps = 0;                       // number of distinct steps with a send
-  std::vector<uint64_t> sent_bytes;         // per rank, all steps
-  std::vector<uint64_t> max_step_bytes;     // per rank, the largest single step
+  uint32_t steps = 0;                            // number of distinct steps with a send
+  std::vector<uint64_t> sent_bytes;              // per rank, all steps
+  std::vector<uint64_t> max_step_bytes;          // per rank, the largest single step
+  std::vector<std::vector<uint64_t>> sent, received;  // [rank][step], step = Op::step
 };
 StepBytes step_bytes(const Schedule& s);
 

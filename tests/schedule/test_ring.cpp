@@ -67,6 +67,10 @@ TEST_CASE("ring allreduce moves 2(n-1)/n of the data in 2(n-1) steps", "[schedul
     for (int r = 0; r < n; ++r) {
       CHECK(b.sent_bytes[r] == 2 * (n - 1) * (count / n) * 2);
       CHECK(b.max_step_bytes[r] == (count / n) * 2);
+      for (uint32_t step = 0; step < b.steps; ++step) {  // one block each way at every step
+        CHECK(b.sent[r][step] == (count / n) * 2);
+        CHECK(b.received[r][step] == (count / n) * 2);
+      }
     }
   }
   CHECK(step_bytes(ring_allreduce(1, 100, DType::FP32)).steps == 0);
