@@ -39,6 +39,12 @@ struct Pipelining {
 Schedule ring_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None,
                         const Pipelining& pipe = {});
 
+// Recursive halving reduce-scatter and recursive doubling allgather, for n a power of two:
+// log2 n steps, (n-1)/n of the data per rank; the same block layout as the ring versions
+// (rank r owns / gives block r). Placements: none, per-hop.
+Schedule recursive_reduce_scatter(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+Schedule recursive_allgather(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+
 // Double binary tree allreduce (NCCL's idea): each half of the data is reduced up one binary
 // tree and broadcast back down it; tree 0 is heap-ordered on r, tree 1 on n-1-r, so most
 // inner ranks of one tree are leaves of the other. Placements: none, per-hop, compress-once

@@ -113,4 +113,92 @@ Schedule recursive_allreduce(int n, uint64_t count, DType dtype, Placement place
   return s;
 }
 
+namespace {
+
+void require_power_of_two(const char* what, int n, Placement placement) {
+  if (n < 1 || (n & (n - 1)) != 0)
+    throw ScheduleError(std::string(what) + ": group size must be a power of two, got " + std::to_string(n) +
+                        " (use the ring for other sizes)");
+  if (placement == Placement::CompressOnce || placement == Placement::ZipCCL)
+    throw ScheduleError(std::string(what) + ": placement " + std::string(placement_name(placement)) +
+                        " is not built for recursive halving/doubling; use none or per-hop");
+}
+
+Schedule recursive_base(Collective c, int n, uint64_t count, DType dtype, Placement placement) {
+  Schedule s;
+  s.collective = c;
+  s.algorithm = "recursive-halving-doubling/" + std::string(placement_name(placement));
+  s.dtype = dtype;
+  s.count = count;
+  s.ranks.resize(n);
+  return s;
+}
+
+}  // namespace
+
+Schedule recursive_reduce_scatter(int n, uint64_t count, DType dtype, Placement placement) {
+  require_power_of_two("recursive_reduce_scatter", n, placement);
+  const bool compressed = placement == Placement::PerHop;
+  Schedule s = recursive_base(Collective::ReduceScatter, n, count, dtype, placement);
+  const auto range = [&](int lo, int hi) {
+    const uint64_t b = block_of(count, n, lo).begin, e = block_of(count, n, hi - 1).end;
+    return std::pair<uint64_t, uint64_t>{b, e};
+  };
+  for (int r = 0; r < n; ++r) {
+    RankProgram& rp = s.ranks[r];
+    const Block mine = block_of(count, n, r);
+    rp.input_count = count;
+    rp.output_count = mine.count();
+    rp.scratch_counts = {count, count};  // receive buffer, accumulator
+    Program p{rp};
+    p.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 1, 0, count}, {}, 0});
+    uint32_t step = 0;
+    int lo = 0, hi = n;
+    for (int d = n / 2; d >= 1; d /= 2, ++step) {  // the bit of d picks the half kept
+      const int mid = lo + (hi - lo) / 2;
+      const bool upper = (r & d) != 0;
+      const auto keep = upper ? range(mid, hi) : range(lo, mid);
+      const auto give = upper ? range(lo, mid) : range(mid, hi);
+      const Slice acc_keep{BufKind::Scratch, 1, keep.first, keep.second - keep.first};
+      const Slice tmp{BufKind::Scratch, 0, 0, keep.second - keep.first};
+      p.send(r ^ d, Slice{BufKind::Scratch, 1, give.first, give.second - give.first}, compressed, step);
+      p.recv(r ^ d, tmp, compressed, step);
+      p.add({OpKind::Reduce, -1, tmp, acc_keep, {}, step});
+      if (upper) lo = mid; else hi = mid;
+    }
+    p.add({OpKind::Copy, -1, Slice{BufKind::Scratch, 1, mine.begin, mine.count()},
+           Slice{BufKind::Output, 0, 0, mine.count()}, {}, step});
+  }
+  return s;
+}
+
+Schedule recursive_allgather(int n, uint64_t count, DType dtype, Placement placement) {
+  require_power_of_two("recursive_allgather", n, placement);
+  const bool compressed = placement == Placement::PerHop;
+  Schedule s = recursive_base(Collective::AllGather, n, count, dtype, placement);
+  const auto out = [&](int lo, int hi) {
+    const uint64_t b = block_of(count, n, lo).begin, e = block_of(count, n, hi - 1).end;
+    return Slice{BufKind::Output, 0, b, e - b};
+  };
+  for (int r = 0; r < n; ++r) {
+    RankProgram& rp = s.ranks[r];
+    const Block mine = block_of(count, n, r);
+    rp.input_count = mine.count();
+    rp.output_count = count;
+    Program p{rp};
+    p.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, mine.count()}, out(r, r + 1), {}, 0});
+    uint32_t step = 0;
+    int lo = r, hi = r + 1;
+    for (int d = 1; d < n; d *= 2, ++step) {  // the partner holds the adjacent range of equal size
+      const int size = hi - lo;
+      const int plo = (r & d) ? lo - size : hi;
+      p.send(r ^ d, out(lo, hi), compressed, step);
+      p.recv(r ^ d, out(plo, plo + size), compressed, step);
+      lo = std::min(lo, plo);
+      hi = std::max(hi, plo + size);
+    }
+  }
+  return s;
+}
+
 }  // namespace compcoll::sched

@@ -92,3 +92,41 @@ TEST_CASE("double binary tree allreduce computes the exact sum with every placem
     }
   }
 }
+
+TEST_CASE("recursive halving reduce-scatter and doubling allgather match the ring versions", "[schedule][recursive]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("gauss-exp");
+  opt.encode.chunk_elements = 32;
+  for (int n : {1, 2, 4, 8, 16, 64}) {
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(n + 3), uint64_t{1003}}) {
+      CAPTURE(n, count);
+      std::vector<std::vector<uint8_t>> inputs(n), blocks(n);
+      for (int r = 0; r < n; ++r) {
+        inputs[r].resize(count * 4);
+        for (uint64_t i = 0; i < count; ++i) {
+          const float v = static_cast<float>(static_cast<int>((r + i * 5) % 7) - 3);  // exact in any order
+          std::memcpy(inputs[r].data() + 4 * i, &v, 4);
+        }
+        blocks[r] = test::gaussian_bytes(DType::FP32, block_of(count, n, r).count(), 1.0, 60 + r);
+      }
+      const auto rs = run_reference(ring_reduce_scatter(n, count, DType::FP32), inputs);
+      const auto ag = run_reference(ring_allgather(n, count, DType::FP32), blocks);
+      for (Placement p : {Placement::None, Placement::PerHop}) {
+        CHECK(run_reference(recursive_reduce_scatter(n, count, DType::FP32, p), inputs, opt) == rs);
+        CHECK(run_reference(recursive_allgather(n, count, DType::FP32, p), blocks, opt) == ag);
+      }
+      if (n > 1) {
+        const StepBytes b = step_bytes(recursive_allgather(n, count, DType::FP32));
+        CHECK(b.steps == static_cast<uint32_t>(std::log2(n)));
+      }
+    }
+  }
+  const uint64_t count = 64 * 1024;
+  for (int n : {2, 8, 64})
+    for (const Schedule& s : {recursive_reduce_scatter(n, count, DType::FP32), recursive_allgather(n, count, DType::FP32)}) {
+      const StepBytes b = step_bytes(s);
+      for (int r = 0; r < n; ++r) CHECK(b.sent_bytes[r] == (n - 1) * (count / n) * 4);
+    }
+  CHECK_THROWS_AS(recursive_allgather(6, 10, DType::FP32), ScheduleError);
+  CHECK_THROWS_AS(recursive_reduce_scatter(4, 10, DType::FP32, Placement::CompressOnce), ScheduleError);
+}
