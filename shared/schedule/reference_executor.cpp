@@ -68,56 +68,102 @@ std::vector<std::vector<uint8_t>> run_reference(const Schedule& s,
     st[r].wire.resize(p.wire_buffers);
   }
   std::map<std::pair<int, int>, std::deque<std::vector<uint8_t>>> channel;
-  std::vector<size_t> pc(n, 0);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int r = 0; r < n; ++r) {
+  // Runs op i of rank r; false when it is a recv whose message has not arrived yet.
+  const auto execute = [&](int r, size_t i) -> bool {
+    const Op& op = s.ranks[r].ops[i];
+    RankState& me = st[r];
+    switch (op.kind) {
+      case OpKind::Send:
+        if (op.src.buf == BufKind::Wire) {
+          channel[{r, op.peer}].push_back(me.wire[op.src.index]);
+        } else {
+          const uint8_t* p = slice_ptr(me, op.src, es);
+          channel[{r, op.peer}].emplace_back(p, p + op.src.count * es);
+        }
+        break;
+      case OpKind::Recv: {
+        auto& q = channel[{op.peer, r}];
+        if (q.empty()) return false;
+        if (op.dst.buf == BufKind::Wire) me.wire[op.dst.index] = std::move(q.front());
+        else std::memcpy(slice_ptr(me, op.dst, es), q.front().data(), q.front().size());
+        q.pop_front();
+        break;
+      }
+      case OpKind::Reduce:
+        reduce_into(s.dtype, slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count);
+        break;
+      case OpKind::Copy:
+        std::memmove(slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count * es);
+        break;
+      case OpKind::Compress:
+        if (!opt.codec) throw ScheduleError("run_reference: the schedule compresses but no codec was given");
+        me.wire[op.dst.index] = encode(*opt.codec, s.dtype, slice_ptr(me, op.src, es), op.src.count, opt.encode);
+        break;
+      case OpKind::Decompress: {
+        const auto& w = me.wire[op.src.index];
+        const StreamInfo info = decode(w.data(), w.size(), slice_ptr(me, op.dst, es), op.dst.count * es);
+        if (info.elements != op.dst.count)
+          throw ScheduleError("run_reference: rank " + std::to_string(r) + " op " + std::to_string(i) +
+                              ": decompressed " + std::to_string(info.elements) + " elements into a slice of " +
+                              std::to_string(op.dst.count));
+        break;
+      }
+    }
+    return true;
+  };
+  if (opt.order_seed == 0) {
+    // Program order; validate() proved every recv's message arrives.
+    std::vector<size_t> pc(n, 0);
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int r = 0; r < n; ++r)
+        for (; pc[r] < s.ranks[r].ops.size() && execute(r, pc[r]); ++pc[r]) progress = true;
+    }
+  } else {
+    // Any order the dependencies allow, drawn at random: an op runs once its deps are done,
+    // and sends to (recvs from) one peer keep their program order, since messages between a
+    // pair match in order. A builder that left out a dependency shows as a different result.
+    uint64_t rng = opt.order_seed;
+    const auto next_random = [&rng] {
+      uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      return z ^ (z >> 31);
+    };
+    std::vector<std::vector<char>> done(n);
+    for (int r = 0; r < n; ++r) done[r].assign(s.ranks[r].ops.size(), 0);
+    const auto ready = [&](int r, size_t i) {
       const auto& ops = s.ranks[r].ops;
-      while (pc[r] < ops.size()) {
-        const Op& op = ops[pc[r]];
-        RankState& me = st[r];
-        switch (op.kind) {
-          case OpKind::Send:
-            if (op.src.buf == BufKind::Wire) {
-              channel[{r, op.peer}].push_back(me.wire[op.src.index]);
-            } else {
-              const uint8_t* p = slice_ptr(me, op.src, es);
-              channel[{r, op.peer}].emplace_back(p, p + op.src.count * es);
-            }
-            break;
-          case OpKind::Recv: {
-            auto& q = channel[{op.peer, r}];
-            if (q.empty()) goto blocked;  // validate() proved it will arrive
-            if (op.dst.buf == BufKind::Wire) me.wire[op.dst.index] = std::move(q.front());
-            else std::memcpy(slice_ptr(me, op.dst, es), q.front().data(), q.front().size());
-            q.pop_front();
-            break;
-          }
-          case OpKind::Reduce:
-            reduce_into(s.dtype, slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count);
-            break;
-          case OpKind::Copy:
-            std::memmove(slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count * es);
-            break;
-          case OpKind::Compress:
-            if (!opt.codec) throw ScheduleError("run_reference: the schedule compresses but no codec was given");
-            me.wire[op.dst.index] = encode(*opt.codec, s.dtype, slice_ptr(me, op.src, es), op.src.count, opt.encode);
-            break;
-          case OpKind::Decompress: {
-            const auto& w = me.wire[op.src.index];
-            const StreamInfo info = decode(w.data(), w.size(), slice_ptr(me, op.dst, es), op.dst.count * es);
-            if (info.elements != op.dst.count)
-              throw ScheduleError("run_reference: rank " + std::to_string(r) + " op " + std::to_string(pc[r]) +
-                                  ": decompressed " + std::to_string(info.elements) + " elements into a slice of " +
-                                  std::to_string(op.dst.count));
-            break;
+      for (uint32_t d : ops[i].deps)
+        if (!done[r][d]) return false;
+      if (ops[i].kind == OpKind::Send || ops[i].kind == OpKind::Recv)
+        for (size_t j = 0; j < i; ++j)
+          if (!done[r][j] && ops[j].kind == ops[i].kind && ops[j].peer == ops[i].peer) return false;
+      return true;
+    };
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int r = 0; r < n; ++r) {
+        std::vector<size_t> candidates;
+        for (size_t i = 0; i < s.ranks[r].ops.size(); ++i)
+          if (!done[r][i] && ready(r, i)) candidates.push_back(i);
+        while (!candidates.empty()) {
+          const size_t pick = next_random() % candidates.size();
+          const size_t i = candidates[pick];
+          candidates.erase(candidates.begin() + static_cast<long>(pick));
+          if (execute(r, i)) {
+            done[r][i] = 1;
+            progress = true;
+            break;  // the set of ready ops changed
           }
         }
-        ++pc[r];
-        progress = true;
       }
-    blocked:;
     }
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < done[r].size(); ++i)
+        if (!done[r][i])
+          throw ScheduleError("run_reference: rank " + std::to_string(r) + " op " + std::to_string(i) +
+                              " never became ready in dependency order (a dependency cycle through messages)");
   }
   std::vector<std::vector<uint8_t>> out(n);
   for (int r = 0; r < n; ++r) out[r] = std::move(st[r].output);

@@ -14,6 +14,10 @@ namespace compcoll::sched {
 struct ReferenceOptions {
   const Codec* codec = nullptr;  // for compress ops; required if the schedule compresses
   EncodeOptions encode;
+  // 0: every rank runs its program in order. Otherwise ops run in a random order (from this
+  // seed) that respects only the dependencies and the per-peer message order: what a
+  // concurrent executor may do. A schedule whose result changes has a missing dependency.
+  uint64_t order_seed = 0;
 };
 
 // inputs[r]: rank r's input, input_count * dtype_size bytes. Returns each rank's output.
