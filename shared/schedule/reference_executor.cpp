@@ -1,7 +1,9 @@
 // shared/schedule/reference_executor.cpp — in-process executor over host buffers.
 #include "schedule/reference_executor.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <deque>
 #include <map>
 
@@ -46,7 +48,42 @@ void reduce_into(DType dtype, uint8_t* dst, const uint8_t* src, uint64_t count) 
   }
 }
 
+double element_value(DType dtype, const uint8_t* p, uint64_t i) {
+  if (dtype == DType::FP32) {
+    float f;
+    std::memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+  uint16_t b;
+  std::memcpy(&b, p + 2 * i, 2);
+  return dtype == DType::BF16 ? bf16_to_float(b) : fp16_to_float(b);
+}
+
 }  // namespace
+
+OutputError compare_outputs(DType dtype, const std::vector<std::vector<uint8_t>>& got,
+                            const std::vector<std::vector<uint8_t>>& want) {
+  if (got.size() != want.size())
+    throw ScheduleError("compare_outputs: " + std::to_string(got.size()) + " outputs against " + std::to_string(want.size()));
+  const size_t es = dtype_size(dtype);
+  OutputError e;
+  double diff2 = 0, ref2 = 0;
+  for (size_t r = 0; r < got.size(); ++r) {
+    if (got[r].size() != want[r].size())
+      throw ScheduleError("compare_outputs: rank " + std::to_string(r) + " output sizes differ");
+    for (uint64_t i = 0; i < got[r].size() / es; ++i) {
+      const double g = element_value(dtype, got[r].data(), i), w = element_value(dtype, want[r].data(), i);
+      double d = std::fabs(g - w);
+      if (std::isnan(d)) d = (std::isnan(g) && std::isnan(w)) ? 0 : std::numeric_limits<double>::infinity();
+      e.max_abs = std::max(e.max_abs, d);
+      diff2 += d * d;
+      if (std::isfinite(w)) ref2 += w * w;
+      ++e.elements;
+    }
+  }
+  e.rel_l2 = diff2 == 0 ? 0 : (ref2 == 0 ? std::numeric_limits<double>::infinity() : std::sqrt(diff2 / ref2));
+  return e;
+}
 
 std::vector<std::vector<uint8_t>> run_reference(const Schedule& s,
                                                 const std::vector<std::vector<uint8_t>>& inputs,

@@ -2,6 +2,8 @@
 // group size: the compressed schedule's output is bitwise the uncompressed one's.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "schedule/algorithms.h"
@@ -89,4 +91,22 @@ TEST_CASE("dependencies are complete: any dependency-respecting order gives the 
     differs = run_reference(broken, inputs, shuffled) != in_order;
   }
   CHECK(differs);
+}
+
+TEST_CASE("compare_outputs measures max and relative L2 error", "[schedule][error]") {
+  const auto f32 = [](std::vector<float> v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  const std::vector<std::vector<uint8_t>> want = {f32({3, 4}), f32({0, 0})};
+  const OutputError same = compare_outputs(DType::FP32, want, want);
+  CHECK(same.max_abs == 0);
+  CHECK(same.rel_l2 == 0);
+  CHECK(same.elements == 4);
+  const OutputError e = compare_outputs(DType::FP32, {f32({3, 4}), f32({0, 0.5f})}, want);
+  CHECK(e.max_abs == Approx(0.5));
+  CHECK(e.rel_l2 == Approx(0.5 / 5.0));
+  CHECK(std::isinf(compare_outputs(DType::FP32, {f32({3, NAN}), f32({0, 0})}, want).max_abs));
+  CHECK_THROWS_AS(compare_outputs(DType::FP32, {f32({3, 4})}, want), ScheduleError);
 }
