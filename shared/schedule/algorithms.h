@@ -25,6 +25,10 @@ enum class Placement : uint8_t {
 };
 std::string_view placement_name(Placement p);
 
+// An empty schedule of n ranks for a builder to fill; its algorithm reads "NAME/PLACEMENT".
+Schedule make_schedule(Collective c, std::string_view algorithm, Placement placement, int n, uint64_t count,
+                       DType dtype);
+
 // Splitting a message: `channels` parts run side by side, each cut into `chunks` pieces that
 // follow each other through the algorithm one step apart (pipelining). Each piece's ops form
 // their own dependency chain, so an executor may run pieces concurrently.

@@ -16,12 +16,8 @@ Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype,
                           " entries, expected " + std::to_string(n));
   if (placement == Placement::ZipCCL)
     throw ScheduleError("alltoall: placement zipccl is for allreduce; use none, per-hop or compress-once");
-  Schedule s;
-  s.collective = Collective::AllToAll;
-  s.algorithm = std::string(order == AllToAllOrder::Direct ? "direct" : "pairwise") + "/" +
-                std::string(placement_name(placement));
-  s.dtype = dtype;
-  s.ranks.resize(n);
+  Schedule s = make_schedule(Collective::AllToAll, order == AllToAllOrder::Direct ? "direct" : "pairwise", placement,
+                             n, 0, dtype);
   // send_at[i][j]: offset of i's block for j in i's input; recv_at[i][j]: offset of the block
   // from i in j's output.
   std::vector<std::vector<uint64_t>> send_at(n, std::vector<uint64_t>(n)), recv_at(n, std::vector<uint64_t>(n));

@@ -11,12 +11,7 @@ Schedule broadcast_base(const char* what, int n, int root, uint64_t count, DType
     throw ScheduleError(std::string(what) + ": root " + std::to_string(root) + " outside the group of " + std::to_string(n));
   if (placement == Placement::ZipCCL)
     throw ScheduleError(std::string(what) + ": placement zipccl is for allreduce; use none, per-hop or compress-once");
-  Schedule s;
-  s.collective = Collective::Broadcast;
-  s.algorithm = algorithm + "/" + std::string(placement_name(placement));
-  s.dtype = dtype;
-  s.count = count;
-  s.ranks.resize(n);
+  Schedule s = make_schedule(Collective::Broadcast, algorithm, placement, n, count, dtype);
   for (int r = 0; r < n; ++r) {
     s.ranks[r].input_count = r == root ? count : 0;
     s.ranks[r].output_count = count;

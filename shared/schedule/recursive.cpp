@@ -37,12 +37,7 @@ Schedule recursive_allreduce(int n, uint64_t count, DType dtype, Placement place
                         "use none, per-hop or zipccl");
   const bool rs_compressed = placement != Placement::None;
   const bool ag_compressed = placement != Placement::None;
-  Schedule s;
-  s.collective = Collective::AllReduce;
-  s.algorithm = "recursive-halving-doubling/" + std::string(placement_name(placement));
-  s.dtype = dtype;
-  s.count = count;
-  s.ranks.resize(n);
+  Schedule s = make_schedule(Collective::AllReduce, "recursive-halving-doubling", placement, n, count, dtype);
   int pof2 = 1;
   while (pof2 * 2 <= n) pof2 *= 2;
   const int rem = n - pof2;
@@ -124,22 +119,12 @@ void require_power_of_two(const char* what, int n, Placement placement) {
                         " is not built for recursive halving/doubling; use none or per-hop");
 }
 
-Schedule recursive_base(Collective c, int n, uint64_t count, DType dtype, Placement placement) {
-  Schedule s;
-  s.collective = c;
-  s.algorithm = "recursive-halving-doubling/" + std::string(placement_name(placement));
-  s.dtype = dtype;
-  s.count = count;
-  s.ranks.resize(n);
-  return s;
-}
-
 }  // namespace
 
 Schedule recursive_reduce_scatter(int n, uint64_t count, DType dtype, Placement placement) {
   require_power_of_two("recursive_reduce_scatter", n, placement);
   const bool compressed = placement == Placement::PerHop;
-  Schedule s = recursive_base(Collective::ReduceScatter, n, count, dtype, placement);
+  Schedule s = make_schedule(Collective::ReduceScatter, "recursive-halving-doubling", placement, n, count, dtype);
   const auto range = [&](int lo, int hi) {
     const uint64_t b = block_of(count, n, lo).begin, e = block_of(count, n, hi - 1).end;
     return std::pair<uint64_t, uint64_t>{b, e};
@@ -175,7 +160,7 @@ Schedule recursive_reduce_scatter(int n, uint64_t count, DType dtype, Placement 
 Schedule recursive_allgather(int n, uint64_t count, DType dtype, Placement placement) {
   require_power_of_two("recursive_allgather", n, placement);
   const bool compressed = placement == Placement::PerHop;
-  Schedule s = recursive_base(Collective::AllGather, n, count, dtype, placement);
+  Schedule s = make_schedule(Collective::AllGather, "recursive-halving-doubling", placement, n, count, dtype);
   const auto out = [&](int lo, int hi) {
     const uint64_t b = block_of(count, n, lo).begin, e = block_of(count, n, hi - 1).end;
     return Slice{BufKind::Output, 0, b, e - b};

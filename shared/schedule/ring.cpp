@@ -20,6 +20,17 @@ std::string_view placement_name(Placement p) {
   return "unknown";
 }
 
+Schedule make_schedule(Collective c, std::string_view algorithm, Placement placement, int n, uint64_t count,
+                       DType dtype) {
+  Schedule s;
+  s.collective = c;
+  s.algorithm = std::string(algorithm) + "/" + std::string(placement_name(placement));
+  s.dtype = dtype;
+  s.count = count;
+  s.ranks.resize(n);
+  return s;
+}
+
 namespace {
 
 // Builds one rank's part of a ring over `group` (real ranks, in ring order) on the elements
@@ -118,13 +129,7 @@ std::vector<int> whole_group(int n) {
 
 Schedule ring_base(Collective c, const char* what, int n, uint64_t count, DType dtype, Placement placement) {
   if (n < 1) throw ScheduleError(std::string(what) + ": group size must be >= 1, got " + std::to_string(n));
-  Schedule s;
-  s.collective = c;
-  s.algorithm = "ring/" + std::string(placement_name(placement));
-  s.dtype = dtype;
-  s.count = count;
-  s.ranks.resize(n);
-  return s;
+  return make_schedule(c, "ring", placement, n, count, dtype);
 }
 
 uint64_t largest_block(uint64_t count, int n) {
@@ -214,8 +219,7 @@ Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DT
     throw ScheduleError("hierarchical_allreduce: nodes and gpus_per_node must be >= 1, got " + std::to_string(nodes) +
                         " x " + std::to_string(gpus_per_node));
   const int g = gpus_per_node, n = nodes * g;
-  Schedule s = ring_base(Collective::AllReduce, "hierarchical_allreduce", n, count, dtype, placement);
-  s.algorithm = "hierarchical-ring/" + std::string(placement_name(placement));
+  Schedule s = make_schedule(Collective::AllReduce, "hierarchical-ring", placement, n, count, dtype);
   const bool rs_compressed = placement == Placement::PerHop || placement == Placement::ZipCCL;
   for (int r = 0; r < n; ++r) {
     RankProgram& p = s.ranks[r];

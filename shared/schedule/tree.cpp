@@ -9,12 +9,7 @@ Schedule double_tree_allreduce(int n, uint64_t count, DType dtype, Placement pla
   const bool up_compressed = placement == Placement::PerHop || placement == Placement::ZipCCL;
   const bool down_per_hop = placement == Placement::PerHop;
   const bool down_once = placement == Placement::CompressOnce || placement == Placement::ZipCCL;
-  Schedule s;
-  s.collective = Collective::AllReduce;
-  s.algorithm = "double-binary-tree/" + std::string(placement_name(placement));
-  s.dtype = dtype;
-  s.count = count;
-  s.ranks.resize(n);
+  Schedule s = make_schedule(Collective::AllReduce, "double-binary-tree", placement, n, count, dtype);
   for (int r = 0; r < n; ++r) {
     s.ranks[r].input_count = s.ranks[r].output_count = count;
     s.ranks[r].scratch_counts = {count / 2 + 1};
