@@ -23,29 +23,37 @@ Schedule broadcast_base(const char* what, int n, int root, uint64_t count, DType
 
 // Moves `piece` of the output from `from` to each of `to`, at `step`, with the placement:
 // compress-once: `from` forwards the wire it received (or the root compresses once);
-// per-hop: every sender compresses its own output. `held[r]` is rank r's wire for the piece.
+// per-hop: every sender compresses its own output. `held[r]` is rank r's wire for the piece;
+// `last[r]` the last op of rank r's dependency chain for the piece.
 void hop(Schedule& s, int from, const std::vector<int>& to, const Slice& piece, Placement placement, int root,
-         uint32_t step, std::vector<int64_t>& held) {
+         uint32_t step, std::vector<int64_t>& held, std::vector<int64_t>& last) {
   RankProgram& src = s.ranks[from];
   if (placement == Placement::None) {
     for (int t : to) {
-      append_chained(src, {OpKind::Send, t, piece, {}, {}, step});
-      append_chained(s.ranks[t], {OpKind::Recv, from, {}, piece, {}, step});
+      append_after(src, {OpKind::Send, t, piece, {}, {}, step}, last[from]);
+      append_after(s.ranks[t], {OpKind::Recv, from, {}, piece, {}, step}, last[t]);
     }
     return;
   }
   const bool compress_here = placement == Placement::PerHop || from == root;
   if (compress_here || held[from] < 0) {
     held[from] = src.wire_buffers++;
-    append_chained(src, {OpKind::Compress, -1, piece, wire_slice(static_cast<uint32_t>(held[from])), {}, step});
+    append_after(src, {OpKind::Compress, -1, piece, wire_slice(static_cast<uint32_t>(held[from])), {}, step}, last[from]);
   }
   for (int t : to) {
-    append_chained(src, {OpKind::Send, t, wire_slice(static_cast<uint32_t>(held[from])), {}, {}, step});
+    append_after(src, {OpKind::Send, t, wire_slice(static_cast<uint32_t>(held[from])), {}, {}, step}, last[from]);
     RankProgram& dst = s.ranks[t];
     held[t] = dst.wire_buffers++;
-    append_chained(dst, {OpKind::Recv, from, {}, wire_slice(static_cast<uint32_t>(held[t])), {}, step});
-    append_chained(dst, {OpKind::Decompress, -1, wire_slice(static_cast<uint32_t>(held[t])), piece, {}, step});
+    append_after(dst, {OpKind::Recv, from, {}, wire_slice(static_cast<uint32_t>(held[t])), {}, step}, last[t]);
+    append_after(dst, {OpKind::Decompress, -1, wire_slice(static_cast<uint32_t>(held[t])), piece, {}, step}, last[t]);
   }
+}
+
+// Each rank's chain starts after its first op (the root's copy of its input) or at nothing.
+std::vector<int64_t> chain_starts(const Schedule& s) {
+  std::vector<int64_t> last(s.ranks.size());
+  for (size_t r = 0; r < s.ranks.size(); ++r) last[r] = s.ranks[r].ops.empty() ? -1 : 0;
+  return last;
 }
 
 }  // namespace
@@ -54,13 +62,15 @@ Schedule chain_broadcast(int n, int root, uint64_t count, DType dtype, uint32_t 
   if (chunks < 1) throw ScheduleError("chain_broadcast: chunks must be >= 1");
   Schedule s = broadcast_base("chain_broadcast", n, root, count, dtype, placement, "chain");
   // Chunk j leaves the root at step j and reaches hop h at step j + h - 1. Programs list a
-  // rank's ops chunk by chunk: receive chunk j, then pass it on.
+  // rank's ops chunk by chunk: receive chunk j, then pass it on. Each chunk is its own
+  // dependency chain, so a rank may forward chunk j while it receives chunk j+1.
+  const std::vector<int64_t> start = chain_starts(s);
   for (uint32_t j = 0; j < chunks; ++j) {
     const Block b = block_of(count, static_cast<int>(chunks), static_cast<int>(j));
     const Slice piece{BufKind::Output, 0, b.begin, b.count()};
-    std::vector<int64_t> held(n, -1);
+    std::vector<int64_t> held(n, -1), last = start;
     for (int h = 0; h + 1 < n; ++h)
-      hop(s, (root + h) % n, {(root + h + 1) % n}, piece, placement, root, j + static_cast<uint32_t>(h), held);
+      hop(s, (root + h) % n, {(root + h + 1) % n}, piece, placement, root, j + static_cast<uint32_t>(h), held, last);
   }
   return s;
 }
@@ -68,7 +78,7 @@ Schedule chain_broadcast(int n, int root, uint64_t count, DType dtype, uint32_t 
 Schedule tree_broadcast(int n, int root, uint64_t count, DType dtype, Placement placement) {
   Schedule s = broadcast_base("tree_broadcast", n, root, count, dtype, placement, "binary-tree");
   const Slice all{BufKind::Output, 0, 0, count};
-  std::vector<int64_t> held(n, -1);
+  std::vector<int64_t> held(n, -1), last = chain_starts(s);
   // Virtual rank v = (r - root) mod n; children of v are 2v+1 and 2v+2; depth d sends at step d.
   for (int v = 0; v < n; ++v) {
     std::vector<int> to;
@@ -77,7 +87,7 @@ Schedule tree_broadcast(int n, int root, uint64_t count, DType dtype, Placement 
     if (to.empty()) continue;
     uint32_t depth = 0;
     for (int x = v; x > 0; x = (x - 1) / 2) ++depth;
-    hop(s, (v + root) % n, to, all, placement, root, depth, held);
+    hop(s, (v + root) % n, to, all, placement, root, depth, held, last);
   }
   return s;
 }

@@ -55,11 +55,7 @@ class RingRank {
   static Slice wire(uint32_t w) { return wire_slice(w); }
   uint32_t new_wire() { return p_.wire_buffers++; }
   void after(int64_t op) { last_ = op; }
-  void add(Op op) {
-    if (last_ >= 0) op.deps = {static_cast<uint32_t>(last_)};
-    last_ = static_cast<int64_t>(p_.ops.size());
-    p_.ops.push_back(std::move(op));
-  }
+  void add(Op op) { append_after(p_, std::move(op), last_); }
 
   // Reduce-scatter step k of n-1; `acc` (output or a scratch buffer) accumulates; after the
   // last step the rank owns block `owned`.

@@ -77,9 +77,15 @@ std::string_view op_name(OpKind k) {
   return "unknown";
 }
 
-void append_chained(RankProgram& p, Op op) {
-  if (!p.ops.empty()) op.deps = {static_cast<uint32_t>(p.ops.size() - 1)};
+void append_after(RankProgram& p, Op op, int64_t& last) {
+  if (last >= 0) op.deps = {static_cast<uint32_t>(last)};
+  last = static_cast<int64_t>(p.ops.size());
   p.ops.push_back(std::move(op));
+}
+
+void append_chained(RankProgram& p, Op op) {
+  int64_t last = static_cast<int64_t>(p.ops.size()) - 1;
+  append_after(p, std::move(op), last);
 }
 
 void validate(const Schedule& s) {

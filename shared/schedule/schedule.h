@@ -56,8 +56,10 @@ struct Schedule {
   int size() const { return static_cast<int>(ranks.size()); }
 };
 
-// Builders' helpers. append_chained adds `op` to `p` depending on the op before it: the
-// simplest correct order, which every builder uses until pipelining comes.
+// Builders' helpers. append_after adds `op` to `p` depending on op `last` (none if
+// negative) and makes it the new `last`: one dependency chain, of which a rank may run several
+// side by side. append_chained chains to the op before it in the program.
+void append_after(RankProgram& p, Op op, int64_t& last);
 void append_chained(RankProgram& p, Op op);
 inline Slice wire_slice(uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; }
 
