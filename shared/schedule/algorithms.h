@@ -94,4 +94,12 @@ enum class AllToAllOrder : uint8_t { Direct, Pairwise };
 Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype,
                   AllToAllOrder order = AllToAllOrder::Pairwise, Placement placement = Placement::None);
 
+// Hierarchical all-to-all(v) over nodes of gpus_per_node ranks (rank = node * g + local), same
+// layouts as alltoall(): inside each node, rank (k, l) sends local rank l' one packed message
+// with everything it has for ranks (*, l'); then (k, l') sends each (k', l') one message with
+// the blocks from node k to it. Two steps; g-1 + nodes-1 messages per rank instead of n-1.
+// Placements: none, per-hop (each packed message compressed).
+Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
+                               Placement placement = Placement::None);
+
 }  // namespace compcoll::sched

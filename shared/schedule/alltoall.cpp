@@ -72,3 +72,100 @@ Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype,
 }
 
 }  // namespace compcoll::sched
+
+namespace compcoll::sched {
+
+Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
+                               Placement placement) {
+  const int n = static_cast<int>(counts.size()), g = gpus_per_node;
+  if (g < 1 || n < 1 || n % g != 0)
+    throw ScheduleError("hierarchical_alltoall: " + std::to_string(n) + " ranks is not a multiple of gpus_per_node " +
+                        std::to_string(g));
+  if (placement == Placement::CompressOnce || placement == Placement::ZipCCL)
+    throw ScheduleError("hierarchical_alltoall: placement " + std::string(placement_name(placement)) +
+                        " is not built (blocks are repacked between phases); use none or per-hop");
+  const int nodes = n / g;
+  // The direct schedule fixes the input and output layouts; its programs are replaced.
+  Schedule s = alltoall(counts, dtype, AllToAllOrder::Direct, Placement::None);
+  s.algorithm = "hierarchical/" + std::string(placement_name(placement));
+  const bool compressed = placement == Placement::PerHop;
+  const auto rank_of = [g](int node, int local) { return node * g + local; };
+  // Offsets of i's block for j in i's input, and of the block from i in j's output.
+  std::vector<std::vector<uint64_t>> send_at(n, std::vector<uint64_t>(n)), recv_at(n, std::vector<uint64_t>(n));
+  for (int i = 0; i < n; ++i)
+    for (int j = 1; j < n; ++j) send_at[i][j] = send_at[i][j - 1] + counts[i][j - 1];
+  for (int j = 0; j < n; ++j)
+    for (int i = 1; i < n; ++i) recv_at[i][j] = recv_at[i - 1][j] + counts[i - 1][j];
+  for (int me = 0; me < n; ++me) {
+    RankProgram& p = s.ranks[me];
+    p.ops.clear();
+    p.wire_buffers = 0;
+    const int k = me / g, l = me % g;
+    // Scratch 0, "gathered": after phase 1, for each source local rank sl (in order) the blocks
+    // from (k, sl) to (dk, l) for each node dk (in order). Scratch 1: packing area.
+    std::vector<std::vector<uint64_t>> gathered_at(g, std::vector<uint64_t>(nodes + 1));
+    uint64_t total = 0;
+    for (int sl = 0; sl < g; ++sl) {
+      for (int dk = 0; dk < nodes; ++dk) {
+        gathered_at[sl][dk] = total;
+        total += counts[rank_of(k, sl)][rank_of(dk, l)];
+      }
+      gathered_at[sl][nodes] = total;
+    }
+    p.scratch_counts = {total, std::max<uint64_t>(p.input_count, total)};
+    const auto send = [&](int peer, const Slice& src, uint32_t step) {
+      if (!compressed) return append_chained(p, {OpKind::Send, peer, src, {}, {}, step});
+      const uint32_t w = p.wire_buffers++;
+      append_chained(p, {OpKind::Compress, -1, src, wire_slice(w), {}, step});
+      append_chained(p, {OpKind::Send, peer, wire_slice(w), {}, {}, step});
+    };
+    const auto recv = [&](int peer, const Slice& dst, uint32_t step) {
+      if (!compressed) return append_chained(p, {OpKind::Recv, peer, {}, dst, {}, step});
+      const uint32_t w = p.wire_buffers++;
+      append_chained(p, {OpKind::Recv, peer, {}, wire_slice(w), {}, step});
+      append_chained(p, {OpKind::Decompress, -1, wire_slice(w), dst, {}, step});
+    };
+    // Phase 1, inside the node: to each local rank dl, everything this rank has for ranks
+    // (*, dl), packed node by node.
+    for (int dl = 0; dl < g; ++dl) {
+      uint64_t packed = 0;
+      for (int dk = 0; dk < nodes; ++dk) {
+        const int dst = rank_of(dk, dl);
+        const uint64_t c = counts[me][dst];
+        const Slice from{BufKind::Input, 0, send_at[me][dst], c};
+        const Slice to = dl == l ? Slice{BufKind::Scratch, 0, gathered_at[l][dk], c} : Slice{BufKind::Scratch, 1, packed, c};
+        if (c) append_chained(p, {OpKind::Copy, -1, from, to, {}, 0});
+        packed += c;
+      }
+      if (dl != l) send(rank_of(k, dl), Slice{BufKind::Scratch, 1, 0, packed}, 0);
+    }
+    for (int sl = 0; sl < g; ++sl)
+      if (sl != l)
+        recv(rank_of(k, sl),
+             Slice{BufKind::Scratch, 0, gathered_at[sl][0], gathered_at[sl][nodes] - gathered_at[sl][0]}, 0);
+    // Phase 2, across nodes: to (dk, l), the blocks from (k, *) to it, packed by source local
+    // rank — which is exactly their order in its output.
+    for (int dk = 0; dk < nodes; ++dk) {
+      const int dst = rank_of(dk, l);
+      uint64_t packed = 0;
+      const bool local = dk == k;
+      for (int sl = 0; sl < g; ++sl) {
+        const uint64_t c = counts[rank_of(k, sl)][dst];
+        const Slice from{BufKind::Scratch, 0, gathered_at[sl][dk], c};
+        const Slice to = local ? Slice{BufKind::Output, 0, recv_at[rank_of(k, sl)][me], c} : Slice{BufKind::Scratch, 1, packed, c};
+        if (c) append_chained(p, {OpKind::Copy, -1, from, to, {}, 1});
+        packed += c;
+      }
+      if (!local) send(dst, Slice{BufKind::Scratch, 1, 0, packed}, 1);
+    }
+    for (int sk = 0; sk < nodes; ++sk) {
+      if (sk == k) continue;
+      const int first = rank_of(sk, 0);
+      const uint64_t c = recv_at[first + g - 1][me] + counts[first + g - 1][me] - recv_at[first][me];
+      recv(rank_of(sk, l), Slice{BufKind::Output, 0, recv_at[first][me], c}, 1);
+    }
+  }
+  return s;
+}
+
+}  // namespace compcoll::sched

@@ -85,3 +85,35 @@ TEST_CASE("all-to-all(v) delivers every block with uneven counts", "[schedule][a
   }
   CHECK_THROWS_AS(alltoall({{1, 2}, {3}}, DType::FP16), ScheduleError);
 }
+
+TEST_CASE("hierarchical all-to-all(v) equals the direct one and sends fewer messages", "[schedule][alltoall][hierarchical]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("gauss-exp");
+  opt.encode.chunk_elements = 32;
+  test::SplitMix64 rng{17};
+  for (auto [nodes, g] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 4}, {3, 2}, {4, 8}}) {
+    const int n = nodes * g;
+    std::vector<std::vector<uint64_t>> counts(n, std::vector<uint64_t>(n));
+    for (auto& row : counts)
+      for (auto& c : row) c = rng.next() % 3 == 0 ? 0 : rng.next() % 200;
+    std::vector<std::vector<uint8_t>> inputs(n);
+    for (int i = 0; i < n; ++i) {
+      uint64_t total = 0;
+      for (int j = 0; j < n; ++j) total += counts[i][j];
+      inputs[i] = test::gaussian_bytes(DType::BF16, total, 0.5, 300 + i);
+    }
+    const auto want = run_reference(alltoall(counts, DType::BF16, AllToAllOrder::Direct), inputs);
+    for (Placement p : {Placement::None, Placement::PerHop}) {
+      const Schedule s = hierarchical_alltoall(counts, g, DType::BF16, p);
+      CAPTURE(nodes, g, placement_name(p));
+      REQUIRE(run_reference(s, inputs, opt) == want);
+      ReferenceOptions shuffled = opt;
+      shuffled.order_seed = 3;
+      REQUIRE(run_reference(s, inputs, shuffled) == want);
+      size_t sends = 0;
+      for (const Op& op : s.ranks[0].ops) sends += op.kind == OpKind::Send;
+      CHECK(sends == static_cast<size_t>((g - 1) + (nodes - 1)));
+    }
+  }
+  CHECK_THROWS_AS(hierarchical_alltoall({{1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, 2, DType::BF16), ScheduleError);
+}
