@@ -15,6 +15,8 @@ struct Block {
   uint64_t count() const { return end - begin; }
 };
 Block block_of(uint64_t count, int parts, int b);
+// The element range of blocks [lo, hi) (empty when hi <= lo).
+Block blocks_of(uint64_t count, int parts, int lo, int hi);
 
 // Where compression goes in a schedule (docs/SCHEDULES.md).
 enum class Placement : uint8_t {

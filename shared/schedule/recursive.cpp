@@ -43,9 +43,8 @@ Schedule recursive_allreduce(int n, uint64_t count, DType dtype, Placement place
   const int rem = n - pof2;
   // Element range of blocks [lo, hi) when `count` is split into pof2 blocks.
   const auto range = [&](int lo, int hi) {
-    const uint64_t b = block_of(count, pof2, lo).begin;
-    const uint64_t e = hi > lo ? block_of(count, pof2, hi - 1).end : b;
-    return std::pair<uint64_t, uint64_t>{b, e};
+    const Block b = blocks_of(count, pof2, lo, hi);
+    return std::pair<uint64_t, uint64_t>{b.begin, b.end};
   };
   const auto out = [&](std::pair<uint64_t, uint64_t> r) { return Slice{BufKind::Output, 0, r.first, r.second - r.first}; };
   const auto tmp = [&](std::pair<uint64_t, uint64_t> r) { return Slice{BufKind::Scratch, 0, 0, r.second - r.first}; };
@@ -126,8 +125,8 @@ Schedule recursive_reduce_scatter(int n, uint64_t count, DType dtype, Placement 
   const bool compressed = placement == Placement::PerHop;
   Schedule s = make_schedule(Collective::ReduceScatter, "recursive-halving-doubling", placement, n, count, dtype);
   const auto range = [&](int lo, int hi) {
-    const uint64_t b = block_of(count, n, lo).begin, e = block_of(count, n, hi - 1).end;
-    return std::pair<uint64_t, uint64_t>{b, e};
+    const Block b = blocks_of(count, n, lo, hi);
+    return std::pair<uint64_t, uint64_t>{b.begin, b.end};
   };
   for (int r = 0; r < n; ++r) {
     RankProgram& rp = s.ranks[r];
@@ -162,8 +161,8 @@ Schedule recursive_allgather(int n, uint64_t count, DType dtype, Placement place
   const bool compressed = placement == Placement::PerHop;
   Schedule s = make_schedule(Collective::AllGather, "recursive-halving-doubling", placement, n, count, dtype);
   const auto out = [&](int lo, int hi) {
-    const uint64_t b = block_of(count, n, lo).begin, e = block_of(count, n, hi - 1).end;
-    return Slice{BufKind::Output, 0, b, e - b};
+    const Block b = blocks_of(count, n, lo, hi);
+    return Slice{BufKind::Output, 0, b.begin, b.count()};
   };
   for (int r = 0; r < n; ++r) {
     RankProgram& rp = s.ranks[r];

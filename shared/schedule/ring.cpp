@@ -10,6 +10,11 @@ Block block_of(uint64_t count, int parts, int b) {
   return {begin, begin + base + (ub < extra ? 1 : 0)};
 }
 
+Block blocks_of(uint64_t count, int parts, int lo, int hi) {
+  const uint64_t begin = block_of(count, parts, lo).begin;
+  return {begin, hi > lo ? block_of(count, parts, hi - 1).end : begin};
+}
+
 std::string_view placement_name(Placement p) {
   switch (p) {
     case Placement::None: return "none";
