@@ -69,30 +69,6 @@ double best_seconds(const std::function<void()>& fn, double min_time) {
   return best;
 }
 
-uint32_t exponent_of(DType dtype, const uint8_t* p) {
-  uint32_t v = 0;
-  std::memcpy(&v, p, dtype_size(dtype));
-  switch (dtype) {
-    case DType::BF16: return (v >> 7) & 0xFF;
-    case DType::FP16: return (v >> 10) & 0x1F;
-    case DType::FP32: return (v >> 23) & 0xFF;
-  }
-  return 0;
-}
-
-// Order-0 bound: bits / (bits - exponent bits + H(exponent)); 16/(8+H) for bf16.
-double exponent_bound(const TensorData& t) {
-  std::vector<size_t> hist(256, 0);
-  const size_t es = dtype_size(t.dtype), n = t.elements();
-  if (n == 0) return 1.0;
-  for (size_t i = 0; i < n; ++i) ++hist[exponent_of(t.dtype, t.bytes.data() + i * es)];
-  double h = 0;
-  for (size_t c : hist)
-    if (c) h -= static_cast<double>(c) / n * std::log2(static_cast<double>(c) / n);
-  const double bits = 8.0 * es, ebits = t.dtype == DType::FP16 ? 5 : 8;
-  return bits / (bits - ebits + h);
-}
-
 double gbps(size_t bytes, double seconds) { return seconds > 0 ? bytes / seconds / 1e9 : 0; }
 
 // The one place rows are printed, as a table or as JSON lines.
@@ -185,7 +161,7 @@ std::vector<Yardstick> yardsticks() {
 // Runs every selected codec and the yardsticks on one tensor; returns false if a check failed.
 bool bench_tensor(const TensorData& t, const Options& opt, const RowPrinter& printer) {
   const size_t bytes = t.bytes.size();
-  const double bound = exponent_bound(t);
+  const double bound = exponent_entropy(t.dtype, t.bytes.data(), t.elements()).bound;
   std::vector<uint8_t> copy(bytes);
   const double memcpy_gbps = gbps(bytes, best_seconds([&] { std::memcpy(copy.data(), t.bytes.data(), bytes); }, opt.min_time));
   bool ok = true;

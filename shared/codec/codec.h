@@ -94,4 +94,13 @@ StreamInfo decode(const void* stream, size_t bytes, void* out, size_t out_capaci
 void decode_chunks(const void* stream, size_t bytes, uint32_t first, uint32_t count, void* out,
                    size_t out_capacity);
 
+// The yardstick of the exponent codecs: H, the empirical entropy of the exponent field over
+// `elements` elements at `data` (host), and the order-0 bound bits / (bits - exponent bits + H)
+// (16 / (8 + H) for bf16) that a perfect exponent coder with raw sign and mantissa reaches.
+struct ExponentEntropy {
+  double bits = 0;     // H, bits per exponent
+  double bound = 1.0;  // compression ratio bound
+};
+ExponentEntropy exponent_entropy(DType dtype, const void* data, uint64_t elements);
+
 }  // namespace compcoll

@@ -3,6 +3,7 @@
 // code built from the chunk's exponent histogram and stored in the chunk). The bit logic is
 // codec/exponent_bits.h, shared with the CUDA kernels; this file only walks chunks and lanes.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -285,3 +286,38 @@ const Codec& entropy_exp_codec() {
 }
 
 }  // namespace compcoll::detail
+
+namespace compcoll {
+namespace {
+
+template <class L>
+ExponentEntropy exponent_entropy_of(const uint8_t* data, uint64_t n) {
+  using Bits = typename L::Bits;
+  uint64_t hist[1u << L::kExpBits] = {};
+  for (uint64_t i = 0; i < n; ++i) {
+    Bits v;
+    std::memcpy(&v, data + i * sizeof(Bits), sizeof(Bits));
+    ++hist[L::exponent(v)];
+  }
+  ExponentEntropy e;
+  if (n == 0) return e;
+  for (uint64_t c : hist)
+    if (c) e.bits -= static_cast<double>(c) / n * std::log2(static_cast<double>(c) / n);
+  const double bits = 8.0 * sizeof(Bits);
+  e.bound = bits / (bits - L::kExpBits + e.bits);
+  return e;
+}
+
+}  // namespace
+
+ExponentEntropy exponent_entropy(DType dtype, const void* data, uint64_t elements) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  switch (dtype) {
+    case DType::BF16: return exponent_entropy_of<expbits::Bf16Layout>(p, elements);
+    case DType::FP16: return exponent_entropy_of<expbits::Fp16Layout>(p, elements);
+    case DType::FP32: return exponent_entropy_of<expbits::Fp32Layout>(p, elements);
+  }
+  detail::throw_bad_dtype(static_cast<uint8_t>(dtype));
+}
+
+}  // namespace compcoll

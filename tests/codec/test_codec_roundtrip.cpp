@@ -33,25 +33,6 @@ std::vector<uint8_t> roundtrip(const Codec& codec, DType dtype, const std::vecto
   return out;
 }
 
-double exponent_entropy_bits(DType dtype, const std::vector<uint8_t>& in) {
-  std::map<uint32_t, size_t> hist;
-  const size_t n = in.size() / dtype_size(dtype);
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t v = 0;
-    std::memcpy(&v, in.data() + i * dtype_size(dtype), dtype_size(dtype));
-    const uint32_t e = dtype == DType::BF16 ? (v >> 7) & 0xFF : dtype == DType::FP16 ? (v >> 10) & 0x1F : (v >> 23) & 0xFF;
-    ++hist[e];
-  }
-  double h = 0;
-  for (const auto& [e, c] : hist) {
-    const double p = static_cast<double>(c) / n;
-    h -= p * std::log2(p);
-  }
-  return h;
-}
-
-uint32_t exp_bits(DType d) { return d == DType::FP16 ? 5 : 8; }
-
 }  // namespace
 
 TEST_CASE("codec registry names every codec", "[codec]") {
@@ -189,9 +170,8 @@ TEST_CASE("gauss-exp and entropy-exp compress Gaussians near the exponent-entrop
   const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
   const size_t n = 1 << 18;
   const auto in = test::gaussian_bytes(dtype, n, 0.013, 17);
-  const double h = exponent_entropy_bits(dtype, in);
-  const double bits = 8.0 * dtype_size(dtype);
-  const double bound = bits / (bits - exp_bits(dtype) + h);
+  const ExponentEntropy ent = exponent_entropy(dtype, in.data(), n);
+  const double h = ent.bits, bound = ent.bound;
   const double r_gauss = static_cast<double>(in.size()) / encode(*find_codec("gauss-exp"), dtype, in.data(), n).size();
   const double r_entropy = static_cast<double>(in.size()) / encode(*find_codec("entropy-exp"), dtype, in.data(), n).size();
   CAPTURE(dtype_name(dtype), h, bound, r_gauss, r_entropy);
@@ -238,9 +218,8 @@ TEST_CASE("bundled real tensors round-trip and compress", "[codec][real]") {
   for (const auto& f : files) {
     const bool is_bf16 = f.string().find(".bf16.") != std::string::npos;
     for (const TensorData& t : load_tensors(f.string(), is_bf16 ? std::optional(DType::BF16) : std::nullopt)) {
-      const double h = exponent_entropy_bits(t.dtype, t.bytes);
-      const double bits = 8.0 * dtype_size(t.dtype);
-      const double bound = bits / (bits - exp_bits(t.dtype) + h);
+      const ExponentEntropy ent = exponent_entropy(t.dtype, t.bytes.data(), t.elements());
+      const double h = ent.bits, bound = ent.bound;
       for (auto name : codec_names()) {
         const Codec& codec = *find_codec(name);
         CAPTURE(t.source, name);
@@ -357,4 +336,19 @@ TEST_CASE("host lane loops equal the shared encode_lane/decode_lane the GPU runs
     }
     CHECK(decoded == values);
   }
+}
+
+TEST_CASE("exponent_entropy gives H and the order-0 bound", "[codec]") {
+  // bf16: exponents 0x7F and 0x80 equally often -> H = 1 bit, bound 16 / (8 + 1).
+  const std::vector<uint16_t> two = {0x3F80, 0x4000, 0xBF80, 0x4000};
+  const ExponentEntropy e = exponent_entropy(DType::BF16, two.data(), two.size());
+  CHECK(e.bits == Approx(1.0));
+  CHECK(e.bound == Approx(16.0 / 9.0));
+  // fp16: one exponent -> H = 0, bound 16 / (16 - 5); fp32: four exponents -> 32 / (24 + 2).
+  const std::vector<uint16_t> one = {0x3C00, 0x3C01, 0xBC02};
+  CHECK(exponent_entropy(DType::FP16, one.data(), one.size()).bound == Approx(16.0 / 11.0));
+  const std::vector<uint32_t> four = {0x3F800000u, 0x40000000u, 0x40800000u, 0x41000000u};
+  CHECK(exponent_entropy(DType::FP32, four.data(), four.size()).bits == Approx(2.0));
+  CHECK(exponent_entropy(DType::FP32, four.data(), four.size()).bound == Approx(32.0 / 26.0));
+  CHECK(exponent_entropy(DType::BF16, nullptr, 0).bound == 1.0);
 }
