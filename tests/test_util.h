@@ -11,17 +11,13 @@
 
 #include "codec/dtype.h"
 #include "io/float_convert.h"
+#include "util/splitmix64.h"
 
 namespace compcoll::test {
 
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+// The project's generator with the helpers tests need.
+struct SplitMix64 : compcoll::SplitMix64 {
+  explicit SplitMix64(uint64_t seed) : compcoll::SplitMix64{seed} {}
   double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
   double normal() {
     const double u1 = uniform() + 1e-300, u2 = uniform();

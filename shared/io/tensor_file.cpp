@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "io/float_convert.h"
+#include "util/splitmix64.h"
 
 // The synthetic Gaussian must be bit-identical everywhere, which a fused multiply-add would
 // break; GCC in ISO mode (-std=c++20, as the build uses) already never contracts.
@@ -515,20 +516,6 @@ std::vector<TensorData> load_safetensors(const std::string& path, std::optional<
 
 constexpr uint64_t kSyntheticSeed = 42;
 
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-
- private:
-  uint64_t state_;
-};
-
 // Natural log for x in (0, 1]. frexp is exact; ln(m) = 2·atanh(s), s = (m-1)/(m+1), |s| < 0.172
 // after centring m on 1, so 12 series terms (s^23/23 < 1e-19) reach double precision.
 double portable_log(double x) {
@@ -633,7 +620,7 @@ void store_sample(uint8_t* out, DType dtype, float value) {
 // Samples are defined as fp32 (double Box–Muller result scaled, then rounded to float) and
 // reach bf16/fp16 by the same RNE as file data.
 void fill_gaussian(std::vector<uint8_t>& bytes, DType dtype, uint64_t elements, double scale) {
-  SplitMix64 rng(kSyntheticSeed);
+  SplitMix64 rng{kSyntheticSeed};
   const size_t width = dtype_size(dtype);
   for (uint64_t i = 0; i < elements; i += 2) {
     // (x + 1)·2^-53 lies in (0, 1], keeping log finite.
@@ -651,7 +638,7 @@ void fill_gaussian(std::vector<uint8_t>& bytes, DType dtype, uint64_t elements, 
 }
 
 void fill_uniform_bits(std::vector<uint8_t>& bytes) {
-  SplitMix64 rng(kSyntheticSeed);
+  SplitMix64 rng{kSyntheticSeed};
   for (size_t i = 0; i < bytes.size(); i += 8) {
     write_le(bytes.data() + i, rng.next(), std::min<size_t>(8, bytes.size() - i));
   }

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "io/float_convert.h"
+#include "util/splitmix64.h"
 
 namespace compcoll::sched {
 namespace {
@@ -160,13 +161,7 @@ std::vector<std::vector<uint8_t>> run_reference(const Schedule& s,
     // Any order the dependencies allow, drawn at random: an op runs once its deps are done,
     // and sends to (recvs from) one peer keep their program order, since messages between a
     // pair match in order. A builder that left out a dependency shows as a different result.
-    uint64_t rng = opt.order_seed;
-    const auto next_random = [&rng] {
-      uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      return z ^ (z >> 31);
-    };
+    SplitMix64 rng{opt.order_seed};
     std::vector<std::vector<char>> done(n);
     for (int r = 0; r < n; ++r) done[r].assign(s.ranks[r].ops.size(), 0);
     const auto ready = [&](int r, size_t i) {
@@ -185,7 +180,7 @@ std::vector<std::vector<uint8_t>> run_reference(const Schedule& s,
         for (size_t i = 0; i < s.ranks[r].ops.size(); ++i)
           if (!done[r][i] && ready(r, i)) candidates.push_back(i);
         while (!candidates.empty()) {
-          const size_t pick = next_random() % candidates.size();
+          const size_t pick = rng.next() % candidates.size();
           const size_t i = candidates[pick];
           candidates.erase(candidates.begin() + static_cast<long>(pick));
           if (execute(r, i)) {
