@@ -45,9 +45,14 @@ struct Pipelining {
 Schedule ring_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None,
                         const Pipelining& pipe = {});
 
-// Recursive halving reduce-scatter and recursive doubling allgather, for n a power of two:
-// log2 n steps, (n-1)/n of the data per rank; the same block layout as the ring versions
-// (rank r owns / gives block r). Placements: none, per-hop.
+// Recursive halving reduce-scatter and recursive doubling allgather: log2 n steps and (n-1)/n
+// of the data per rank for n a power of two; the same block layout as the ring versions (rank
+// r owns / gives block r). Other group sizes use recursive_allreduce's fix-up (two more
+// steps): an even rank of the first 2(n - 2^k) hands its vector (reduce-scatter) or its block
+// (allgather) to the odd rank above, which stands for both and gives it its block (the whole
+// output) at the end. Placements: none, per-hop; the allgather also compress-once (each
+// block compressed by its owner and forwarded unchanged: one message per block, so a rank
+// sends 2^k messages at doubling step k).
 Schedule recursive_reduce_scatter(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 Schedule recursive_allgather(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
@@ -57,27 +62,55 @@ Schedule recursive_allgather(int nranks, uint64_t count, DType dtype, Placement 
 // (the broadcast forwards the root's bytes), zipccl (reduce per hop, broadcast once).
 Schedule double_tree_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
+// The allreduce among the ranks of equal local rank in a hierarchical allreduce.
+enum class InterAlgorithm : uint8_t { Ring, Recursive, Tree };
+std::string_view inter_name(InterAlgorithm a);
+
 // Hierarchical two-level allreduce over nodes x gpus_per_node ranks (rank = node * g + local):
-// ring reduce-scatter inside each node (local rank l ends with block l), ring allreduce of
-// block l across nodes among the ranks with local rank l, ring allgather inside each node.
-// Placements as for ring_allreduce, applied at both levels.
+// ring reduce-scatter inside each node (local rank l ends with block l), allreduce of block l
+// across nodes among the ranks with local rank l (ring, recursive halving/doubling or double
+// binary tree: `inter`), ring allgather inside each node. 2(g-1) steps plus the inter-node
+// algorithm's. Placements as for ring_allreduce, applied at both levels (and as for the
+// inter-node algorithm across nodes). Pipelining as for ring_allreduce: each piece runs the
+// three phases on its own chains (not with the tree across nodes).
 Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype,
+                                Placement placement = Placement::None, InterAlgorithm inter = InterAlgorithm::Ring,
+                                const Pipelining& pipe = {});
+
+// Hierarchical reduce-scatter and allgather, the ring versions' block layout (rank r's output
+// / input is block r of n = nodes·g blocks): a ring inside each node over ranges of `nodes`
+// blocks (local rank l: blocks [l·nodes, (l+1)·nodes)), a ring across nodes among the ranks of
+// local rank l over that range, and one exchange of a block per rank (the transpose: rank
+// (k, l) holds block l·nodes + k between the levels; none when nodes or g is 1): after the two
+// rings for reduce-scatter, before them for allgather. Steps: (g-1) + (nodes-1) + 1. Bytes per
+// rank: (g-1)/g · S in the node, (nodes-1)/(nodes·g) · S across, plus S/n for the exchange.
+// Placements: none, per-hop; allgather also compress-once, applied per level (the owner of a
+// level's block compresses it once and the ring forwards the bytes; the exchange is per hop).
+Schedule hierarchical_reduce_scatter(int nodes, int gpus_per_node, uint64_t count, DType dtype,
+                                     Placement placement = Placement::None);
+Schedule hierarchical_allgather(int nodes, int gpus_per_node, uint64_t count, DType dtype,
                                 Placement placement = Placement::None);
 
 // Ring reduce-scatter: input `count` elements per rank, rank r's output is block r
 // (block_of(count, n, r)) of the sum. n-1 steps, (n-1)/n of the data per rank. Placements:
-// none, per-hop.
-Schedule ring_reduce_scatter(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+// none, per-hop. Pipelining splits every block into chunks x channels pieces (so the layout
+// stays), each its own ring and chain; chunk j runs j steps behind.
+Schedule ring_reduce_scatter(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None,
+                             const Pipelining& pipe = {});
 
 // Ring allgather: rank r's input is block r of `count` elements; every output is all `count`.
 // n-1 steps, (n-1)/n of the data per rank. Placements: none, per-hop, compress-once.
-Schedule ring_allgather(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+// Pipelining as for ring_reduce_scatter.
+Schedule ring_allgather(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None,
+                        const Pipelining& pipe = {});
 
 // Recursive halving/doubling allreduce (Rabenseifner): reduce-scatter by recursive halving,
 // allgather by recursive doubling, 2·log2(n) steps and 2(n-1)/n of the data per rank for n a
 // power of two. Otherwise the first 2·(n - 2^k) ranks pair up: even ones hand their data to
 // the odd one above before, and get the result back after (two extra steps). Placements:
-// none, per-hop, zipccl (per hop in both phases here).
+// none, per-hop, compress-once (raw halving; the doubling and the fix-up forward each block's
+// bytes as recursive_allgather does: n-1 messages per rank, so not for large groups), zipccl
+// (per hop in both phases: one message per step).
 Schedule recursive_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
 // Broadcast from `root` of `count` elements (root's input; every rank's output).

@@ -1,187 +1,212 @@
-// shared/schedule/recursive.cpp — recursive halving/doubling (Rabenseifner) allreduce, with the
-// usual fix-up for group sizes that are not a power of two.
+// shared/schedule/recursive.cpp — recursive halving (reduce-scatter) and recursive doubling
+// (allgather) over a part (parts.h), and the allreduce that chains them (Rabenseifner), with
+// the usual fix-up for group sizes that are not a power of two: of the first 2·(n - 2^k)
+// members, each even one folds into the odd one above before the halving/doubling and gets
+// its result from it after.
 #include <vector>
 
-#include "schedule/algorithms.h"
+#include "schedule/parts.h"
 
 namespace compcoll::sched {
+namespace detail {
 namespace {
 
-struct Program {
-  RankProgram& p;
-  void add(Op op) { append_chained(p, std::move(op)); }
-  uint32_t new_wire() { return p.wire_buffers++; }
-  static Slice wire(uint32_t w) { return wire_slice(w); }
-  // Sends `src`, compressed or not.
-  void send(int peer, const Slice& src, bool compressed, uint32_t step) {
-    if (!compressed) return add({OpKind::Send, peer, src, {}, {}, step});
-    const uint32_t w = new_wire();
-    add({OpKind::Compress, -1, src, wire(w), {}, step});
-    add({OpKind::Send, peer, wire(w), {}, {}, step});
+// Recursive halving/doubling among pof2 virtual ranks of a part. Member 2i (i < rem) folds
+// into member 2i+1, virtual rank i; member j >= 2·rem is virtual rank j - rem. Virtual rank v
+// owns fine blocks [first(v), first(v+1)): the allreduce splits the data into pof2 fine blocks
+// (first(v) = v), the reduce-scatter and allgather keep the group's n blocks (first(v) = 2v
+// for v < rem, v + rem after), so a virtual rank owns the blocks of the members it stands for.
+struct Recursive {
+  const Part& part;
+  Collective kind;
+  int n, pof2, rem, log2;
+
+  Recursive(const Part& p, Collective k) : part(p), kind(k), n(p.size()), pof2(1), rem(0), log2(0) {
+    while (pof2 * 2 <= n) pof2 *= 2, ++log2;
+    rem = n - pof2;
   }
-  // Receives into `dst` (through a wire buffer when compressed).
-  void recv(int peer, const Slice& dst, bool compressed, uint32_t step) {
-    if (!compressed) return add({OpKind::Recv, peer, {}, dst, {}, step});
-    const uint32_t w = new_wire();
-    add({OpKind::Recv, peer, {}, wire(w), {}, step});
-    add({OpKind::Decompress, -1, wire(w), dst, {}, step});
+  bool group_blocks() const { return kind != Collective::AllReduce; }
+  int fine() const { return group_blocks() ? n : pof2; }
+  int first(int v) const { return !group_blocks() ? v : v < rem ? 2 * v : v + rem; }
+  Block range(int lo, int hi) const { return blocks_of(part.count, fine(), first(lo), first(hi)); }
+  Slice slice(int lo, int hi) const { return part.slice(range(lo, hi)); }
+  Slice fine_slice(int f) const { return part.slice(blocks_of(part.count, fine(), f, f + 1)); }
+  Slice tmp(uint64_t count) const { return Slice{BufKind::Scratch, part.scratch, 0, count}; }
+  int virtual_of(int pos) const { return pos < 2 * rem ? (pos % 2 == 1 ? pos / 2 : -1) : pos - rem; }
+  int member(int v) const { return part.members[v < rem ? 2 * v + 1 : v + rem]; }
+
+  // Reduce-scatter by recursive halving: virtual rank v keeps the half of its range that holds
+  // its own blocks and sends the other half; it ends owning range(v, v + 1), reduced.
+  void halving(Chain& c, int v, bool compressed, uint32_t step) const {
+    int lo = 0, hi = pof2;
+    for (int d = pof2 / 2; d >= 1; d /= 2, ++step) {
+      const int peer = member(v ^ d), mid = lo + (hi - lo) / 2;
+      const bool upper = (v & d) != 0;
+      const Slice keep = upper ? slice(mid, hi) : slice(lo, mid);
+      c.send(peer, upper ? slice(lo, mid) : slice(mid, hi), compressed, step);
+      c.recv(peer, tmp(keep.count), compressed, step);
+      c.add({OpKind::Reduce, -1, tmp(keep.count), keep, {}, step});
+      if (upper) lo = mid; else hi = mid;
+    }
+  }
+
+  // Allgather by recursive doubling from range(v, v + 1): the partner at distance d holds the
+  // adjacent range of equal size. Compress-once: `held` are the wires of the fine blocks of
+  // the range, in order, each compressed once by its owner; they are forwarded unchanged (one
+  // message per fine block, so 2^k messages at step k) and come back as the wires of the
+  // whole vector.
+  void doubling(Chain& c, int v, bool per_hop, bool once, uint32_t step, std::vector<uint32_t>& held) const {
+    int lo = v, hi = v + 1;
+    for (int d = 1; d < pof2; d *= 2, ++step) {
+      const int peer = member(v ^ d), size = hi - lo;
+      const int plo = (v & d) ? lo - size : hi, phi = plo + size;
+      if (!once) {
+        c.send(peer, slice(lo, hi), per_hop, step);
+        c.recv(peer, slice(plo, phi), per_hop, step);
+      } else {
+        for (uint32_t w : held) c.send_wire(peer, w, step);
+        std::vector<uint32_t> got;
+        for (int f = first(plo); f < first(phi); ++f) got.push_back(c.recv_wire(peer, fine_slice(f), step));
+        held.insert(plo < lo ? held.begin() : held.end(), got.begin(), got.end());
+      }
+      lo = std::min(lo, plo);
+      hi = std::max(hi, phi);
+    }
   }
 };
 
 }  // namespace
 
-Schedule recursive_allreduce(int n, uint64_t count, DType dtype, Placement placement) {
-  if (n < 1) throw ScheduleError("recursive_allreduce: group size must be >= 1, got " + std::to_string(n));
-  if (placement == Placement::CompressOnce)
-    throw ScheduleError("recursive_allreduce: placement compress-once is not built for recursive doubling; "
-                        "use none, per-hop or zipccl");
-  const bool rs_compressed = placement != Placement::None;
-  const bool ag_compressed = placement != Placement::None;
-  Schedule s = make_schedule(Collective::AllReduce, "recursive-halving-doubling", placement, n, count, dtype);
-  int pof2 = 1;
-  while (pof2 * 2 <= n) pof2 *= 2;
-  const int rem = n - pof2;
-  // Element range of blocks [lo, hi) when `count` is split into pof2 blocks.
-  const auto range = [&](int lo, int hi) {
-    const Block b = blocks_of(count, pof2, lo, hi);
-    return std::pair<uint64_t, uint64_t>{b.begin, b.end};
-  };
-  const auto out = [&](std::pair<uint64_t, uint64_t> r) { return Slice{BufKind::Output, 0, r.first, r.second - r.first}; };
-  const auto tmp = [&](std::pair<uint64_t, uint64_t> r) { return Slice{BufKind::Scratch, 0, 0, r.second - r.first}; };
-  const Slice all{BufKind::Output, 0, 0, count};
-  for (int r = 0; r < n; ++r) {
-    RankProgram& rp = s.ranks[r];
-    rp.input_count = rp.output_count = count;
-    rp.scratch_counts = {count};
-    Program p{rp};
-    p.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, all, {}, 0});
-    uint32_t step = 0;
-    // Fix-up in: among the first 2*rem ranks, even ranks hand their data to the odd one above.
-    int newrank;
-    if (r < 2 * rem) {
-      if (r % 2 == 0) {
-        p.send(r + 1, all, rs_compressed, step);
-        newrank = -1;
-      } else {
-        p.recv(r - 1, Slice{BufKind::Scratch, 0, 0, count}, rs_compressed, step);
-        p.add({OpKind::Reduce, -1, Slice{BufKind::Scratch, 0, 0, count}, all, {}, step});
-        newrank = r / 2;
+// The three collectives over a part. Reduce-scatter and allreduce reduce into the part's
+// buffer; the allgather's part buffer starts with each member's block in place.
+uint32_t recursive_part(Schedule& s, const Part& part, Collective kind, Placement placement, uint32_t step,
+                        Chains& chains) {
+  const Recursive rec(part, kind);
+  const bool reduces = kind != Collective::AllGather;
+  const bool rs_compressed = placement == Placement::PerHop || placement == Placement::ZipCCL;
+  // Zipccl is per hop in both phases here: forwarding every block's bytes unchanged costs a
+  // message per block (n-1 per rank), too many at scale; compress-once does that on request.
+  const bool once = placement == Placement::CompressOnce;
+  const bool ag_per_hop = placement == Placement::PerHop || placement == Placement::ZipCCL;
+  const uint32_t fold_in = step, core = step + (rec.rem > 0 ? 1 : 0);
+  const uint32_t halving_steps = reduces ? rec.log2 : 0, doubling_steps = kind != Collective::ReduceScatter ? rec.log2 : 0;
+  const uint32_t fold_out = core + halving_steps + doubling_steps;
+  for (int pos = 0; pos < rec.n; ++pos) {
+    const int r = part.members[pos];
+    Chain c{s.ranks[r], chains[r]};
+    if (reduces && rec.n > 1) grow_scratch(s.ranks[r], part.scratch, part.count);
+    const int v = rec.virtual_of(pos);
+    const bool folded = pos < 2 * rec.rem;  // pairs (even, odd) of the fix-up
+    const int partner = folded ? part.members[pos ^ 1] : -1;
+    std::vector<uint32_t> held;  // compress-once allgather: wires of the fine blocks held
+    // Fold in: the even member hands its data (reductions) or its block (allgather) over.
+    if (folded && reduces) {
+      if (v < 0) c.send(partner, part.all(), rs_compressed, fold_in);
+      else {
+        c.recv(partner, rec.tmp(part.count), rs_compressed, fold_in);
+        c.add({OpKind::Reduce, -1, rec.tmp(part.count), part.all(), {}, fold_in});
       }
-    } else {
-      newrank = r - rem;
+    } else if (folded) {
+      if (v < 0 && once) c.send_wire(partner, c.compress(rec.fine_slice(pos), fold_in), fold_in);
+      else if (v < 0) c.send(partner, rec.fine_slice(pos), ag_per_hop, fold_in);
+      else if (once) held.push_back(c.recv_wire(partner, rec.fine_slice(pos - 1), fold_in));
+      else c.recv(partner, rec.fine_slice(pos - 1), ag_per_hop, fold_in);
     }
-    if (rem > 0) ++step;
-    const auto real_rank = [&](int nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
-    if (newrank >= 0) {
-      int lo = 0, hi = pof2;
-      for (int d = pof2 / 2; d >= 1; d /= 2, ++step) {  // reduce-scatter by recursive halving
-        const int peer = real_rank(newrank ^ d);
-        const int mid = lo + (hi - lo) / 2;
-        const bool upper = (newrank & d) != 0;
-        const auto keep = upper ? range(mid, hi) : range(lo, mid);
-        const auto give = upper ? range(lo, mid) : range(mid, hi);
-        p.send(peer, out(give), rs_compressed, step);
-        p.recv(peer, tmp(keep), rs_compressed, step);
-        p.add({OpKind::Reduce, -1, tmp(keep), out(keep), {}, step});
-        if (upper) lo = mid; else hi = mid;
+    if (v >= 0) {
+      if (reduces) rec.halving(c, v, rs_compressed, core);
+      if (kind != Collective::ReduceScatter) {
+        if (once)  // the virtual rank's own fine blocks not yet held: compressed here, once
+          for (int f = rec.first(v) + static_cast<int>(held.size()); f < rec.first(v + 1); ++f)
+            held.push_back(c.compress(rec.fine_slice(f), core + halving_steps));
+        rec.doubling(c, v, ag_per_hop, once, core + halving_steps, held);
       }
-      for (int d = 1; d < pof2; d *= 2, ++step) {  // allgather by recursive doubling
-        const int peer = real_rank(newrank ^ d);
-        const int size = hi - lo;
-        const bool upper = (newrank & d) != 0;
-        const int plo = upper ? lo - size : hi, phi = plo + size;
-        p.send(peer, out(range(lo, hi)), ag_compressed, step);
-        p.recv(peer, out(range(plo, phi)), ag_compressed, step);
-        lo = std::min(lo, plo);
-        hi = std::max(hi, phi);
-      }
-    } else {
-      step += 2 * static_cast<uint32_t>(__builtin_ctz(static_cast<unsigned>(pof2)));
     }
-    // Fix-up out: odd ranks return the result to the even rank below.
-    if (r < 2 * rem) {
-      if (r % 2 == 1) p.send(r - 1, all, ag_compressed, step);
-      else p.recv(r + 1, all, ag_compressed, step);
+    // Fold out: the odd member gives the even one its result.
+    if (!folded) continue;
+    if (kind == Collective::ReduceScatter) {
+      if (v >= 0) c.send(partner, rec.fine_slice(pos - 1), rs_compressed, fold_out);
+      else c.recv(partner, rec.fine_slice(pos), rs_compressed, fold_out);
+    } else if (once) {  // the wires of every fine block but the even member's own
+      const int skip = kind == Collective::AllGather ? pos - (v >= 0 ? 1 : 0) : -1;
+      for (int f = 0, i = 0; f < rec.fine(); ++f) {
+        if (f == skip) { i += v >= 0; continue; }
+        if (v >= 0) c.send_wire(partner, held[i++], fold_out);
+        else c.recv_wire(partner, rec.fine_slice(f), fold_out);
+      }
+    } else if (v >= 0) {
+      c.send(partner, part.all(), rs_compressed || ag_per_hop, fold_out);
+    } else {
+      c.recv(partner, part.all(), rs_compressed || ag_per_hop, fold_out);
     }
   }
+  return fold_out + (rec.rem > 0 ? 1 : 0);
+}
+
+uint32_t recursive_allreduce_part(Schedule& s, const Part& part, Placement placement, uint32_t step, Chains& chains) {
+  return recursive_part(s, part, Collective::AllReduce, placement, step, chains);
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+Schedule recursive_allreduce(int n, uint64_t count, DType dtype, Placement placement) {
+  if (n < 1) throw ScheduleError("recursive_allreduce: group size must be >= 1, got " + std::to_string(n));
+  Schedule s = make_schedule(Collective::AllReduce, "recursive-halving-doubling", placement, n, count, dtype);
+  for (RankProgram& p : s.ranks) {
+    p.input_count = p.output_count = count;
+    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
+  }
+  Chains chains = chains_after_last(s);
+  recursive_allreduce_part(s, Part{whole_group(n), 0, count}, placement, 0, chains);
   return s;
 }
 
 namespace {
 
-void require_power_of_two(const char* what, int n, Placement placement) {
-  if (n < 1 || (n & (n - 1)) != 0)
-    throw ScheduleError(std::string(what) + ": group size must be a power of two, got " + std::to_string(n) +
-                        " (use the ring for other sizes)");
-  if (placement == Placement::CompressOnce || placement == Placement::ZipCCL)
+Schedule recursive_base(Collective kind, const char* what, int n, uint64_t count, DType dtype, Placement placement) {
+  if (n < 1) throw ScheduleError(std::string(what) + ": group size must be >= 1, got " + std::to_string(n));
+  if (placement == Placement::ZipCCL || (kind == Collective::ReduceScatter && placement == Placement::CompressOnce))
     throw ScheduleError(std::string(what) + ": placement " + std::string(placement_name(placement)) +
-                        " is not built for recursive halving/doubling; use none or per-hop");
+                        " does not apply; use none, per-hop" +
+                        (kind == Collective::AllGather ? " or compress-once" : ""));
+  return make_schedule(kind, "recursive-halving-doubling", placement, n, count, dtype);
 }
 
 }  // namespace
 
 Schedule recursive_reduce_scatter(int n, uint64_t count, DType dtype, Placement placement) {
-  require_power_of_two("recursive_reduce_scatter", n, placement);
-  const bool compressed = placement == Placement::PerHop;
-  Schedule s = make_schedule(Collective::ReduceScatter, "recursive-halving-doubling", placement, n, count, dtype);
-  const auto range = [&](int lo, int hi) {
-    const Block b = blocks_of(count, n, lo, hi);
-    return std::pair<uint64_t, uint64_t>{b.begin, b.end};
-  };
+  Schedule s = recursive_base(Collective::ReduceScatter, "recursive_reduce_scatter", n, count, dtype, placement);
+  // Scratch 0 accumulates the whole vector, scratch 1 receives.
+  for (RankProgram& p : s.ranks) {
+    p.input_count = count;
+    p.scratch_counts = {count};
+    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 0, 0, count}, {}, 0});
+  }
+  Chains chains = chains_after_last(s);
+  const uint32_t step =
+      recursive_part(s, Part{whole_group(n), 0, count, BufKind::Scratch, 0, 1, 1}, Collective::ReduceScatter, placement, 0, chains);
   for (int r = 0; r < n; ++r) {
-    RankProgram& rp = s.ranks[r];
     const Block mine = block_of(count, n, r);
-    rp.input_count = count;
-    rp.output_count = mine.count();
-    rp.scratch_counts = {count, count};  // receive buffer, accumulator
-    Program p{rp};
-    p.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 1, 0, count}, {}, 0});
-    uint32_t step = 0;
-    int lo = 0, hi = n;
-    for (int d = n / 2; d >= 1; d /= 2, ++step) {  // the bit of d picks the half kept
-      const int mid = lo + (hi - lo) / 2;
-      const bool upper = (r & d) != 0;
-      const auto keep = upper ? range(mid, hi) : range(lo, mid);
-      const auto give = upper ? range(lo, mid) : range(mid, hi);
-      const Slice acc_keep{BufKind::Scratch, 1, keep.first, keep.second - keep.first};
-      const Slice tmp{BufKind::Scratch, 0, 0, keep.second - keep.first};
-      p.send(r ^ d, Slice{BufKind::Scratch, 1, give.first, give.second - give.first}, compressed, step);
-      p.recv(r ^ d, tmp, compressed, step);
-      p.add({OpKind::Reduce, -1, tmp, acc_keep, {}, step});
-      if (upper) lo = mid; else hi = mid;
-    }
-    p.add({OpKind::Copy, -1, Slice{BufKind::Scratch, 1, mine.begin, mine.count()},
-           Slice{BufKind::Output, 0, 0, mine.count()}, {}, step});
+    s.ranks[r].output_count = mine.count();
+    append_after(s.ranks[r], {OpKind::Copy, -1, Slice{BufKind::Scratch, 0, mine.begin, mine.count()},
+                              Slice{BufKind::Output, 0, 0, mine.count()}, {}, step}, chains[r]);
   }
   return s;
 }
 
 Schedule recursive_allgather(int n, uint64_t count, DType dtype, Placement placement) {
-  require_power_of_two("recursive_allgather", n, placement);
-  const bool compressed = placement == Placement::PerHop;
-  Schedule s = make_schedule(Collective::AllGather, "recursive-halving-doubling", placement, n, count, dtype);
-  const auto out = [&](int lo, int hi) {
-    const Block b = blocks_of(count, n, lo, hi);
-    return Slice{BufKind::Output, 0, b.begin, b.count()};
-  };
+  Schedule s = recursive_base(Collective::AllGather, "recursive_allgather", n, count, dtype, placement);
   for (int r = 0; r < n; ++r) {
-    RankProgram& rp = s.ranks[r];
+    RankProgram& p = s.ranks[r];
     const Block mine = block_of(count, n, r);
-    rp.input_count = mine.count();
-    rp.output_count = count;
-    Program p{rp};
-    p.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, mine.count()}, out(r, r + 1), {}, 0});
-    uint32_t step = 0;
-    int lo = r, hi = r + 1;
-    for (int d = 1; d < n; d *= 2, ++step) {  // the partner holds the adjacent range of equal size
-      const int size = hi - lo;
-      const int plo = (r & d) ? lo - size : hi;
-      p.send(r ^ d, out(lo, hi), compressed, step);
-      p.recv(r ^ d, out(plo, plo + size), compressed, step);
-      lo = std::min(lo, plo);
-      hi = std::max(hi, plo + size);
-    }
+    p.input_count = mine.count();
+    p.output_count = count;
+    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, mine.count()},
+                       Slice{BufKind::Output, 0, mine.begin, mine.count()}, {}, 0});
   }
+  Chains chains = chains_after_last(s);
+  recursive_part(s, Part{whole_group(n), 0, count}, Collective::AllGather, placement, 0, chains);
   return s;
 }
 

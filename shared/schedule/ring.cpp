@@ -1,5 +1,6 @@
-// shared/schedule/ring.cpp — ring algorithms.
-#include "schedule/algorithms.h"
+// shared/schedule/ring.cpp — ring algorithms: a ring over a part (parts.h) and the flat ring
+// allreduce, reduce-scatter and allgather built from it; also the block and placement helpers.
+#include "schedule/parts.h"
 
 namespace compcoll::sched {
 
@@ -36,211 +37,183 @@ Schedule make_schedule(Collective c, std::string_view algorithm, Placement place
   return s;
 }
 
+namespace detail {
 namespace {
 
-// Builds one rank's part of a ring over `group` (real ranks, in ring order) on the elements
-// [base, base + count) of its buffers, split into group-size blocks. A block index is taken
-// mod the group size; "owned" is the block a rank holds complete when a phase starts
-// (allgather) or ends (reduce-scatter). Hierarchical algorithms run rings over subgroups;
-// pipelined chunks and channels run one RingRank per piece of the data. A RingRank's ops form
-// one dependency chain, starting after op `after` (so pieces can run concurrently).
+// One member's side of a ring over a part (parts.h): members in ring order, member -> next.
+// A block index is taken mod the group size; "owned" is the block a member holds complete
+// when a phase starts (allgather) or ends (reduce-scatter). Receives land in the part's
+// scratch buffer; the member's ops form one dependency chain.
 class RingRank {
  public:
-  RingRank(std::vector<int> group, int pos, uint64_t base, uint64_t count, RankProgram& p, int64_t after,
-           uint32_t scratch = 0)
-      : group_(std::move(group)), n_(static_cast<int>(group_.size())), r_(pos), base_(base), count_(count),
-        p_(p), last_(after), scratch_(scratch) {}
+  RingRank(const Part& part, int pos, RankProgram& p, int64_t& last)
+      : part_(part), n_(part.size()), next_(part.members[mod(pos + 1)]), prev_(part.members[mod(pos - 1)]),
+        chain_{p, last} {}
 
-  int steps() const { return n_ - 1; }  // per phase
   int mod(int v) const { return ((v % n_) + n_) % n_; }
-  Slice block(BufKind buf, int b, uint32_t index = 0) const {
-    const Block blk = block_of(count_, n_, mod(b));
-    return Slice{buf, index, base_ + blk.begin, blk.count()};
-  }
-  static Slice wire(uint32_t w) { return wire_slice(w); }
-  uint32_t new_wire() { return p_.wire_buffers++; }
-  void after(int64_t op) { last_ = op; }
-  void add(Op op) { append_after(p_, std::move(op), last_); }
+  Slice block(int b) const { return part_.slice(part_.block(mod(b))); }
 
-  // Reduce-scatter step k of n-1; `acc` (output or a scratch buffer) accumulates; after the
-  // last step the rank owns block `owned`.
-  void reduce_scatter_step(int k, BufKind acc, uint32_t acc_index, int owned, bool compressed, uint32_t step) {
-    const int next = group_[mod(r_ + 1)], prev = group_[mod(r_ - 1)];
-    // Send block owned-1-k, receive (from the rank that owns owned-1 at the end) block
-    // owned-2-k and add it; after n-1 steps the last block added is `owned`.
-    const int sb = owned - 1 - k, rb = owned - 2 - k;
-    const Slice tmp{BufKind::Scratch, scratch_, 0, block(BufKind::Scratch, rb).count};  // receive buffer
-    if (compressed) {
-      const uint32_t out_w = new_wire(), in_w = new_wire();
-      add({OpKind::Compress, -1, block(acc, sb, acc_index), wire(out_w), {}, step});
-      add({OpKind::Send, next, wire(out_w), {}, {}, step});
-      add({OpKind::Recv, prev, {}, wire(in_w), {}, step});
-      add({OpKind::Decompress, -1, wire(in_w), tmp, {}, step});
-    } else {
-      add({OpKind::Send, next, block(acc, sb, acc_index), {}, {}, step});
-      add({OpKind::Recv, prev, {}, tmp, {}, step});
-    }
-    add({OpKind::Reduce, -1, tmp, block(acc, rb, acc_index), {}, step});
+  // Reduce-scatter step k of n-1: send block owned-1-k, receive (from the member that owns
+  // owned-1 at the end) block owned-2-k and add it; after n-1 steps the last block added is
+  // `owned`.
+  void reduce_scatter_step(int k, int owned, bool compressed, uint32_t step) {
+    const Slice dst = block(owned - 2 - k);
+    const Slice tmp{BufKind::Scratch, part_.scratch, 0, dst.count};
+    chain_.send(next_, block(owned - 1 - k), compressed, step);
+    chain_.recv(prev_, tmp, compressed, step);
+    chain_.add({OpKind::Reduce, -1, tmp, dst, {}, step});
   }
 
-  // Allgather step k of n-1 in the output; the rank starts owning block `owned` complete.
+  // Allgather step k of n-1; the member starts owning block `owned` complete. Compress-once
+  // (and zipccl) compress the owned block at step 0 and forward the bytes received after.
   void allgather_step(int k, int owned, Placement placement, uint32_t step) {
-    const int next = group_[mod(r_ + 1)], prev = group_[mod(r_ - 1)];
-    const bool per_hop = placement == Placement::PerHop;
-    const bool once = placement == Placement::CompressOnce || placement == Placement::ZipCCL;
-    const int sb = owned - k, rb = owned - k - 1;
-    if (per_hop || (once && k == 0)) {
-      forward_ = new_wire();
-      add({OpKind::Compress, -1, block(BufKind::Output, sb), wire(forward_), {}, step});
+    const Slice out = block(owned - k), in = block(owned - k - 1);
+    if (placement == Placement::None) {
+      chain_.send(next_, out, false, step);
+      chain_.recv(prev_, in, false, step);
+      return;
     }
-    if (per_hop || once) {
-      const uint32_t in_w = new_wire();
-      add({OpKind::Send, next, wire(forward_), {}, {}, step});
-      add({OpKind::Recv, prev, {}, wire(in_w), {}, step});
-      add({OpKind::Decompress, -1, wire(in_w), block(BufKind::Output, rb), {}, step});
-      forward_ = in_w;  // compress-once: pass on the bytes received
-    } else {
-      add({OpKind::Send, next, block(BufKind::Output, sb), {}, {}, step});
-      add({OpKind::Recv, prev, {}, block(BufKind::Output, rb), {}, step});
-    }
-  }
-
-  void reduce_scatter(BufKind acc, uint32_t acc_index, int owned, bool compressed, uint32_t& step) {
-    for (int k = 0; k < steps(); ++k) reduce_scatter_step(k, acc, acc_index, owned, compressed, step++);
-  }
-  void allgather(int owned, Placement placement, uint32_t& step) {
-    for (int k = 0; k < steps(); ++k) allgather_step(k, owned, placement, step++);
+    if (placement == Placement::PerHop || k == 0) forward_ = chain_.compress(out, step);
+    chain_.send_wire(next_, forward_, step);
+    forward_ = chain_.recv_wire(prev_, in, step);
   }
 
  private:
-  std::vector<int> group_;
-  int n_, r_;
-  uint64_t base_, count_;
-  RankProgram& p_;
-  int64_t last_;
-  uint32_t scratch_;
+  const Part& part_;
+  int n_, next_, prev_;
+  Chain chain_;
   uint32_t forward_ = 0;
 };
 
-std::vector<int> whole_group(int n) {
-  std::vector<int> g(n);
-  for (int i = 0; i < n; ++i) g[i] = i;
-  return g;
-}
-
-Schedule ring_base(Collective c, const char* what, int n, uint64_t count, DType dtype, Placement placement) {
-  if (n < 1) throw ScheduleError(std::string(what) + ": group size must be >= 1, got " + std::to_string(n));
-  return make_schedule(c, "ring", placement, n, count, dtype);
-}
-
-uint64_t largest_block(uint64_t count, int n) {
+uint64_t largest_block(const Part& part) {
   uint64_t largest = 0;
-  for (int b = 0; b < n; ++b) largest = std::max(largest, block_of(count, n, b).count());
+  for (int b = 0; b < part.size(); ++b) largest = std::max(largest, part.block(b).count());
   return largest;
 }
 
 }  // namespace
 
-Schedule ring_allreduce(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
-  if (pipe.chunks < 1 || pipe.channels < 1)
-    throw ScheduleError("ring_allreduce: chunks and channels must be >= 1, got " + std::to_string(pipe.chunks) + " and " +
-                        std::to_string(pipe.channels));
-  Schedule s = ring_base(Collective::AllReduce, "ring_allreduce", n, count, dtype, placement);
+uint32_t ring_reduce_scatter_part(Schedule& s, const Part& part, int owned_shift, bool compressed, uint32_t step,
+                                  Chains& chains) {
+  const int n = part.size();
+  const uint64_t largest = n > 1 ? largest_block(part) : 0;
+  for (int pos = 0; pos < n; ++pos) {
+    const int r = part.members[pos];
+    if (n > 1) grow_scratch(s.ranks[r], part.scratch, largest);
+    RingRank ring(part, pos, s.ranks[r], chains[r]);
+    for (int k = 0; k + 1 < n; ++k) ring.reduce_scatter_step(k, pos + owned_shift, compressed, step + k);
+  }
+  return step + static_cast<uint32_t>(n - 1);
+}
+
+uint32_t ring_allgather_part(Schedule& s, const Part& part, int owned_shift, Placement placement, uint32_t step,
+                             Chains& chains) {
+  const int n = part.size();
+  for (int pos = 0; pos < n; ++pos) {
+    const int r = part.members[pos];
+    RingRank ring(part, pos, s.ranks[r], chains[r]);
+    for (int k = 0; k + 1 < n; ++k) ring.allgather_step(k, pos + owned_shift, placement, step + k);
+  }
+  return step + static_cast<uint32_t>(n - 1);
+}
+
+uint32_t ring_allreduce_part(Schedule& s, const Part& part, Placement placement, uint32_t step, Chains& chains) {
+  // Member i ends the reduce-scatter owning block i+1 and starts the allgather with it.
+  // CompressOnce compresses only the allgather (a reduce-scatter block changes at every hop).
+  const bool rs_compressed = placement == Placement::PerHop || placement == Placement::ZipCCL;
+  step = ring_reduce_scatter_part(s, part, 1, rs_compressed, step, chains);
+  return ring_allgather_part(s, part, 1, placement, step, chains);
+}
+
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
+
+Schedule ring_base(Collective c, const char* what, int n, uint64_t count, DType dtype, Placement placement,
+                   const Pipelining& pipe) {
+  if (n < 1) throw ScheduleError(std::string(what) + ": group size must be >= 1, got " + std::to_string(n));
+  check_pipelining(what, pipe);
+  Schedule s = make_schedule(c, "ring", placement, n, count, dtype);
   if (pipe.chunks > 1 || pipe.channels > 1)
     s.algorithm += " chunks=" + std::to_string(pipe.chunks) + " channels=" + std::to_string(pipe.channels);
-  const bool rs_compressed = placement == Placement::PerHop || placement == Placement::ZipCCL;
-  const int pieces = static_cast<int>(pipe.chunks * pipe.channels);
-  for (int r = 0; r < n; ++r) {
-    RankProgram& p = s.ranks[r];
-    p.input_count = p.output_count = count;
-    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
-    // Piece (channel c, chunk j) = part c*chunks+j of the data, its own ring with its own
-    // receive buffer; chunk j runs j steps behind chunk 0, so the chunks of a channel follow
-    // each other through the ring (pipelining) and channels run side by side.
-    std::vector<RingRank> ring;
-    for (int piece = 0; piece < pieces; ++piece) {
-      const Block part = block_of(count, pieces, piece);
-      p.scratch_counts.push_back(largest_block(part.count(), n));
-      ring.emplace_back(whole_group(n), r, part.begin, part.count(), p, 0, static_cast<uint32_t>(piece));
-    }
-    const int phase = n - 1, delay_max = static_cast<int>(pipe.chunks) - 1;
-    for (int t = 0; t < 2 * phase + delay_max; ++t) {
-      for (int piece = 0; piece < pieces; ++piece) {
-        const int k = t - piece % static_cast<int>(pipe.chunks);
-        if (k < 0 || k >= 2 * phase) continue;
-        if (k < phase) ring[piece].reduce_scatter_step(k, BufKind::Output, 0, r + 1, rs_compressed, t);
-        else ring[piece].allgather_step(k - phase, r + 1, placement, t);
-      }
-    }
-  }
   return s;
 }
 
-Schedule ring_reduce_scatter(int n, uint64_t count, DType dtype, Placement placement) {
+}  // namespace
+
+Schedule ring_allreduce(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
+  Schedule s = ring_base(Collective::AllReduce, "ring_allreduce", n, count, dtype, placement, pipe);
+  for (RankProgram& p : s.ranks) {
+    p.input_count = p.output_count = count;
+    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
+  }
+  // Piece (channel c, chunk j) = part c*chunks+j of the data, its own ring with its own
+  // receive buffer and chain; chunk j runs j steps behind chunk 0, so the chunks of a channel
+  // follow each other through the ring (pipelining) and channels run side by side.
+  const Part whole{whole_group(n)};
+  const Chains start = chains_after_last(s);
+  pipelined(s, count, pipe, [&](const Block& piece, uint32_t index, uint32_t delay) {
+    Part part = whole;
+    part.base = piece.begin;
+    part.count = piece.count();
+    part.scratch = index;
+    Chains chains = start;
+    ring_allreduce_part(s, part, placement, delay, chains);
+  });
+  return s;
+}
+
+Schedule ring_reduce_scatter(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
   if (placement == Placement::CompressOnce || placement == Placement::ZipCCL)
     throw ScheduleError("ring_reduce_scatter: placement " + std::string(placement_name(placement)) +
                         " does not apply (blocks change at every hop); use none or per-hop");
-  Schedule s = ring_base(Collective::ReduceScatter, "ring_reduce_scatter", n, count, dtype, placement);
+  Schedule s = ring_base(Collective::ReduceScatter, "ring_reduce_scatter", n, count, dtype, placement, pipe);
+  // Scratch 0 accumulates the whole vector; pieces receive into scratch 1, 2, ...
+  for (RankProgram& p : s.ranks) {
+    p.input_count = count;
+    p.scratch_counts = {count};
+    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 0, 0, count}, {}, 0});
+  }
+  // Pipelined pieces split every block (piece i of block b), so rank r still ends with block r.
+  const Chains start = chains_after_last(s);
+  uint32_t steps = 0;
+  const auto ends = pipelined(s, count, pipe, [&](const Block&, uint32_t index, uint32_t delay) {
+    Part part{whole_group(n), 0, count, BufKind::Scratch, 0, 1, 1 + index, pipe.chunks * pipe.channels, index};
+    Chains chains = start;
+    steps = std::max(steps, ring_reduce_scatter_part(s, part, 0, placement == Placement::PerHop, delay, chains));
+  });
   for (int r = 0; r < n; ++r) {
     RankProgram& p = s.ranks[r];
     const Block mine = block_of(count, n, r);
-    p.input_count = count;
     p.output_count = mine.count();
-    p.scratch_counts = {largest_block(count, n), count};  // receive buffer, accumulator
-    RingRank ring(whole_group(n), r, 0, count, p, -1);
-    ring.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 1, 0, count}, {}, 0});
-    uint32_t step = 0;
-    ring.reduce_scatter(BufKind::Scratch, 1, r, placement == Placement::PerHop, step);
-    ring.add({OpKind::Copy, -1, Slice{BufKind::Scratch, 1, mine.begin, mine.count()},
-              Slice{BufKind::Output, 0, 0, mine.count()}, {}, step});
+    // The copy of the result waits for every piece (or the first copy when there are none).
+    Op copy{OpKind::Copy, -1, Slice{BufKind::Scratch, 0, mine.begin, mine.count()},
+            Slice{BufKind::Output, 0, 0, mine.count()}, ends[r].empty() ? std::vector<uint32_t>{0} : ends[r], steps};
+    p.ops.push_back(std::move(copy));
   }
   return s;
 }
 
-Schedule ring_allgather(int n, uint64_t count, DType dtype, Placement placement) {
+Schedule ring_allgather(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
   if (placement == Placement::ZipCCL)
     throw ScheduleError("ring_allgather: placement zipccl is for allreduce; use none, per-hop or compress-once");
-  Schedule s = ring_base(Collective::AllGather, "ring_allgather", n, count, dtype, placement);
+  Schedule s = ring_base(Collective::AllGather, "ring_allgather", n, count, dtype, placement, pipe);
   for (int r = 0; r < n; ++r) {
     RankProgram& p = s.ranks[r];
     const Block mine = block_of(count, n, r);
     p.input_count = mine.count();
     p.output_count = count;
-    RingRank ring(whole_group(n), r, 0, count, p, -1);
-    ring.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, mine.count()},
-              Slice{BufKind::Output, 0, mine.begin, mine.count()}, {}, 0});
-    uint32_t step = 0;
-    ring.allgather(r, placement, step);
+    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, mine.count()},
+                       Slice{BufKind::Output, 0, mine.begin, mine.count()}, {}, 0});
   }
-  return s;
-}
-
-Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype, Placement placement) {
-  if (nodes < 1 || gpus_per_node < 1)
-    throw ScheduleError("hierarchical_allreduce: nodes and gpus_per_node must be >= 1, got " + std::to_string(nodes) +
-                        " x " + std::to_string(gpus_per_node));
-  const int g = gpus_per_node, n = nodes * g;
-  Schedule s = make_schedule(Collective::AllReduce, "hierarchical-ring", placement, n, count, dtype);
-  const bool rs_compressed = placement == Placement::PerHop || placement == Placement::ZipCCL;
-  for (int r = 0; r < n; ++r) {
-    RankProgram& p = s.ranks[r];
-    p.input_count = p.output_count = count;
-    p.scratch_counts = {largest_block(count, g)};
-    const int node = r / g, local = r % g;
-    std::vector<int> intra(g), inter(nodes);
-    for (int i = 0; i < g; ++i) intra[i] = node * g + i;
-    for (int k = 0; k < nodes; ++k) inter[k] = k * g + local;
-    RingRank in_node(intra, local, 0, count, p, -1);
-    in_node.add({OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
-    uint32_t step = 0;
-    in_node.reduce_scatter(BufKind::Output, 0, local, rs_compressed, step);  // local rank l owns block l
-    const Block mine = block_of(count, g, local);
-    RingRank across(inter, node, mine.begin, mine.count(), p, static_cast<int64_t>(p.ops.size()) - 1);
-    across.reduce_scatter(BufKind::Output, 0, node + 1, rs_compressed, step);
-    across.allgather(node + 1, placement, step);
-    in_node.after(static_cast<int64_t>(p.ops.size()) - 1);
-    in_node.allgather(local, placement, step);
-  }
+  const Chains start = chains_after_last(s);
+  pipelined(s, count, pipe, [&](const Block&, uint32_t index, uint32_t delay) {
+    Part part{whole_group(n), 0, count, BufKind::Output, 0, 1, index, pipe.chunks * pipe.channels, index};
+    Chains chains = start;
+    ring_allgather_part(s, part, 0, placement, delay, chains);
+  });
   return s;
 }
 

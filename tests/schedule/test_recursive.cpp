@@ -53,8 +53,8 @@ TEST_CASE("recursive halving/doubling with a lossless codec is bitwise the uncom
   ReferenceOptions opt;
   opt.codec = find_codec("entropy-exp");
   opt.encode.chunk_elements = 64;
-  for (Placement p : {Placement::PerHop, Placement::ZipCCL}) {
-    for (int n : {2, 3, 5, 8}) {
+  for (Placement p : {Placement::PerHop, Placement::CompressOnce, Placement::ZipCCL}) {
+    for (int n : {2, 3, 5, 8, 12}) {
       const uint64_t count = 1003;
       std::vector<std::vector<uint8_t>> inputs(n);
       for (int r = 0; r < n; ++r) inputs[r] = test::gaussian_bytes(DType::BF16, count, 0.02, 40 + r);
@@ -63,7 +63,7 @@ TEST_CASE("recursive halving/doubling with a lossless codec is bitwise the uncom
             run_reference(recursive_allreduce(n, count, DType::BF16), inputs));
     }
   }
-  CHECK_THROWS_AS(recursive_allreduce(4, 10, DType::BF16, Placement::CompressOnce), ScheduleError);
+  CHECK_THROWS_AS(recursive_allreduce(0, 10, DType::BF16, Placement::CompressOnce), ScheduleError);
 }
 
 TEST_CASE("double binary tree allreduce computes the exact sum with every placement", "[schedule][tree]") {
@@ -93,11 +93,11 @@ TEST_CASE("double binary tree allreduce computes the exact sum with every placem
   }
 }
 
-TEST_CASE("recursive halving reduce-scatter and doubling allgather match the ring versions", "[schedule][recursive]") {
+TEST_CASE("recursive halving reduce-scatter and doubling allgather match the ring versions for any n", "[schedule][recursive]") {
   ReferenceOptions opt;
   opt.codec = find_codec("gauss-exp");
   opt.encode.chunk_elements = 32;
-  for (int n : {1, 2, 4, 8, 16, 64}) {
+  for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 64}) {
     for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(n + 3), uint64_t{1003}}) {
       CAPTURE(n, count);
       std::vector<std::vector<uint8_t>> inputs(n), blocks(n);
@@ -111,22 +111,45 @@ TEST_CASE("recursive halving reduce-scatter and doubling allgather match the rin
       }
       const auto rs = run_reference(ring_reduce_scatter(n, count, DType::FP32), inputs);
       const auto ag = run_reference(ring_allgather(n, count, DType::FP32), blocks);
-      for (Placement p : {Placement::None, Placement::PerHop}) {
-        CHECK(run_reference(recursive_reduce_scatter(n, count, DType::FP32, p), inputs, opt) == rs);
+      for (Placement p : {Placement::None, Placement::PerHop, Placement::CompressOnce}) {
+        CAPTURE(placement_name(p));
+        if (p != Placement::CompressOnce) CHECK(run_reference(recursive_reduce_scatter(n, count, DType::FP32, p), inputs, opt) == rs);
         CHECK(run_reference(recursive_allgather(n, count, DType::FP32, p), blocks, opt) == ag);
       }
       if (n > 1) {
-        const StepBytes b = step_bytes(recursive_allgather(n, count, DType::FP32));
-        CHECK(b.steps == static_cast<uint32_t>(std::log2(n)));
+        // log2 n steps for a power of two, two more (fold in, fold out) otherwise.
+        const uint32_t log2 = static_cast<uint32_t>(std::floor(std::log2(n))), extra = (n & (n - 1)) ? 2 : 0;
+        CHECK(step_bytes(recursive_allgather(n, count, DType::FP32)).steps == log2 + extra);
+        CHECK(step_bytes(recursive_reduce_scatter(n, count, DType::FP32)).steps == log2 + extra);
       }
     }
   }
+  // Closed forms for n a power of two: (n-1)/n of the data per rank, S/2^(k+1) at halving step k
+  // and S·2^k/n at doubling step k.
   const uint64_t count = 64 * 1024;
-  for (int n : {2, 8, 64})
-    for (const Schedule& s : {recursive_reduce_scatter(n, count, DType::FP32), recursive_allgather(n, count, DType::FP32)}) {
-      const StepBytes b = step_bytes(s);
-      for (int r = 0; r < n; ++r) CHECK(b.sent_bytes[r] == (n - 1) * (count / n) * 4);
+  for (int n : {2, 8, 64}) {
+    CAPTURE(n);
+    const StepBytes rsb = step_bytes(recursive_reduce_scatter(n, count, DType::FP32));
+    const StepBytes agb = step_bytes(recursive_allgather(n, count, DType::FP32));
+    for (int r = 0; r < n; ++r) {
+      CHECK(rsb.sent_bytes[r] == (n - 1) * (count / n) * 4);
+      CHECK(agb.sent_bytes[r] == (n - 1) * (count / n) * 4);
+      for (uint32_t k = 0; k < rsb.steps; ++k) {
+        CHECK(rsb.sent[r][k] == (count >> (k + 1)) * 4);
+        CHECK(agb.sent[r][k] == (count / n << k) * 4);
+      }
     }
-  CHECK_THROWS_AS(recursive_allgather(6, 10, DType::FP32), ScheduleError);
+  }
+  // Compress-once forwards each block's bytes: one message per block, n-1 sent per rank.
+  for (int n : {4, 6}) {
+    const Schedule s = recursive_allgather(n, 1000, DType::FP32, Placement::CompressOnce);
+    size_t compress = 0, sends = 0;
+    for (const auto& rp : s.ranks)
+      for (const Op& op : rp.ops) compress += op.kind == OpKind::Compress, sends += op.kind == OpKind::Send;
+    CHECK(compress == static_cast<size_t>(n));
+    CHECK(sends >= static_cast<size_t>(n * (n - 1)));
+  }
+  CHECK_THROWS_AS(recursive_allgather(0, 10, DType::FP32), ScheduleError);
+  CHECK_THROWS_AS(recursive_allgather(4, 10, DType::FP32, Placement::ZipCCL), ScheduleError);
   CHECK_THROWS_AS(recursive_reduce_scatter(4, 10, DType::FP32, Placement::CompressOnce), ScheduleError);
 }

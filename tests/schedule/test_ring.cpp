@@ -6,33 +6,15 @@
 
 #include "io/float_convert.h"
 #include "schedule/algorithms.h"
+#include "schedule/exact.h"
 #include "schedule/reference_executor.h"
 #include "test_util.h"
 
 using namespace compcoll;
 using namespace compcoll::sched;
 
-namespace {
-
-// Small integers (-1, 0, 1, 2): every partial sum over up to 64 ranks is exact in bf16, fp16
-// and fp32, so any summation order gives the same bits and a missed or doubled block shows.
-int value_of(int rank, uint64_t i) { return static_cast<int>((rank * 7 + i * 3) % 4) - 1; }
-
-std::vector<uint8_t> encode_values(DType dtype, const std::vector<int>& v) {
-  std::vector<uint8_t> out(v.size() * dtype_size(dtype));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const float f = static_cast<float>(v[i]);
-    if (dtype == DType::FP32) {
-      std::memcpy(out.data() + 4 * i, &f, 4);
-    } else {
-      const uint16_t b = dtype == DType::BF16 ? float_to_bf16_rne(f) : float_to_fp16_rne(f);
-      std::memcpy(out.data() + 2 * i, &b, 2);
-    }
-  }
-  return out;
-}
-
-}  // namespace
+using test::encode_values;
+using test::value_of;
 
 TEST_CASE("ring allreduce computes the exact sum on every rank", "[schedule][ring]") {
   const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
@@ -237,45 +219,6 @@ TEST_CASE("ring reduce-scatter and allgather cost (n-1)/n in n-1 steps; placemen
   }
   CHECK_THROWS_AS(ring_reduce_scatter(4, 10, DType::BF16, Placement::CompressOnce), ScheduleError);
   CHECK_THROWS_AS(ring_allgather(4, 10, DType::BF16, Placement::ZipCCL), ScheduleError);
-}
-
-TEST_CASE("hierarchical two-level allreduce computes the exact sum", "[schedule][hierarchical]") {
-  ReferenceOptions opt;
-  opt.codec = find_codec("gauss-exp");
-  opt.encode.chunk_elements = 32;
-  for (auto [nodes, g] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 4}, {3, 2}, {3, 5}, {8, 8}}) {
-    const int n = nodes * g;
-    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{1003}}) {
-      CAPTURE(nodes, g, count);
-      std::vector<std::vector<uint8_t>> inputs(n);
-      std::vector<int> sum(count, 0);
-      for (int r = 0; r < n; ++r) {
-        std::vector<int> v(count);
-        for (uint64_t i = 0; i < count; ++i) sum[i] += v[i] = value_of(r, i);
-        inputs[r] = encode_values(DType::BF16, v);
-      }
-      const auto want = encode_values(DType::BF16, sum);
-      for (Placement p : {Placement::None, Placement::PerHop, Placement::CompressOnce, Placement::ZipCCL}) {
-        CAPTURE(placement_name(p));
-        const auto out = run_reference(hierarchical_allreduce(nodes, g, count, DType::BF16, p), inputs, opt);
-        for (int r = 0; r < n; ++r) REQUIRE(out[r] == want);
-      }
-    }
-  }
-}
-
-TEST_CASE("hierarchical allreduce sends 2(g-1)/g inside a node and 2(N-1)/(N g) across", "[schedule][hierarchical][cost]") {
-  const int nodes = 4, g = 8;
-  const uint64_t count = 32 * 1024;  // divisible by g and by g * nodes
-  const Schedule s = hierarchical_allreduce(nodes, g, count, DType::FP32);
-  uint64_t intra = 0, inter = 0;
-  for (const Op& op : s.ranks[5].ops) {
-    if (op.kind != OpKind::Send) continue;
-    (op.peer / g == 5 / g ? intra : inter) += op.src.count * 4;
-  }
-  CHECK(intra == 2 * (g - 1) * (count / g) * 4);
-  CHECK(inter == 2 * (nodes - 1) * (count / g / nodes) * 4);
-  CHECK(step_bytes(s).steps == static_cast<uint32_t>(2 * (g - 1) + 2 * (nodes - 1)));
 }
 
 TEST_CASE("pipelined chunks and channels keep the ring allreduce exact", "[schedule][ring][pipelining]") {
