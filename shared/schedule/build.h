@@ -1,0 +1,47 @@
+// shared/schedule/build.h — one entry point to every schedule builder, by name: what the
+// simulator, the real executor and the policies call with a plan. Unknown names and
+// combinations a builder does not support are ScheduleErrors naming them.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedule/algorithms.h"
+
+namespace compcoll::sched {
+
+struct BuildSpec {
+  Collective collective = Collective::AllReduce;
+  std::string algorithm = "ring";  // see algorithm_names()
+  Placement placement = Placement::None;
+  int nranks = 1;
+  // allreduce: elements per rank; reduce-scatter: each rank's input; allgather: the output;
+  // broadcast: elements; all-to-all: elements each rank sends each rank (unless `counts`).
+  uint64_t count = 0;
+  DType dtype = DType::BF16;
+  Pipelining pipe{};             // ring allreduce / reduce-scatter / allgather, hierarchical allreduce, chain broadcast (chunks)
+  int gpus_per_node = 1;         // hierarchical algorithms: nranks must be a multiple
+  std::string inter = "ring";    // hierarchical allreduce across nodes: ring | recursive | tree
+  int root = 0;                  // broadcast
+  std::vector<std::vector<uint64_t>> counts;  // all-to-all(v); empty = uniform `count`
+};
+
+// The schedule the spec names (not validated: validate() it where needed). Algorithms, by
+// collective (algorithm_names()):
+//   allreduce       ring (pipe), recursive, tree, hierarchical (gpus_per_node, inter, pipe;
+//                   inter "tree" without pipelining)
+//   reduce-scatter  ring (pipe), recursive, hierarchical (gpus_per_node)
+//   allgather       ring (pipe), recursive, hierarchical (gpus_per_node)
+//   broadcast       tree, chain (root; pipe.chunks, channels 1)
+//   all-to-all      direct, pairwise, hierarchical (gpus_per_node; counts or uniform count)
+// pipe must be {1, 1} where no pipelining is listed; inter is read by the hierarchical
+// allreduce only. Throws ScheduleError with one line naming an unknown collective,
+// algorithm, inter-node algorithm or placement, a placement the builder does not support, or
+// a bad parameter (group size, root, nodes, counts, chunks).
+Schedule build_schedule(const BuildSpec& spec);
+std::vector<std::string> algorithm_names(Collective c);
+Collective parse_collective(std::string_view name);  // allreduce, reduce-scatter, allgather, broadcast, all-to-all
+Placement parse_placement(std::string_view name);    // none, per-hop, compress-once, zipccl
+
+}  // namespace compcoll::sched
