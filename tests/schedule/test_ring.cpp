@@ -256,3 +256,44 @@ TEST_CASE("pipelined chunks and channels keep the ring allreduce exact", "[sched
   CHECK(piped.sent_bytes == plain.sent_bytes);
   CHECK_THROWS_AS(ring_allreduce(4, 10, DType::BF16, Placement::None, {0, 1}), ScheduleError);
 }
+
+TEST_CASE("pipelined ring reduce-scatter and allgather keep the block layout", "[schedule][ring][pipelining]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("entropy-exp");
+  opt.encode.chunk_elements = 32;
+  for (auto [chunks, channels] : std::vector<std::pair<uint32_t, uint32_t>>{{2, 1}, {1, 3}, {3, 2}}) {
+    for (int n : {1, 2, 3, 5, 8}) {
+      for (uint64_t count : {uint64_t{0}, uint64_t{7}, uint64_t{1003}}) {
+        CAPTURE(chunks, channels, n, count);
+        const auto e = test::exact_inputs(DType::BF16, n, count);
+        const Pipelining pipe{chunks, channels};
+        for (Placement p : {Placement::None, Placement::PerHop}) {
+          const Schedule rs = ring_reduce_scatter(n, count, DType::BF16, p, pipe);
+          const auto out = run_reference(rs, e.inputs, opt);
+          for (int r = 0; r < n; ++r) REQUIRE(out[r] == test::encoded_block(DType::BF16, e.sum, n, r));
+          ReferenceOptions shuffled = opt;
+          shuffled.order_seed = 3;
+          REQUIRE(run_reference(rs, e.inputs, shuffled) == out);
+        }
+        for (Placement p : {Placement::None, Placement::CompressOnce}) {
+          const Schedule ag = ring_allgather(n, count, DType::BF16, p, pipe);
+          const auto out = run_reference(ag, e.blocks, opt);
+          for (int r = 0; r < n; ++r) REQUIRE(out[r] == encode_values(DType::BF16, e.gathered));
+          ReferenceOptions shuffled = opt;
+          shuffled.order_seed = 5;
+          REQUIRE(run_reference(ag, e.blocks, shuffled) == out);
+        }
+      }
+    }
+  }
+  const uint64_t count = 8 * 1024;
+  for (const auto& [plain, piped] :
+       {std::pair{ring_reduce_scatter(8, count, DType::BF16), ring_reduce_scatter(8, count, DType::BF16, Placement::None, {4, 2})},
+        std::pair{ring_allgather(8, count, DType::BF16), ring_allgather(8, count, DType::BF16, Placement::None, {4, 2})}}) {
+    const StepBytes a = step_bytes(plain), b = step_bytes(piped);
+    CHECK(b.steps == a.steps + 3);
+    CHECK(b.sent_bytes == a.sent_bytes);
+    CHECK(b.sent[0][0] * 4 == a.sent[0][0]);  // step 0 carries chunk 0 of each channel: a quarter of a block
+  }
+  CHECK_THROWS_AS(ring_allgather(4, 10, DType::BF16, Placement::None, {1, 0}), ScheduleError);
+}
