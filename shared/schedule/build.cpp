@@ -117,11 +117,6 @@ Schedule dispatch(const BuildSpec& s) {
 
 }  // namespace
 
-Schedule build_schedule(const BuildSpec& spec) {
-  Schedule s = dispatch(spec);
-  // Builders grow programs op by op; at 16,384 ranks the slack is a quarter of the schedule.
-  for (RankProgram& p : s.ranks) p.ops.shrink_to_fit();
-  return s;
-}
+Schedule build_schedule(const BuildSpec& spec) { return dispatch(spec); }
 
 }  // namespace compcoll::sched
