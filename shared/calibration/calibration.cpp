@@ -1,0 +1,114 @@
+// shared/calibration/calibration.cpp — see calibration.h.
+#include "calibration/calibration.h"
+
+#include <algorithm>
+
+#include "config/yaml_node.h"
+
+namespace compcoll::calib {
+
+std::string_view op_name(Op op) {
+  switch (op) {
+    case Op::Compress: return "compress";
+    case Op::Decompress: return "decompress";
+    case Op::Reduce: return "reduce";
+    case Op::Copy: return "copy";
+  }
+  return "?";
+}
+
+double Curve::seconds(double bytes) const {
+  if (points.empty()) return 0;
+  if (points.size() == 1) return points[0].second * (bytes / points[0].first);
+  size_t i = 1;
+  while (i + 1 < points.size() && points[i].first < bytes) ++i;
+  const auto [x0, y0] = points[i - 1];
+  const auto [x1, y1] = points[i];
+  if (bytes <= x0 && i == 1) {
+    // Below the first point: no less than the first duration scaled down to the fixed part.
+    const double slope = (y1 - y0) / (x1 - x0);
+    return std::max(0.0, y0 - slope * (x0 - bytes));
+  }
+  return y0 + (y1 - y0) * (bytes - x0) / (x1 - x0);
+}
+
+bool Calibration::has(Op op, const std::string& codec, DType dtype) const {
+  for (const auto& c : curves)
+    if (c.op == op && (op == Op::Reduce || op == Op::Copy || c.codec == codec) &&
+        (c.dtype == "any" || c.dtype == dtype_name(dtype)))
+      return true;
+  return false;
+}
+
+double Calibration::seconds(Op op, const std::string& codec, DType dtype, double bytes) const {
+  if (source == "zero") return 0;
+  if ((op == Op::Compress || op == Op::Decompress) && codec == "identity") return 0;
+  const Curve* best = nullptr;
+  for (const auto& c : curves)
+    if (c.op == op && (op == Op::Reduce || op == Op::Copy || c.codec == codec)) {
+      if (c.dtype == dtype_name(dtype)) best = &c;
+      else if (c.dtype == "any" && !best) best = &c;
+    }
+  if (!best)
+    throw config::ConfigError(file + ": curves: no curve for op " + std::string(op_name(op)) +
+                              (codec.empty() || op == Op::Reduce || op == Op::Copy ? "" : ", codec " + codec) +
+                              ", dtype " + std::string(dtype_name(dtype)));
+  return best->seconds(bytes);
+}
+
+std::string Calibration::label() const {
+  return source + " calibration (" + device + ", " + (date.empty() ? "undated" : date) + ", " + file + ")";
+}
+
+Calibration zero_calibration() {
+  Calibration c;
+  c.file = "(none)";
+  c.device = "none";
+  c.source = "zero";
+  c.statement = "every kernel takes no time: the network alone";
+  return c;
+}
+
+Calibration load_calibration(const std::string& path) {
+  using config::Node;
+  const Node root = Node::load_file(path);
+  Calibration cal;
+  cal.file = path;
+  cal.device = root.get("device").as_string();
+  cal.source = root.get("source").as_choice({"derived", "measured", "zero"});
+  cal.statement = root.get_string("statement", "");
+  cal.date = root.get_string("date", "");
+  root.opt("machine");  // free-form metadata written by calibrate (driver, clocks, ...)
+  const Node curves = root.get("curves");
+  for (size_t i = 0; i < curves.size(); ++i) {
+    const Node c = curves[i];
+    Curve cv;
+    const std::string op = c.get("op").as_choice({"compress", "decompress", "reduce", "copy"});
+    cv.op = op == "compress" ? Op::Compress : op == "decompress" ? Op::Decompress : op == "reduce" ? Op::Reduce : Op::Copy;
+    if (cv.op == Op::Compress || cv.op == Op::Decompress) cv.codec = c.get("codec").as_string();
+    cv.dtype = c.get("dtype").as_choice({"bf16", "fp16", "fp32", "any"});
+    const Node pts = c.opt("points");
+    if (pts.defined()) {
+      for (size_t k = 0; k < pts.size(); ++k) {
+        const Node p = pts[k];
+        if (!p.is_sequence() || p.size() != 2) p.fail("expected [bytes, seconds]");
+        const double b = p[0].as_double(), s = p[1].as_double();
+        if (b <= 0 || s < 0) p.fail("expected bytes > 0 and seconds >= 0");
+        if (!cv.points.empty() && b <= cv.points.back().first) p.fail("bytes must increase from point to point");
+        cv.points.emplace_back(b, s);
+      }
+      if (cv.points.empty()) pts.fail("expected at least one point");
+    } else {
+      // latency + bytes / throughput, as two points.
+      const double lat = c.get("latency").as_time();
+      const double thr = c.get("throughput").as_bandwidth();
+      cv.points = {{1.0, lat + 1.0 / thr}, {1e12, lat + 1e12 / thr}};
+    }
+    c.check_no_unknown_keys();
+    cal.curves.push_back(std::move(cv));
+  }
+  root.check_no_unknown_keys();
+  return cal;
+}
+
+}  // namespace compcoll::calib

@@ -1,0 +1,53 @@
+// shared/calibration/calibration.h — how long the kernels of a plan take on a device: for each
+// op (compress, decompress, reduce, copy), codec and dtype, a duration as a function of bytes.
+// A calibration file is measured (`compcoll-bench calibrate`, issue 5) or derived from stated
+// figures; `source` says which and every output that uses the file repeats it.
+//
+// File format (YAML, docs/CALIBRATION.md):
+//   device: "NVIDIA H100 80GB HBM3"
+//   source: derived            # derived | measured | zero
+//   statement: "where the figures come from"
+//   date: 2026-11-23
+//   curves:
+//     - {op: compress, codec: gauss-exp, dtype: bf16, latency: 6us, throughput: 350GB/s}
+//     - {op: reduce, dtype: bf16, points: [[4096, 3.1e-6], [1048576, 5.2e-6], ...]}
+// `bytes` is always the uncompressed size of the data the op touches. Between points the
+// duration is interpolated linearly; past the last point it grows at the last segment's rate.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codec/dtype.h"
+
+namespace compcoll::calib {
+
+enum class Op : uint8_t { Compress, Decompress, Reduce, Copy };
+std::string_view op_name(Op op);
+
+struct Curve {
+  Op op = Op::Reduce;
+  std::string codec;  // empty for reduce and copy
+  std::string dtype;  // "bf16", "fp16", "fp32", or "any"
+  std::vector<std::pair<double, double>> points;  // (bytes, seconds), bytes increasing
+  double seconds(double bytes) const;
+};
+
+struct Calibration {
+  std::string file, device, source, statement, date;
+  std::vector<Curve> curves;
+
+  // The duration of `op` over `bytes` uncompressed bytes. Identity compress/decompress cost
+  // nothing (no kernel runs). Throws config::ConfigError naming the file and what is missing.
+  double seconds(Op op, const std::string& codec, DType dtype, double bytes) const;
+  // Whether a curve exists (no throw).
+  bool has(Op op, const std::string& codec, DType dtype) const;
+  // "derived: ..." / "measured on ..." — one line for outputs.
+  std::string label() const;
+};
+
+Calibration load_calibration(const std::string& path);
+// Every duration zero (tests of the network alone).
+Calibration zero_calibration();
+
+}  // namespace compcoll::calib

@@ -1,0 +1,132 @@
+// shared/config/experiment.cpp — see experiment.h.
+#include "config/experiment.h"
+
+#include <filesystem>
+
+#include "config/yaml_node.h"
+
+namespace compcoll::config {
+namespace fs = std::filesystem;
+
+std::vector<uint64_t> size_range(uint64_t from, uint64_t to, double factor) {
+  std::vector<uint64_t> out;
+  for (double s = static_cast<double>(from); s <= static_cast<double>(to) * (1 + 1e-9); s *= factor)
+    out.push_back(static_cast<uint64_t>(s + 0.5));
+  return out;
+}
+
+namespace {
+
+std::string resolve(const Node& n, const fs::path& exp_dir) {
+  const std::string p = n.as_string();
+  if (fs::path(p).is_absolute()) {
+    if (!fs::exists(p)) n.fail("no such file '" + p + "'");
+    return p;
+  }
+  for (const fs::path& base : {fs::current_path(), exp_dir, exp_dir.parent_path()})
+    if (fs::exists(base / p)) return (base / p).lexically_normal().string();
+  n.fail("no such file '" + p + "' (looked in the working directory, " + exp_dir.string() + " and its parent)");
+}
+
+}  // namespace
+
+Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  const Node root = Node::load_file(path, overrides);
+  Experiment e;
+  e.file = path;
+  const fs::path dir = fs::absolute(fs::path(path)).parent_path();
+  e.name = root.get("name").as_string();
+  e.description = root.get_string("description", "");
+
+  const Node topo = root.get("topology");
+  if (topo.is_sequence()) {
+    if (topo.size() == 0) topo.fail("expected at least one topology file");
+    for (size_t i = 0; i < topo.size(); ++i) e.topologies.push_back(resolve(topo[i], dir));
+  } else {
+    e.topologies.push_back(resolve(topo, dir));
+  }
+  e.ranks = static_cast<int>(root.get_int("ranks", 0, 0, 1 << 22));
+
+  const Node cal = root.get("calibration");
+  e.calibration = cal.as_string() == "zero" ? "zero" : resolve(cal, dir);
+
+  const Node net = root.opt("network");
+  if (net.defined()) {
+    e.network.model = net.get("model").as_choice({"lv08", "cm02"});
+    auto num = [&](const char* k, std::optional<double>& v) {
+      const Node x = net.opt(k);
+      if (x.defined()) {
+        v = x.as_double();
+        if (!(*v > 0)) x.fail("expected a positive number");
+      }
+    };
+    num("latency_factor", e.network.latency_factor);
+    num("bandwidth_factor", e.network.bandwidth_factor);
+    num("tcp_gamma", e.network.tcp_gamma);
+    const Node ct = net.opt("crosstraffic");
+    if (ct.defined()) e.network.crosstraffic = ct.as_bool();
+    net.check_no_unknown_keys();
+  }
+
+  const Node sizes = root.get("sizes");
+  if (sizes.is_sequence()) {
+    for (size_t i = 0; i < sizes.size(); ++i) e.sizes.push_back(sizes[i].as_bytes());
+  } else if (sizes.is_map()) {
+    const uint64_t from = sizes.get("from").as_bytes(), to = sizes.get("to").as_bytes();
+    const double factor = sizes.get_double("factor", 2.0);
+    if (!(factor > 1)) sizes.opt("factor").fail("expected a factor > 1");
+    if (from == 0 || to < from) sizes.fail("expected 0 < from <= to");
+    sizes.check_no_unknown_keys();
+    e.sizes = size_range(from, to, factor);
+  } else {
+    e.sizes.push_back(sizes.as_bytes());
+  }
+  if (e.sizes.empty()) sizes.fail("expected at least one size");
+
+  const Node calls = root.get("calls");
+  if (!calls.is_sequence() || calls.size() == 0) calls.fail("expected a list of collective calls");
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Node c = calls[i];
+    CallSweep s;
+    s.collective = c.get("collective").as_choice({"allreduce", "reduce-scatter", "allgather", "broadcast", "all-to-all"});
+    s.algorithm = c.get("algorithm").as_string();
+    s.inter = c.get_string("inter", "ring");
+    const Node pl = c.opt("placement");
+    if (pl.defined()) s.placement = pl.as_choice({"none", "per-hop", "compress-once", "zipccl"});
+    else s.placement = s.collective == "allreduce" ? "zipccl" : s.collective == "reduce-scatter" ? "per-hop" : "compress-once";
+    s.dtype = c.get_string("dtype", "bf16");
+    if (s.dtype != "bf16" && s.dtype != "fp16" && s.dtype != "fp32") c.opt("dtype").fail("expected bf16, fp16 or fp32");
+    s.tensor = c.get_string("tensor", "grad");
+    s.chunks = static_cast<uint32_t>(c.get_int("chunks", 1, 1, 1024));
+    s.channels = static_cast<uint32_t>(c.get_int("channels", 1, 1, 64));
+    s.root = static_cast<int>(c.get_int("root", 0, 0, 1 << 22));
+    c.check_no_unknown_keys();
+    e.calls.push_back(s);
+  }
+
+  const Node codecs = root.get("codecs");
+  if (!codecs.is_sequence() || codecs.size() == 0) codecs.fail("expected a list of codec names");
+  for (size_t i = 0; i < codecs.size(); ++i) e.codecs.push_back(codecs[i].as_string());
+
+  const Node ratios = root.opt("ratios");
+  if (ratios.defined()) {
+    const Node dirn = ratios.opt("tensors");
+    if (dirn.defined()) {
+      e.tensors_dir = resolve(dirn, dir);
+      if (!fs::is_directory(e.tensors_dir)) dirn.fail("expected a folder of tensor files");
+    }
+    const Node fixed = ratios.opt("fixed");
+    if (fixed.defined()) {
+      for (const auto& k : fixed.keys()) {
+        const double r = fixed.get(k).as_double();
+        if (!(r > 0)) fixed.get(k).fail("expected a ratio > 0 (compressed / uncompressed)");
+        e.fixed_ratios[k] = r;
+      }
+    }
+    ratios.check_no_unknown_keys();
+  }
+  root.check_no_unknown_keys();
+  return e;
+}
+
+}  // namespace compcoll::config

@@ -1,0 +1,52 @@
+// shared/config/experiment.h — an experiment file (experiments/*.yaml, docs/EXPERIMENTS.md):
+// which topologies, which collective calls at which sizes, which codecs and placements, which
+// calibration and network model. compcoll-sim reads it now; compcoll-run (issue 5) reads the
+// same file. Every key is checked; errors are one line naming the file and the key path.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace compcoll::config {
+
+struct CallSweep {
+  std::string collective = "allreduce";  // allreduce | reduce-scatter | allgather | broadcast | all-to-all
+  std::string algorithm = "ring";
+  std::string inter = "ring";            // hierarchical allreduce: the inter-node algorithm
+  std::string placement = "zipccl";      // for compressing codecs; identity always runs uncompressed
+  std::string dtype = "bf16";
+  std::string tensor = "grad";           // tensor kind for the ratio model (tests/data/README.md)
+  uint32_t chunks = 1, channels = 1;
+  int root = 0;
+};
+
+struct NetworkSpec {
+  std::string model = "lv08";  // lv08 | cm02
+  std::optional<double> latency_factor, bandwidth_factor, tcp_gamma;
+  std::optional<bool> crosstraffic;
+};
+
+struct Experiment {
+  std::string file, name, description;
+  std::vector<std::string> topologies;  // resolved paths
+  int ranks = 0;                        // 0: every GPU of each topology
+  std::string calibration;              // resolved path, or "zero"
+  NetworkSpec network;
+  std::vector<uint64_t> sizes;          // bytes, nccl-tests "size"
+  std::vector<CallSweep> calls;
+  std::vector<std::string> codecs;
+  std::string tensors_dir;              // ratio model measured on TENSORS_DIR/<kind>.*.<dtype>.npy
+  std::map<std::string, double> fixed_ratios;  // codec -> compressed/uncompressed, instead of measuring
+};
+
+// Relative paths in the file are looked up from the working directory, then the experiment's
+// folder, then its parent (so experiments/x.yaml may say topologies/y.yaml).
+Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// "1MB:1GB:x4" style ranges are accepted as well as lists; see docs/EXPERIMENTS.md.
+std::vector<uint64_t> size_range(uint64_t from, uint64_t to, double factor);
+
+}  // namespace compcoll::config

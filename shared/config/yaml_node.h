@@ -1,0 +1,91 @@
+// shared/config/yaml_node.h — reading YAML with errors a user can act on. Every value is read
+// through a Node that knows its file and key path ("topology.yaml: node.gpu_link.bandwidth:
+// expected a bandwidth like 450GB/s, got 'fast'"), and every mapping is checked for keys that
+// nobody read: an unknown (misspelled) key is an error, never silently ignored.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace compcoll::config {
+
+// One line: "FILE: KEY.PATH: what was expected, what was found".
+class ConfigError : public std::runtime_error {
+ public:
+  using runtime_error::runtime_error;
+};
+
+class Node {
+ public:
+  // Parses a file (ConfigError naming the file and line on a syntax error). Each override
+  // "key.path=value" replaces or adds that scalar before anything is read (--set); a key path
+  // through a sequence uses indices ("sweep.0.codec=identity").
+  static Node load_file(const std::string& path, const std::vector<std::string>& overrides = {});
+  // Parses text; `name` stands for the file in messages.
+  static Node load_string(const std::string& text, const std::string& name);
+
+  const std::string& file() const { return *file_; }
+  const std::string& path() const { return path_; }  // "node.gpu_link" ("" at the root)
+  bool is_map() const { return node_.IsMap(); }
+  bool is_sequence() const { return node_.IsSequence(); }
+  bool is_scalar() const { return node_.IsScalar(); }
+
+  // Mapping access. has() marks nothing; get/opt mark the key as read.
+  bool has(const std::string& key) const;
+  Node get(const std::string& key) const;        // ConfigError when missing
+  Node opt(const std::string& key) const;        // an undefined Node when missing (defined() false)
+  bool defined() const { return node_.IsDefined() && !node_.IsNull(); }
+  std::vector<std::string> keys() const;
+
+  // Sequence access.
+  size_t size() const;
+  Node operator[](size_t i) const;
+
+  // Scalars, with the expected form named in the error.
+  std::string as_string() const;
+  int64_t as_int(int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) const;
+  double as_double() const;
+  bool as_bool() const;
+  double as_bandwidth() const;  // bytes/s: "450GB/s", "400Gb/s", "25GBps", or a number of bytes/s
+  double as_time() const;       // seconds: "1us", "500ns", "2.5ms", "1s", or a number of seconds
+  uint64_t as_bytes() const;    // "1MB" (10^6), "1MiB" (2^20), "4KB", or a number
+
+  // Defaults for absent keys.
+  std::string get_string(const std::string& key, const std::string& dflt) const;
+  int64_t get_int(const std::string& key, int64_t dflt, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) const;
+  double get_double(const std::string& key, double dflt) const;
+
+  // Throws unless `value` is one of `allowed`, naming them.
+  std::string as_choice(const std::vector<std::string>& allowed) const;
+
+  // Throws ConfigError naming the first key of this mapping that no get/opt read.
+  void check_no_unknown_keys() const;
+
+  [[noreturn]] void fail(const std::string& what) const;
+
+  const YAML::Node& raw() const { return node_; }
+
+ private:
+  using ReadKeys = std::map<std::string, std::set<std::string>>;  // mapping path -> keys read
+  Node(YAML::Node n, std::shared_ptr<const std::string> file, std::string path, std::shared_ptr<ReadKeys> read);
+  std::string child_path(const std::string& key) const;
+
+  YAML::Node node_;
+  std::shared_ptr<const std::string> file_;
+  std::string path_;
+  std::shared_ptr<ReadKeys> read_;  // shared by every Node of one document
+};
+
+// Unit parsing shared with command-line --set values. Throw std::invalid_argument.
+double parse_bandwidth(const std::string& s);
+double parse_time(const std::string& s);
+uint64_t parse_bytes(const std::string& s);
+
+}  // namespace compcoll::config

@@ -1,0 +1,111 @@
+// shared/topology/topology.h — a GPU cluster as data. A topology YAML file (topologies/*.yaml,
+// docs/TOPOLOGY.md) names a generator and its parameters; load_topology() checks every key and
+// builds a Boost.Graph of GPUs, intra-node switches and network switches with the bandwidth and
+// latency of every link. The cost model and the simulator both read it; the simulator turns the
+// same parameters into SimGrid zones (sim/platform.cpp).
+//
+// Model. Every GPU reaches the other GPUs of its node through its own link to the node's switch
+// (NVSwitch or a PCIe switch: one up and one down link per GPU, so the node is non-blocking),
+// and GPUs of other nodes through its own NIC port(s) into the network. The network is
+// generated: a fat tree (XGFT: two or three tiers, an oversubscription ratio at the leaf
+// uplinks), a rail-optimized fat tree (leaf switches gather the GPUs of one local rank across
+// nodes), a dragonfly, or a 2D/3D torus; its leaves are the GPUs' NIC ports.
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace compcoll::topo {
+
+struct LinkSpec {
+  double bandwidth = 0;    // bytes/s per direction, nominal
+  double latency = 0;      // seconds per traversal
+  double efficiency = 1.0; // fraction of `bandwidth` a transfer reaches (calibrated, stated in the file)
+  double effective_bandwidth() const { return bandwidth * efficiency; }
+};
+
+enum class Generator : uint8_t { SingleNode, FatTree, RailFatTree, Dragonfly, Torus };
+std::string_view generator_name(Generator g);
+
+// Extended generalized fat tree XGFT(h; m; w) as SimGrid's fat-tree zone takes it: down[i]
+// children per tier-(i+1) switch, up[i] parents per element of tier i, links[i] parallel links
+// per connection. Leaves are GPU NIC ports.
+struct FatTreeSpec {
+  int tiers = 2;
+  int gpus_per_leaf = 32;
+  int leaves_per_pod = 0;         // 3 tiers
+  double oversubscription = 1.0;  // at the leaf switches' uplinks
+  std::vector<unsigned> down, up, links;
+};
+
+// SimGrid's dragonfly: groups x chassis x routers, `gpus_per_router` leaves on each router;
+// the *_links are the parallel links between two groups / chassis / routers.
+struct DragonflySpec {
+  unsigned groups = 0, group_links = 1, chassis = 0, chassis_links = 1, routers = 0, router_links = 1,
+           gpus_per_router = 0;
+};
+
+struct TorusSpec {
+  std::vector<unsigned long> dims;  // product = number of GPUs; GPUs are the torus elements
+};
+
+enum class VertexKind : uint8_t { Gpu, NodeSwitch, NetworkSwitch };
+struct VertexProps {
+  VertexKind kind = VertexKind::Gpu;
+  int node = -1;  // for GPUs and node switches
+};
+struct EdgeProps {
+  double bandwidth = 0;  // effective bytes/s per direction of one link x count
+  double latency = 0;
+  unsigned count = 1;    // parallel links
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, VertexProps, EdgeProps>;
+
+struct Topology {
+  std::string name, file, description;
+  Generator generator = Generator::SingleNode;
+  int nodes = 1, gpus_per_node = 8;
+  std::string intra_fabric = "nvswitch";  // nvswitch | pcie
+  LinkSpec gpu_link;       // GPU <-> node switch
+  int nics_per_gpu = 1;
+  LinkSpec network_link;   // every network port (NIC <-> switch, switch <-> switch)
+  FatTreeSpec fat_tree;
+  DragonflySpec dragonfly;
+  TorusSpec torus;
+  std::string placement = "linear";  // linear | round-robin | explicit
+  std::vector<int> rank_to_gpu;      // rank -> GPU id (node * gpus_per_node + local)
+  Graph graph;                       // vertices 0..gpus()-1 are the GPUs
+
+  int gpus() const { return nodes * gpus_per_node; }
+  int node_of(int gpu) const { return gpu / gpus_per_node; }
+  int local_of(int gpu) const { return gpu % gpus_per_node; }
+  // The GPU's leaf index in the generated network (rail-major for a rail-optimized fat tree).
+  uint64_t leaf_of(int gpu) const;
+  int gpu_of_leaf(uint64_t leaf) const;
+};
+
+// A route in the graph (minimum hops; inside a node through its switch).
+struct Route {
+  std::vector<int> vertices;   // from source GPU to destination GPU
+  double latency = 0;          // sum over links
+  double bandwidth = 0;        // bottleneck effective bandwidth (one link of each hop)
+  int hops() const { return static_cast<int>(vertices.size()) - 1; }
+};
+Route route(const Topology& t, int src_gpu, int dst_gpu);
+
+// Loads and checks a topology file (config::ConfigError, one line, naming the file and key).
+// `ranks` > 0 asks for a placement of that many ranks (an error when the topology is too small).
+Topology load_topology(const std::string& path, int ranks = 0, const std::vector<std::string>& overrides = {});
+
+// Generators for code and tests (the YAML loader calls these).
+Topology single_node(int gpus, LinkSpec gpu_link, const std::string& fabric = "nvswitch");
+void build_graph(Topology& t);
+void place_ranks(Topology& t, int ranks, const std::string& how);  // linear | round-robin
+
+// A few lines: generator, counts, links, oversubscription, and the rank placement summary.
+std::string describe(const Topology& t);
+
+}  // namespace compcoll::topo
