@@ -1,0 +1,378 @@
+// compcoll-sim — what-if studies of compressed collectives on a SimGrid model of a cluster.
+//
+//   compcoll-sim EXPERIMENT.yaml [--set key.path=value]... [--out DIR] [--json]
+//
+// For each topology of the experiment, each collective call, size and codec, builds the
+// schedule (shared/schedule), runs it in SimGrid (sim/simulator) and prints one nccl-tests
+// style row as soon as it finishes. --out DIR writes results.csv (row by row) and
+// results.json (the whole experiment, rewritten atomically after every row). docs/compcoll-sim.md.
+// Exit status: 0 all rows simulated, 1 some call failed, 2 bad input.
+#include <xbt/base.h>  // before simgrid/version.h, which needs its macros
+#include <simgrid/version.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "calibration/calibration.h"
+#include "calibration/ratio_model.h"
+#include "codec/codec.h"
+#include "config/experiment.h"
+#include "config/yaml_node.h"
+#include "io/tensor_file.h"
+#include "schedule/build.h"
+#include "sim/simulator.h"
+#include "topology/topology.h"
+
+using namespace compcoll;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: compcoll-sim EXPERIMENT.yaml [--set key.path=value]... [--out DIR] [--json]\n"
+    "  --set K=V  override one key of the experiment file (repeatable)\n"
+    "  --out DIR  write DIR/results.csv (row by row) and DIR/results.json\n"
+    "  --json     print the results as JSON on stdout instead of the table\n";
+
+struct Args {
+  std::string experiment, out;
+  std::vector<std::string> sets;
+  bool json = false;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::cerr << "compcoll-sim: " << msg << "\n" << kUsage;
+  std::exit(2);
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= argc) usage_error(std::string(flag) + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--help" || s == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (s == "--set") a.sets.push_back(value("--set"));
+    else if (s.starts_with("--set=")) a.sets.push_back(s.substr(6));
+    else if (s == "--out") a.out = value("--out");
+    else if (s == "--json") a.json = true;
+    else if (s.starts_with("-")) usage_error("unknown option " + s);
+    else if (a.experiment.empty()) a.experiment = s;
+    else usage_error("one experiment file only (got " + a.experiment + " and " + s + ")");
+  }
+  if (a.experiment.empty()) usage_error("no experiment file");
+  return a;
+}
+
+double bus_factor(sched::Collective c, int n) {
+  if (n <= 1) return 0;
+  switch (c) {
+    case sched::Collective::AllReduce: return 2.0 * (n - 1) / n;
+    case sched::Collective::Broadcast: return 1.0;
+    default: return static_cast<double>(n - 1) / n;
+  }
+}
+
+// Elements of the collective from the nccl-tests size: allreduce, broadcast: the buffer;
+// reduce-scatter: each rank's input; allgather: the output; all-to-all: each rank's send
+// buffer, count is then per destination.
+uint64_t count_for(sched::Collective c, uint64_t bytes, DType dt, int n) {
+  const uint64_t elems = bytes / dtype_size(dt);
+  return c == sched::Collective::AllToAll ? elems / static_cast<uint64_t>(n) : elems;
+}
+
+std::string fmt(double v, int prec) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+struct Row {
+  std::string topology, collective, algorithm, placement, codec, dtype, tensor, ratio_source;
+  int ranks = 0;
+  uint64_t size = 0, count = 0;
+  double ratio = 1;
+  sim::CallResult r;
+  double speedup = NAN;
+};
+
+const char* kCsvHeader =
+    "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
+    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,error\n";
+
+std::string csv_quote(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+json row_json(const Row& w, double busf) {
+  const double t = w.r.time_s;
+  return json{{"topology", w.topology},     {"ranks", w.ranks},
+              {"collective", w.collective}, {"algorithm", w.algorithm},
+              {"placement", w.placement},   {"codec", w.codec},
+              {"dtype", w.dtype},           {"tensor", w.tensor},
+              {"size_bytes", w.size},       {"count", w.count},
+              {"time_us", t * 1e6},         {"algbw_gbps", t > 0 ? w.size / t / 1e9 : 0.0},
+              {"busbw_gbps", t > 0 ? w.size / t / 1e9 * busf : 0.0},
+              {"ratio", w.ratio},           {"ratio_source", w.ratio_source},
+              {"wire_bytes", w.r.wire_bytes}, {"raw_bytes", w.r.raw_bytes},
+              {"codec_us", w.r.codec_s * 1e6}, {"reduce_us", w.r.reduce_s * 1e6},
+              {"messages", w.r.messages},   {"ops", w.r.ops},
+              {"speedup_vs_identity", std::isnan(w.speedup) ? json(nullptr) : json(w.speedup)},
+              {"wall_s", w.r.wall_s},       {"error", w.r.error}};
+}
+
+void write_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream o(tmp);
+    o << text;
+  }
+  fs::rename(tmp, path);
+}
+
+int run(const Args& args) {
+  const auto t_start = std::chrono::steady_clock::now();
+  const config::Experiment exp = config::load_experiment(args.experiment, args.sets);
+  const calib::Calibration cal = exp.calibration == "zero" ? calib::zero_calibration() : calib::load_calibration(exp.calibration);
+  sim::NetworkModel net = sim::NetworkModel::defaults(exp.network.model);
+  if (exp.network.latency_factor) net.latency_factor = *exp.network.latency_factor;
+  if (exp.network.bandwidth_factor) net.bandwidth_factor = *exp.network.bandwidth_factor;
+  if (exp.network.tcp_gamma) net.tcp_gamma = *exp.network.tcp_gamma;
+  if (exp.network.crosstraffic) net.crosstraffic = *exp.network.crosstraffic;
+
+  // Check every codec and call before any simulation starts.
+  for (const auto& c : exp.codecs)
+    if (!find_codec(c)) throw config::ConfigError(exp.file + ": codecs: unknown codec '" + c + "'");
+  std::map<std::string, calib::MeasuredRatio> ratios;  // codec/dtype/kind
+  auto ratio_of = [&](const std::string& codec, const config::CallSweep& s) -> const calib::MeasuredRatio& {
+    const std::string key = codec + "/" + s.dtype + "/" + s.tensor;
+    auto it = ratios.find(key);
+    if (it != ratios.end()) return it->second;
+    calib::MeasuredRatio m;
+    if (codec == "identity") {
+      m.source = "uncompressed";
+    } else if (exp.fixed_ratios.count(codec)) {
+      m.ratio = exp.fixed_ratios.at(codec);
+      m.source = "fixed in " + exp.file;
+    } else if (!exp.tensors_dir.empty()) {
+      m = calib::measure_ratio(codec, *parse_dtype(s.dtype), exp.tensors_dir, s.tensor);
+    } else {
+      throw config::ConfigError(exp.file + ": ratios: no tensors folder and no fixed ratio for codec " + codec);
+    }
+    return ratios.emplace(key, m).first->second;
+  };
+  for (size_t i = 0; i < exp.calls.size(); ++i) {
+    const auto& s = exp.calls[i];
+    const auto names = sched::algorithm_names(sched::parse_collective(s.collective));
+    if (std::find(names.begin(), names.end(), s.algorithm) == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw config::ConfigError(exp.file + ": calls." + std::to_string(i) + ".algorithm: unknown " + s.collective +
+                                " algorithm '" + s.algorithm + "' (expected " + list + ")");
+    }
+    if (s.algorithm == "hierarchical" && s.inter != "ring" && s.inter != "recursive" && s.inter != "tree")
+      throw config::ConfigError(exp.file + ": calls." + std::to_string(i) + ".inter: expected ring, recursive or tree, got '" +
+                                s.inter + "'");
+  }
+  for (const auto& s : exp.calls)
+    for (const auto& c : exp.codecs) {
+      ratio_of(c, s);
+      if (c != "identity" && s.placement != "none") {
+        const DType dt = *parse_dtype(s.dtype);
+        for (auto op : {calib::Op::Compress, calib::Op::Decompress})
+          if (cal.source != "zero" && !cal.has(op, c, dt))
+            throw config::ConfigError(cal.file + ": curves: no " + std::string(calib::op_name(op)) + " curve for codec " +
+                                      c + ", dtype " + s.dtype);
+      }
+    }
+
+  // Metadata.
+  std::ostringstream meta;
+  meta << "# compcoll-sim " << exp.name << " (" << exp.file << ")" << (exp.description.empty() ? "" : ": " + exp.description)
+       << "\n";
+  meta << "# SimGrid " << SIMGRID_VERSION_MAJOR << "." << SIMGRID_VERSION_MINOR << "." << SIMGRID_VERSION_PATCH << "; "
+       << net.describe() << "\n";
+  meta << "# kernels: " << cal.label() << (cal.source == "derived" ? " -- DERIVED from stated figures, not measured" : "")
+       << "\n";
+  for (const auto& [k, m] : ratios) meta << "# ratio " << k << " = " << fmt(m.ratio, 4) << ": " << m.source << "\n";
+  meta << "# message sizes: ratio model (wire bytes = header + chunk table + ratio x uncompressed)\n";
+
+  std::unique_ptr<std::ofstream> csv;
+  fs::path out_dir;
+  if (!args.out.empty()) {
+    out_dir = args.out;
+    fs::create_directories(out_dir);
+    csv = std::make_unique<std::ofstream>(out_dir / "results.csv");
+    *csv << kCsvHeader;
+    csv->flush();
+  }
+  json doc{{"experiment", {{"name", exp.name}, {"file", exp.file}, {"description", exp.description}}},
+           {"versions", {{"compcoll", "0.1.0"}, {"simgrid", std::to_string(SIMGRID_VERSION_MAJOR) + "." +
+                                                               std::to_string(SIMGRID_VERSION_MINOR) + "." +
+                                                               std::to_string(SIMGRID_VERSION_PATCH)}}},
+           {"network_model", {{"model", net.model}, {"latency_factor", net.latency_factor},
+                              {"bandwidth_factor", net.bandwidth_factor}, {"crosstraffic", net.crosstraffic},
+                              {"tcp_gamma", net.tcp_gamma}}},
+           {"calibration", {{"file", cal.file}, {"device", cal.device}, {"source", cal.source},
+                            {"statement", cal.statement}, {"date", cal.date}}},
+           {"message_sizes", "ratio model"},
+           {"topologies", json::array()},
+           {"rows", json::array()}};
+  for (const auto& [k, m] : ratios) doc["ratios"][k] = {{"ratio", m.ratio}, {"source", m.source}};
+
+  if (!args.json) std::cout << meta.str();
+  const bool tty = isatty(STDERR_FILENO);
+  size_t total_rows = 0, done_rows = 0;
+  for (size_t t = 0; t < exp.topologies.size(); ++t) total_rows += exp.calls.size() * exp.sizes.size() * exp.codecs.size();
+  auto last_progress = std::chrono::steady_clock::now();
+  bool any_error = false;
+
+  for (const auto& topo_path : exp.topologies) {
+    topo::Topology topo = topo::load_topology(topo_path, exp.ranks);
+    const int n = static_cast<int>(topo.rank_to_gpu.size());
+    doc["topologies"].push_back({{"file", topo_path}, {"name", topo.name}, {"description", describe(topo)}});
+    if (!args.json) std::cout << describe(topo);
+
+    sim::Job job;
+    job.calibration = cal;
+    job.network = net;
+    std::vector<Row> rows;
+    for (const auto& s : exp.calls)
+      for (uint64_t size : exp.sizes)
+        for (const auto& codec : exp.codecs) {
+          Row w;
+          w.topology = topo.name;
+          w.ranks = n;
+          w.collective = s.collective;
+          w.algorithm = s.algorithm == "hierarchical" && s.collective == "allreduce" ? "hierarchical/" + s.inter : s.algorithm;
+          w.placement = codec == "identity" ? "none" : s.placement;
+          w.codec = codec;
+          w.dtype = s.dtype;
+          w.tensor = s.tensor;
+          w.size = size;
+          const auto& m = ratio_of(codec, s);
+          w.ratio = m.ratio;
+          w.ratio_source = m.source;
+          sim::Call call;
+          call.codec = codec;
+          call.ratio = m.ratio;
+          auto& b = call.build;
+          b.collective = sched::parse_collective(s.collective);
+          b.algorithm = s.algorithm;
+          b.placement = sched::parse_placement(w.placement);
+          b.nranks = n;
+          b.dtype = *parse_dtype(s.dtype);
+          b.count = count_for(b.collective, size, b.dtype, n);
+          w.count = b.count;
+          b.pipe = {s.chunks, s.channels};
+          b.gpus_per_node = std::min(topo.gpus_per_node, n);
+          b.inter = s.inter;
+          b.root = s.root;
+          job.calls.push_back(call);
+          rows.push_back(w);
+        }
+    job.topology = std::move(topo);
+
+    if (!args.json) {
+      std::printf("#%12s %12s %5s %15s %-22s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s\n", "size", "count", "type",
+                  "collective", "algorithm", "placement", "codec", "ranks", "time(us)", "algbw", "busbw", "ratio",
+                  "codec(us)", "speedup");
+      std::fflush(stdout);
+    }
+    std::map<std::string, double> identity_time;  // call/size -> time
+    const auto stats = sim::simulate(job, [&](const sim::CallResult& r) {
+      Row& w = rows[r.index];
+      w.r = r;
+      const std::string key = w.collective + "/" + w.algorithm + "/" + w.dtype + "/" + std::to_string(w.size);
+      if (r.error.empty() && w.codec == "identity") identity_time[key] = r.time_s;
+      if (r.error.empty() && identity_time.count(key) && r.time_s > 0) w.speedup = identity_time[key] / r.time_s;
+      const double busf = bus_factor(sched::parse_collective(w.collective), w.ranks);
+      const json j = row_json(w, busf);
+      if (!r.error.empty()) {
+        any_error = true;
+        std::cerr << "compcoll-sim: " << w.topology << " " << w.collective << " " << w.algorithm << " " << w.codec
+                  << " size " << w.size << ": " << r.error << "\n";
+      }
+      if (!args.json) {
+        std::printf(" %12llu %12llu %5s %15s %-22s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s\n",
+                    static_cast<unsigned long long>(w.size), static_cast<unsigned long long>(w.count), w.dtype.c_str(),
+                    w.collective.c_str(), w.algorithm.c_str(), w.placement.c_str(), w.codec.c_str(), w.ranks,
+                    r.error.empty() ? fmt(r.time_s * 1e6, 2).c_str() : "FAILED",
+                    fmt(j["algbw_gbps"].get<double>(), 2).c_str(), fmt(j["busbw_gbps"].get<double>(), 2).c_str(),
+                    fmt(w.ratio, 4).c_str(), fmt(r.codec_s * 1e6, 2).c_str(),
+                    std::isnan(w.speedup) ? "-" : fmt(w.speedup, 3).c_str());
+        std::fflush(stdout);
+      }
+      doc["rows"].push_back(j);
+      if (csv) {
+        *csv << csv_quote(w.topology) << "," << w.ranks << "," << w.collective << "," << w.algorithm << ","
+             << w.placement << "," << w.codec << "," << w.dtype << "," << w.tensor << "," << w.size << "," << w.count
+             << "," << fmt(r.time_s * 1e6, 3) << "," << fmt(j["algbw_gbps"].get<double>(), 4) << ","
+             << fmt(j["busbw_gbps"].get<double>(), 4) << "," << fmt(w.ratio, 5) << "," << r.wire_bytes << ","
+             << fmt(r.codec_s * 1e6, 3) << "," << fmt(r.reduce_s * 1e6, 3) << "," << r.messages << ","
+             << (std::isnan(w.speedup) ? "" : fmt(w.speedup, 4)) << "," << fmt(r.wall_s, 3) << ","
+             << csv_quote(r.error) << "\n";
+        csv->flush();
+        write_atomic(out_dir / "results.json", doc.dump(1));
+      }
+      ++done_rows;
+      const auto now = std::chrono::steady_clock::now();
+      const double elapsed = std::chrono::duration<double>(now - t_start).count();
+      if (elapsed > 3 && (tty || std::chrono::duration<double>(now - last_progress).count() > 10 || done_rows == total_rows)) {
+        std::fprintf(stderr, "%s[compcoll-sim] %zu/%zu rows, %.0f%%, %.0f s elapsed%s", tty ? "\r" : "", done_rows,
+                     total_rows, 100.0 * done_rows / total_rows, elapsed, tty && done_rows < total_rows ? "" : "\n");
+        last_progress = now;
+      }
+    });
+    doc["topologies"].back()["platform_wall_s"] = stats.platform_wall_s;
+    doc["topologies"].back()["peak_rss_kb"] = stats.peak_rss_kb;
+    if (!stats.error.empty()) {
+      any_error = true;
+      std::cerr << "compcoll-sim: " << topo_path << ": " << stats.error << "\n";
+      doc["topologies"].back()["error"] = stats.error;
+    }
+  }
+  if (!out_dir.empty()) write_atomic(out_dir / "results.json", doc.dump(1));
+  if (args.json) std::cout << doc.dump(1) << "\n";
+  else std::cout << (any_error ? "# FAILED: some calls did not simulate (see stderr)\n" : "# OK\n");
+  return any_error ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse_args(argc, argv);
+  try {
+    return run(args);
+  } catch (const config::ConfigError& e) {
+    std::cerr << "compcoll-sim: " << e.what() << "\n";
+    return 2;
+  } catch (const sched::ScheduleError& e) {
+    std::cerr << "compcoll-sim: " << args.experiment << ": calls: " << e.what() << "\n";
+    return 2;
+  } catch (const TensorFileError& e) {
+    std::cerr << "compcoll-sim: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "compcoll-sim: " << args.experiment << ": " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,367 @@
+// sim/simulator.cpp — see simulator.h.
+#include "sim/simulator.h"
+
+#include <simgrid/s4u.hpp>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xbt/log.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <sstream>
+#include <unordered_map>
+
+#include "codec/format.h"
+#include "sim/platform.h"
+
+namespace compcoll::sim {
+namespace s4u = simgrid::s4u;
+using sched::BufKind;
+using sched::OpKind;
+
+NetworkModel NetworkModel::defaults(const std::string& model) {
+  NetworkModel m;
+  m.model = model;
+  if (model == "cm02") {
+    m.latency_factor = 1;
+    m.bandwidth_factor = 1;
+    m.crosstraffic = false;
+  }
+  return m;
+}
+
+std::string NetworkModel::describe() const {
+  std::ostringstream o;
+  o << "SimGrid network/model " << (model == "cm02" ? "CM02" : "LV08") << ", latency-factor " << latency_factor
+    << ", bandwidth-factor " << bandwidth_factor << ", crosstraffic " << (crosstraffic ? "on" : "off")
+    << ", TCP-gamma " << tcp_gamma << " B";
+  return o.str();
+}
+
+uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio) {
+  const uint64_t raw = elements * dtype_size(dtype);
+  const uint64_t chunks = (elements + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
+  const double payload = codec == "identity" ? static_cast<double>(raw) : ratio * static_cast<double>(raw);
+  return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
+}
+
+namespace {
+
+constexpr double kHostSpeed = 1e9;  // must match platform.cpp
+constexpr uint32_t kPosted = UINT32_MAX;  // an active send whose op already counts as done
+
+// What one message carries through the simulation: its wire size and what it decompresses to.
+struct Payload {
+  uint64_t wire = 0, raw = 0;
+};
+
+struct CallRun {
+  const sched::Schedule* schedule = nullptr;
+  const Call* call = nullptr;
+  const calib::Calibration* cal = nullptr;
+  const Platform* platform = nullptr;
+  const std::vector<int>* rank_to_gpu = nullptr;
+  std::deque<Payload> payloads;  // stable addresses, one per message
+  uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
+  double codec_s = 0, reduce_s = 0, end = 0;
+  std::string error;
+};
+
+// The k-th message from `from` to `to` has a rendezvous point of its own, so the IR's rule
+// (messages between a pair match in program order) holds whatever order they become ready in.
+s4u::Mailbox* mailbox(int from, int to, uint32_t seq) {
+  return s4u::Mailbox::by_name(std::to_string(from) + ">" + std::to_string(to) + "#" + std::to_string(seq));
+}
+
+// The actor of one rank: starts every op whose dependencies are done, waits for any running
+// op, and repeats.
+void run_rank(CallRun& run, int r) {
+  const sched::RankProgram& p = run.schedule->ranks[static_cast<size_t>(r)];
+  const size_t n = p.ops.size();
+  const DType dtype = run.schedule->dtype;
+  const uint64_t dsize = dtype_size(dtype);
+  std::vector<uint32_t> missing(n);
+  std::vector<std::vector<uint32_t>> dependents(n);
+  std::vector<uint32_t> seq(n, 0);  // sends / receives: index among those to / from the peer
+  std::unordered_map<int, uint32_t> sends_to, recvs_from;
+  for (uint32_t i = 0; i < n; ++i) {
+    const auto& op = p.ops[i];
+    missing[i] = static_cast<uint32_t>(op.deps.size());
+    for (uint32_t d : op.deps) dependents[d].push_back(i);
+    if (op.kind == OpKind::Send) seq[i] = sends_to[op.peer]++;
+    if (op.kind == OpKind::Recv) seq[i] = recvs_from[op.peer]++;
+  }
+  std::vector<Payload> wire(p.wire_buffers);
+  std::vector<void*> received(n, nullptr);
+  std::vector<uint32_t> ready, batch;
+  for (uint32_t i = 0; i < n; ++i)
+    if (!missing[i]) ready.push_back(i);
+  std::vector<s4u::ActivityPtr> active;
+  std::vector<uint32_t> active_op;
+  std::vector<int> active_send_peer;  // the peer of an active send, -1 for other activities
+  struct Outbox {
+    std::deque<std::pair<Payload*, uint32_t>> pending;  // message, sequence number
+    bool busy = false;
+  };
+  std::unordered_map<int, Outbox> outbox;
+  auto start_send = [&](int peer) {
+    auto& q = outbox[peer];
+    const auto [pl, k] = q.pending.front();
+    q.pending.pop_front();
+    q.busy = true;
+    active.push_back(mailbox(r, peer, k)->put_async(pl, pl->wire));
+    active_op.push_back(kPosted);
+    active_send_peer.push_back(peer);
+  };
+  std::vector<uint32_t> finished;  // ops that completed without an activity
+  double codec_s = 0, reduce_s = 0;
+  const int me = (*run.rank_to_gpu)[static_cast<size_t>(r)];
+  (void)me;
+
+  auto kernel = [&](calib::Op kind, uint64_t bytes) {
+    const double s = run.cal->seconds(kind, run.call->codec, dtype, static_cast<double>(bytes));
+    if (kind == calib::Op::Compress || kind == calib::Op::Decompress) codec_s += s;
+    else reduce_s += s;
+    return s;
+  };
+
+  size_t done = 0;
+  while (done < n || !active.empty()) {
+    // Start what can start, in program order (the order sends to a peer queue up in).
+    while (!ready.empty()) {
+      std::sort(ready.begin(), ready.end());
+      batch.swap(ready);
+      ready.clear();
+      for (const uint32_t i : batch) {
+        const auto& op = p.ops[i];
+        double seconds = 0;
+        switch (op.kind) {
+          case OpKind::Send: {
+            Payload pl;
+            if (op.src.buf == BufKind::Wire) pl = wire[op.src.index];
+            else pl.wire = pl.raw = op.src.count * dsize;
+            run.payloads.push_back(pl);
+            ++run.messages;
+            run.wire_bytes += pl.wire;
+            run.raw_bytes += pl.raw;
+            // Sends are buffered, as the IR says (validate() assumes it): what depends on a
+            // send may start once it is posted. Messages to one peer leave one after the
+            // other, as on one NCCL connection or MPI's ordered channel; the rank ends only
+            // when its last transfer has completed.
+            auto& q = outbox[op.peer];
+            q.pending.emplace_back(&run.payloads.back(), seq[i]);
+            if (!q.busy) start_send(op.peer);
+            finished.push_back(i);
+            continue;
+          }
+          case OpKind::Recv:
+            active.push_back(mailbox(op.peer, r, seq[i])->get_async<void>(&received[i]));
+            active_op.push_back(i);
+            active_send_peer.push_back(-1);
+            continue;
+          case OpKind::Compress:
+            wire[op.dst.index] = Payload{wire_message_bytes(run.call->codec, dtype, op.src.count, run.call->ratio),
+                                         op.src.count * dsize};
+            seconds = kernel(calib::Op::Compress, op.src.count * dsize);
+            break;
+          case OpKind::Decompress: seconds = kernel(calib::Op::Decompress, op.dst.count * dsize); break;
+          case OpKind::Reduce: seconds = kernel(calib::Op::Reduce, op.dst.count * dsize); break;
+          case OpKind::Copy:
+            if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) wire[op.dst.index] = wire[op.src.index];
+            seconds = run.cal->has(calib::Op::Copy, "", dtype) ? kernel(calib::Op::Copy, op.dst.count * dsize) : 0;
+            break;
+        }
+        if (seconds > 0) {
+          active.push_back(s4u::this_actor::exec_async(seconds * kHostSpeed));
+          active_op.push_back(i);
+          active_send_peer.push_back(-1);
+        } else {
+          finished.push_back(i);
+        }
+      }
+      // Zero-time ops complete at once and may make others ready.
+      while (!finished.empty()) {
+        const uint32_t i = finished.back();
+        finished.pop_back();
+        ++done;
+        for (uint32_t d : dependents[i])
+          if (--missing[d] == 0) ready.push_back(d);
+      }
+    }
+    if (done == n && active.empty()) break;
+    if (active.empty()) {
+      run.error = "rank " + std::to_string(r) + " cannot progress: " + std::to_string(n - done) +
+                  " ops wait for dependencies that never finish";
+      return;
+    }
+    const ssize_t k = s4u::Activity::wait_any(active);
+    const uint32_t i = active_op[static_cast<size_t>(k)];
+    active[static_cast<size_t>(k)] = active.back();
+    active.pop_back();
+    active_op[static_cast<size_t>(k)] = active_op.back();
+    active_op.pop_back();
+    const int sent_to = active_send_peer[static_cast<size_t>(k)];
+    active_send_peer[static_cast<size_t>(k)] = active_send_peer.back();
+    active_send_peer.pop_back();
+    if (i == kPosted) {
+      auto& q = outbox[sent_to];
+      q.busy = false;
+      if (!q.pending.empty()) start_send(sent_to);
+      continue;
+    }
+    const auto& op = p.ops[i];
+    if (op.kind == OpKind::Recv && op.dst.buf == BufKind::Wire)
+      wire[op.dst.index] = *static_cast<const Payload*>(received[i]);
+    ++done;
+    for (uint32_t d : dependents[i])
+      if (--missing[d] == 0) ready.push_back(d);
+  }
+  run.codec_s = std::max(run.codec_s, codec_s);
+  run.reduce_s = std::max(run.reduce_s, reduce_s);
+  run.end = std::max(run.end, s4u::Engine::get_clock());
+}
+
+void configure(const NetworkModel& m) {
+  s4u::Engine::set_config("network/model:" + std::string(m.model == "cm02" ? "CM02" : "LV08"));
+  s4u::Engine::set_config("network/latency-factor", m.latency_factor);
+  s4u::Engine::set_config("network/bandwidth-factor", m.bandwidth_factor);
+  s4u::Engine::set_config("network/crosstraffic", m.crosstraffic);
+  s4u::Engine::set_config("network/TCP-gamma", m.tcp_gamma);
+  s4u::Engine::set_config("contexts/stack-size", 128);  // KiB per actor: 16k ranks stay small
+}
+
+void write_line(FILE* out, char tag, const nlohmann::json& j) {
+  const std::string s = j.dump();
+  std::fprintf(out, "%c %s\n", tag, s.c_str());
+  std::fflush(out);
+}
+
+// The child: one engine, one platform, every call in turn.
+[[noreturn]] void child_main(const Job& job, int fd) {
+  FILE* out = fdopen(fd, "w");
+  try {
+    int argc = 1;
+    char arg0[] = "compcoll-sim";
+    char* argv[] = {arg0, nullptr};
+    xbt_log_control_set("root.thresh:critical");
+    s4u::Engine engine(&argc, argv);
+    configure(job.network);
+    const auto t0 = std::chrono::steady_clock::now();
+    const Platform platform = build_platform(job.topology);
+    write_line(out, 'P', {{"platform_wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}});
+    for (size_t c = 0; c < job.calls.size(); ++c) {
+      const auto w0 = std::chrono::steady_clock::now();
+      CallResult res;
+      res.index = c;
+      try {
+        const Call& call = job.calls[c];
+        if (call.build.nranks > static_cast<int>(job.topology.rank_to_gpu.size()))
+          throw std::runtime_error("the call has " + std::to_string(call.build.nranks) + " ranks, the placement " +
+                                   std::to_string(job.topology.rank_to_gpu.size()));
+        const sched::Schedule schedule = sched::build_schedule(call.build);
+        CallRun run;
+        run.schedule = &schedule;
+        run.call = &call;
+        run.cal = &job.calibration;
+        run.platform = &platform;
+        run.rank_to_gpu = &job.topology.rank_to_gpu;
+        for (const auto& rp : schedule.ranks) res.ops += rp.ops.size();
+        const double start = s4u::Engine::get_clock();
+        run.end = start;
+        for (int r = 0; r < schedule.size(); ++r) {
+          s4u::Host* host = platform.gpu_hosts[static_cast<size_t>(job.topology.rank_to_gpu[static_cast<size_t>(r)])];
+          s4u::Actor::create("rank-" + std::to_string(r), host, [&run, r] { run_rank(run, r); });
+        }
+        engine.run();
+        if (!run.error.empty()) throw std::runtime_error(run.error);
+        res.time_s = run.end - start;
+        res.messages = run.messages;
+        res.wire_bytes = run.wire_bytes;
+        res.raw_bytes = run.raw_bytes;
+        res.codec_s = run.codec_s;
+        res.reduce_s = run.reduce_s;
+      } catch (const std::exception& e) {
+        res.error = e.what();
+      }
+      res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+      write_line(out, 'R',
+                 {{"index", res.index}, {"time_s", res.time_s}, {"messages", res.messages},
+                  {"wire_bytes", res.wire_bytes}, {"raw_bytes", res.raw_bytes}, {"codec_s", res.codec_s},
+                  {"reduce_s", res.reduce_s}, {"wall_s", res.wall_s}, {"ops", res.ops}, {"error", res.error}});
+      if (!res.error.empty() && res.error.find("cannot progress") != std::string::npos) break;  // engine state is suspect
+    }
+  } catch (const std::exception& e) {
+    write_line(out, 'E', {{"error", e.what()}});
+    std::fclose(out);
+    _exit(3);
+  }
+  std::fclose(out);
+  _exit(0);
+}
+
+}  // namespace
+
+JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& on_result) {
+  JobStats stats;
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    child_main(job, fds[1]);
+  }
+  close(fds[1]);
+  FILE* in = fdopen(fds[0], "r");
+  size_t reported = 0;
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0) {
+    if (std::strlen(line) < 3) continue;
+    const auto j = nlohmann::json::parse(line + 2, nullptr, false);
+    if (j.is_discarded()) continue;
+    if (line[0] == 'P') {
+      stats.platform_wall_s = j.value("platform_wall_s", 0.0);
+    } else if (line[0] == 'E') {
+      stats.error = j.value("error", std::string("unknown error"));
+    } else if (line[0] == 'R') {
+      CallResult r;
+      r.index = j.value("index", size_t{0});
+      r.time_s = j.value("time_s", 0.0);
+      r.messages = j.value("messages", uint64_t{0});
+      r.wire_bytes = j.value("wire_bytes", uint64_t{0});
+      r.raw_bytes = j.value("raw_bytes", uint64_t{0});
+      r.codec_s = j.value("codec_s", 0.0);
+      r.reduce_s = j.value("reduce_s", 0.0);
+      r.wall_s = j.value("wall_s", 0.0);
+      r.ops = j.value("ops", uint64_t{0});
+      r.error = j.value("error", std::string());
+      ++reported;
+      on_result(r);
+    }
+  }
+  free(line);
+  std::fclose(in);
+  int status = 0;
+  struct rusage ru {};
+  wait4(pid, &status, 0, &ru);
+  stats.peak_rss_kb = ru.ru_maxrss;
+  if (stats.error.empty() && reported < job.calls.size()) {
+    std::string why = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                          : "exited with status " + std::to_string(WEXITSTATUS(status));
+    stats.error = "the simulator process " + why + " after " + std::to_string(reported) + " of " +
+                  std::to_string(job.calls.size()) + " calls";
+  }
+  return stats;
+}
+
+}  // namespace compcoll::sim

@@ -1,0 +1,76 @@
+// sim/simulator.h — runs collective schedules (shared/schedule) on a SimGrid model of a
+// topology (shared/topology): one actor per rank interprets its program; sends and receives
+// are SimGrid communications of the message's real size (compressed where the plan
+// compresses); compress, decompress, reduce and copy are executions whose durations come from
+// a calibration file (shared/calibration).
+//
+// SimGrid allows one engine per process, so simulate() forks: the child builds the platform
+// once and runs the calls one after the other, streaming each result back through a pipe as
+// it finishes; the parent never touches SimGrid. A crash or an error in the child costs the
+// rows not yet finished, never the ones already reported.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "calibration/calibration.h"
+#include "schedule/build.h"
+#include "topology/topology.h"
+
+namespace compcoll::sim {
+
+// SimGrid's network model and the knobs that change its answers (docs/compcoll-sim.md).
+struct NetworkModel {
+  std::string model = "lv08";   // lv08 (SimGrid's default flow model) | cm02 (plain latency/bandwidth)
+  double latency_factor = 13.01;
+  double bandwidth_factor = 0.97;
+  bool crosstraffic = true;
+  double tcp_gamma = 1e15;      // bytes; flows are capped at tcp_gamma / (2 x route latency)
+  // The defaults of a model: lv08 = SimGrid's (13.01, 0.97, cross-traffic on); cm02 = (1, 1, off).
+  static NetworkModel defaults(const std::string& model);
+  std::string describe() const;  // one line for outputs
+};
+
+struct Call {
+  sched::BuildSpec build;   // the schedule to run (nranks, count, algorithm, placement, ...)
+  std::string codec = "identity";
+  double ratio = 1.0;       // compressed bytes / uncompressed bytes of a wire message's payload
+};
+
+struct CallResult {
+  size_t index = 0;         // into the job's calls
+  double time_s = 0;        // simulated: from the start of the call to the last rank's last op
+  uint64_t messages = 0;    // SimGrid communications
+  uint64_t wire_bytes = 0;  // bytes on the wire, all ranks
+  uint64_t raw_bytes = 0;   // the same messages' uncompressed bytes
+  double codec_s = 0;       // compress + decompress time of the busiest rank (simulated)
+  double reduce_s = 0;      // reduce + copy time of the busiest rank (simulated)
+  double wall_s = 0;        // host time to build the schedule and simulate it
+  uint64_t ops = 0;         // schedule ops, all ranks
+  std::string error;        // non-empty: this call failed (the message), the others still run
+};
+
+struct Job {
+  topo::Topology topology;  // its rank_to_gpu places the ranks of every call
+  calib::Calibration calibration;
+  NetworkModel network;
+  std::vector<Call> calls;
+};
+
+struct JobStats {
+  double platform_wall_s = 0;   // building the SimGrid platform
+  long peak_rss_kb = 0;         // of the child process
+  std::string error;            // the child died or failed before finishing every call
+};
+
+// Runs every call of the job in a forked child; on_result is called in the parent, in order,
+// as each finishes.
+JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& on_result);
+
+// Compressed size of a wire message: the codec's payload plus its stream header and chunk
+// table (docs/FORMAT.md), so the receiver learns the size from the stream itself.
+uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio);
+
+}  // namespace compcoll::sim
