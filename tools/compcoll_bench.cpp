@@ -4,7 +4,8 @@
 // Per input and codec: ratio, the order-0 exponent-entropy bound, encode/decode GB/s (best of
 // several timed runs after an untimed warm-up), then a separate lossless check. zstd -1 (plain
 // and byte-grouped), lz4 and memcpy run on the same bytes in the same process as yardsticks.
-// The program decides exit codes; the libraries only report. Later issues add `calibrate`.
+//   compcoll-bench calibrate ...   (tools/calibrate.cpp: writes a calibration file)
+// The program decides exit codes; the libraries only report.
 #include <lz4.h>
 #include <zstd.h>
 
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate.h"
 #include "codec/codec.h"
 #include "io/tensor_file.h"
 
@@ -282,13 +284,14 @@ int run_codec_bench(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) usage_error("missing command (codec)");
+  if (argc < 2) usage_error("missing command (codec or calibrate)");
   const std::string cmd = argv[1];
   try {
     if (cmd == "codec") return run_codec_bench(argc, argv);
+    if (cmd == "calibrate") return bench::run_calibrate(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "compcoll-bench: %s\n", e.what());
     return 2;
   }
-  usage_error("unknown command \"" + cmd + "\" (expected codec)");
+  usage_error("unknown command \"" + cmd + "\" (expected codec or calibrate)");
 }

@@ -1,0 +1,526 @@
+// tools/calibrate.cpp — the `calibrate` subcommand of compcoll-bench and its host device.
+//   compcoll-bench calibrate [--device host|cuda] --out FILE.yaml [--max-bytes N] [--min-time S]
+//                            [--quick] [--data DIR]
+// For each dtype the bundled training tensors of that dtype (tests/data) are concatenated and
+// tiled to the largest size; every point times a prefix of that buffer. Rows are printed as
+// they are measured; the file is written (atomically) only when every check passed.
+// Errors in the arguments or the inputs: one line on stderr, exit 2.
+#include "calibrate.h"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "codec/reduce.h"
+#include "config/yaml_node.h"
+#include "io/tensor_file.h"
+
+#ifndef COMPCOLL_VERSION
+#define COMPCOLL_VERSION "unknown"
+#endif
+#ifndef COMPCOLL_DEFAULT_DATA_DIR
+#define COMPCOLL_DEFAULT_DATA_DIR "tests/data"
+#endif
+
+namespace compcoll::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr DType kDTypes[] = {DType::BF16, DType::FP16, DType::FP32};
+constexpr uint64_t kMinBytes = 4096;
+
+// ---- the host device -------------------------------------------------------------------
+
+std::string cpuinfo_field(const std::string& key) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string v = line.substr(colon + 1);
+    v.erase(0, v.find_first_not_of(" \t"));
+    return v;
+  }
+  return "";
+}
+
+// Median of the samples of `fn`: one untimed warm-up, then samples until both minimums are
+// met. Calls shorter than 20 us are timed in batches (the sample is the batch's mean) so the
+// clock's own cost stays small against what it measures.
+Measurement median_seconds(const std::function<void()>& fn, const TimingOptions& opt) {
+  auto t0 = Clock::now();
+  fn();
+  const double warm = std::chrono::duration<double>(Clock::now() - t0).count();
+  const int batch = warm >= 20e-6 ? 1 : static_cast<int>(std::min(10000.0, std::ceil(20e-6 / std::max(warm, 1e-9))));
+  std::vector<double> samples;
+  double total = 0;
+  while (static_cast<int>(samples.size()) < opt.min_samples || total < opt.min_time) {
+    t0 = Clock::now();
+    for (int k = 0; k < batch; ++k) fn();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    samples.push_back(s / batch);
+    total += s;
+    if (samples.size() >= 100000) break;
+  }
+  Measurement m;
+  m.seconds = median(samples);
+  m.samples = static_cast<int>(samples.size());
+  return m;
+}
+
+int64_t count_wrong(DType dtype, const uint8_t* a, const uint8_t* b, uint64_t bytes) {
+  const size_t es = dtype_size(dtype);
+  int64_t wrong = 0;
+  for (uint64_t i = 0; i < bytes; i += es) wrong += std::memcmp(a + i, b + i, es) != 0;
+  return wrong;
+}
+
+// Host codecs, reduce_add and memcpy on one thread, on host buffers.
+class HostDevice : public CalibrationDevice {
+ public:
+  HostDevice() {
+    // Other processes share the cores: the load when the run began goes into the file.
+    std::ifstream in("/proc/loadavg");
+    std::getline(in, loadavg_);
+  }
+  std::string name() const override {
+    const std::string model = cpuinfo_field("model name");
+    return model.empty() ? "unknown CPU" : model;
+  }
+  std::vector<std::pair<std::string, std::string>> machine() const override {
+    utsname u{};
+    uname(&u);
+    return {{"cpu", name()},
+            {"cpu_mhz", cpuinfo_field("cpu MHz")},
+            {"cache", cpuinfo_field("cache size")},
+            {"logical_cpus", std::to_string(std::thread::hardware_concurrency())},
+            {"threads_used", "1"},
+            {"loadavg_at_start", loadavg_},
+            {"kernel", std::string(u.sysname) + " " + u.release + " " + u.machine},
+            {"compiler", __VERSION__}};
+  }
+  std::string method() const override {
+    return "host codecs (compcoll::encode/decode), reduce_add and memcpy on one thread; steady_clock "
+           "around each call (calls under 20 us timed in batches, the batch mean taken as the sample)";
+  }
+  void load(DType dtype, const std::vector<uint8_t>& input) override {
+    dtype_ = dtype;
+    input_ = &input;
+    size_t cap = 0;
+    for (auto n : codec_names()) cap = std::max(cap, max_encoded_size(*find_codec(n), dtype, input.size() / dtype_size(dtype)));
+    stream_.assign(cap, 0);
+    out_.assign(input.size(), 0);
+    encoded_ = {};
+  }
+  Measurement measure(calib::Op op, const Codec* codec, uint64_t bytes, const TimingOptions& opt) override {
+    const uint8_t* in = input_->data();
+    const uint64_t elements = bytes / dtype_size(dtype_);
+    Measurement m;
+    switch (op) {
+      case calib::Op::Compress:
+        m = median_seconds([&] { encode_prefix(*codec, elements); }, opt);
+        break;
+      case calib::Op::Decompress:
+        if (encoded_.codec != codec || encoded_.elements != elements) encode_prefix(*codec, elements);
+        m = median_seconds([&] { decode(stream_.data(), encoded_.size, out_.data(), bytes); }, opt);
+        break;
+      case calib::Op::Reduce:
+        // dst starts as the input and accumulates it: the values grow, the work does not change.
+        std::memcpy(out_.data(), in, bytes);
+        m = median_seconds([&] { reduce_add(dtype_, out_.data(), in, elements); }, opt);
+        break;
+      case calib::Op::Copy:
+        m = median_seconds([&] { std::memcpy(out_.data(), in, bytes); }, opt);
+        break;
+    }
+    // The correctness pass, apart from the timing.
+    switch (op) {
+      case calib::Op::Compress:
+      case calib::Op::Decompress: {
+        encode_prefix(*codec, elements);
+        std::memset(out_.data(), 0x5A, bytes);
+        const std::vector<uint8_t> exact(stream_.begin(), stream_.begin() + encoded_.size);
+        try {
+          decode(exact.data(), exact.size(), out_.data(), bytes);
+          m.wrong = count_wrong(dtype_, out_.data(), in, bytes);
+        } catch (const CodecError&) {
+          m.wrong = static_cast<int64_t>(elements);
+        }
+        break;
+      }
+      case calib::Op::Reduce:
+        // x + x is exactly 2x in every dtype short of overflow: an independent check.
+        std::memcpy(out_.data(), in, bytes);
+        reduce_add(dtype_, out_.data(), in, elements);
+        m.wrong = count_doubling_wrong(in, out_.data(), elements);
+        break;
+      case calib::Op::Copy:
+        std::memset(out_.data(), 0x5A, bytes);
+        std::memcpy(out_.data(), in, bytes);
+        m.wrong = count_wrong(dtype_, out_.data(), in, bytes);
+        break;
+    }
+    return m;
+  }
+
+ private:
+  void encode_prefix(const Codec& codec, uint64_t elements) {
+    encoded_.size = encode(codec, dtype_, input_->data(), elements, stream_.data(), stream_.size());
+    encoded_.codec = &codec;
+    encoded_.elements = elements;
+  }
+  int64_t count_doubling_wrong(const uint8_t* in, const uint8_t* out, uint64_t elements) const {
+    int64_t wrong = 0;
+    for (uint64_t i = 0; i < elements; ++i) {
+      if (dtype_ == DType::FP32) {
+        float a, b;
+        std::memcpy(&a, in + 4 * i, 4);
+        std::memcpy(&b, out + 4 * i, 4);
+        wrong += !(std::isnan(a) ? std::isnan(b) : b == std::ldexp(a, 1));
+      } else {
+        uint16_t a, b;
+        std::memcpy(&a, in + 2 * i, 2);
+        std::memcpy(&b, out + 2 * i, 2);
+        const float fa = dtype_ == DType::BF16 ? bf16_to_float_exact(a) : fp16_to_float_exact(a);
+        const float fb = dtype_ == DType::BF16 ? bf16_to_float_exact(b) : fp16_to_float_exact(b);
+        const float twice = std::ldexp(fa, 1);
+        const bool overflow = std::fabs(twice) > (dtype_ == DType::BF16 ? 3.3895314e38f : 65504.0f);
+        wrong += !(std::isnan(fa) ? std::isnan(fb) : overflow ? std::isinf(fb) : fb == twice);
+      }
+    }
+    return wrong;
+  }
+  // Independent of float_convert.h (which reduce_add uses): plain bit arithmetic.
+  static float bf16_to_float_exact(uint16_t b) {
+    const uint32_t bits = static_cast<uint32_t>(b) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  static float fp16_to_float_exact(uint16_t b) {
+    const int e = (b >> 10) & 0x1f, mant = b & 0x3ff;
+    const float sign = (b & 0x8000) ? -1.0f : 1.0f;
+    if (e == 0x1f) return mant ? std::nanf("") : sign * INFINITY;
+    if (e == 0) return sign * std::ldexp(static_cast<float>(mant), -24);
+    return sign * std::ldexp(static_cast<float>(mant | 0x400), e - 25);
+  }
+
+  struct Encoded {
+    const Codec* codec = nullptr;
+    uint64_t elements = 0;
+    size_t size = 0;
+  };
+  std::string loadavg_;
+  DType dtype_ = DType::BF16;
+  const std::vector<uint8_t>* input_ = nullptr;
+  std::vector<uint8_t> stream_, out_;
+  Encoded encoded_;
+};
+
+// ---- the driver --------------------------------------------------------------------------
+
+struct Options {
+  std::string device = "host";
+  std::string out;
+  uint64_t max_bytes = uint64_t{1} << 30;
+  std::optional<double> min_time;
+  bool quick = false;
+  std::string data_dir = COMPCOLL_DEFAULT_DATA_DIR;
+};
+
+const char* const kUsage =
+    "usage: compcoll-bench calibrate [--device host|cuda] --out FILE.yaml [--max-bytes N]\n"
+    "                                [--min-time SECONDS] [--quick] [--data DIR]\n"
+    "  --device     where the kernels run (default host: one CPU thread)\n"
+    "  --out        the calibration file to write (docs/CALIBRATION.md)\n"
+    "  --max-bytes  largest size timed (default 1GiB; 4KiB at least; KB/MB/GB = 10^3.., K/KiB/M/MiB/G/GiB = 2^10..)\n"
+    "  --min-time   seconds of timed runs per point, at least (default 0.1, with --quick 0.01)\n"
+    "  --quick      sizes in powers of 4 instead of 2, 3 samples per point instead of 5\n"
+    "  --data       directory of the real tensors (default the bundled tests/data)\n";
+
+[[noreturn]] void fail(const std::string& msg) {
+  std::fprintf(stderr, "compcoll-bench calibrate: %s\n", msg.c_str());
+  std::exit(2);
+}
+
+Options parse_args(int argc, char** argv) {
+  Options opt;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(a + ": missing value");
+      return argv[++i];
+    };
+    if (a == "--device") {
+      opt.device = value();
+      if (opt.device != "host" && opt.device != "cuda") fail("--device: expected host or cuda, got \"" + opt.device + "\"");
+    } else if (a == "--out") {
+      opt.out = value();
+      if (opt.out.empty()) fail("--out: expected a file name");
+    } else if (a == "--max-bytes") {
+      const std::string v = value();
+      try {
+        opt.max_bytes = config::parse_bytes(v);
+      } catch (const std::invalid_argument& e) {
+        fail("--max-bytes: expected a size like 256MiB, got \"" + v + "\" (" + e.what() + ")");
+      }
+      if (opt.max_bytes < kMinBytes) fail("--max-bytes: expected at least 4KiB (4096), got \"" + v + "\"");
+    } else if (a == "--min-time") {
+      const std::string v = value();
+      char* end = nullptr;
+      const double t = std::strtod(v.c_str(), &end);
+      if (v.empty() || !end || *end || !(t >= 0) || !std::isfinite(t))
+        fail("--min-time: expected seconds >= 0, got \"" + v + "\"");
+      opt.min_time = t;
+    } else if (a == "--quick") {
+      opt.quick = true;
+    } else if (a == "--data") {
+      opt.data_dir = value();
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else {
+      fail("unknown argument \"" + a + "\" (see compcoll-bench calibrate --help)");
+    }
+  }
+  if (opt.out.empty()) fail("missing --out FILE.yaml (see compcoll-bench calibrate --help)");
+  return opt;
+}
+
+// The bundled tensors of one dtype, concatenated in file-name order: *.bf16.npy for bf16,
+// *.fp32.npy for fp32, and the fp32 files rounded to nearest even for fp16 (there are no
+// fp16 captures). Returns the bytes and the file names.
+std::pair<std::vector<uint8_t>, std::vector<std::string>> tensor_pool(const std::string& dir, DType dtype) {
+  const std::string suffix = dtype == DType::BF16 ? ".bf16.npy" : ".fp32.npy";
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      files.push_back(e.path().string());
+  }
+  if (ec) fail("--data: cannot read directory " + dir + " (" + ec.message() + ")");
+  if (files.empty()) fail("--data: no *" + suffix + " tensors in " + dir + " for " + std::string(dtype_name(dtype)));
+  std::sort(files.begin(), files.end());
+  std::vector<uint8_t> pool;
+  for (const std::string& f : files) {
+    try {
+      for (const TensorData& t : load_tensors(f, dtype)) pool.insert(pool.end(), t.bytes.begin(), t.bytes.end());
+    } catch (const TensorFileError& e) {
+      fail(e.what());
+    }
+  }
+  if (pool.empty()) fail("--data: the " + std::string(dtype_name(dtype)) + " tensors in " + dir + " are empty");
+  return {pool, files};
+}
+
+std::vector<uint8_t> tile(const std::vector<uint8_t>& pool, uint64_t bytes) {
+  std::vector<uint8_t> out(bytes);
+  for (uint64_t at = 0; at < bytes; at += pool.size())
+    std::memcpy(out.data() + at, pool.data(), std::min<uint64_t>(pool.size(), bytes - at));
+  return out;
+}
+
+std::string yaml_quote(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    o += c;
+  }
+  return o + "\"";
+}
+
+std::string human_bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && b >= 1024 && b % 1024 == 0) b /= 1024, ++u;
+  return std::to_string(b) + " " + units[u];
+}
+
+struct CurveKey {
+  calib::Op op;
+  std::string codec, dtype;
+  bool operator<(const CurveKey& o) const {
+    return std::tie(op, codec, dtype) < std::tie(o.op, o.codec, o.dtype);
+  }
+};
+
+}  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  if (v.size() % 2) return v[mid];
+  const double upper = v[mid];
+  return (*std::max_element(v.begin(), v.begin() + mid) + upper) / 2;
+}
+
+std::unique_ptr<CalibrationDevice> make_host_device() { return std::make_unique<HostDevice>(); }
+
+#ifndef COMPCOLL_HAVE_CUDA
+std::unique_ptr<CalibrationDevice> make_cuda_device() {
+  throw DeviceUnavailable("--device cuda: this compcoll-bench was built without CUDA (no nvcc at configure time)");
+}
+#endif
+
+int run_calibrate(int argc, char** argv) {
+  const Options opt = parse_args(argc, argv);
+  TimingOptions timing;
+  timing.min_time = opt.min_time.value_or(opt.quick ? 0.01 : 0.1);
+  timing.min_samples = opt.quick ? 3 : 5;
+
+  std::unique_ptr<CalibrationDevice> device;
+  try {
+    device = opt.device == "cuda" ? make_cuda_device() : make_host_device();
+  } catch (const DeviceUnavailable& e) {
+    fail(e.what());
+  }
+
+  // Fail on an unwritable output now, not after an hour of measuring.
+  const std::string tmp = opt.out + ".tmp";
+  {
+    std::ofstream probe(tmp);
+    if (!probe) fail("--out: cannot write " + tmp + " (" + std::strerror(errno) + ")");
+  }
+  std::filesystem::remove(tmp);
+
+  std::vector<uint64_t> sizes;
+  for (uint64_t b = kMinBytes; b <= opt.max_bytes; b *= opt.quick ? 4 : 2) sizes.push_back(b);
+  const uint64_t largest = sizes.back();
+
+  // Every input is read before the first row, so a bad --data fails at once.
+  std::vector<std::pair<std::vector<uint8_t>, std::vector<std::string>>> pools;
+  for (DType dtype : kDTypes) pools.push_back(tensor_pool(opt.data_dir, dtype));
+
+  std::printf("# compcoll-bench calibrate: %s (%s), sizes %s to %s, median of >= %d samples and >= %g s per point\n",
+              device->name().c_str(), opt.device.c_str(), human_bytes(sizes.front()).c_str(),
+              human_bytes(largest).c_str(), timing.min_samples, timing.min_time);
+  std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s\n", "# size", "type", "op", "codec", "time", "algbw",
+              "samples", "#wrong");
+  std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s\n", "# (B)", "", "", "", "(us)", "(GB/s)", "", "");
+  std::fflush(stdout);
+
+  std::map<CurveKey, std::vector<std::pair<uint64_t, double>>> curves;
+  std::ostringstream inputs;
+  bool ok = true;
+  const auto start = Clock::now();
+  auto row = [&](calib::Op op, const Codec* codec, DType dtype, const std::string& curve_dtype, uint64_t bytes) {
+    const Measurement m = device->measure(op, codec, bytes, timing);
+    const std::string codec_name = codec ? std::string(codec->name()) : "-";
+    std::printf("%12llu %5s %-10s %-12s %12.3f %9.3f %8d %7s\n", static_cast<unsigned long long>(bytes),
+                std::string(dtype_name(dtype)).c_str(), std::string(calib::op_name(op)).c_str(), codec_name.c_str(),
+                m.seconds * 1e6, m.seconds > 0 ? bytes / m.seconds / 1e9 : 0.0, m.samples,
+                m.wrong < 0 ? "-" : std::to_string(m.wrong).c_str());
+    std::fflush(stdout);
+    ok &= m.wrong <= 0;
+    curves[{op, codec ? codec_name : "", curve_dtype}].emplace_back(bytes, m.seconds);
+  };
+  for (size_t d = 0; d < std::size(kDTypes); ++d) {
+    const DType dtype = kDTypes[d];
+    const auto& [pool, files] = pools[d];
+    inputs << " " << dtype_name(dtype) << ": " << files.size() << " files, " << pool.size() << " bytes"
+           << (dtype == DType::FP16 ? " (the fp32 files rounded to nearest even)" : "") << ";";
+    const std::vector<uint8_t> input = tile(pool, largest);
+    device->load(dtype, input);
+    for (auto name : codec_names()) {
+      const Codec* codec = find_codec(name);
+      for (uint64_t b : sizes) {
+        row(calib::Op::Compress, codec, dtype, std::string(dtype_name(dtype)), b);
+        row(calib::Op::Decompress, codec, dtype, std::string(dtype_name(dtype)), b);
+      }
+    }
+    for (uint64_t b : sizes) row(calib::Op::Reduce, nullptr, dtype, std::string(dtype_name(dtype)), b);
+    // A copy moves bytes whatever they hold: measured once, on the bf16 input, for any dtype.
+    if (dtype == DType::BF16)
+      for (uint64_t b : sizes) row(calib::Op::Copy, nullptr, dtype, "any", b);
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!ok) {
+    std::printf("# FAILED: a correctness check failed; %s not written\n", opt.out.c_str());
+    return 1;
+  }
+
+  // ---- the file ----
+  char date[32], stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(date, sizeof date, "%Y-%m-%d", &utc);
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  std::string command = "compcoll-bench";
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+
+  std::ostringstream statement;
+  statement << "MEASURED by compcoll-bench calibrate --device " << opt.device << " (compcoll " << COMPCOLL_VERSION
+            << ") in " << std::lround(elapsed) << " s. " << device->method() << ". Each point: one untimed warm-up, "
+            << "then the median of at least " << timing.min_samples << " samples and " << timing.min_time
+            << " s of samples; a separate untimed pass checks every result (round trip bit-exact, reduce x + x = 2x, "
+            << "copy). Sizes " << human_bytes(sizes.front()) << " to " << human_bytes(largest) << " in powers of "
+            << (opt.quick ? 4 : 2)
+            << (largest < (uint64_t{1} << 30) ? " (capped by --max-bytes below 1 GiB)" : "")
+            << "; bytes are always the uncompressed bytes. Inputs: the real training tensors of "
+            << (opt.data_dir == COMPCOLL_DEFAULT_DATA_DIR ? std::string("tests/data (README there)") : opt.data_dir)
+            << ", per dtype concatenated in file-name order and tiled to the largest size; each "
+            << "point times the prefix of that buffer (small sizes therefore hold one kind of tensor and run "
+            << "cache-warm):" << inputs.str()
+            << " reduce: dst += src over the given bytes of each (16-bit types add in fp32 and round to nearest "
+            << "even). copy: memcpy of the bf16 input, charged for any dtype. identity curves are measured for "
+            << "completeness; the simulator charges identity no time.";
+
+  std::ostringstream y;
+  y << "# MEASURED, written by `" << command << "` on " << stamp << ".\n"
+    << "# Durations in seconds per uncompressed bytes; see docs/CALIBRATION.md.\n";
+  y << "device: " << yaml_quote(device->name()) << "\n";
+  y << "source: measured\n";
+  y << "date: " << date << "\n";
+  y << "statement: " << yaml_quote(statement.str()) << "\n";
+  y << "machine:\n";
+  for (const auto& [k, v] : device->machine()) y << "  " << k << ": " << yaml_quote(v) << "\n";
+  y << "  compcoll_version: " << yaml_quote(COMPCOLL_VERSION) << "\n";
+  y << "  command: " << yaml_quote(command) << "\n";
+  y << "  measured_at: " << yaml_quote(stamp) << "\n";
+  y << "curves:\n";
+  char num[64];
+  for (const auto& [key, points] : curves) {
+    y << "  - {op: " << calib::op_name(key.op);
+    if (!key.codec.empty()) y << ", codec: " << key.codec;
+    y << ", dtype: " << key.dtype << ", points: [";
+    for (size_t i = 0; i < points.size(); ++i) {
+      std::snprintf(num, sizeof num, "%s[%llu, %.5g]", i ? ", " : "", static_cast<unsigned long long>(points[i].first),
+                    points[i].second);
+      y << num;
+    }
+    y << "]}\n";
+  }
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << y.str();
+    f.close();
+    if (!f) fail("--out: cannot write " + tmp + " (" + std::strerror(errno) + ")");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, opt.out, ec);
+  if (ec) fail("--out: cannot rename " + tmp + " to " + opt.out + " (" + ec.message() + ")");
+  std::printf("# OK: wrote %s (%zu curves, %zu sizes, %.0f s)\n", opt.out.c_str(), curves.size(), sizes.size(), elapsed);
+  return 0;
+}
+
+}  // namespace compcoll::bench

@@ -1,0 +1,236 @@
+// tools/calibrate_cuda.cpp — the CUDA device of `compcoll-bench calibrate`: the codec kernels
+// (codec/cuda/codec_cuda.h), cuda_reduce_add and a device-to-device copy on device 0, timed
+// with CUDA events on a non-blocking stream. Built only with CUDA; without a device,
+// make_cuda_device() throws DeviceUnavailable and the program exits 2 with that one line.
+// Checks are separate, untimed passes against the host input and the host reduce_add.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "calibrate.h"
+#include "codec/cuda/check.h"
+#include "codec/cuda/codec_cuda.h"
+#include "codec/cuda/reduce_cuda.h"
+#include "codec/reduce.h"
+
+namespace compcoll::bench {
+
+namespace {
+
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  ~DeviceMemory() { reset(); }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  void allocate(size_t bytes) {
+    reset();
+    if (bytes) COMPCOLL_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+    bytes_ = bytes;
+  }
+  void reset() {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class CudaDevice : public CalibrationDevice {
+ public:
+  CudaDevice() {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess)
+      throw DeviceUnavailable(std::string("--device cuda: no usable CUDA device (cudaGetDeviceCount: ") +
+                              cudaGetErrorString(err) + ")");
+    if (count == 0) throw DeviceUnavailable("--device cuda: no CUDA device (cudaGetDeviceCount found none)");
+    COMPCOLL_CUDA_CHECK(cudaSetDevice(0));
+    COMPCOLL_CUDA_CHECK(cudaGetDeviceProperties(&prop_, 0));
+    COMPCOLL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    COMPCOLL_CUDA_CHECK(cudaEventCreate(&start_));
+    COMPCOLL_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~CudaDevice() override {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return prop_.name; }
+  std::vector<std::pair<std::string, std::string>> machine() const override {
+    int driver = 0, runtime = 0, clock_khz = 0, mem_clock_khz = 0, bus_bits = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
+    cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, 0);
+    cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0);
+    auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    return {{"gpu", prop_.name},
+            {"compute_capability", std::to_string(prop_.major) + "." + std::to_string(prop_.minor)},
+            {"sms", std::to_string(prop_.multiProcessorCount)},
+            {"memory_bytes", std::to_string(prop_.totalGlobalMem)},
+            {"driver_cuda_version", version(driver)},
+            {"runtime_version", version(runtime)},
+            {"sm_clock_mhz_max", std::to_string(clock_khz / 1000)},
+            {"memory_clock_mhz_max", std::to_string(mem_clock_khz / 1000)},
+            {"memory_bus_bits", std::to_string(bus_bits)},
+            {"compiler", __VERSION__}};
+  }
+  std::string method() const override {
+    return "CUDA kernels (cuda_encode, cuda_decode, cuda_reduce_add) and cudaMemcpyAsync device to device on "
+           "device 0, one op at a time on a non-blocking stream, CUDA events around each op (launch included)";
+  }
+  void load(DType dtype, const std::vector<uint8_t>& input) override {
+    dtype_ = dtype;
+    host_input_ = &input;
+    const uint64_t elements = input.size() / dtype_size(dtype);
+    size_t stream_cap = 0, scratch = 0;
+    for (auto n : codec_names()) {
+      const Codec& c = *find_codec(n);
+      stream_cap = std::max(stream_cap, max_encoded_size(c, dtype, elements));
+      scratch = std::max(scratch, cuda_encode_scratch_bytes(c.id(), dtype, elements));
+    }
+    in_.allocate(input.size());
+    out_.allocate(input.size());
+    stream_buf_.allocate(stream_cap);
+    scratch_.allocate(scratch);
+    size_dev_.allocate(sizeof(uint64_t));
+    status_.allocate(sizeof(int32_t) * (elements / format::kMinChunkElements + 1));
+    COMPCOLL_CUDA_CHECK(cudaMemcpy(in_.get(), input.data(), input.size(), cudaMemcpyHostToDevice));
+    encoded_ = {};
+  }
+  Measurement measure(calib::Op op, const Codec* codec, uint64_t bytes, const TimingOptions& opt) override {
+    const uint64_t elements = bytes / dtype_size(dtype_);
+    Measurement m;
+    switch (op) {
+      case calib::Op::Compress:
+        m = time([&] { encode_prefix(*codec, elements); }, opt);
+        break;
+      case calib::Op::Decompress:
+        if (encoded_.codec != codec || encoded_.elements != elements) encode_prefix(*codec, elements);
+        fetch_info();
+        m = time([&] { decode_prefix(bytes); }, opt);
+        break;
+      case calib::Op::Reduce:
+        COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out_.get(), in_.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
+        m = time([&] { cuda_reduce_add(dtype_, out_.get(), in_.get(), elements, stream_); }, opt);
+        break;
+      case calib::Op::Copy:
+        m = time([&] {
+          COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out_.get(), in_.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
+        }, opt);
+        break;
+    }
+    // The correctness pass, apart from the timing: results back to the host and compared.
+    std::vector<uint8_t> got(bytes), want;
+    const uint8_t* in = host_input_->data();
+    COMPCOLL_CUDA_CHECK(cudaMemsetAsync(out_.get(), 0x5A, bytes, stream_));
+    switch (op) {
+      case calib::Op::Compress:
+      case calib::Op::Decompress:
+        encode_prefix(*codec, elements);
+        fetch_info();
+        decode_prefix(bytes);
+        break;
+      case calib::Op::Reduce:
+        COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out_.get(), in_.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
+        cuda_reduce_add(dtype_, out_.get(), in_.get(), elements, stream_);
+        want.assign(in, in + bytes);
+        reduce_add(dtype_, want.data(), in, elements);
+        in = want.data();
+        break;
+      case calib::Op::Copy:
+        COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out_.get(), in_.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
+        break;
+    }
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(got.data(), out_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const size_t es = dtype_size(dtype_);
+    m.wrong = 0;
+    for (uint64_t i = 0; i < bytes; i += es) m.wrong += std::memcmp(got.data() + i, in + i, es) != 0;
+    // A chunk the device decoder flagged is wrong even where its bytes happen to match.
+    if ((op == calib::Op::Compress || op == calib::Op::Decompress) && bad_chunks() > 0)
+      m.wrong = std::max<int64_t>(m.wrong, 1);
+    return m;
+  }
+
+ private:
+  Measurement time(const std::function<void()>& fn, const TimingOptions& opt) {
+    fn();  // warm-up
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<double> samples;
+    double total = 0;
+    while (static_cast<int>(samples.size()) < opt.min_samples || total < opt.min_time) {
+      COMPCOLL_CUDA_CHECK(cudaEventRecord(start_, stream_));
+      fn();
+      COMPCOLL_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+      COMPCOLL_CUDA_CHECK(cudaEventSynchronize(stop_));
+      float ms = 0;
+      COMPCOLL_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+      samples.push_back(ms * 1e-3);
+      total += ms * 1e-3;
+      if (samples.size() >= 100000) break;
+    }
+    Measurement m;
+    m.seconds = median(samples);
+    m.samples = static_cast<int>(samples.size());
+    return m;
+  }
+  void encode_prefix(const Codec& codec, uint64_t elements) {
+    cuda_encode(codec.id(), dtype_, in_.get(), elements, stream_buf_.get(), stream_buf_.bytes(),
+                static_cast<uint64_t*>(size_dev_.get()), scratch_.get(), scratch_.bytes(), EncodeOptions{}, stream_);
+    encoded_.codec = &codec;
+    encoded_.elements = elements;
+    encoded_.info_valid = false;
+  }
+  void fetch_info() {
+    if (encoded_.info_valid) return;
+    uint64_t size = 0;
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(&size, size_dev_.get(), sizeof size, cudaMemcpyDeviceToHost, stream_));
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    encoded_.size = size;
+    encoded_.info = cuda_read_stream_info(stream_buf_.get(), size, stream_);
+    encoded_.info_valid = true;
+  }
+  void decode_prefix(uint64_t bytes) {
+    cuda_decode(encoded_.info, stream_buf_.get(), encoded_.size, out_.get(), bytes,
+                static_cast<int32_t*>(status_.get()), stream_);
+  }
+  int64_t bad_chunks() {
+    std::vector<int32_t> status(encoded_.info.chunk_count);
+    if (status.empty()) return 0;
+    COMPCOLL_CUDA_CHECK(cudaMemcpy(status.data(), status_.get(), status.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    return std::count_if(status.begin(), status.end(), [](int32_t s) { return s != 0; });
+  }
+
+  struct Encoded {
+    const Codec* codec = nullptr;
+    uint64_t elements = 0;
+    uint64_t size = 0;
+    StreamInfo info{};
+    bool info_valid = false;
+  };
+  cudaDeviceProp prop_{};
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  DType dtype_ = DType::BF16;
+  const std::vector<uint8_t>* host_input_ = nullptr;
+  DeviceMemory in_, out_, stream_buf_, scratch_, size_dev_, status_;
+  Encoded encoded_;
+};
+
+}  // namespace
+
+std::unique_ptr<CalibrationDevice> make_cuda_device() { return std::make_unique<CudaDevice>(); }
+
+}  // namespace compcoll::bench
