@@ -141,8 +141,9 @@ void build_graph(Topology& t) {
       break;
     }
     case Generator::Dragonfly: {
-      // Routers of a chassis all-to-all; router r of every chassis of a group linked to router r
-      // of the others; groups all-to-all through one router each (g' mod routers-per-group).
+      // As SimGrid wires it: routers of a chassis all-to-all; router r of every chassis of a
+      // group linked to router r of the others; group g linked to group g' by router g' of
+      // g's chassis 0 and router g of g''s chassis 0.
       const auto& d = t.dragonfly;
       const uint64_t per_group = uint64_t{d.chassis} * d.routers;
       const auto r0 = add_switches(uint64_t{d.groups} * per_group);
@@ -161,7 +162,7 @@ void build_graph(Topology& t) {
           }
       for (uint64_t g1 = 0; g1 < d.groups; ++g1)
         for (uint64_t g2 = g1 + 1; g2 < d.groups; ++g2)
-          add_edge(r0 + g1 * per_group + g2 % per_group, r0 + g2 * per_group + g1 % per_group,
+          add_edge(r0 + g1 * per_group + g2, r0 + g2 * per_group + g1,
                    EdgeProps{nb * d.group_links, nl, d.group_links}, g);
       break;
     }
@@ -315,6 +316,11 @@ Topology load_topology(const std::string& path, int ranks, const std::vector<std
         d.group_links = static_cast<unsigned>(net.get_int("group_links", 1, 1, 64));
         d.chassis_links = static_cast<unsigned>(net.get_int("chassis_links", 1, 1, 64));
         d.router_links = static_cast<unsigned>(net.get_int("router_links", 1, 1, 64));
+        // SimGrid's dragonfly attaches the link to group g at router g of chassis 0 (its
+        // minimal routing relies on it), so a group needs at least as many routers per chassis.
+        if (d.groups > d.routers)
+          net.fail("a dragonfly needs routers (" + std::to_string(d.routers) + ") >= groups (" +
+                   std::to_string(d.groups) + "): SimGrid attaches group g's global link to router g of chassis 0");
         const uint64_t leaves = uint64_t{d.groups} * d.chassis * d.routers * d.gpus_per_router;
         if (leaves != static_cast<uint64_t>(t.gpus()))
           net.fail("groups x chassis x routers x gpus_per_router = " + std::to_string(leaves) + ", but the " +

@@ -142,3 +142,26 @@ TEST_CASE("dgx-h100: a simulated 1 GB ring allreduce reaches 370 GB/s busbw with
   CAPTURE(busbw);
   CHECK(busbw == Approx(370).epsilon(0.10));
 }
+
+TEST_CASE("the graph's routes and SimGrid's agree: one small message takes the graph route's latency", "[sim][topology]") {
+  // CM02 without factors: a 4-byte message costs its route's latency (+ 4 bytes / bandwidth).
+  for (const char* file : {"h100-64gpu.yaml", "fat-tree-4k-2to1.yaml", "torus-1k.yaml", "dragonfly-2k.yaml"}) {
+    topo::Topology t = topo::load_topology(std::string(COMPCOLL_SOURCE_DIR) + "/topologies/" + file);
+    const std::vector<std::pair<int, int>> pairs = {
+        {0, 1}, {0, t.gpus_per_node}, {0, t.gpus_per_node + 1}, {0, t.gpus() / 2 + 3}, {5, t.gpus() - 1}};
+    std::vector<Call> calls;
+    topo::Topology two = t;
+    for (const auto& [a, b] : pairs) {
+      Call c = make_call(sched::Collective::Broadcast, "chain", 2, 1);
+      calls.push_back(c);
+    }
+    // One job per pair: the placement puts rank 0 on a and rank 1 on b.
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      two.rank_to_gpu = {pairs[i].first, pairs[i].second};
+      const auto res = run(two, {calls[i]}, NetworkModel::defaults("cm02"));
+      const auto r = topo::route(t, pairs[i].first, pairs[i].second);
+      CAPTURE(file, pairs[i].first, pairs[i].second, r.hops(), res[0].time_s, r.latency);
+      CHECK(res[0].time_s == Approx(r.latency + 4 / r.bandwidth).epsilon(0.01));
+    }
+  }
+}

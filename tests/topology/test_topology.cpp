@@ -149,6 +149,10 @@ TEST_CASE("bad topology files: one line naming the file, the key path and what w
                     "network:\n  nodes: 2\n  link: {bandwidth: 400Gb/s, latency: 1us}\n  dims: [4, 3]\n",
        0, "network.dims: the torus has 12 positions but the nodes have 16 GPUs"},
       {"syntax", "name: [x\n", 0, "YAML syntax error"},
+      {"dragonfly", std::string("name: x\ngenerator: dragonfly\n") + kNode +
+                        "network:\n  nodes: 4\n  link: {bandwidth: 400Gb/s, latency: 1us}\n  groups: 4\n  chassis: 1\n"
+                        "  routers: 2\n  gpus_per_router: 4\n",
+       0, "network: a dragonfly needs routers (2) >= groups (4)"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
