@@ -264,6 +264,8 @@ int run(const Args& args) {
           w.collective = s.collective;
           w.algorithm = s.algorithm == "hierarchical" && s.collective == "allreduce" ? "hierarchical/" + s.inter : s.algorithm;
           w.placement = codec == "identity" ? "none" : s.placement;
+          const bool own_intra = codec != "identity" && !s.intra_placement.empty() && s.intra_placement != s.placement;
+          if (own_intra) w.placement += "/" + s.intra_placement;  // across nodes / inside nodes
           w.codec = codec;
           w.dtype = s.dtype;
           w.tensor = s.tensor;
@@ -277,7 +279,8 @@ int run(const Args& args) {
           auto& b = call.build;
           b.collective = sched::parse_collective(s.collective);
           b.algorithm = s.algorithm;
-          b.placement = sched::parse_placement(w.placement);
+          b.placement = sched::parse_placement(codec == "identity" ? "none" : s.placement);
+          if (own_intra) b.intra_placement = sched::parse_placement(s.intra_placement);
           b.nranks = n;
           b.dtype = *parse_dtype(s.dtype);
           b.count = count_for(b.collective, size, b.dtype, n);
@@ -342,8 +345,23 @@ int run(const Args& args) {
         last_progress = now;
       }
     });
-    doc["topologies"].back()["platform_wall_s"] = stats.platform_wall_s;
-    doc["topologies"].back()["peak_rss_kb"] = stats.peak_rss_kb;
+    uint64_t messages = 0;
+    double sim_wall = 0;
+    for (const auto& w : rows) {
+      messages += w.r.messages;
+      sim_wall += w.r.wall_s;
+    }
+    auto& tj = doc["topologies"].back();
+    tj["platform_wall_s"] = stats.platform_wall_s;
+    tj["peak_rss_kb"] = stats.peak_rss_kb;
+    tj["messages"] = messages;
+    tj["calls_wall_s"] = sim_wall;
+    tj["messages_per_wall_s"] = sim_wall > 0 ? messages / sim_wall : 0.0;
+    if (!args.json)
+      std::printf("# %s: %llu simulated messages in %.2f s (%.0f per wall-second), platform built in %.2f s, peak "
+                  "memory %.0f MB\n",
+                  job.topology.name.c_str(), static_cast<unsigned long long>(messages), sim_wall,
+                  sim_wall > 0 ? messages / sim_wall : 0.0, stats.platform_wall_s, stats.peak_rss_kb / 1024.0);
     if (!stats.error.empty()) {
       any_error = true;
       std::cerr << "compcoll-sim: " << topo_path << ": " << stats.error << "\n";

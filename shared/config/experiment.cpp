@@ -94,6 +94,12 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     const Node pl = c.opt("placement");
     if (pl.defined()) s.placement = pl.as_choice({"none", "per-hop", "compress-once", "zipccl"});
     else s.placement = s.collective == "allreduce" ? "zipccl" : s.collective == "reduce-scatter" ? "per-hop" : "compress-once";
+    const Node ipl = c.opt("intra_placement");
+    if (ipl.defined()) {
+      if (s.algorithm != "hierarchical" || s.collective != "allreduce")
+        ipl.fail("only a hierarchical allreduce has a placement of its own inside nodes");
+      s.intra_placement = ipl.as_choice({"none", "per-hop", "compress-once", "zipccl"});
+    }
     s.dtype = c.get_string("dtype", "bf16");
     if (s.dtype != "bf16" && s.dtype != "fp16" && s.dtype != "fp32") c.opt("dtype").fail("expected bf16, fp16 or fp32");
     s.tensor = c.get_string("tensor", "grad");
@@ -124,6 +130,15 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
       }
     }
     ratios.check_no_unknown_keys();
+  }
+  const Node run = root.opt("run");
+  if (run.defined()) {
+    e.run.warmup = static_cast<int>(run.get_int("warmup", e.run.warmup, 0, 1 << 20));
+    e.run.iterations = static_cast<int>(run.get_int("iterations", e.run.iterations, 1, 1 << 20));
+    const Node b = run.opt("backend");
+    if (b.defined()) e.run.backend = b.as_choice({"mpi", "nccl"});
+    e.run.gpus_per_node = static_cast<int>(run.get_int("gpus_per_node", 0, 0, 1 << 16));
+    run.check_no_unknown_keys();
   }
   root.check_no_unknown_keys();
   return e;

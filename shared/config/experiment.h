@@ -17,6 +17,7 @@ struct CallSweep {
   std::string algorithm = "ring";
   std::string inter = "ring";            // hierarchical allreduce: the inter-node algorithm
   std::string placement = "zipccl";      // for compressing codecs; identity always runs uncompressed
+  std::string intra_placement;           // hierarchical allreduce inside nodes ("" = placement)
   std::string dtype = "bf16";
   std::string tensor = "grad";           // tensor kind for the ratio model (tests/data/README.md)
   uint32_t chunks = 1, channels = 1;
@@ -27,6 +28,13 @@ struct NetworkSpec {
   std::string model = "lv08";  // lv08 | cm02
   std::optional<double> latency_factor, bandwidth_factor, tcp_gamma;
   std::optional<bool> crosstraffic;
+};
+
+// How compcoll-run runs the calls for real (docs/compcoll-run.md); compcoll-sim ignores it.
+struct RunSpec {
+  int warmup = 2, iterations = 10;  // untimed runs, then timed runs, per row
+  std::string backend;              // mpi | nccl; empty: compcoll-run's --backend or mpi
+  int gpus_per_node = 0;            // ranks per node for hierarchical algorithms; 0: the topology's
 };
 
 struct Experiment {
@@ -40,6 +48,7 @@ struct Experiment {
   std::vector<std::string> codecs;
   std::string tensors_dir;              // ratio model measured on TENSORS_DIR/<kind>.*.<dtype>.npy
   std::map<std::string, double> fixed_ratios;  // codec -> compressed/uncompressed, instead of measuring
+  RunSpec run;
 };
 
 // Relative paths in the file are looked up from the working directory, then the experiment's

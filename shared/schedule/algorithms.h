@@ -2,6 +2,7 @@
 // that validate() accepts; none runs anything.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "schedule/schedule.h"
@@ -71,11 +72,12 @@ std::string_view inter_name(InterAlgorithm a);
 // across nodes among the ranks with local rank l (ring, recursive halving/doubling or double
 // binary tree: `inter`), ring allgather inside each node. 2(g-1) steps plus the inter-node
 // algorithm's. Placements as for ring_allreduce, applied at both levels (and as for the
-// inter-node algorithm across nodes). Pipelining as for ring_allreduce: each piece runs the
-// three phases on its own chains (not with the tree across nodes).
+// inter-node algorithm across nodes), unless `intra` gives the node level its own (ZipCCL
+// compresses only what crosses the network: intra = none). Pipelining as for ring_allreduce:
+// each piece runs the three phases on its own chains (not with the tree across nodes).
 Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype,
                                 Placement placement = Placement::None, InterAlgorithm inter = InterAlgorithm::Ring,
-                                const Pipelining& pipe = {});
+                                const Pipelining& pipe = {}, std::optional<Placement> intra = std::nullopt);
 
 // Hierarchical reduce-scatter and allgather, the ring versions' block layout (rank r's output
 // / input is block r of n = nodes·g blocks): a ring inside each node over ranges of `nodes`

@@ -74,7 +74,7 @@ Schedule dispatch(const BuildSpec& s) {
       if (a == "ring") return ring_allreduce(s.nranks, s.count, s.dtype, s.placement, s.pipe);
       if (a == "hierarchical")
         return hierarchical_allreduce(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, parse_inter(s.inter),
-                                      s.pipe);
+                                      s.pipe, s.intra_placement);
       no_pipelining(s);
       if (a == "recursive") return recursive_allreduce(s.nranks, s.count, s.dtype, s.placement);
       if (a == "tree") return double_tree_allreduce(s.nranks, s.count, s.dtype, s.placement);

@@ -3,6 +3,7 @@
 // combinations a builder does not support are ScheduleErrors naming them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,7 @@ struct BuildSpec {
   Pipelining pipe{};             // ring allreduce / reduce-scatter / allgather, hierarchical allreduce, chain broadcast (chunks)
   int gpus_per_node = 1;         // hierarchical algorithms: nranks must be a multiple
   std::string inter = "ring";    // hierarchical allreduce across nodes: ring | recursive | tree
+  std::optional<Placement> intra_placement;  // hierarchical allreduce inside nodes (default: placement)
   int root = 0;                  // broadcast
   std::vector<std::vector<uint64_t>> counts;  // all-to-all(v); empty = uniform `count`
 };

@@ -50,7 +50,7 @@ int transposed_block(int r, int nodes, int g) { return (r % g) * nodes + r / g; 
 }  // namespace
 
 Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype, Placement placement,
-                                InterAlgorithm inter, const Pipelining& pipe) {
+                                InterAlgorithm inter, const Pipelining& pipe, std::optional<Placement> intra) {
   const int g = gpus_per_node;
   Schedule s = hierarchical_base(Collective::AllReduce, "hierarchical_allreduce", nodes, g, count, dtype, placement,
                                  "hierarchical-" + std::string(inter_name(inter)));
@@ -59,7 +59,9 @@ Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DT
     throw ScheduleError("hierarchical_allreduce: pipelining is not built with the tree across nodes; use ring or recursive");
   if (pipe.chunks > 1 || pipe.channels > 1)
     s.algorithm += " chunks=" + std::to_string(pipe.chunks) + " channels=" + std::to_string(pipe.channels);
-  const bool rs_compressed = placement == Placement::PerHop || placement == Placement::ZipCCL;
+  const Placement in_node = intra.value_or(placement);
+  if (in_node != placement) s.algorithm += " intra=" + std::string(placement_name(in_node));
+  const bool rs_compressed = in_node == Placement::PerHop || in_node == Placement::ZipCCL;
   for (RankProgram& p : s.ranks) {
     p.input_count = p.output_count = count;
     append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
@@ -70,14 +72,14 @@ Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DT
   pipelined(s, count, pipe, [&](const Block& piece, uint32_t index, uint32_t delay) {
     Chains chains = start;
     uint32_t step = delay;
-    std::vector<Part> intra(nodes);
+    std::vector<Part> node_parts(nodes);
     for (int k = 0; k < nodes; ++k)
-      intra[k] = Part{node_group(k, g), piece.begin, piece.count(), BufKind::Output, 0, 1, index};
-    for (const Part& part : intra) ring_reduce_scatter_part(s, part, 0, rs_compressed, step, chains);
+      node_parts[k] = Part{node_group(k, g), piece.begin, piece.count(), BufKind::Output, 0, 1, index};
+    for (const Part& part : node_parts) ring_reduce_scatter_part(s, part, 0, rs_compressed, step, chains);
     step += static_cast<uint32_t>(g - 1);
     uint32_t after = step;
     for (int l = 0; l < g; ++l) {
-      const Block mine = intra[0].block(l);
+      const Block mine = node_parts[0].block(l);
       const Part across{local_group(l, nodes, g), piece.begin + mine.begin, mine.count(), BufKind::Output, 0, 1, index};
       switch (inter) {
         case InterAlgorithm::Ring: after = ring_allreduce_part(s, across, placement, step, chains); break;
@@ -85,7 +87,7 @@ Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DT
         case InterAlgorithm::Tree: after = double_tree_allreduce_part(s, across, placement, step, chains); break;
       }
     }
-    for (const Part& part : intra) ring_allgather_part(s, part, 0, placement, after, chains);
+    for (const Part& part : node_parts) ring_allgather_part(s, part, 0, in_node, after, chains);
   });
   return s;
 }

@@ -43,6 +43,29 @@ TEST_CASE("hierarchical allreduce computes the exact sum with every inter-node a
   }
 }
 
+TEST_CASE("hierarchical allreduce with its own placement inside nodes: exact, and compresses only across",
+          "[schedule][hierarchical]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("entropy-exp");
+  opt.encode.chunk_elements = 32;
+  const int nodes = 3, g = 4, n = nodes * g;
+  const uint64_t count = 1003;
+  const auto e = test::exact_inputs(DType::BF16, n, count);
+  const auto want = encode_values(DType::BF16, e.sum);
+  for (InterAlgorithm inter : kInters) {
+    CAPTURE(inter_name(inter));
+    const Schedule s = hierarchical_allreduce(nodes, g, count, DType::BF16, Placement::ZipCCL, inter, {}, Placement::None);
+    validate(s);
+    const auto out = run_reference(s, e.inputs, opt);
+    for (int r = 0; r < n; ++r) REQUIRE(out[r] == want);
+    // Every compress feeds a send to another node; no send inside a node carries a wire buffer.
+    for (int r = 0; r < n; ++r)
+      for (const Op& op : s.ranks[r].ops)
+        if (op.kind == OpKind::Send && op.src.buf == BufKind::Wire) CHECK(op.peer / g != r / g);
+    CHECK_THAT(s.algorithm, Catch::Contains("intra=none"));
+  }
+}
+
 TEST_CASE("hierarchical allreduce sends 2(g-1)/g inside a node and the inter algorithm's share across",
           "[schedule][hierarchical][cost]") {
   const int g = 8;

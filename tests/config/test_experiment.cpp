@@ -1,0 +1,96 @@
+// tests/config/test_experiment.cpp — experiment files: defaults, overrides (--set), relative
+// paths, size ranges, and one-line errors naming the file and key.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/experiment.h"
+#include "config/yaml_node.h"
+
+using namespace compcoll;
+using namespace compcoll::config;
+
+namespace {
+
+const std::string kRoot = COMPCOLL_SOURCE_DIR;
+
+std::string write_experiment(const std::string& name, const std::string& body) {
+  const auto dir = std::filesystem::temp_directory_path() / "compcoll-test-exp";
+  std::filesystem::create_directories(dir);
+  const auto p = dir / (name + ".yaml");
+  std::ofstream(p) << "name: " << name << "\ntopology: " << kRoot << "/topologies/dgx-h100.yaml\ncalibration: zero\n"
+                   << body;
+  return p.string();
+}
+
+}  // namespace
+
+TEST_CASE("the shipped experiments load, with their relative paths resolved", "[config][experiment]") {
+  for (const char* f : {"whatif-fattree.yaml", "dgx-h100-ring.yaml", "smoke-sim.yaml", "bench-sim.yaml"}) {
+    CAPTURE(f);
+    const Experiment e = load_experiment(kRoot + "/experiments/" + f);
+    CHECK(!e.topologies.empty());
+    for (const auto& t : e.topologies) CHECK(std::filesystem::exists(t));
+    CHECK(std::filesystem::exists(e.calibration));
+    CHECK(!e.calls.empty());
+    CHECK(!e.codecs.empty());
+  }
+  const Experiment w = load_experiment(kRoot + "/experiments/whatif-fattree.yaml");
+  CHECK(w.topologies.size() == 3);
+  CHECK(w.sizes == std::vector<uint64_t>{1000000, 32000000, 1000000000});
+  CHECK(w.calls[0].intra_placement == "none");
+  CHECK(w.network.latency_factor == 1.0);
+  CHECK_FALSE(w.network.tcp_gamma.has_value());
+}
+
+TEST_CASE("defaults of a call and --set overrides", "[config][experiment]") {
+  const std::string f = write_experiment("defaults", "sizes: {from: 1KB, to: 1MB, factor: 10}\n"
+                                                     "calls:\n  - {collective: reduce-scatter, algorithm: ring}\n"
+                                                     "codecs: [identity]\n");
+  const Experiment e = load_experiment(f);
+  CHECK(e.sizes == std::vector<uint64_t>{1000, 10000, 100000, 1000000});
+  CHECK(e.calls[0].placement == "per-hop");
+  CHECK(e.calls[0].dtype == "bf16");
+  CHECK(e.calls[0].chunks == 1);
+  CHECK(e.network.model == "lv08");
+  const Experiment o = load_experiment(f, {"calls.0.chunks=4", "codecs=[gauss-exp, identity]", "ranks=4",
+                                           "network.model=cm02"});
+  CHECK(o.calls[0].chunks == 4);
+  CHECK(o.codecs == std::vector<std::string>{"gauss-exp", "identity"});
+  CHECK(o.ranks == 4);
+  CHECK(o.network.model == "cm02");
+}
+
+TEST_CASE("bad experiment files: one line naming the file and the key", "[config][experiment][errors]") {
+  const std::string calls = "calls:\n  - {collective: allreduce, algorithm: ring}\ncodecs: [identity]\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"sizes: [1MB]\n" + calls + "colour: red\n", "(top level): unknown key 'colour'"},
+      {"sizes: [1 parsec]\n" + calls, "sizes.0: expected a size"},
+      {"sizes: {from: 1MB, to: 1KB}\n" + calls, "sizes: expected 0 < from <= to"},
+      {"sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring, chunks: 0}\ncodecs: [identity]\n",
+       "calls.0.chunks: expected an integer in [1, 1024], got 0"},
+      {"sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring, intra_placement: none}\ncodecs: [identity]\n",
+       "calls.0.intra_placement: only a hierarchical allreduce"},
+      {"sizes: [1MB]\n" + calls + "network: {model: lv08, latency_factor: -1}\n", "network.latency_factor: expected a positive"},
+      {"sizes: [1MB]\n" + calls + "ratios: {fixed: {gauss-exp: 0}}\n", "ratios.fixed.gauss-exp: expected a ratio > 0"},
+      {"sizes: [1MB]\ncodecs: [identity]\n", "(top level): missing key 'calls'"},
+  };
+  int i = 0;
+  for (const auto& [body, expect] : cases) {
+    const std::string f = write_experiment("bad" + std::to_string(i++), body);
+    CAPTURE(body);
+    try {
+      load_experiment(f);
+      FAIL("no error");
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      CHECK_THAT(msg, Catch::StartsWith(f + ": "));
+      CHECK_THAT(msg, Catch::Contains(expect));
+      CHECK(msg.find('\n') == std::string::npos);
+    }
+  }
+  CHECK_THROWS_WITH(load_experiment(write_experiment("set", "sizes: [1MB]\n" + calls), {"calls"}),
+                    Catch::Contains("--set calls: expected key.path=value"));
+  CHECK_THROWS_WITH(load_experiment(kRoot + "/experiments/none.yaml"), Catch::Contains("none.yaml: cannot open"));
+}

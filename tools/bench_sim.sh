@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# tools/bench_sim.sh — how fast the simulator is: simulated messages per wall-second, wall time
+# and peak memory of hierarchical allreduce at 4,096 and 16,384 ranks and ring allreduce at
+# 1,024 ranks (experiments/bench-sim.yaml, uncompressed and gauss-exp). Targets (issue 4):
+# hierarchical 4,096 <= 10 s, 16,384 <= 60 s and <= 4 GB. Usage: tools/bench_sim.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIM=${1:-build}/sim/compcoll-sim
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+printf "%-34s %7s %10s %9s %12s %9s %9s\n" case ranks messages wall_s msgs_per_s platf_s peak_MB
+run() {  # name, then --set arguments
+  local name=$1; shift
+  "$SIM" experiments/bench-sim.yaml "$@" --out "$OUT/$name" > /dev/null
+  python3 - "$OUT/$name/results.json" "$name" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["topologies"][0]
+for r in d["rows"]:
+    print("%-34s %7d %10d %9.2f %12.0f %9.2f %9.0f" % (sys.argv[2] + " " + r["codec"], r["ranks"], r["messages"],
+          r["wall_s"], r["messages"] / r["wall_s"] if r["wall_s"] else 0, t["platform_wall_s"], t["peak_rss_kb"] / 1024))
+PY
+}
+run hier-4096 --set topology=topologies/fat-tree-4k-2to1.yaml --set 'codecs=[identity,gauss-exp]'
+run hier-16384 --set topology=topologies/fat-tree-16k.yaml --set 'codecs=[identity,gauss-exp]'
+run ring-1024 --set topology=topologies/fat-tree-1k.yaml --set calls.0.algorithm=ring --set 'codecs=[identity,gauss-exp]'
