@@ -113,7 +113,7 @@ struct Row {
 
 const char* kCsvHeader =
     "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
-    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,error\n";
+    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,error\n";
 
 std::string csv_quote(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -331,8 +331,8 @@ int run(const Args& args) {
              << "," << fmt(r.time_s * 1e6, 3) << "," << fmt(j["algbw_gbps"].get<double>(), 4) << ","
              << fmt(j["busbw_gbps"].get<double>(), 4) << "," << fmt(w.ratio, 5) << "," << r.wire_bytes << ","
              << fmt(r.codec_s * 1e6, 3) << "," << fmt(r.reduce_s * 1e6, 3) << "," << r.messages << ","
-             << (std::isnan(w.speedup) ? "" : fmt(w.speedup, 4)) << "," << fmt(r.wall_s, 3) << ","
-             << csv_quote(r.error) << "\n";
+             << (std::isnan(w.speedup) ? "" : fmt(w.speedup, 4)) << "," << fmt(r.wall_s, 3) << "," << cal.source
+             << "," << csv_quote(r.error) << "\n";
         csv->flush();
         write_atomic(out_dir / "results.json", doc.dump(1));
       }
