@@ -1,0 +1,148 @@
+// tests/calibration/test_calibration.cpp — calibration files (calibration/calibration.h): loading
+// both curve forms, interpolation inside, below and past the points, the dtype-specific curve
+// winning over `any`, identity free, one-line errors naming file and key; every shipped file
+// loads. The hidden case [.calibrate-output] checks a file compcoll-bench calibrate just wrote
+// (ctest bench_calibrate_loads runs it with COMPCOLL_CALIBRATION_FILE set).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "calibration/calibration.h"
+#include "codec/codec.h"
+#include "config/yaml_node.h"
+
+using namespace compcoll;
+using calib::Op;
+
+namespace {
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / ("compcoll-test-calibration-" + name + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+const char* const kHeader = "device: \"test device\"\nsource: measured\ndate: 2026-01-01\nstatement: made up\n";
+
+std::string load_error(const std::string& name, const std::string& curves) {
+  const std::string path = write_file(name, std::string(kHeader) + curves);
+  try {
+    calib::load_calibration(path);
+  } catch (const config::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("calibration: points interpolate linearly, extrapolate at the ends' rates", "[calibration]") {
+  const std::string path = write_file("points", std::string(kHeader) +
+      "machine: {cpu: x, threads: 1}\n"
+      "curves:\n"
+      "  - {op: compress, codec: gauss-exp, dtype: bf16, points: [[1000, 2.0e-6], [2000, 3.0e-6], [4000, 7.0e-6]]}\n"
+      "  - {op: reduce, dtype: any, latency: 1us, throughput: 1GB/s}\n"
+      "  - {op: reduce, dtype: fp32, points: [[4096, 1.0e-6]]}\n");
+  const calib::Calibration cal = calib::load_calibration(path);
+  CHECK(cal.device == "test device");
+  CHECK(cal.source == "measured");
+  CHECK(cal.date == "2026-01-01");
+  REQUIRE(cal.curves.size() == 3);
+  CHECK(cal.label().find("measured calibration (test device, 2026-01-01") == 0);
+
+  const auto s = [&](Op op, const char* codec, DType t, double bytes) { return cal.seconds(op, codec, t, bytes); };
+  CHECK(s(Op::Compress, "gauss-exp", DType::BF16, 1000) == Approx(2.0e-6));
+  CHECK(s(Op::Compress, "gauss-exp", DType::BF16, 1500) == Approx(2.5e-6));
+  CHECK(s(Op::Compress, "gauss-exp", DType::BF16, 3000) == Approx(5.0e-6));
+  CHECK(s(Op::Compress, "gauss-exp", DType::BF16, 8000) == Approx(15.0e-6));  // last segment's rate
+  CHECK(s(Op::Compress, "gauss-exp", DType::BF16, 500) == Approx(1.5e-6));    // first segment's rate
+  CHECK(s(Op::Compress, "gauss-exp", DType::BF16, 1) >= 0);
+  // latency + bytes / throughput; a dtype-specific curve wins over `any`; one point scales.
+  CHECK(s(Op::Reduce, "", DType::BF16, 1e6) == Approx(1e-6 + 1e-3));
+  CHECK(s(Op::Reduce, "", DType::FP32, 8192) == Approx(2.0e-6));
+  // identity runs no kernel.
+  CHECK(s(Op::Compress, "identity", DType::BF16, 1e9) == 0);
+  CHECK(cal.has(Op::Compress, "gauss-exp", DType::BF16));
+  CHECK_FALSE(cal.has(Op::Compress, "gauss-exp", DType::FP16));
+  CHECK_FALSE(cal.has(Op::Copy, "", DType::BF16));
+  CHECK_THROWS_WITH(s(Op::Decompress, "gauss-exp", DType::BF16, 1000),
+                    Catch::Contains("points.yaml: curves: no curve for op decompress, codec gauss-exp, dtype bf16"));
+}
+
+TEST_CASE("calibration: bad files give one line naming the file and key", "[calibration]") {
+  CHECK_THAT(load_error("decreasing", "curves:\n  - {op: reduce, dtype: bf16, points: [[4096, 1e-6], [4096, 2e-6]]}\n"),
+             Catch::Contains("decreasing.yaml") && Catch::Contains("bytes must increase"));
+  CHECK_THAT(load_error("negative", "curves:\n  - {op: copy, dtype: any, points: [[4096, -1e-6]]}\n"),
+             Catch::Contains("expected bytes > 0 and seconds >= 0"));
+  CHECK_THAT(load_error("pair", "curves:\n  - {op: copy, dtype: any, points: [[4096]]}\n"),
+             Catch::Contains("expected [bytes, seconds]"));
+  CHECK_THAT(load_error("op", "curves:\n  - {op: squash, dtype: any, points: [[4096, 1e-6]]}\n"),
+             Catch::Contains("op.yaml: curves.0.op: expected one of"));
+  CHECK_THAT(load_error("dtype", "curves:\n  - {op: copy, dtype: fp8, points: [[4096, 1e-6]]}\n"),
+             Catch::Contains("curves.0.dtype"));
+  CHECK_THAT(load_error("nocodec", "curves:\n  - {op: compress, dtype: bf16, points: [[4096, 1e-6]]}\n"),
+             Catch::Contains("codec"));
+  CHECK_THAT(load_error("unknown", "curves:\n  - {op: copy, dtype: any, points: [[4096, 1e-6]], pionts: 1}\n"),
+             Catch::Contains("unknown.yaml: curves.0: unknown key 'pionts'"));
+  CHECK_THAT(load_error("empty", "curves:\n  - {op: copy, dtype: any, points: []}\n"),
+             Catch::Contains("at least one point"));
+  for (const std::string& e : {load_error("decreasing", "curves:\n  - {op: reduce, dtype: bf16, points: [[2, 1], [1, 2]]}\n"),
+                               load_error("nocurves", "")})
+    CHECK(e.find('\n') == std::string::npos);
+}
+
+TEST_CASE("calibration: every shipped file loads and covers every codec it is used with", "[calibration]") {
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(COMPCOLL_SOURCE_DIR) + "/calibration")) {
+    if (e.path().extension() != ".yaml") continue;
+    INFO(e.path());
+    const calib::Calibration cal = calib::load_calibration(e.path().string());
+    ++files;
+    CHECK(!cal.device.empty());
+    CHECK(!cal.statement.empty());
+    CHECK((cal.source == "measured" || cal.source == "derived"));
+    for (DType t : {DType::BF16, DType::FP16, DType::FP32}) {
+      CHECK(cal.has(Op::Reduce, "", t));
+      for (const char* codec : {"gauss-exp", "entropy-exp"}) {
+        CHECK(cal.has(Op::Compress, codec, t));
+        CHECK(cal.has(Op::Decompress, codec, t));
+        CHECK(cal.seconds(Op::Compress, codec, t, 64 << 20) > 0);
+      }
+    }
+  }
+  CHECK(files >= 1);
+}
+
+// What `compcoll-bench calibrate` writes: loads, says measured, has a curve for every codec,
+// op and dtype over the same sizes, and larger sizes take longer than the smallest.
+TEST_CASE("calibrate output loads as a measured calibration", "[.calibrate-output]") {
+  const char* path = std::getenv("COMPCOLL_CALIBRATION_FILE");
+  REQUIRE(path != nullptr);
+  const calib::Calibration cal = calib::load_calibration(path);
+  CHECK(cal.source == "measured");
+  CHECK(!cal.device.empty());
+  CHECK(cal.statement.find("MEASURED by compcoll-bench calibrate") == 0);
+  CHECK(cal.date.size() == 10);
+  // identity, gauss-exp, entropy-exp x compress, decompress x 3 dtypes; reduce x 3; copy (any).
+  CHECK(cal.curves.size() == codec_names().size() * 2 * 3 + 3 + 1);
+  const size_t sizes = cal.curves.front().points.size();
+  CHECK(sizes >= 2);
+  for (const calib::Curve& c : cal.curves) {
+    INFO(calib::op_name(c.op) << " " << c.codec << " " << c.dtype);
+    REQUIRE(c.points.size() == sizes);
+    CHECK(c.points.front().first == 4096);
+    CHECK(c.points.back().second > c.points.front().second);
+    for (const auto& [bytes, seconds] : c.points) CHECK(seconds > 0);
+  }
+  for (DType t : {DType::BF16, DType::FP16, DType::FP32}) {
+    CHECK(cal.has(Op::Reduce, "", t));
+    CHECK(cal.has(Op::Copy, "", t));
+    for (auto codec : codec_names()) {
+      CHECK(cal.has(Op::Compress, std::string(codec), t));
+      CHECK(cal.has(Op::Decompress, std::string(codec), t));
+    }
+  }
+}
