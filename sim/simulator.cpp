@@ -56,6 +56,7 @@ namespace {
 
 constexpr double kHostSpeed = 1e9;  // must match platform.cpp
 constexpr uint32_t kPosted = UINT32_MAX;  // an active send whose op already counts as done
+constexpr int kKernel = -2;                 // active_send_peer of a kernel
 
 // What one message carries through the simulation: its wire size and what it decompresses to.
 struct Payload {
@@ -105,12 +106,24 @@ void run_rank(CallRun& run, int r) {
     if (!missing[i]) ready.push_back(i);
   std::vector<s4u::ActivityPtr> active;
   std::vector<uint32_t> active_op;
-  std::vector<int> active_send_peer;  // the peer of an active send, -1 for other activities
+  std::vector<int> active_send_peer;  // the peer of an active send, kKernel, or -1 for a receive
   struct Outbox {
     std::deque<std::pair<Payload*, uint32_t>> pending;  // message, sequence number
     bool busy = false;
   };
   std::unordered_map<int, Outbox> outbox;
+  // Kernels run one at a time, in the order they become ready, as on one CUDA stream (each
+  // codec or reduce kernel has the GPU's memory bandwidth to itself).
+  std::deque<std::pair<uint32_t, double>> kernels;  // op, seconds
+  bool kernel_busy = false;
+  auto start_kernel = [&]() {
+    const auto [op, seconds] = kernels.front();
+    kernels.pop_front();
+    kernel_busy = true;
+    active.push_back(s4u::this_actor::exec_async(seconds * kHostSpeed));
+    active_op.push_back(op);
+    active_send_peer.push_back(kKernel);
+  };
   auto start_send = [&](int peer) {
     auto& q = outbox[peer];
     const auto [pl, k] = q.pending.front();
@@ -179,9 +192,8 @@ void run_rank(CallRun& run, int r) {
             break;
         }
         if (seconds > 0) {
-          active.push_back(s4u::this_actor::exec_async(seconds * kHostSpeed));
-          active_op.push_back(i);
-          active_send_peer.push_back(-1);
+          kernels.emplace_back(i, seconds);
+          if (!kernel_busy) start_kernel();
         } else {
           finished.push_back(i);
         }
@@ -215,6 +227,10 @@ void run_rank(CallRun& run, int r) {
       q.busy = false;
       if (!q.pending.empty()) start_send(sent_to);
       continue;
+    }
+    if (sent_to == kKernel) {
+      kernel_busy = false;
+      if (!kernels.empty()) start_kernel();
     }
     const auto& op = p.ops[i];
     if (op.kind == OpKind::Recv && op.dst.buf == BufKind::Wire)

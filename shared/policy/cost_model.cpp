@@ -1,0 +1,181 @@
+// shared/policy/cost_model.cpp — see cost_model.h.
+#include "policy/cost_model.h"
+
+#include <algorithm>
+#include <deque>
+#include <queue>
+#include <tuple>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#include "codec/format.h"
+
+namespace compcoll::policy {
+
+const std::pair<double, double>& RouteCache::get(int src, int dst) {
+  auto it = cache_.find({src, dst});
+  if (it != cache_.end()) return it->second;
+  const topo::Route r = topo::route(t_, src, dst);
+  return cache_.emplace(std::make_pair(src, dst), std::make_pair(r.latency, r.bandwidth)).first->second;
+}
+
+namespace {
+
+using sched::BufKind;
+using sched::OpKind;
+
+uint64_t wire_bytes_of(const std::string& codec, uint64_t elements, uint64_t raw, double ratio) {
+  const uint64_t chunks = (elements + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
+  const double payload = codec == "identity" ? static_cast<double>(raw) : ratio * static_cast<double>(raw);
+  return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
+}
+
+uint64_t pair_key(int a, int b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
+
+}  // namespace
+
+PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
+                 const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes) {
+  const int n = s.size();
+  if (static_cast<int>(t.rank_to_gpu.size()) < n)
+    throw std::runtime_error("cost model: the placement has fewer ranks than the schedule");
+  const uint64_t dsize = dtype_size(s.dtype);
+
+  // Ops are taken in the order they become ready (as the simulator's actors start them), so
+  // a GPU's kernel queue and a pair's message order come out as they do there.
+  struct Rank {
+    std::vector<uint32_t> missing;
+    std::vector<std::vector<uint32_t>> dependents;
+    std::vector<double> ready, finish;
+    std::vector<uint32_t> seq;                      // sends / receives: index among those of the pair
+    std::vector<uint64_t> wire;                     // bytes of each wire buffer's message
+    double gpu_free = 0, codec_s = 0;
+  };
+  std::vector<Rank> ranks(static_cast<size_t>(n));
+  size_t remaining = 0;
+  using Item = std::tuple<double, int, uint32_t>;  // ready time, rank, op
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
+  for (int r = 0; r < n; ++r) {
+    const auto& ops = s.ranks[r].ops;
+    Rank& st = ranks[r];
+    st.missing.resize(ops.size());
+    st.dependents.resize(ops.size());
+    st.ready.assign(ops.size(), 0);
+    st.finish.assign(ops.size(), 0);
+    st.seq.assign(ops.size(), 0);
+    st.wire.assign(s.ranks[r].wire_buffers, 0);
+    std::unordered_map<int, uint32_t> sends, recvs;
+    for (uint32_t i = 0; i < ops.size(); ++i) {
+      st.missing[i] = static_cast<uint32_t>(ops[i].deps.size());
+      for (uint32_t d : ops[i].deps) st.dependents[d].push_back(i);
+      if (ops[i].kind == OpKind::Send) st.seq[i] = sends[ops[i].peer]++;
+      if (ops[i].kind == OpKind::Recv) st.seq[i] = recvs[ops[i].peer]++;
+      if (!st.missing[i]) queue.emplace(0.0, r, i);
+    }
+    remaining += ops.size();
+  }
+  // Per ordered pair: the messages posted and not yet delivered, in the order they leave (the
+  // order they were posted, as the simulator's per-peer queue has it), the receives waiting
+  // for their message, and when the pair's last message arrived.
+  struct Pending {
+    uint32_t seq;
+    double posted;
+    uint64_t bytes;
+  };
+  struct Pair {
+    std::deque<Pending> outbox;
+    std::map<uint32_t, uint32_t> waiting;  // seq -> receiving op
+    double free = 0;
+  };
+  std::unordered_map<uint64_t, Pair> pairs;
+  PlanCost cost;
+  double end = 0;
+
+  auto finish_op = [&](int r, uint32_t i, double done) {
+    Rank& st = ranks[r];
+    st.finish[i] = done;
+    end = std::max(end, done);
+    --remaining;
+    for (uint32_t d : st.dependents[i]) {
+      st.ready[d] = std::max(st.ready[d], done);
+      if (--st.missing[d] == 0) queue.emplace(st.ready[d], r, d);
+    }
+  };
+  // Delivers the pair's queued messages (from -> r) in order while their receives are posted;
+  // a message whose receive is not posted yet holds the ones behind it, as a rendezvous does.
+  auto deliver = [&](int from, int r) {
+    Pair& p = pairs[pair_key(from, r)];
+    while (!p.outbox.empty()) {
+      const Pending m = p.outbox.front();
+      auto w = p.waiting.find(m.seq);
+      if (w == p.waiting.end()) return;
+      const uint32_t i = w->second;
+      p.waiting.erase(w);
+      p.outbox.pop_front();
+      const auto& [lat, bw] = routes.get(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)]);
+      const double start = std::max({m.posted, ranks[r].ready[i], p.free});
+      p.free = start + lat * net.latency_factor + static_cast<double>(m.bytes) / (bw * net.bandwidth_factor);
+      const auto& op = s.ranks[r].ops[i];
+      if (op.dst.buf == BufKind::Wire) ranks[r].wire[op.dst.index] = m.bytes;
+      finish_op(r, i, p.free);
+    }
+  };
+
+  while (!queue.empty()) {
+    const auto [ready, r, i] = queue.top();
+    queue.pop();
+    Rank& st = ranks[r];
+    const auto& op = s.ranks[r].ops[i];
+    auto kernel = [&](double seconds) {
+      if (seconds <= 0) return ready;  // zero-time ops do not queue (the simulator skips them)
+      st.gpu_free = std::max(st.gpu_free, ready) + seconds;
+      return st.gpu_free;
+    };
+    switch (op.kind) {
+      case OpKind::Send: {
+        const uint64_t bytes = op.src.buf == BufKind::Wire ? st.wire[op.src.index] : op.src.count * dsize;
+        pairs[pair_key(r, op.peer)].outbox.push_back({st.seq[i], ready, bytes});
+        ++cost.messages;
+        cost.wire_bytes += bytes;
+        finish_op(r, i, ready);  // buffered: what depends on it may go on
+        deliver(r, op.peer);
+        break;
+      }
+      case OpKind::Recv:
+        pairs[pair_key(op.peer, r)].waiting[st.seq[i]] = i;
+        deliver(op.peer, r);
+        break;
+      case OpKind::Compress: {
+        const uint64_t raw = op.src.count * dsize;
+        st.wire[op.dst.index] = wire_bytes_of(codec, op.src.count, raw, ratio);
+        const double d = cal.seconds(calib::Op::Compress, codec, s.dtype, static_cast<double>(raw));
+        st.codec_s += d;
+        finish_op(r, i, kernel(d));
+        break;
+      }
+      case OpKind::Decompress: {
+        const double d = cal.seconds(calib::Op::Decompress, codec, s.dtype, static_cast<double>(op.dst.count * dsize));
+        st.codec_s += d;
+        finish_op(r, i, kernel(d));
+        break;
+      }
+      case OpKind::Reduce:
+        finish_op(r, i, kernel(cal.seconds(calib::Op::Reduce, codec, s.dtype, static_cast<double>(op.dst.count * dsize))));
+        break;
+      case OpKind::Copy: {
+        if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) st.wire[op.dst.index] = st.wire[op.src.index];
+        const bool timed = cal.has(calib::Op::Copy, "", s.dtype);
+        finish_op(r, i, timed ? kernel(cal.seconds(calib::Op::Copy, codec, s.dtype, static_cast<double>(op.dst.count * dsize)))
+                              : ready);
+        break;
+      }
+    }
+  }
+  if (remaining > 0) throw std::runtime_error("cost model: the schedule cannot finish (a receive is never matched)");
+  for (const auto& st : ranks) cost.codec_s = std::max(cost.codec_s, st.codec_s);
+  cost.time_s = end;
+  return cost;
+}
+
+}  // namespace compcoll::policy

@@ -1,0 +1,96 @@
+// tests/sim/test_cost_model.cpp — the cost model (shared/policy) against the simulator on
+// contention-free topologies: within 5% for every algorithm, placement and network model
+// tried, with and without kernel durations.
+#include <catch2/catch.hpp>
+
+#include "policy/cost_model.h"
+#include "schedule/build.h"
+#include "sim/simulator.h"
+
+using namespace compcoll;
+
+namespace {
+
+const std::string kRoot = COMPCOLL_SOURCE_DIR;
+
+double simulated(const topo::Topology& t, const sim::Call& call, const sim::NetworkModel& net,
+                 const calib::Calibration& cal) {
+  sim::Job job;
+  job.topology = t;
+  job.calibration = cal;
+  job.network = net;
+  job.calls = {call};
+  double time = -1;
+  const auto st = sim::simulate(job, [&](const sim::CallResult& r) {
+    INFO(r.error);
+    REQUIRE(r.error.empty());
+    time = r.time_s;
+  });
+  INFO(st.error);
+  REQUIRE(st.error.empty());
+  return time;
+}
+
+}  // namespace
+
+TEST_CASE("cost model within 5% of the simulator where no two flows share a link", "[sim][cost-model]") {
+  const auto derived = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
+  const auto dgx = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  const auto cluster = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  struct Case {
+    const char* name;
+    const topo::Topology* topo;
+    sched::Collective c;
+    const char* algorithm;
+    sched::Placement placement;
+    std::string codec;
+    uint32_t chunks;
+    std::optional<sched::Placement> intra;
+  };
+  using sched::Collective;
+  using sched::Placement;
+  const std::vector<Case> cases = {
+      {"ring", &dgx, Collective::AllReduce, "ring", Placement::None, "identity", 1, {}},
+      {"ring piped", &dgx, Collective::AllReduce, "ring", Placement::None, "identity", 4, {}},
+      {"ring zipccl", &dgx, Collective::AllReduce, "ring", Placement::ZipCCL, "gauss-exp", 1, {}},
+      {"recursive", &dgx, Collective::AllReduce, "recursive", Placement::PerHop, "entropy-exp", 1, {}},
+      {"allgather once", &dgx, Collective::AllGather, "ring", Placement::CompressOnce, "gauss-exp", 2, {}},
+      {"reduce-scatter", &dgx, Collective::ReduceScatter, "recursive", Placement::None, "identity", 1, {}},
+      {"chain", &dgx, Collective::Broadcast, "chain", Placement::CompressOnce, "gauss-exp", 4, {}},
+      {"hierarchical", &cluster, Collective::AllReduce, "hierarchical", Placement::None, "identity", 1, {}},
+      {"hierarchical zipccl/none", &cluster, Collective::AllReduce, "hierarchical", Placement::ZipCCL, "gauss-exp", 1,
+       Placement::None},
+  };
+  for (const char* model : {"cm02", "lv08"}) {
+    sim::NetworkModel net = sim::NetworkModel::defaults(model);
+    net.latency_factor = 1.0;  // as the shipped experiments set it
+    net.crosstraffic = false;
+    const policy::NetFactors factors{net.latency_factor, net.bandwidth_factor};
+    for (const auto& cal : {calib::zero_calibration(), derived}) {
+      for (const auto& k : cases) {
+        for (uint64_t bytes : {uint64_t{1} << 20, uint64_t{256} << 20}) {
+          sim::Call call;
+          call.codec = k.codec;
+          call.ratio = 0.7;
+          auto& b = call.build;
+          b.collective = k.c;
+          b.algorithm = k.algorithm;
+          b.placement = k.placement;
+          b.intra_placement = k.intra;
+          b.nranks = k.topo->gpus();
+          b.gpus_per_node = k.topo->gpus_per_node;
+          b.inter = "recursive";
+          b.dtype = DType::BF16;
+          b.count = bytes / 2;
+          b.pipe.chunks = k.chunks;
+          const double sim_s = simulated(*k.topo, call, net, cal);
+          policy::RouteCache routes(*k.topo);
+          const auto pred =
+              policy::predict(sched::build_schedule(b), *k.topo, cal, k.codec, call.ratio, factors, routes);
+          CAPTURE(model, cal.source, k.name, bytes, sim_s, pred.time_s);
+          CHECK(pred.time_s == Approx(sim_s).epsilon(0.05));
+        }
+      }
+    }
+  }
+}
