@@ -29,6 +29,7 @@
 #include "config/experiment.h"
 #include "config/yaml_node.h"
 #include "io/tensor_file.h"
+#include "policy/policy.h"
 #include "schedule/build.h"
 #include "sim/simulator.h"
 #include "topology/topology.h"
@@ -88,14 +89,6 @@ double bus_factor(sched::Collective c, int n) {
   }
 }
 
-// Elements of the collective from the nccl-tests size: allreduce, broadcast: the buffer;
-// reduce-scatter: each rank's input; allgather: the output; all-to-all: each rank's send
-// buffer, count is then per destination.
-uint64_t count_for(sched::Collective c, uint64_t bytes, DType dt, int n) {
-  const uint64_t elems = bytes / dtype_size(dt);
-  return c == sched::Collective::AllToAll ? elems / static_cast<uint64_t>(n) : elems;
-}
-
 std::string fmt(double v, int prec) {
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", prec, v);
@@ -103,17 +96,19 @@ std::string fmt(double v, int prec) {
 }
 
 struct Row {
-  std::string topology, collective, algorithm, placement, codec, dtype, tensor, ratio_source;
+  std::string topology, collective, algorithm, placement, codec, dtype, tensor, ratio_source, policy = "static";
   int ranks = 0;
   uint64_t size = 0, count = 0;
   double ratio = 1;
   sim::CallResult r;
   double speedup = NAN;
+  double predicted_s = NAN;  // the policy's own estimate (adaptive: the cost model; nccl-like: NCCL's model)
+  size_t candidates = 0;     // oracle: plans simulated
 };
 
 const char* kCsvHeader =
     "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
-    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,error\n";
+    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,policy,predicted_us,error\n";
 
 std::string csv_quote(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -136,7 +131,10 @@ json row_json(const Row& w, double busf) {
               {"codec_us", w.r.codec_s * 1e6}, {"reduce_us", w.r.reduce_s * 1e6},
               {"messages", w.r.messages},   {"ops", w.r.ops},
               {"speedup_vs_identity", std::isnan(w.speedup) ? json(nullptr) : json(w.speedup)},
-              {"wall_s", w.r.wall_s},       {"error", w.r.error}};
+              {"wall_s", w.r.wall_s},       {"error", w.r.error},
+              {"policy", w.policy},
+              {"predicted_us", std::isnan(w.predicted_s) ? json(nullptr) : json(w.predicted_s * 1e6)},
+              {"candidates", w.candidates}};
 }
 
 void write_atomic(const fs::path& path, const std::string& text) {
@@ -241,7 +239,9 @@ int run(const Args& args) {
   if (!args.json) std::cout << meta.str();
   const bool tty = isatty(STDERR_FILENO);
   size_t total_rows = 0, done_rows = 0;
-  for (size_t t = 0; t < exp.topologies.size(); ++t) total_rows += exp.calls.size() * exp.sizes.size() * exp.codecs.size();
+  for (size_t t = 0; t < exp.topologies.size(); ++t)
+    for (const auto& pol : exp.policies)
+      total_rows += exp.calls.size() * exp.sizes.size() * (pol == "static" ? exp.codecs.size() : 1);
   auto last_progress = std::chrono::steady_clock::now();
   bool any_error = false;
 
@@ -254,58 +254,136 @@ int run(const Args& args) {
     sim::Job job;
     job.calibration = cal;
     job.network = net;
-    std::vector<Row> rows;
-    for (const auto& s : exp.calls)
-      for (uint64_t size : exp.sizes)
-        for (const auto& codec : exp.codecs) {
-          Row w;
+    // Output rows in order; each names the simulated calls it needs (an oracle row: all the
+    // candidates, of which it keeps the fastest) and is printed once they have all finished.
+    struct Out {
+      Row w;
+      size_t sweep = 0;
+      std::vector<size_t> calls;
+      std::vector<policy::Plan> plans;
+    };
+    std::vector<Out> outs;
+    policy::System system;
+    system.topology = &topo;
+    system.calibration = &cal;
+    system.net = {net.latency_factor, net.bandwidth_factor};
+    system.codecs = exp.codecs;
+    system.ratio = [&](const std::string& codec, DType dt, const std::string& tensor) {
+      config::CallSweep cs;
+      cs.dtype = std::string(dtype_name(dt));
+      cs.tensor = tensor;
+      return ratio_of(codec, cs).ratio;
+    };
+    std::map<std::string, std::unique_ptr<policy::Policy>> policy_objects;
+    auto fill = [&](Row& w, const config::CallSweep& s, const policy::CallInfo& info, const policy::Plan& p) {
+      w.algorithm = p.algorithm == "hierarchical" && info.collective == sched::Collective::AllReduce
+                        ? "hierarchical/" + p.inter : p.algorithm;
+      if (p.chunks > 1) w.algorithm += "x" + std::to_string(p.chunks);
+      w.placement = p.codec == "identity" ? "none" : std::string(sched::placement_name(p.placement));
+      if (p.codec != "identity" && p.intra && *p.intra != p.placement)
+        w.placement += "/" + std::string(sched::placement_name(*p.intra));  // across nodes / inside nodes
+      w.codec = p.codec;
+      const auto& m = ratio_of(p.codec, s);
+      w.ratio = m.ratio;
+      w.ratio_source = m.source;
+    };
+    auto add_call = [&](const config::CallSweep& s, const policy::CallInfo& info, const policy::Plan& p) {
+      sim::Call call;
+      call.codec = p.codec;
+      call.ratio = ratio_of(p.codec, s).ratio;
+      call.build = policy::build_spec(p, info, topo);
+      call.build.pipe.channels = s.channels;
+      call.build.root = s.root;
+      job.calls.push_back(call);
+      return job.calls.size() - 1;
+    };
+    for (size_t si = 0; si < exp.calls.size(); ++si) {
+      const auto& s = exp.calls[si];
+      for (uint64_t size : exp.sizes) {
+        policy::CallInfo info;
+        info.collective = sched::parse_collective(s.collective);
+        info.bytes = size;
+        info.dtype = *parse_dtype(s.dtype);
+        info.tensor = s.tensor;
+        info.nranks = n;
+        for (const auto& pol : exp.policies) {
+          Out o;
+          o.sweep = si;
+          Row& w = o.w;
           w.topology = topo.name;
           w.ranks = n;
           w.collective = s.collective;
-          w.algorithm = s.algorithm == "hierarchical" && s.collective == "allreduce" ? "hierarchical/" + s.inter : s.algorithm;
-          w.placement = codec == "identity" ? "none" : s.placement;
-          const bool own_intra = codec != "identity" && !s.intra_placement.empty() && s.intra_placement != s.placement;
-          if (own_intra) w.placement += "/" + s.intra_placement;  // across nodes / inside nodes
-          w.codec = codec;
           w.dtype = s.dtype;
           w.tensor = s.tensor;
           w.size = size;
-          const auto& m = ratio_of(codec, s);
-          w.ratio = m.ratio;
-          w.ratio_source = m.source;
-          sim::Call call;
-          call.codec = codec;
-          call.ratio = m.ratio;
-          auto& b = call.build;
-          b.collective = sched::parse_collective(s.collective);
-          b.algorithm = s.algorithm;
-          b.placement = sched::parse_placement(codec == "identity" ? "none" : s.placement);
-          if (own_intra) b.intra_placement = sched::parse_placement(s.intra_placement);
-          b.nranks = n;
-          b.dtype = *parse_dtype(s.dtype);
-          b.count = count_for(b.collective, size, b.dtype, n);
-          w.count = b.count;
-          b.pipe = {s.chunks, s.channels};
-          b.gpus_per_node = std::min(topo.gpus_per_node, n);
-          b.inter = s.inter;
-          b.root = s.root;
-          job.calls.push_back(call);
-          rows.push_back(w);
+          w.count = policy::count_for(info.collective, size, info.dtype, n);
+          w.policy = pol;
+          if (pol == "static") {
+            for (const auto& codec : exp.codecs) {
+              policy::Plan p;
+              p.algorithm = s.algorithm;
+              p.inter = s.inter;
+              p.placement = sched::parse_placement(s.placement);
+              if (!s.intra_placement.empty()) p.intra = sched::parse_placement(s.intra_placement);
+              p.codec = codec;
+              p.chunks = s.chunks;
+              Out oc = o;
+              fill(oc.w, s, info, p);
+              oc.calls = {add_call(s, info, p)};
+              outs.push_back(oc);
+            }
+            continue;
+          }
+          if (pol == "oracle") {
+            o.plans = policy::candidates(info, system);
+            for (const auto& p : o.plans) o.calls.push_back(add_call(s, info, p));
+            o.w.candidates = o.plans.size();
+            fill(o.w, s, info, o.plans.at(0));
+          } else {
+            auto& obj = policy_objects[pol];
+            if (!obj) obj = policy::make_policy(pol);
+            double predicted = NAN;
+            const policy::Plan p = obj->choose(info, system, &predicted);
+            o.w.predicted_s = predicted;
+            fill(o.w, s, info, p);
+            o.calls = {add_call(s, info, p)};
+            o.plans = {p};
+          }
+          outs.push_back(o);
         }
+      }
+    }
     job.topology = std::move(topo);
 
     if (!args.json) {
-      std::printf("#%12s %12s %5s %15s %-22s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s\n", "size", "count", "type",
+      std::printf("#%12s %12s %5s %15s %-24s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s %-9s\n", "size", "count", "type",
                   "collective", "algorithm", "placement", "codec", "ranks", "time(us)", "algbw", "busbw", "ratio",
-                  "codec(us)", "speedup");
+                  "codec(us)", "speedup", "policy");
       std::fflush(stdout);
     }
-    std::map<std::string, double> identity_time;  // call/size -> time
-    const auto stats = sim::simulate(job, [&](const sim::CallResult& r) {
-      Row& w = rows[r.index];
-      w.r = r;
-      const std::string key = w.collective + "/" + w.algorithm + "/" + w.dtype + "/" + std::to_string(w.size);
-      if (r.error.empty() && w.codec == "identity") identity_time[key] = r.time_s;
+    std::map<std::string, double> identity_time;  // sweep/size -> time of the static identity row
+    std::vector<sim::CallResult> results(job.calls.size());
+    std::vector<char> finished(job.calls.size(), 0);
+    size_t next_out = 0;
+    auto emit = [&](Out& o) {
+      Row& w = o.w;
+      // An oracle keeps the fastest candidate that simulated.
+      size_t pick = 0;
+      for (size_t k = 0; k < o.calls.size(); ++k) {
+        const auto& rk = results[o.calls[k]];
+        const auto& rb = results[o.calls[pick]];
+        if (rk.error.empty() && (!rb.error.empty() || rk.time_s < rb.time_s)) pick = k;
+      }
+      w.r = results[o.calls[pick]];
+      if (o.plans.size() > 1) {
+        const config::CallSweep& s = exp.calls[o.sweep];
+        policy::CallInfo info;
+        info.collective = sched::parse_collective(s.collective);
+        fill(w, s, info, o.plans[pick]);
+      }
+      const auto& r = w.r;
+      const std::string key = std::to_string(o.sweep) + "/" + std::to_string(w.size);
+      if (r.error.empty() && w.codec == "identity" && w.policy == "static") identity_time[key] = r.time_s;
       if (r.error.empty() && identity_time.count(key) && r.time_s > 0) w.speedup = identity_time[key] / r.time_s;
       const double busf = bus_factor(sched::parse_collective(w.collective), w.ranks);
       const json j = row_json(w, busf);
@@ -315,13 +393,13 @@ int run(const Args& args) {
                   << " size " << w.size << ": " << r.error << "\n";
       }
       if (!args.json) {
-        std::printf(" %12llu %12llu %5s %15s %-22s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s\n",
+        std::printf(" %12llu %12llu %5s %15s %-24s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s %-9s\n",
                     static_cast<unsigned long long>(w.size), static_cast<unsigned long long>(w.count), w.dtype.c_str(),
                     w.collective.c_str(), w.algorithm.c_str(), w.placement.c_str(), w.codec.c_str(), w.ranks,
                     r.error.empty() ? fmt(r.time_s * 1e6, 2).c_str() : "FAILED",
                     fmt(j["algbw_gbps"].get<double>(), 2).c_str(), fmt(j["busbw_gbps"].get<double>(), 2).c_str(),
                     fmt(w.ratio, 4).c_str(), fmt(r.codec_s * 1e6, 2).c_str(),
-                    std::isnan(w.speedup) ? "-" : fmt(w.speedup, 3).c_str());
+                    std::isnan(w.speedup) ? "-" : fmt(w.speedup, 3).c_str(), w.policy.c_str());
         std::fflush(stdout);
       }
       doc["rows"].push_back(j);
@@ -332,7 +410,8 @@ int run(const Args& args) {
              << fmt(j["busbw_gbps"].get<double>(), 4) << "," << fmt(w.ratio, 5) << "," << r.wire_bytes << ","
              << fmt(r.codec_s * 1e6, 3) << "," << fmt(r.reduce_s * 1e6, 3) << "," << r.messages << ","
              << (std::isnan(w.speedup) ? "" : fmt(w.speedup, 4)) << "," << fmt(r.wall_s, 3) << "," << cal.source
-             << "," << csv_quote(r.error) << "\n";
+             << "," << w.policy << "," << (std::isnan(w.predicted_s) ? "" : fmt(w.predicted_s * 1e6, 3)) << ","
+             << csv_quote(r.error) << "\n";
         csv->flush();
         write_atomic(out_dir / "results.json", doc.dump(1));
       }
@@ -344,13 +423,21 @@ int run(const Args& args) {
                      total_rows, 100.0 * done_rows / total_rows, elapsed, tty && done_rows < total_rows ? "" : "\n");
         last_progress = now;
       }
+    };
+    const auto stats = sim::simulate(job, [&](const sim::CallResult& r) {
+      results[r.index] = r;
+      finished[r.index] = 1;
+      while (next_out < outs.size() &&
+             std::all_of(outs[next_out].calls.begin(), outs[next_out].calls.end(), [&](size_t c) { return finished[c]; }))
+        emit(outs[next_out++]);
     });
     uint64_t messages = 0;
     double sim_wall = 0;
-    for (const auto& w : rows) {
-      messages += w.r.messages;
-      sim_wall += w.r.wall_s;
-    }
+    for (size_t c = 0; c < results.size(); ++c)
+      if (finished[c]) {
+        messages += results[c].messages;
+        sim_wall += results[c].wall_s;
+      }
     auto& tj = doc["topologies"].back();
     tj["platform_wall_s"] = stats.platform_wall_s;
     tj["peak_rss_kb"] = stats.peak_rss_kb;

@@ -114,6 +114,14 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
   if (!codecs.is_sequence() || codecs.size() == 0) codecs.fail("expected a list of codec names");
   for (size_t i = 0; i < codecs.size(); ++i) e.codecs.push_back(codecs[i].as_string());
 
+  const Node pols = root.opt("policies");
+  if (pols.defined()) {
+    if (!pols.is_sequence() || pols.size() == 0) pols.fail("expected a list of policies");
+    e.policies.clear();
+    for (size_t i = 0; i < pols.size(); ++i)
+      e.policies.push_back(pols[i].as_choice({"static", "nccl-like", "adaptive", "oracle"}));
+  }
+
   const Node ratios = root.opt("ratios");
   if (ratios.defined()) {
     const Node dirn = ratios.opt("tensors");

@@ -46,6 +46,7 @@ struct Experiment {
   std::vector<uint64_t> sizes;          // bytes, nccl-tests "size"
   std::vector<CallSweep> calls;
   std::vector<std::string> codecs;
+  std::vector<std::string> policies{"static"};  // static | nccl-like | adaptive | oracle (shared/policy)
   std::string tensors_dir;              // ratio model measured on TENSORS_DIR/<kind>.*.<dtype>.npy
   std::map<std::string, double> fixed_ratios;  // codec -> compressed/uncompressed, instead of measuring
   RunSpec run;

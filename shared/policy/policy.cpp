@@ -1,0 +1,254 @@
+// shared/policy/policy.cpp — see policy.h.
+#include "policy/policy.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <stdexcept>
+
+namespace compcoll::policy {
+
+using sched::Collective;
+using sched::Placement;
+
+std::string Plan::describe() const {
+  std::string s = algorithm == "hierarchical" ? "hierarchical/" + inter : algorithm;
+  if (chunks > 1) s += " chunks=" + std::to_string(chunks);
+  s += " " + std::string(sched::placement_name(placement));
+  if (intra && *intra != placement) s += "/" + std::string(sched::placement_name(*intra));
+  return s + " " + codec;
+}
+
+uint64_t count_for(Collective c, uint64_t bytes, DType dtype, int nranks) {
+  const uint64_t elems = bytes / dtype_size(dtype);
+  return c == Collective::AllToAll ? elems / static_cast<uint64_t>(std::max(1, nranks)) : elems;
+}
+
+sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::Topology& t) {
+  sched::BuildSpec b;
+  b.collective = call.collective;
+  b.algorithm = plan.algorithm;
+  b.placement = plan.codec == "identity" ? Placement::None : plan.placement;
+  if (plan.codec != "identity") b.intra_placement = plan.intra;
+  b.nranks = call.nranks;
+  b.count = count_for(call.collective, call.bytes, call.dtype, call.nranks);
+  b.dtype = call.dtype;
+  b.pipe.chunks = plan.chunks;
+  b.gpus_per_node = std::min(t.gpus_per_node, call.nranks);
+  b.inter = plan.inter;
+  return b;
+}
+
+namespace {
+
+// Ops of a schedule, roughly (3 per step and rank), to keep pricing cheap.
+uint64_t ops_estimate(Collective c, const std::string& algorithm, int n) {
+  const uint64_t N = static_cast<uint64_t>(n);
+  const uint64_t log = static_cast<uint64_t>(std::ceil(std::log2(std::max(2, n)))) + 2;
+  if (algorithm == "ring") return 3 * N * (c == Collective::AllReduce ? 2 * N : N);
+  if (algorithm == "pairwise" || algorithm == "direct" || algorithm == "chain") return 3 * N * N;
+  return 3 * N * 2 * log * 8;
+}
+
+}  // namespace
+
+std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops) {
+  const topo::Topology& t = *sys.topology;
+  const int n = call.nranks, g = t.gpus_per_node;
+  const bool two_level = g > 1 && n % g == 0 && n / g > 1;
+  std::vector<Plan> out;
+  auto add = [&](Plan p) {
+    if (ops_estimate(call.collective, p.algorithm, n) > max_ops) return;
+    for (const auto& codec : sys.codecs) {
+      Plan q = p;
+      q.codec = codec;
+      if (codec == "identity") {
+        q.placement = Placement::None;
+        q.intra.reset();
+        out.push_back(q);
+        continue;
+      }
+      std::vector<std::pair<Placement, std::optional<Placement>>> placements;
+      switch (call.collective) {
+        case Collective::AllReduce:
+          if (p.algorithm == "hierarchical")
+            placements = {{Placement::ZipCCL, Placement::None}, {Placement::ZipCCL, std::nullopt},
+                          {Placement::PerHop, Placement::None}};
+          else
+            placements = {{Placement::ZipCCL, std::nullopt}, {Placement::PerHop, std::nullopt}};
+          break;
+        case Collective::ReduceScatter:
+        case Collective::AllToAll: placements = {{Placement::PerHop, std::nullopt}}; break;
+        case Collective::AllGather: placements = {{Placement::CompressOnce, std::nullopt}, {Placement::PerHop, std::nullopt}}; break;
+        case Collective::Broadcast: placements = {{Placement::CompressOnce, std::nullopt}}; break;
+      }
+      for (const auto& [pl, intra] : placements) {
+        q.placement = pl;
+        q.intra = intra;
+        out.push_back(q);
+      }
+    }
+  };
+  auto plan = [](const char* algo, const char* inter = "recursive", uint32_t chunks = 1) {
+    Plan p;
+    p.algorithm = algo;
+    p.inter = inter;
+    p.chunks = chunks;
+    return p;
+  };
+  switch (call.collective) {
+    case Collective::AllReduce:
+      add(plan("ring"));
+      add(plan("recursive"));
+      add(plan("tree"));
+      if (two_level)
+        for (const char* inter : {"ring", "recursive", "tree"}) add(plan("hierarchical", inter));
+      break;
+    case Collective::ReduceScatter:
+    case Collective::AllGather:
+      add(plan("ring"));
+      add(plan("recursive"));
+      if (two_level) add(plan("hierarchical"));
+      break;
+    case Collective::Broadcast:
+      add(plan("tree"));
+      add(plan("chain"));
+      add(plan("chain", "recursive", 8));
+      break;
+    case Collective::AllToAll:
+      add(plan("pairwise"));
+      if (two_level) add(plan("hierarchical"));
+      break;
+  }
+  return out;
+}
+
+// --- NCCL's tuning model ---------------------------------------------------------------------
+// Constants of NCCL's src/graph/tuning.cc (the version with baseLat Tree {4.4, 4.4, 0} and Ring
+// {3.6, 10.0, 8.4} us; hwLat per NVLink / PCI / network); protocols LL and Simple (LL128 is
+// enabled there only on sm_70/sm_80). Bus bandwidth per GPU: NCCL's nChannels x speed, taken
+// here as the GPU's link into the fabric that bounds the algorithm: its NVSwitch link inside a
+// node, its NIC ports across nodes.
+
+namespace {
+
+enum { kLL = 0, kSimple = 1 };
+enum { kNvlink = 0, kPci = 1, kNet = 2 };
+constexpr double kBaseLatTree[2] = {4.4, 0.0}, kBaseLatRing[2] = {3.6, 8.4};
+constexpr double kHwLatTree[3][2] = {{0.52, 28}, {1.0, 28}, {5.0, 50}};
+constexpr double kHwLatRing[3][2] = {{0.47, 3.4}, {1.0, 5.7}, {2.7, 9.6}};
+constexpr double kTreeCorrection[2][22] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7, .8, .9}};
+
+int nodes_spanned(const topo::Topology& t, int nranks) {
+  std::set<int> nodes;
+  for (int r = 0; r < nranks && r < static_cast<int>(t.rank_to_gpu.size()); ++r) nodes.insert(t.node_of(t.rank_to_gpu[r]));
+  return std::max<int>(1, static_cast<int>(nodes.size()));
+}
+
+}  // namespace
+
+double nccl_model_time(const CallInfo& call, const topo::Topology& t, const std::string& algorithm,
+                       const std::string& protocol) {
+  const int n = call.nranks;
+  if (n <= 1) return 0;
+  const int nodes = nodes_spanned(t, n);
+  const int p = protocol == "LL" ? kLL : kSimple;
+  const bool tree = algorithm == "tree";
+  const Collective c = call.collective;
+  const int nsteps = c == Collective::AllReduce ? 2 * (n - 1)
+                     : c == Collective::ReduceScatter || c == Collective::AllGather ? n - 1 : n;
+  const int inter_steps = c == Collective::AllReduce ? 2 * (nodes - 1)
+                          : c == Collective::ReduceScatter || c == Collective::AllGather ? nodes - 1 : nodes;
+  const int intra_hw = t.intra_fabric == "nvswitch" ? kNvlink : kPci;
+  const int hw = nodes == 1 ? intra_hw : kNet;
+  double bus = (nodes == 1 ? t.gpu_link.effective_bandwidth()
+                           : t.network_link.effective_bandwidth() * t.nics_per_gpu) / 1e9;  // GB/s
+  if (!tree && p == kLL) bus *= (nodes > 1 || c == Collective::AllReduce) ? 1.0 / 4.0 : 1.0 / 3.0;
+  if (tree) {
+    bus = std::min(bus * 0.9, nodes > 2 ? 80.0 : 110.0);
+    if (p == kLL) bus *= 1.0 / 3.8;
+  }
+  const double algbw = bus * (tree ? 0.5 : static_cast<double>(n) / nsteps);
+  double lat = tree ? kBaseLatTree[p] : kBaseLatRing[p];
+  double intra_lat = (tree ? kHwLatTree : kHwLatRing)[intra_hw][p];
+  const double inter_lat = (tree ? kHwLatTree : kHwLatRing)[kNet][p];
+  if (nodes > 1 && p == kLL) intra_lat *= 1.8;
+  if (!tree) {
+    if (c == Collective::Broadcast) lat += nsteps * (p == kSimple ? kHwLatTree[hw][p] : kHwLatRing[hw][p]);
+    else lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+  } else {
+    lat += 2 * ((n / nodes - 1) * intra_lat + std::floor(std::log2(nodes)) * inter_lat);
+  }
+  double bw = algbw;
+  const int log_size = static_cast<int>(std::floor(std::log2(std::max<double>(1, static_cast<double>(call.bytes >> 6)))));
+  if (tree && log_size < 22) bw *= kTreeCorrection[p][std::max(0, log_size)];
+  if (!tree && p == kSimple && nodes > 1 && c == Collective::AllReduce && call.bytes >= n / 16.0 * 65536) lat *= 1.9;
+  return (lat + static_cast<double>(call.bytes) / (1000.0 * bw)) * 1e-6;
+}
+
+namespace {
+
+class NcclLike final : public Policy {
+ public:
+  std::string name() const override { return "nccl-like"; }
+  Plan choose(const CallInfo& call, const System& sys, double* predicted) override {
+    Plan best;
+    best.codec = "identity";
+    best.algorithm = call.collective == Collective::Broadcast ? "chain"
+                     : call.collective == Collective::AllToAll ? "pairwise" : "ring";
+    double best_t = std::numeric_limits<double>::infinity();
+    const std::vector<std::string> algos =
+        call.collective == Collective::AllReduce ? std::vector<std::string>{"ring", "tree"} : std::vector<std::string>{"ring"};
+    for (const auto& a : algos)
+      for (const char* proto : {"LL", "Simple"}) {
+        const double tm = nccl_model_time(call, *sys.topology, a, proto);
+        if (tm < best_t) {
+          best_t = tm;
+          if (call.collective == Collective::AllReduce) best.algorithm = a;
+        }
+      }
+    if (predicted) *predicted = best_t;  // NCCL's own estimate, not compcoll's cost model
+    return best;
+  }
+};
+
+class Adaptive final : public Policy {
+ public:
+  std::string name() const override { return "adaptive"; }
+  Plan choose(const CallInfo& call, const System& sys, double* predicted) override {
+    const std::string key = std::to_string(static_cast<int>(call.collective)) + "/" + std::to_string(call.bytes) + "/" +
+                            std::string(dtype_name(call.dtype)) + "/" + call.tensor + "/" + std::to_string(call.nranks);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      RouteCache routes(*sys.topology);
+      std::pair<Plan, double> best{Plan{}, std::numeric_limits<double>::infinity()};
+      for (const Plan& p : candidates(call, sys)) {
+        const double ratio = p.codec == "identity" ? 1.0 : sys.ratio(p.codec, call.dtype, call.tensor);
+        const auto s = sched::build_schedule(build_spec(p, call, *sys.topology));
+        const double tm = predict(s, *sys.topology, *sys.calibration, p.codec, ratio, sys.net, routes).time_s;
+        if (tm < best.second) best = {p, tm};
+      }
+      if (!std::isfinite(best.second)) throw std::runtime_error("adaptive: no candidate plan for the call");
+      it = cache_.emplace(key, best).first;
+    }
+    if (predicted) *predicted = it->second.second;
+    return it->second.first;
+  }
+
+ private:
+  std::map<std::string, std::pair<Plan, double>> cache_;
+};
+
+}  // namespace
+
+std::vector<std::string> policy_names() { return {"static", "nccl-like", "adaptive", "oracle"}; }
+
+std::unique_ptr<Policy> make_policy(const std::string& name) {
+  if (name == "nccl-like") return std::make_unique<NcclLike>();
+  if (name == "adaptive") return std::make_unique<Adaptive>();
+  throw std::invalid_argument("no policy object for '" + name + "' (static and oracle are the experiment's and the simulator's)");
+}
+
+}  // namespace compcoll::policy

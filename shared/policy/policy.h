@@ -1,0 +1,84 @@
+// shared/policy/policy.h — who decides how a collective call runs. A policy maps a call
+// (collective, bytes, dtype, tensor kind, group size) and what it knows of the system
+// (topology, calibration, expected ratios) to a Plan: algorithm, codec, placement, chunking.
+// The same code serves compcoll-sim and compcoll-run; neither executor decides anything.
+//
+//   static     the experiment's own plan (each call of the file, as written)
+//   nccl-like  NCCL's choice as the baseline: its tuning model (time = latency + bytes /
+//              bandwidth per algorithm and protocol, NCCL's published constants) picks ring or
+//              tree; it never compresses
+//   adaptive   ZipCCL's adaptive communication: every candidate plan (algorithms x placements
+//              x codecs) priced by the cost model (cost_model.h), the cheapest wins
+//   oracle     simulator only: compcoll-sim runs every candidate and keeps the fastest
+//   (entropy, EDGC's, comes with the lossy codecs: issue 6)
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "calibration/calibration.h"
+#include "policy/cost_model.h"
+#include "schedule/build.h"
+#include "topology/topology.h"
+
+namespace compcoll::policy {
+
+struct CallInfo {
+  sched::Collective collective = sched::Collective::AllReduce;
+  uint64_t bytes = 0;   // nccl-tests "size" (docs/compcoll-sim.md)
+  DType dtype = DType::BF16;
+  std::string tensor = "grad";
+  int nranks = 1;
+};
+
+struct Plan {
+  std::string algorithm = "ring";
+  std::string inter = "recursive";  // hierarchical allreduce across nodes
+  sched::Placement placement = sched::Placement::None;
+  std::optional<sched::Placement> intra;  // hierarchical allreduce inside nodes
+  std::string codec = "identity";
+  uint32_t chunks = 1;
+  std::string describe() const;  // "hierarchical/recursive zipccl/none gauss-exp"
+};
+
+// What a policy may look at.
+struct System {
+  const topo::Topology* topology = nullptr;  // its placement puts the call's ranks
+  const calib::Calibration* calibration = nullptr;
+  NetFactors net;
+  std::function<double(const std::string& codec, DType dtype, const std::string& tensor)> ratio;
+  std::vector<std::string> codecs;  // the codecs a policy may use
+};
+
+// Elements of the collective for a nccl-tests size (per destination for all-to-all).
+uint64_t count_for(sched::Collective c, uint64_t bytes, DType dtype, int nranks);
+sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::Topology& t);
+
+// Every plan worth pricing for the call: the algorithms of the collective (hierarchical where
+// the ranks fill whole nodes of several), each uncompressed and with each codec in each
+// placement that applies. Plans whose schedule would exceed `max_ops` ops are left out (a
+// flat ring over 16,384 ranks), so pricing them stays cheap.
+std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops = 20'000'000);
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string name() const = 0;
+  // The plan, and the time the policy expects (0 when it has no estimate).
+  virtual Plan choose(const CallInfo& call, const System& sys, double* predicted_s) = 0;
+};
+
+// "nccl-like" or "adaptive"; throws std::invalid_argument for other names.
+std::unique_ptr<Policy> make_policy(const std::string& name);
+std::vector<std::string> policy_names();  // static, nccl-like, adaptive, oracle
+
+// NCCL's tuning model for one algorithm ("ring" or "tree") and protocol ("LL", "Simple"):
+// its predicted time in seconds (exposed for tests and the docs).
+double nccl_model_time(const CallInfo& call, const topo::Topology& t, const std::string& algorithm,
+                       const std::string& protocol);
+
+}  // namespace compcoll::policy

@@ -1,0 +1,127 @@
+// tests/sim/test_policy.cpp — the policies (shared/policy): NCCL's tuning model computed by
+// hand for one case and its known choices; the adaptive policy against the simulator.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "policy/policy.h"
+#include "sim/simulator.h"
+
+using namespace compcoll;
+using namespace compcoll::policy;
+
+namespace {
+
+const std::string kRoot = COMPCOLL_SOURCE_DIR;
+
+CallInfo allreduce(uint64_t bytes, int n) {
+  CallInfo c;
+  c.collective = sched::Collective::AllReduce;
+  c.bytes = bytes;
+  c.dtype = DType::BF16;
+  c.tensor = "grad";
+  c.nranks = n;
+  return c;
+}
+
+System system_of(const topo::Topology& t, const calib::Calibration& cal, std::vector<std::string> codecs) {
+  System s;
+  s.topology = &t;
+  s.calibration = &cal;
+  s.net = {1.0, 0.97};
+  s.codecs = std::move(codecs);
+  s.ratio = [](const std::string&, DType, const std::string&) { return 0.6858; };  // gauss-exp on bf16 grads
+  return s;
+}
+
+double simulate_plan(const topo::Topology& t, const calib::Calibration& cal, const Plan& p, const CallInfo& info) {
+  sim::Job job;
+  job.topology = t;
+  job.calibration = cal;
+  job.network = sim::NetworkModel::defaults("lv08");
+  job.network.latency_factor = 1.0;
+  job.network.crosstraffic = false;
+  sim::Call call;
+  call.codec = p.codec;
+  call.ratio = 0.6858;
+  call.build = build_spec(p, info, t);
+  job.calls = {call};
+  double time = -1;
+  sim::simulate(job, [&](const sim::CallResult& r) {
+    INFO(r.error);
+    REQUIRE(r.error.empty());
+    time = r.time_s;
+  });
+  return time;
+}
+
+}  // namespace
+
+TEST_CASE("NCCL's tuning model, by hand: ring Simple allreduce on one 8-GPU NVSwitch node", "[policy][nccl]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  const auto call = allreduce(1'000'000'000, 8);
+  // baseLat ring Simple 8.4 us + 2(n-1) = 14 steps x hwLat NVLink ring Simple 3.4 us; bus
+  // bandwidth = the GPU's NVSwitch link (387 GB/s), algorithm bandwidth = bus x n / 14 steps;
+  // the ring plateau factor applies across nodes only.
+  const double bus = 450.0 * 0.86;
+  const double expect_us = 8.4 + 14 * 3.4 + 1e9 / (1000.0 * bus * 8 / 14);
+  CHECK(nccl_model_time(call, t, "ring", "Simple") == Approx(expect_us * 1e-6).epsilon(1e-6));
+}
+
+TEST_CASE("nccl-like picks NCCL's choices: tree for small allreduces across nodes, ring for large; never compresses",
+          "[policy][nccl]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  const auto cal = calib::zero_calibration();
+  const System sys = system_of(t, cal, {"identity", "gauss-exp"});
+  auto nccl = make_policy("nccl-like");
+  double predicted = 0;
+  CHECK(nccl->choose(allreduce(64 << 10, 64), sys, &predicted).algorithm == "tree");
+  CHECK(predicted > 0);
+  const Plan big = nccl->choose(allreduce(1'000'000'000, 64), sys, &predicted);
+  CHECK(big.algorithm == "ring");
+  CHECK(big.codec == "identity");
+}
+
+TEST_CASE("adaptive compresses where it pays (large allreduces across nodes) and not where it does not",
+          "[policy][adaptive]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  const auto cal = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
+  const System sys = system_of(t, cal, {"identity", "gauss-exp"});
+  auto adaptive = make_policy("adaptive");
+  double small_pred = 0, big_pred = 0;
+  const Plan small = adaptive->choose(allreduce(1 << 20, 64), sys, &small_pred);
+  const Plan big = adaptive->choose(allreduce(1'000'000'000, 64), sys, &big_pred);
+  CAPTURE(small.describe(), big.describe());
+  CHECK(small.codec == "identity");
+  CHECK(big.codec == "gauss-exp");
+  CHECK(big.algorithm == "hierarchical");
+  // Its prediction is the simulator's answer within 5% here (no two flows share a link), and
+  // the plan it picked beats the uncompressed one in the simulator too.
+  const double big_sim = simulate_plan(t, cal, big, allreduce(1'000'000'000, 64));
+  CHECK(big_pred == Approx(big_sim).epsilon(0.05));
+  Plan plain = big;
+  plain.codec = "identity";
+  CHECK(big_sim < simulate_plan(t, cal, plain, allreduce(1'000'000'000, 64)));
+}
+
+TEST_CASE("candidates: every plan builds; none too large to price", "[policy]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/fat-tree-16k.yaml");
+  const auto cal = calib::zero_calibration();
+  const System sys = system_of(t, cal, {"identity", "gauss-exp"});
+  const auto c = candidates(allreduce(1 << 30, 16384), sys);
+  for (const auto& p : c) CHECK(p.algorithm != "ring");  // 16,384-rank flat ring: left out
+  CHECK(std::any_of(c.begin(), c.end(), [](const Plan& p) { return p.algorithm == "hierarchical"; }));
+  const auto t64 = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  const System s64 = system_of(t64, cal, {"identity", "gauss-exp"});
+  for (auto coll : {sched::Collective::AllReduce, sched::Collective::AllGather, sched::Collective::ReduceScatter,
+                    sched::Collective::Broadcast, sched::Collective::AllToAll}) {
+    CallInfo info = allreduce(1 << 20, 64);
+    info.collective = coll;
+    const auto plans = candidates(info, s64);
+    CHECK(plans.size() >= 2);
+    for (const auto& p : plans) {
+      CAPTURE(p.describe());
+      CHECK_NOTHROW(sched::validate(sched::build_schedule(build_spec(p, info, t64))));
+    }
+  }
+}
