@@ -1,0 +1,56 @@
+// real/backend.h — where the real executor's data lives and how it computes on it: buffers,
+// copies, the reduce kernel and the codecs. HostBackend: host memory, the host codecs of
+// codec/codec.h and codec/reduce.h; CudaBackend (real/cuda_backend.h): device memory, the CUDA
+// kernels of codec/cuda/codec_cuda.h and codec/cuda/reduce_cuda.h, on one stream. The executor drives
+// both through this interface; nothing here sends or receives.
+//
+// Operations are asynchronous: each returns a Completion the executor polls with done().
+// The host backend finishes them before returning.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "codec/codec.h"
+#include "real/transport.h"
+
+namespace compcoll::real {
+
+using Completion = int;  // -1: already complete
+
+class DataBackend {
+ public:
+  virtual ~DataBackend() = default;
+  virtual MemorySpace memory() const = 0;
+  virtual std::string describe() const = 0;  // "host (12 cores)", "NVIDIA H100 80GB HBM3 (sm_90)"
+
+  virtual void* alloc(size_t bytes) = 0;  // zeroed; nullptr for 0 bytes
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;    // synchronous
+  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;  // synchronous
+
+  virtual Completion copy(void* dst, const void* src, size_t bytes) = 0;
+  // dst += src, elementwise; 16-bit types add in fp32 and round to nearest even (the
+  // reference executor's rule, so results are bitwise the same).
+  virtual Completion reduce(DType dtype, void* dst, const void* src, uint64_t count) = 0;
+  // Encodes `count` elements at src into `wire` (capacity bytes, at least max_encoded_size);
+  // the stream's size is in *stream_bytes (host) once the completion is done.
+  virtual Completion compress(const Codec& codec, DType dtype, const void* src, uint64_t count, void* wire,
+                              size_t capacity, const EncodeOptions& opt, uint64_t* stream_bytes) = 0;
+  // Decodes the stream of `bytes` bytes at `wire` into exactly `count` elements at dst;
+  // damage or a count mismatch throws CodecError.
+  virtual Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) = 0;
+  virtual bool done(Completion c) = 0;
+  virtual void synchronize() = 0;
+
+  // Seconds between timer_start() and timer_stop() of the work submitted in between (CUDA
+  // events on the device; the wall clock on the host).
+  virtual void timer_start() = 0;
+  virtual double timer_stop() = 0;
+};
+
+std::unique_ptr<DataBackend> make_host_backend();
+
+}  // namespace compcoll::real

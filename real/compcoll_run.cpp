@@ -1,0 +1,559 @@
+// compcoll-run — compressed collectives for real: MPI ranks on hosts, or NCCL ranks on GPUs.
+//
+//   mpirun -np N compcoll-run EXPERIMENT.yaml [--backend mpi|nccl] [--out DIR] [--set K=V]...
+//
+// Reads the same experiment file as compcoll-sim (docs/EXPERIMENTS.md; ranks = the MPI world,
+// the topology gives the ranks per node of hierarchical algorithms). For each call, size and
+// codec it builds the schedule, runs it with the real executor (real/executor.h): warm-up,
+// timed iterations, then a separate correctness pass on integer inputs against the closed-form
+// result; and before them one row of the library's own collective (MPI's or NCCL's). Rank 0
+// prints nccl-tests style rows with #wrong and ends with "# OK" or "# FAILED"; --out DIR
+// writes results.csv (row by row) and results.json (rewritten atomically after every row)
+// with compcoll-sim's columns plus wrong and backend. docs/compcoll-run.md.
+// Exit status: 0 all rows right, 1 some row wrong, 2 bad input (one line naming file and key,
+// from rank 0, the same decision on every rank and before any communication). A failure in
+// the middle of a run (a transport error, a damaged stream) aborts the job with the rank's
+// message; the rows finished before it stay written.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "codec/codec.h"
+#include "config/experiment.h"
+#include "config/yaml_node.h"
+#include "io/tensor_file.h"
+#include "real/backend.h"
+#include "real/baseline.h"
+#include "real/executor.h"
+#include "real/transport.h"
+#include "real/verify.h"
+#include "schedule/build.h"
+#include "topology/topology.h"
+#ifdef COMPCOLL_HAVE_NCCL
+#include "real/nccl_transport.h"
+#endif
+
+using namespace compcoll;
+using namespace compcoll::real;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: mpirun -np N compcoll-run EXPERIMENT.yaml [--backend mpi|nccl] [--out DIR] [--set key.path=value]...\n"
+    "  --backend B  mpi: host buffers, MPI point-to-point, MPI's collectives as baseline;\n"
+    "               nccl: one GPU per rank, NCCL point-to-point, NCCL's collectives as baseline\n"
+    "               (default: run.backend of the experiment, else mpi)\n"
+    "  --out DIR    rank 0 writes DIR/results.csv (row by row) and DIR/results.json\n"
+    "  --set K=V    override one key of the experiment file (repeatable)\n"
+    "  --lockstep   post transfers step by step in groups (always on with nccl)\n";
+
+// A bad command line or experiment: reported once (rank 0), exit status 2 on every rank.
+struct BadInput : std::runtime_error {
+  using runtime_error::runtime_error;
+};
+
+struct Args {
+  std::string experiment, out, backend;
+  std::vector<std::string> sets;
+  bool lockstep = false;
+  bool help = false;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= argc) throw BadInput(std::string(flag) + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--help" || s == "-h") a.help = true;
+    else if (s == "--set") a.sets.push_back(value("--set"));
+    else if (s.starts_with("--set=")) a.sets.push_back(s.substr(6));
+    else if (s == "--out") a.out = value("--out");
+    else if (s == "--backend") a.backend = value("--backend");
+    else if (s.starts_with("--backend=")) a.backend = s.substr(10);
+    else if (s == "--lockstep") a.lockstep = true;
+    else if (s.starts_with("-")) throw BadInput("unknown option " + s);
+    else if (a.experiment.empty()) a.experiment = s;
+    else throw BadInput("one experiment file only (got " + a.experiment + " and " + s + ")");
+  }
+  if (!a.help && a.experiment.empty()) throw BadInput("no experiment file");
+  if (!a.backend.empty() && a.backend != "mpi" && a.backend != "nccl")
+    throw BadInput("--backend: expected mpi or nccl, got '" + a.backend + "'");
+  return a;
+}
+
+double bus_factor(sched::Collective c, int n) {
+  if (n <= 1) return 0;
+  switch (c) {
+    case sched::Collective::AllReduce: return 2.0 * (n - 1) / n;
+    case sched::Collective::Broadcast: return 1.0;
+    default: return static_cast<double>(n - 1) / n;
+  }
+}
+
+// As compcoll-sim: allreduce, broadcast: the buffer; reduce-scatter: each rank's input;
+// allgather: the output; all-to-all: each rank's send buffer (count is then per destination).
+uint64_t count_for(sched::Collective c, uint64_t bytes, DType dt, int n) {
+  const uint64_t elems = bytes / dtype_size(dt);
+  return c == sched::Collective::AllToAll ? elems / static_cast<uint64_t>(n) : elems;
+}
+
+std::string fmt(double v, int prec) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+std::string csv_quote(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+void write_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream o(tmp);
+    o << text;
+  }
+  fs::rename(tmp, path);
+}
+
+// compcoll-sim's columns, then wrong and backend.
+const char* kCsvHeader =
+    "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
+    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,error,wrong,backend\n";
+
+struct Row {
+  std::string topology, collective, algorithm, placement, codec, dtype, tensor, backend, error;
+  int ranks = 0;
+  uint64_t size = 0, count = 0, wire_bytes = 0, messages = 0, wrong = 0;
+  double time_s = 0, ratio = 1, codec_s = 0, reduce_s = 0, wall_s = 0, speedup = NAN;
+};
+
+json row_json(const Row& w, double busf) {
+  const double t = w.time_s;
+  return json{{"topology", w.topology},     {"ranks", w.ranks},
+              {"collective", w.collective}, {"algorithm", w.algorithm},
+              {"placement", w.placement},   {"codec", w.codec},
+              {"dtype", w.dtype},           {"tensor", w.tensor},
+              {"size_bytes", w.size},       {"count", w.count},
+              {"time_us", t * 1e6},         {"algbw_gbps", t > 0 ? w.size / t / 1e9 : 0.0},
+              {"busbw_gbps", t > 0 ? w.size / t / 1e9 * busf : 0.0},
+              {"ratio", w.ratio},           {"ratio_source", "measured (compress ops of the timed runs)"},
+              {"wire_bytes", w.wire_bytes}, {"codec_us", w.codec_s * 1e6},
+              {"reduce_us", w.reduce_s * 1e6}, {"messages", w.messages},
+              {"speedup_vs_identity", std::isnan(w.speedup) ? json(nullptr) : json(w.speedup)},
+              {"wall_s", w.wall_s},         {"error", w.error},
+              {"wrong", w.wrong},           {"backend", w.backend}};
+}
+
+int local_rank_and_size(int* local_size) {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int lr = 0;
+  MPI_Comm_rank(node, &lr);
+  MPI_Comm_size(node, local_size);
+  MPI_Comm_free(&node);
+  // The launcher's word first (srun may bind ranks of one host to different NUMA domains, but
+  // the ids it hands out are the ones its GPU binding uses).
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK"})
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  return lr;
+}
+
+struct Setup {
+  config::Experiment exp;
+  topo::Topology topo;
+  std::string backend;
+  int gpus_per_node = 1;
+  std::vector<sched::BuildSpec> specs;  // one per row of schedules, in run order
+  std::vector<size_t> spec_call;        // the call each spec belongs to
+};
+
+sched::BuildSpec spec_for(const config::CallSweep& s, const std::string& codec, uint64_t size, int n, int gpn) {
+  sched::BuildSpec b;
+  b.collective = sched::parse_collective(s.collective);
+  b.algorithm = s.algorithm;
+  b.placement = sched::parse_placement(codec == "identity" ? "none" : s.placement);
+  b.nranks = n;
+  b.dtype = *parse_dtype(s.dtype);
+  b.count = count_for(b.collective, size, b.dtype, n);
+  b.pipe = {s.chunks, s.channels};
+  b.gpus_per_node = gpn;
+  b.inter = s.inter;
+  b.root = s.root;
+  return b;
+}
+
+// Everything that can be wrong with the input, checked on every rank before any
+// communication (BadInput / ConfigError / ScheduleError: one line).
+Setup setup(const Args& args, int world, int local_size) {
+  Setup st;
+  config::Experiment& exp = st.exp;
+  exp = config::load_experiment(args.experiment, args.sets);
+  if (exp.topologies.size() != 1)
+    throw BadInput(exp.file + ": topology: a real run has one topology (the machine it runs on), got " +
+                   std::to_string(exp.topologies.size()));
+  if (exp.ranks != 0 && exp.ranks != world)
+    throw BadInput(exp.file + ": ranks: the experiment asks for " + std::to_string(exp.ranks) + " ranks, mpirun started " +
+                   std::to_string(world));
+  st.topo = topo::load_topology(exp.topologies[0], world);
+  st.backend = !args.backend.empty() ? args.backend : !exp.run.backend.empty() ? exp.run.backend : "mpi";
+  if (exp.run.gpus_per_node > 0) {
+    st.gpus_per_node = std::min(exp.run.gpus_per_node, world);
+  } else {
+    st.gpus_per_node = std::min(st.topo.gpus_per_node, world);
+    if (local_size != st.gpus_per_node)
+      throw BadInput(exp.topologies[0] + ": node.gpus: the topology puts " + std::to_string(st.gpus_per_node) +
+                     " ranks on a node, but " + std::to_string(local_size) +
+                     " run on this host (launch that many per host, or set run.gpus_per_node in " + exp.file + ")");
+  }
+  if (world % st.gpus_per_node)
+    throw BadInput(exp.file + ": run.gpus_per_node: " + std::to_string(world) + " ranks are not whole nodes of " +
+                   std::to_string(st.gpus_per_node));
+  for (const auto& c : exp.codecs) {
+    const Codec* codec = find_codec(c);
+    if (!codec) throw BadInput(exp.file + ": codecs: unknown codec '" + c + "'");
+    if (!codec->lossless())
+      throw BadInput(exp.file + ": codecs: '" + c + "' is lossy; compcoll-run checks lossless codecs only so far");
+  }
+  for (size_t i = 0; i < exp.calls.size(); ++i) {
+    const auto& s = exp.calls[i];
+    const std::string key = exp.file + ": calls." + std::to_string(i);
+    const auto names = sched::algorithm_names(sched::parse_collective(s.collective));
+    if (std::find(names.begin(), names.end(), s.algorithm) == names.end()) {
+      std::string list;
+      for (const auto& nme : names) list += (list.empty() ? "" : ", ") + nme;
+      throw BadInput(key + ".algorithm: unknown " + s.collective + " algorithm '" + s.algorithm + "' (expected " + list + ")");
+    }
+    for (uint64_t size : exp.sizes)
+      for (const auto& codec : exp.codecs) {
+        sched::BuildSpec b = spec_for(s, codec, size, world, st.gpus_per_node);
+        if (b.count == 0) throw BadInput(key + ": size " + std::to_string(size) + " is less than one element per rank");
+        try {
+          sched::validate(sched::build_schedule(b));
+        } catch (const sched::ScheduleError& e) {
+          throw BadInput(key + ": " + e.what());
+        }
+        st.specs.push_back(b);
+        st.spec_call.push_back(i);
+      }
+  }
+  if (st.backend == "nccl") {
+#ifndef COMPCOLL_HAVE_NCCL
+    throw BadInput("--backend nccl: this compcoll-run was built without CUDA and NCCL");
+#else
+    const std::string why = nccl_unavailable_reason();
+    if (!why.empty()) throw BadInput("--backend nccl: " + why);
+#endif
+  }
+  return st;
+}
+
+[[noreturn]] void abort_job(int rank, const std::string& what) {
+  std::fprintf(stderr, "compcoll-run: rank %d: %s\n", rank, what.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+int run(const Args& args) {
+  int rank = 0, world = 1, local_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int local_rank = local_rank_and_size(&local_size);
+
+  // Input checks on every rank; the first failing rank's message is printed by it, and every
+  // rank exits 2, before any other communication.
+  Setup st;
+  std::string error;
+  try {
+    st = setup(args, world, local_size);
+  } catch (const std::exception& e) {  // BadInput, ConfigError, ScheduleError, TensorFileError
+    error = e.what();
+  }
+  int first_bad = error.empty() ? world : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first_bad < world) {
+    if (rank == first_bad) std::cerr << "compcoll-run: " << error << "\n";
+    return 2;
+  }
+  const config::Experiment& exp = st.exp;
+  const bool nccl = st.backend == "nccl";
+
+  std::unique_ptr<Transport> transport;
+  std::unique_ptr<DataBackend> backend;
+#ifdef COMPCOLL_HAVE_NCCL
+  if (nccl) {
+    auto pair = make_nccl_backend(MPI_COMM_WORLD, local_rank);
+    transport = std::move(pair.transport);
+    backend = std::move(pair.backend);
+  }
+#endif
+  if (!nccl) {
+    transport = std::make_unique<MpiTransport>(MPI_COMM_WORLD);
+    backend = make_host_backend();
+  }
+  (void)local_rank;
+
+  // Metadata.
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int mpi_len = 0;
+  MPI_Get_library_version(mpi_version, &mpi_len);
+  std::string mpi_ver(mpi_version, static_cast<size_t>(mpi_len));
+  mpi_ver = mpi_ver.substr(0, mpi_ver.find_first_of(",\n"));
+  std::ostringstream meta;
+  meta << "# compcoll-run " << exp.name << " (" << exp.file << ")" << (exp.description.empty() ? "" : ": " + exp.description)
+       << "\n";
+  meta << "# backend " << st.backend << " on " << backend->describe() << "; " << world << " ranks, " << st.gpus_per_node
+       << " per node; rank 0 on " << host << "; " << mpi_ver << "\n";
+  meta << "# warm-up " << exp.run.warmup << ", timed iterations " << exp.run.iterations
+       << "; time = mean over ranks of each rank's mean iteration time; transfers "
+       << (args.lockstep || transport->sends_wait_for_receives() ? "in lockstep groups by step" : "posted as soon as ready")
+       << "\n";
+  meta << "# correctness: integer inputs, bitwise against the closed-form result (#wrong: elements, all ranks)\n";
+
+  std::unique_ptr<std::ofstream> csv;
+  fs::path out_dir;
+  if (rank == 0 && !args.out.empty()) {
+    out_dir = args.out;
+    fs::create_directories(out_dir);
+    csv = std::make_unique<std::ofstream>(out_dir / "results.csv");
+    *csv << kCsvHeader;
+    csv->flush();
+  }
+  json doc{{"experiment", {{"name", exp.name}, {"file", exp.file}, {"description", exp.description}}},
+           {"versions", {{"compcoll", "0.1.0"}, {"mpi", mpi_ver}}},
+           {"machine", {{"rank0_host", host}, {"backend", st.backend}, {"device", backend->describe()}, {"ranks", world},
+                        {"ranks_per_node", st.gpus_per_node}}},
+           {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}}},
+           {"topology", {{"file", exp.topologies[0]}, {"name", st.topo.name}}},
+           {"rows", json::array()}};
+#ifdef COMPCOLL_HAVE_NCCL
+  if (nccl) doc["versions"]["nccl"] = nccl_version_string();
+#endif
+  if (rank == 0) {
+    std::cout << meta.str() << describe(st.topo);
+    std::printf("#%12s %12s %5s %15s %-22s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s %7s\n", "size", "count", "type",
+                "collective", "algorithm", "placement", "codec", "ranks", "time(us)", "algbw", "busbw", "ratio",
+                "codec(us)", "speedup", "#wrong");
+    std::fflush(stdout);
+  }
+
+  const auto t_start = std::chrono::steady_clock::now();
+  auto last_progress = t_start;
+  const bool tty = isatty(STDERR_FILENO);
+  std::map<std::string, double> identity_time;
+  uint64_t total_wrong = 0;
+  size_t done_rows = 0;
+  const size_t total_rows = st.specs.size() + exp.calls.size() * exp.sizes.size();
+
+  auto emit = [&](Row& w) {
+    const double busf = bus_factor(sched::parse_collective(w.collective), w.ranks);
+    const std::string key = w.collective + "/" + w.algorithm + "/" + w.dtype + "/" + std::to_string(w.size);
+    if (w.codec == "identity") identity_time[key] = w.time_s;
+    if (identity_time.count(key) && w.time_s > 0) w.speedup = identity_time[key] / w.time_s;
+    total_wrong += w.wrong;
+    ++done_rows;
+    if (rank != 0) return;
+    const json j = row_json(w, busf);
+    std::printf(" %12llu %12llu %5s %15s %-22s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s %7llu\n",
+                static_cast<unsigned long long>(w.size), static_cast<unsigned long long>(w.count), w.dtype.c_str(),
+                w.collective.c_str(), w.algorithm.c_str(), w.placement.c_str(), w.codec.c_str(), w.ranks,
+                fmt(w.time_s * 1e6, 2).c_str(), fmt(j["algbw_gbps"].get<double>(), 2).c_str(),
+                fmt(j["busbw_gbps"].get<double>(), 2).c_str(), fmt(w.ratio, 4).c_str(),
+                w.backend == "nccl" && w.codec != "identity" ? "-" : fmt(w.codec_s * 1e6, 2).c_str(),
+                std::isnan(w.speedup) ? "-" : fmt(w.speedup, 3).c_str(), static_cast<unsigned long long>(w.wrong));
+    std::fflush(stdout);
+    doc["rows"].push_back(j);
+    if (csv) {
+      *csv << csv_quote(w.topology) << "," << w.ranks << "," << w.collective << "," << w.algorithm << "," << w.placement
+           << "," << w.codec << "," << w.dtype << "," << w.tensor << "," << w.size << "," << w.count << ","
+           << fmt(w.time_s * 1e6, 3) << "," << fmt(j["algbw_gbps"].get<double>(), 4) << ","
+           << fmt(j["busbw_gbps"].get<double>(), 4) << "," << fmt(w.ratio, 5) << "," << w.wire_bytes << ","
+           << fmt(w.codec_s * 1e6, 3) << "," << fmt(w.reduce_s * 1e6, 3) << "," << w.messages << ","
+           << (std::isnan(w.speedup) ? "" : fmt(w.speedup, 4)) << "," << fmt(w.wall_s, 3) << "," << csv_quote(w.error)
+           << "," << w.wrong << "," << w.backend << "\n";
+      csv->flush();
+      write_atomic(out_dir / "results.json", doc.dump(1));
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - t_start).count();
+    if (elapsed > 3 && (tty || std::chrono::duration<double>(now - last_progress).count() > 10 || done_rows == total_rows)) {
+      std::fprintf(stderr, "%s[compcoll-run] %zu/%zu rows, %.0f%%, %.0f s elapsed%s", tty ? "\r" : "", done_rows,
+                   total_rows, 100.0 * done_rows / total_rows, elapsed, tty && done_rows < total_rows ? "" : "\n");
+      last_progress = now;
+    }
+  };
+  auto base_row = [&](const sched::BuildSpec& b, const config::CallSweep& s, uint64_t size) {
+    Row w;
+    w.topology = st.topo.name;
+    w.ranks = world;
+    w.collective = s.collective;
+    w.dtype = s.dtype;
+    w.tensor = s.tensor;
+    w.size = size;
+    w.count = b.count;
+    w.backend = st.backend;
+    return w;
+  };
+  // Mean over ranks of a per-rank value.
+  auto mean = [&](double v) {
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return v / world;
+  };
+  auto sum = [&](uint64_t v) {
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return v;
+  };
+  // Uploads, runs, downloads a correctness pass; returns this rank's wrong elements. The
+  // output is first filled with 0xff bytes (NaNs), so an element nobody writes is wrong.
+  auto check = [&](const sched::Schedule& s, void* in, void* out, size_t out_bytes, const std::function<void()>& once) {
+    const auto input = integer_input(s, rank);
+    backend->upload(in, input.data(), input.size());
+    const std::vector<uint8_t> poison(out_bytes, 0xff);
+    backend->upload(out, poison.data(), out_bytes);
+    transport->barrier();
+    once();
+    backend->synchronize();
+    std::vector<uint8_t> got(out_bytes);
+    backend->download(got.data(), out, out_bytes);
+    return count_wrong(s.dtype, got, expected_output(s, rank));
+  };
+
+  size_t next_spec = 0;
+  for (size_t ci = 0; ci < exp.calls.size(); ++ci) {
+    const auto& call = exp.calls[ci];
+    for (uint64_t size : exp.sizes) {
+      const std::string where = "calls." + std::to_string(ci) + " (" + call.collective + " " + call.algorithm + ") size " +
+                                std::to_string(size);
+      // Baseline: the library's own collective on the identity schedule's buffers.
+      try {
+        const auto wall0 = std::chrono::steady_clock::now();
+        const sched::BuildSpec& b = st.specs[next_spec];
+        const sched::Schedule s = sched::build_schedule(b);
+        Row w = base_row(b, call, size);
+        w.placement = "none";
+        w.codec = "identity";
+        std::unique_ptr<Baseline> base;
+        const size_t in_bytes = s.ranks[rank].input_count * dtype_size(s.dtype);
+        const size_t out_bytes = s.ranks[rank].output_count * dtype_size(s.dtype);
+        void* in = backend->alloc(in_bytes);
+        void* out = backend->alloc(out_bytes);
+#ifdef COMPCOLL_HAVE_NCCL
+        if (nccl) base = make_nccl_baseline(*transport, s);
+#endif
+        if (!nccl) base = make_mpi_baseline(MPI_COMM_WORLD, s);
+        w.algorithm = base->name();
+        const auto tin = timing_input(s.dtype, s.ranks[rank].input_count, rank, exp.tensors_dir, call.tensor);
+        backend->upload(in, tin.data(), in_bytes);
+        for (int i = 0; i < exp.run.warmup; ++i) base->run(in, out);
+        backend->synchronize();
+        transport->barrier();
+        backend->timer_start();
+        for (int i = 0; i < exp.run.iterations; ++i) base->run(in, out);
+        w.time_s = mean(backend->timer_stop() / exp.run.iterations);
+        w.wrong = sum(check(s, in, out, out_bytes, [&] { base->run(in, out); }));
+        backend->release(in);
+        backend->release(out);
+        w.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+        emit(w);
+      } catch (const std::exception& e) {
+        abort_job(rank, where + ", baseline: " + e.what());
+      }
+      for (const auto& codec_name : exp.codecs) {
+        const sched::BuildSpec& b = st.specs[next_spec++];
+        try {
+          const auto wall0 = std::chrono::steady_clock::now();
+          const sched::Schedule s = sched::build_schedule(b);
+          Row w = base_row(b, call, size);
+          w.algorithm = call.algorithm == "hierarchical" && call.collective == "allreduce" ? "hierarchical/" + call.inter
+                                                                                             : call.algorithm;
+          w.placement = std::string(sched::placement_name(b.placement));
+          w.codec = codec_name;
+          ExecutorOptions opt;
+          opt.codec = find_codec(codec_name);
+          opt.lockstep = args.lockstep;
+          Executor ex(s, rank, *transport, *backend, opt);
+          const auto tin = timing_input(s.dtype, s.ranks[rank].input_count, rank, exp.tensors_dir, call.tensor);
+          backend->upload(ex.input(), tin.data(), tin.size());
+          for (int i = 0; i < exp.run.warmup; ++i) ex.run();
+          backend->synchronize();
+          transport->barrier();
+          RunStats total;
+          backend->timer_start();
+          for (int i = 0; i < exp.run.iterations; ++i) {
+            const RunStats r = ex.run();
+            total.messages += r.messages;
+            total.sent_bytes += r.sent_bytes;
+            total.compress_in += r.compress_in;
+            total.compress_out += r.compress_out;
+            total.codec_s += r.codec_s;
+            total.reduce_s += r.reduce_s;
+          }
+          const double t = backend->timer_stop();
+          const int it = exp.run.iterations;
+          w.time_s = mean(t / it);
+          w.codec_s = mean(total.codec_s / it);
+          w.reduce_s = mean(total.reduce_s / it);
+          w.messages = sum(total.messages) / it;
+          w.wire_bytes = sum(total.sent_bytes) / it;
+          const uint64_t cin = sum(total.compress_in), cout = sum(total.compress_out);
+          w.ratio = cin ? static_cast<double>(cout) / static_cast<double>(cin) : 1.0;
+          w.wrong = sum(check(s, ex.input(), ex.output(), ex.output_bytes(), [&] { ex.run(); }));
+          w.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+          emit(w);
+        } catch (const std::exception& e) {
+          abort_job(rank, where + ", codec " + codec_name + ": " + e.what());
+        }
+      }
+    }
+  }
+  if (!out_dir.empty()) write_atomic(out_dir / "results.json", doc.dump(1));
+  if (rank == 0) std::cout << (total_wrong ? "# FAILED: " + std::to_string(total_wrong) + " wrong elements\n" : "# OK\n");
+  std::cout.flush();
+  return total_wrong ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rc = 0;
+  try {
+    const Args args = parse_args(argc, argv);
+    if (args.help) {
+      if (rank == 0) std::cout << kUsage;
+    } else {
+      rc = run(args);
+    }
+  } catch (const BadInput& e) {  // command line: the same on every rank
+    if (rank == 0) std::cerr << "compcoll-run: " << e.what() << " (--help for usage)\n";
+    rc = 2;
+  }
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,178 @@
+// real/cuda_backend.cpp — the CUDA DataBackend (backend.h, declared in nccl_transport.h):
+// device buffers, the codec kernels of codec/cuda/codec_cuda.h and the reduce kernel of
+// codec/cuda/reduce_cuda.h (bit-exact against the host's), so host and device runs give the
+// same bits. Everything runs on one compute stream;
+// completions are events the executor polls. Never run on a machine without a GPU.
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "codec/cuda/check.h"
+#include "codec/cuda/codec_cuda.h"
+#include "codec/cuda/reduce_cuda.h"
+#include "real/nccl_transport.h"
+
+namespace compcoll::real {
+namespace {
+
+class CudaBackend final : public DataBackend {
+ public:
+  explicit CudaBackend(cudaStream_t comm) : comm_(comm) {
+    COMPCOLL_CUDA_CHECK(cudaGetDevice(&device_));
+    COMPCOLL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    COMPCOLL_CUDA_CHECK(cudaEventCreate(&t0_));
+    COMPCOLL_CUDA_CHECK(cudaEventCreate(&t1_));
+    COMPCOLL_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+    cudaDeviceProp prop{};
+    COMPCOLL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+    name_ = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", device " +
+            std::to_string(device_) + ")";
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    cudaStreamSynchronize(comm_);
+    for (auto& s : slots_) {
+      cudaEventDestroy(s.done);
+      cudaFreeHost(s.size_host);
+      cudaFree(s.size_dev);
+    }
+    cudaFree(scratch_);
+    cudaEventDestroy(t0_);
+    cudaEventDestroy(t1_);
+    cudaEventDestroy(join_);
+    cudaStreamDestroy(stream_);
+    cudaStreamDestroy(comm_);
+  }
+  MemorySpace memory() const override { return MemorySpace::Device; }
+  std::string describe() const override { return name_; }
+
+  void* alloc(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    COMPCOLL_CUDA_CHECK(cudaMalloc(&p, bytes));
+    COMPCOLL_CUDA_CHECK(cudaMemset(p, 0, bytes));
+    return p;
+  }
+  void release(void* p) override {
+    if (p) COMPCOLL_CUDA_CHECK(cudaFree(p));
+  }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes) COMPCOLL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (bytes) COMPCOLL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  }
+
+  Completion copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes) COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+    return record(nullptr);
+  }
+  Completion reduce(DType dtype, void* dst, const void* src, uint64_t count) override {
+    cuda_reduce_add(dtype, dst, src, count, stream_);
+    COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
+    return record(nullptr);
+  }
+  Completion compress(const Codec& codec, DType dtype, const void* src, uint64_t count, void* wire, size_t capacity,
+                      const EncodeOptions& opt, uint64_t* stream_bytes) override {
+    const size_t need = cuda_encode_scratch_bytes(codec.id(), dtype, count, opt);
+    if (need > scratch_bytes_) {
+      COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old scratch may be in use
+      COMPCOLL_CUDA_CHECK(cudaFree(scratch_));
+      scratch_ = nullptr;
+      COMPCOLL_CUDA_CHECK(cudaMalloc(&scratch_, need));
+      scratch_bytes_ = need;
+    }
+    const int c = take_slot();
+    Slot& s = slots_[static_cast<size_t>(c)];
+    cuda_encode(codec.id(), dtype, src, count, wire, capacity, s.size_dev, scratch_, scratch_bytes_, opt, stream_);
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.size_host, s.size_dev, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream_));
+    s.dest = stream_bytes;
+    COMPCOLL_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+    COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
+    return c;
+  }
+  Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) override {
+    // Validates the stream's header on the host and the chunks on the device; synchronises.
+    const StreamInfo info = cuda_decode_checked(wire, bytes, dst, count * dtype_size(dtype), stream_);
+    if (info.elements != count || info.dtype != dtype)
+      throw CodecError("a stream of " + std::to_string(info.elements) + " " + std::string(dtype_name(info.dtype)) +
+                           " elements where " + std::to_string(count) + " " + std::string(dtype_name(dtype)) +
+                           " were expected",
+                       0);
+    return -1;
+  }
+  bool done(Completion c) override {
+    if (c < 0) return true;
+    Slot& s = slots_.at(static_cast<size_t>(c));
+    const cudaError_t e = cudaEventQuery(s.done);
+    if (e == cudaErrorNotReady) return false;
+    COMPCOLL_CUDA_CHECK(e);
+    if (s.dest) *s.dest = *s.size_host;
+    s.dest = nullptr;
+    free_.push_back(c);
+    return true;
+  }
+  void synchronize() override {
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(comm_));
+  }
+  // CUDA events on the compute stream, joined with the transfer stream at both ends.
+  void timer_start() override {
+    COMPCOLL_CUDA_CHECK(cudaEventRecord(t0_, stream_));
+    COMPCOLL_CUDA_CHECK(cudaStreamWaitEvent(comm_, t0_, 0));
+  }
+  double timer_stop() override {
+    COMPCOLL_CUDA_CHECK(cudaEventRecord(join_, comm_));
+    COMPCOLL_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_, 0));
+    COMPCOLL_CUDA_CHECK(cudaEventRecord(t1_, stream_));
+    COMPCOLL_CUDA_CHECK(cudaEventSynchronize(t1_));
+    float ms = 0;
+    COMPCOLL_CUDA_CHECK(cudaEventElapsedTime(&ms, t0_, t1_));
+    return ms * 1e-3;
+  }
+
+ private:
+  struct Slot {
+    cudaEvent_t done = nullptr;
+    uint64_t* size_host = nullptr;  // pinned
+    uint64_t* size_dev = nullptr;
+    uint64_t* dest = nullptr;
+  };
+  int take_slot() {
+    if (free_.empty()) {
+      Slot s;
+      COMPCOLL_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+      COMPCOLL_CUDA_CHECK(cudaMallocHost(&s.size_host, sizeof(uint64_t)));
+      COMPCOLL_CUDA_CHECK(cudaMalloc(&s.size_dev, sizeof(uint64_t)));
+      slots_.push_back(s);
+      free_.push_back(static_cast<int>(slots_.size() - 1));
+    }
+    const int c = free_.back();
+    free_.pop_back();
+    return c;
+  }
+  Completion record(uint64_t* dest) {
+    const int c = take_slot();
+    slots_[static_cast<size_t>(c)].dest = dest;
+    COMPCOLL_CUDA_CHECK(cudaEventRecord(slots_[static_cast<size_t>(c)].done, stream_));
+    return c;
+  }
+
+  int device_ = 0;
+  std::string name_;
+  cudaStream_t stream_ = nullptr, comm_ = nullptr;
+  cudaEvent_t t0_ = nullptr, t1_ = nullptr, join_ = nullptr;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  std::vector<Slot> slots_;
+  std::vector<int> free_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataBackend> make_cuda_backend(cudaStream_t comm_stream) {
+  return std::make_unique<CudaBackend>(comm_stream);
+}
+
+}  // namespace compcoll::real

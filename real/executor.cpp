@@ -1,0 +1,295 @@
+// real/executor.cpp — see executor.h. One loop per run: poll what is in flight, post the
+// transfers that may go, start one computation, repeat.
+#include "real/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+namespace compcoll::real {
+
+using sched::BufKind;
+using sched::OpKind;
+using sched::ScheduleError;
+
+namespace {
+bool is_transfer(OpKind k) { return k == OpKind::Send || k == OpKind::Recv; }
+// The slice an op writes (none for a send).
+const sched::Slice* written(const sched::Op& op) { return op.kind == OpKind::Send ? nullptr : &op.dst; }
+bool overlap(const sched::Slice& a, const sched::Slice& b) {
+  if (a.buf != b.buf || a.index != b.index) return false;
+  if (a.buf == BufKind::Wire) return true;
+  return a.offset < b.offset + b.count && b.offset < a.offset + a.count;
+}
+}  // namespace
+
+Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, DataBackend& backend,
+                   const ExecutorOptions& opt)
+    : prog_(s.ranks.at(static_cast<size_t>(rank))),
+      dtype_(s.dtype),
+      es_(dtype_size(s.dtype)),
+      t_(transport),
+      b_(backend),
+      opt_(opt) {
+  if (transport.memory() != backend.memory())
+    throw TransportError("executor: transport " + std::string(transport.name()) + " and backend " + backend.describe() +
+                         " use different memories");
+  if (transport.size() != s.size())
+    throw ScheduleError("executor: a schedule of " + std::to_string(s.size()) + " ranks on a transport of " +
+                        std::to_string(transport.size()));
+  if (transport.sends_wait_for_receives()) opt_.lockstep = true;
+  const auto& ops = prog_.ops;
+  const size_t n = ops.size();
+  const std::string where = "executor: rank " + std::to_string(rank);
+
+  // Wire buffer capacities: the largest stream any compress writes to or decompress reads from it.
+  wire_capacity_.assign(prog_.wire_buffers, 0);
+  for (const auto& op : ops) {
+    if (op.kind != OpKind::Compress && op.kind != OpKind::Decompress) continue;
+    if (!opt_.codec) throw ScheduleError(where + ": the schedule compresses but no codec was given");
+    const auto& typed = op.kind == OpKind::Compress ? op.src : op.dst;
+    const auto& wire = op.kind == OpKind::Compress ? op.dst : op.src;
+    wire_capacity_.at(wire.index) =
+        std::max(wire_capacity_[wire.index], max_encoded_size(*opt_.codec, dtype_, typed.count, opt_.encode));
+  }
+  for (uint32_t w = 0; w < prog_.wire_buffers; ++w)
+    if (wire_capacity_[w] == 0)
+      throw ScheduleError(where + ": wire buffer " + std::to_string(w) +
+                          " is never compressed into nor decompressed from, so its size has no bound");
+
+  input_ = b_.alloc(prog_.input_count * es_);
+  output_ = b_.alloc(prog_.output_count * es_);
+  for (uint64_t c : prog_.scratch_counts) scratch_.push_back(b_.alloc(c * es_));
+  for (size_t c : wire_capacity_) wire_.push_back(b_.alloc(c));
+  wire_size_.assign(prog_.wire_buffers, 0);
+
+  dependents_.assign(n, {});
+  dep_count_.assign(n, 0);
+  for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t d : ops[i].deps) {
+      if (d >= i) throw ScheduleError(where + " op " + std::to_string(i) + ": depends on a later op " + std::to_string(d));
+      dependents_[d].push_back(i);
+      ++dep_count_[i];
+    }
+
+  const int np = transport.size();
+  msg_index_.assign(n, 0);
+  msgs_to_.assign(np, 0);
+  msgs_from_.assign(np, 0);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (ops[i].kind == OpKind::Send) msg_index_[i] = msgs_to_.at(ops[i].peer)++;
+    if (ops[i].kind == OpKind::Recv) msg_index_[i] = msgs_from_.at(ops[i].peer)++;
+  }
+
+  if (opt_.lockstep) {
+    // Transfers grouped by step; a step's group goes out once all its transfers are ready,
+    // after the previous group. Every rank posts its groups in step order and a send's
+    // receive carries its step, so the groups of all ranks match one another. That needs no
+    // transfer to wait (through computations) for a transfer of its own step or a later one.
+    std::vector<uint32_t> transfers;
+    for (uint32_t i = 0; i < n; ++i)
+      if (is_transfer(ops[i].kind)) transfers.push_back(i);
+    std::stable_sort(transfers.begin(), transfers.end(),
+                     [&](uint32_t a, uint32_t b) { return ops[a].step < ops[b].step; });
+    group_of_.assign(n, UINT32_MAX);
+    for (uint32_t i : transfers) {
+      if (groups_.empty() || ops[groups_.back().front()].step != ops[i].step) groups_.emplace_back();
+      groups_.back().push_back(i);
+      group_of_[i] = static_cast<uint32_t>(groups_.size() - 1);
+    }
+    // latest[i]: the latest group op i waits for, through any chain of dependencies (-1: none).
+    std::vector<int64_t> latest(n, -1);
+    for (uint32_t i = 0; i < n; ++i) {
+      for (uint32_t d : ops[i].deps)
+        latest[i] = std::max(latest[i], is_transfer(ops[d].kind) ? static_cast<int64_t>(group_of_[d]) : latest[d]);
+      if (is_transfer(ops[i].kind) && latest[i] >= static_cast<int64_t>(group_of_[i]))
+        throw ScheduleError(where + " op " + std::to_string(i) + " (step " + std::to_string(ops[i].step) +
+                            "): waits for a transfer of its own or a later step, which lockstep cannot run");
+    }
+    // A group's transfers run at once: a receive must not write what a send of its group reads.
+    for (const auto& g : groups_)
+      for (uint32_t a : g)
+        for (uint32_t b : g)
+          if (ops[a].kind == OpKind::Send && ops[b].kind == OpKind::Recv && overlap(ops[a].src, ops[b].dst))
+            throw ScheduleError(where + " op " + std::to_string(b) + " (step " + std::to_string(ops[b].step) +
+                                "): receives into what op " + std::to_string(a) +
+                                " sends in the same step, which lockstep cannot run");
+  }
+}
+
+Executor::~Executor() {
+  b_.synchronize();
+  b_.release(input_);
+  b_.release(output_);
+  for (void* p : scratch_) b_.release(p);
+  for (void* p : wire_) b_.release(p);
+}
+
+void* Executor::slice_ptr(const sched::Slice& s) const {
+  switch (s.buf) {
+    case BufKind::Input: return static_cast<uint8_t*>(input_) + s.offset * es_;
+    case BufKind::Output: return static_cast<uint8_t*>(output_) + s.offset * es_;
+    case BufKind::Scratch: return static_cast<uint8_t*>(scratch_.at(s.index)) + s.offset * es_;
+    case BufKind::Wire: return wire_.at(s.index);
+  }
+  return nullptr;
+}
+
+bool Executor::overwrites_inflight_send(uint32_t i) const {
+  const sched::Slice* w = written(prog_.ops[i]);
+  if (!w) return false;
+  for (const Running& r : running_)
+    if (r.transfer && prog_.ops[r.op].kind == OpKind::Send && overlap(prog_.ops[r.op].src, *w)) return true;
+  return false;
+}
+
+void Executor::start(uint32_t i, RunStats& st) {
+  const sched::Op& op = prog_.ops[i];
+  const bool host = b_.memory() == MemorySpace::Host;
+  const auto t0 = host ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  switch (op.kind) {
+    case OpKind::Send: {
+      const bool wire = op.src.buf == BufKind::Wire;
+      const size_t bytes = wire ? wire_size_[op.src.index] : op.src.count * es_;
+      const Request r = t_.post_send(slice_ptr(op.src), bytes, op.peer, send_base_[op.peer] + msg_index_[i], !wire);
+      ++st.messages;
+      st.sent_bytes += bytes;
+      running_.push_back({i, true, r});
+      return;
+    }
+    case OpKind::Recv: {
+      const bool wire = op.dst.buf == BufKind::Wire;
+      const size_t bytes = wire ? wire_capacity_[op.dst.index] : op.dst.count * es_;
+      running_.push_back({i, true, t_.post_recv(slice_ptr(op.dst), bytes, op.peer, recv_base_[op.peer] + msg_index_[i], !wire)});
+      return;
+    }
+    case OpKind::Reduce:
+      running_.push_back({i, false, b_.reduce(dtype_, slice_ptr(op.dst), slice_ptr(op.src), op.src.count)});
+      if (host) st.reduce_s += elapsed();
+      return;
+    case OpKind::Copy:
+      running_.push_back({i, false, b_.copy(slice_ptr(op.dst), slice_ptr(op.src), op.src.count * es_)});
+      return;
+    case OpKind::Compress:
+      st.compress_in += op.src.count * es_;
+      running_.push_back({i, false,
+                          b_.compress(*opt_.codec, dtype_, slice_ptr(op.src), op.src.count, wire_[op.dst.index],
+                                      wire_capacity_[op.dst.index], opt_.encode, &stream_bytes_[i])});
+      if (host) st.codec_s += elapsed();
+      return;
+    case OpKind::Decompress:
+      running_.push_back({i, false,
+                          b_.decompress(wire_[op.src.index], wire_size_[op.src.index], dtype_, slice_ptr(op.dst),
+                                        op.dst.count)});
+      if (host) st.codec_s += elapsed();
+      return;
+  }
+}
+
+RunStats Executor::run() {
+  const auto& ops = prog_.ops;
+  const size_t n = ops.size();
+  RunStats st;
+  const int np = t_.size();
+  send_base_.assign(np, 0);
+  recv_base_.assign(np, 0);
+  for (int p = 0; p < np; ++p) {
+    if (msgs_to_[p]) send_base_[p] = t_.reserve_seqs(Transport::Direction::Send, p, msgs_to_[p]);
+    if (msgs_from_[p]) recv_base_[p] = t_.reserve_seqs(Transport::Direction::Recv, p, msgs_from_[p]);
+  }
+  stream_bytes_.assign(n, 0);
+  running_.clear();
+
+  std::vector<uint32_t> waiting = dep_count_;
+  std::vector<uint32_t> ready_compute, ready_transfer;  // ready_transfer: not in lockstep
+  std::vector<uint32_t> group_ready(groups_.size(), 0);
+  size_t next_group = 0, done = 0;
+  auto make_ready = [&](uint32_t i) {
+    if (!is_transfer(ops[i].kind)) ready_compute.push_back(i);
+    else if (opt_.lockstep) ++group_ready[group_of_[i]];
+    else ready_transfer.push_back(i);
+  };
+  auto finish = [&](uint32_t i, size_t received) {
+    const sched::Op& op = ops[i];
+    if (op.kind == OpKind::Recv && op.dst.buf == BufKind::Wire) wire_size_[op.dst.index] = received;
+    if (op.kind == OpKind::Compress) {
+      wire_size_[op.dst.index] = stream_bytes_[i];
+      st.compress_out += stream_bytes_[i];
+    }
+    ++done;
+    for (uint32_t d : dependents_[i])
+      if (--waiting[d] == 0) make_ready(d);
+  };
+  // Starts op i; a send is done for its dependents at once.
+  auto launch = [&](uint32_t i) {
+    start(i, st);
+    if (ops[i].kind == OpKind::Send) finish(i, 0);
+  };
+  for (uint32_t i = 0; i < n; ++i)
+    if (waiting[i] == 0) make_ready(i);
+  // Ready ops start in program order within their kind: the computations a schedule lists
+  // first are on the critical path of the transfers after them.
+  while (done < n || !running_.empty()) {
+    bool progress = false;
+    for (size_t k = 0; k < running_.size();) {
+      const Running r = running_[k];
+      size_t received = 0;
+      const bool fin = r.transfer ? t_.test(r.handle, &received) : b_.done(r.handle);
+      if (fin) {
+        running_[k] = running_.back();
+        running_.pop_back();
+        if (ops[r.op].kind != OpKind::Send) finish(r.op, received);
+        progress = true;
+      } else {
+        ++k;
+      }
+    }
+    if (opt_.lockstep) {
+      while (next_group < groups_.size() && group_ready[next_group] == groups_[next_group].size()) {
+        const auto& g = groups_[next_group];
+        if (std::any_of(g.begin(), g.end(), [&](uint32_t i) { return overwrites_inflight_send(i); })) break;
+        t_.group_start();
+        for (uint32_t i : g) start(i, st);
+        t_.group_end();
+        for (uint32_t i : g)
+          if (ops[i].kind == OpKind::Send) finish(i, 0);
+        ++next_group;
+        progress = true;
+      }
+    } else if (!ready_transfer.empty()) {
+      std::sort(ready_transfer.begin(), ready_transfer.end());
+      std::vector<uint32_t> held;
+      for (size_t k = 0; k < ready_transfer.size(); ++k) {  // launch() may append to it
+        const uint32_t i = ready_transfer[k];
+        if (overwrites_inflight_send(i)) {
+          held.push_back(i);
+        } else {
+          launch(i);
+          progress = true;
+        }
+      }
+      ready_transfer = std::move(held);
+    }
+    uint32_t pick = UINT32_MAX;
+    size_t at = 0;
+    for (size_t k = 0; k < ready_compute.size(); ++k)
+      if (ready_compute[k] < pick && !overwrites_inflight_send(ready_compute[k])) pick = ready_compute[k], at = k;
+    if (pick != UINT32_MAX) {
+      ready_compute[at] = ready_compute.back();
+      ready_compute.pop_back();
+      launch(pick);
+      progress = true;
+    }
+    if (!progress && running_.empty() && done < n)
+      throw ScheduleError("executor: " + std::to_string(n - done) + " ops of " + std::to_string(n) +
+                          " can never start (a dependency cycle?)");
+    // Nothing to do but wait: give the core away (ranks may outnumber cores, as in CI, and a
+    // spinning rank then starves the one it waits for).
+    if (!progress) std::this_thread::yield();
+  }
+  return st;
+}
+
+}  // namespace compcoll::real

@@ -1,0 +1,97 @@
+// real/executor.h — the real executor: runs one rank's program of a schedule (shared/schedule)
+// over a Transport (MPI or NCCL) and a DataBackend (host codecs on host memory, or CUDA
+// kernels on device memory). One executor for both transports: it owns the rank's buffers,
+// starts every op once its dependencies are done, keeps transfers in flight while it
+// computes, and polls for completions. It never decides what to run (no policy) and never
+// checks results (real/verify.h does). docs/compcoll-run.md describes the design.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "codec/codec.h"
+#include "real/backend.h"
+#include "real/transport.h"
+#include "schedule/schedule.h"
+
+namespace compcoll::real {
+
+struct ExecutorOptions {
+  const Codec* codec = nullptr;  // required when the schedule compresses
+  EncodeOptions encode;
+  // Post transfers step by step (Op::step), each step's transfers in one transport group, in
+  // (step, program) order. Forced on when the transport's sends wait for their receives
+  // (NCCL); optional otherwise (to run that mode on MPI). Computation is never held back.
+  bool lockstep = false;
+};
+
+// What one run of the program did on this rank.
+struct RunStats {
+  uint64_t messages = 0;       // sends
+  uint64_t sent_bytes = 0;     // bytes sent (compressed streams at their real size)
+  uint64_t compress_in = 0;    // bytes given to compress ops
+  uint64_t compress_out = 0;   // stream bytes they produced
+  double codec_s = 0, reduce_s = 0;  // host backend only: time in (de)compress and reduce ops
+};
+
+class Executor {
+ public:
+  // Allocates the rank's buffers; `s` must outlive the executor. Throws sched::ScheduleError
+  // when the program cannot run here (no codec for a compressing schedule; in lockstep, a
+  // transfer that depends on a transfer of its own step), TransportError when the transport
+  // and backend disagree on where memory is.
+  Executor(const sched::Schedule& s, int rank, Transport& transport, DataBackend& backend,
+           const ExecutorOptions& opt);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // The rank's input and output buffers, in the backend's memory.
+  void* input() const { return input_; }
+  void* output() const { return output_; }
+  size_t input_bytes() const { return prog_.input_count * es_; }
+  size_t output_bytes() const { return prog_.output_count * es_; }
+
+  // Runs the program once; returns when every op of this rank is done.
+  RunStats run();
+
+ private:
+  void* slice_ptr(const sched::Slice& s) const;
+  void start(uint32_t i, RunStats& st);
+  // True when op i writes memory that a send still in flight reads.
+  bool overwrites_inflight_send(uint32_t i) const;
+
+  const sched::RankProgram& prog_;
+  DType dtype_;
+  size_t es_;
+  Transport& t_;
+  DataBackend& b_;
+  ExecutorOptions opt_;
+  void* input_ = nullptr;
+  void* output_ = nullptr;
+  std::vector<void*> scratch_, wire_;
+  std::vector<size_t> wire_capacity_;
+  std::vector<uint64_t> wire_size_;
+
+  std::vector<std::vector<uint32_t>> dependents_;
+  std::vector<uint32_t> dep_count_;
+  std::vector<uint64_t> msg_index_;   // send/recv: its number among this rank's messages to/from the peer
+  std::vector<uint64_t> msgs_to_, msgs_from_;  // per peer
+  std::vector<uint32_t> group_of_;    // lockstep: the step group of a transfer
+  std::vector<std::vector<uint32_t>> groups_;  // lockstep: transfers per step, in (step, index) order
+
+  // Per run.
+  std::vector<uint64_t> send_base_, recv_base_;
+  std::vector<uint64_t> stream_bytes_;  // compress ops: the stream's size once done
+  // A send counts as done for its dependents once posted (sends are buffered in the
+  // schedule's semantics); it stays here, in flight, until the transport says its buffer may
+  // be reused, and an op that would overwrite that buffer waits for it.
+  struct Running {
+    uint32_t op;
+    bool transfer;
+    int handle;  // Request or Completion
+  };
+  std::vector<Running> running_;
+};
+
+}  // namespace compcoll::real

@@ -1,0 +1,247 @@
+// real/nccl_transport.cpp — NcclTransport, the NCCL baseline and make_nccl_backend
+// (nccl_transport.h). Only compiled with CUDA and NCCL; never run on a machine without a GPU.
+#include "real/nccl_transport.h"
+
+#include <cuda_runtime.h>
+
+#include "codec/cuda/check.h"
+#include "real/verify.h"
+#include "schedule/algorithms.h"
+
+namespace compcoll::real {
+
+std::string nccl_unavailable_reason() {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear it
+    return std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(err);
+  }
+  if (n == 0) return "no CUDA device on this host";
+  return "";
+}
+
+std::string nccl_version_string() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  // NCCL_VERSION(X,Y,Z) = X*10000 + Y*100 + Z since 2.9.
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+NcclTransport::NcclTransport(MPI_Comm comm, cudaStream_t stream) : stream_(stream) {
+  mpi_check(MPI_Comm_dup(comm, &mpi_), "MPI_Comm_dup");
+  mpi_check(MPI_Comm_set_errhandler(mpi_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  MPI_Comm_rank(mpi_, &rank_);
+  MPI_Comm_size(mpi_, &size_);
+  int* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(mpi_, MPI_TAG_UB, &ub, &flag);
+  if (flag && ub) tag_ub_ = *ub;
+  ncclUniqueId id;
+  if (rank_ == 0) COMPCOLL_NCCL_CHECK(ncclGetUniqueId(&id));
+  mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_), "MPI_Bcast(ncclUniqueId)");
+  COMPCOLL_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+  init_seqs(size_);
+}
+
+NcclTransport::~NcclTransport() {
+  for (auto& p : pending_)
+    if (p.done) cudaEventDestroy(p.done);
+  if (comm_) ncclCommDestroy(comm_);
+  if (mpi_ != MPI_COMM_NULL) MPI_Comm_free(&mpi_);
+}
+
+Request NcclTransport::slot() {
+  if (free_.empty()) {
+    pending_.emplace_back();
+    COMPCOLL_CUDA_CHECK(cudaEventCreateWithFlags(&pending_.back().done, cudaEventDisableTiming));
+    free_.push_back(static_cast<Request>(pending_.size() - 1));
+  }
+  const Request r = free_.back();
+  free_.pop_back();
+  pending_[static_cast<size_t>(r)].in_use = true;
+  pending_[static_cast<size_t>(r)].received = 0;
+  return r;
+}
+
+void NcclTransport::group_start() { ++depth_; }
+
+void NcclTransport::group_end() {
+  if (depth_ == 0) throw TransportError("nccl: group_end without group_start");
+  if (--depth_ == 0) flush();
+}
+
+Request NcclTransport::post_send(const void* buf, size_t bytes, int peer, uint64_t seq, bool exact) {
+  const Request r = slot();
+  group_.push_back({true, const_cast<void*>(buf), bytes, peer, seq, exact, r});
+  if (depth_ == 0) flush();
+  return r;
+}
+
+Request NcclTransport::post_recv(void* buf, size_t bytes, int peer, uint64_t seq, bool exact) {
+  const Request r = slot();
+  group_.push_back({false, buf, bytes, peer, seq, exact, r});
+  if (depth_ == 0) flush();
+  return r;
+}
+
+void NcclTransport::flush() {
+  if (group_.empty()) return;
+  // 1. Sizes of variable-length messages, over MPI: the sender's host knows it (the executor
+  //    waited for the compress op), the receiver needs it to name the count.
+  std::vector<uint64_t> sizes(group_.size());
+  std::vector<MPI_Request> reqs;
+  for (size_t i = 0; i < group_.size(); ++i) {
+    const Post& p = group_[i];
+    if (p.exact) continue;
+    const int tag = static_cast<int>(p.seq % (static_cast<uint64_t>(tag_ub_) + 1));
+    reqs.emplace_back();
+    if (p.send) {
+      sizes[i] = p.bytes;
+      mpi_check(MPI_Isend(&sizes[i], 1, MPI_UINT64_T, p.peer, tag, mpi_, &reqs.back()), "MPI_Isend(size)");
+    } else {
+      mpi_check(MPI_Irecv(&sizes[i], 1, MPI_UINT64_T, p.peer, tag, mpi_, &reqs.back()), "MPI_Irecv(size)");
+    }
+  }
+  if (!reqs.empty()) mpi_check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall(sizes)");
+  for (size_t i = 0; i < group_.size(); ++i) {
+    Post& p = group_[i];
+    if (p.send || p.exact) continue;
+    if (sizes[i] > p.bytes)
+      throw TransportError("nccl: a " + std::to_string(sizes[i]) + "-byte message from rank " + std::to_string(p.peer) +
+                           " exceeds its " + std::to_string(p.bytes) + "-byte receive buffer");
+    p.bytes = sizes[i];
+  }
+  // 2. The transfers, in posting order (NCCL matches a pair's messages in that order).
+  COMPCOLL_NCCL_CHECK(ncclGroupStart());
+  for (const Post& p : group_) {
+    if (p.send) COMPCOLL_NCCL_CHECK(ncclSend(p.buf, p.bytes, ncclUint8, p.peer, comm_, stream_));
+    else COMPCOLL_NCCL_CHECK(ncclRecv(p.buf, p.bytes, ncclUint8, p.peer, comm_, stream_));
+  }
+  COMPCOLL_NCCL_CHECK(ncclGroupEnd());
+  for (const Post& p : group_) {
+    pending_[static_cast<size_t>(p.r)].received = p.bytes;
+    COMPCOLL_CUDA_CHECK(cudaEventRecord(pending_[static_cast<size_t>(p.r)].done, stream_));
+  }
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
+  group_.clear();
+}
+
+bool NcclTransport::test(Request r, size_t* received) {
+  Pending& p = pending_.at(static_cast<size_t>(r));
+  if (!p.in_use) throw TransportError("nccl: test of request " + std::to_string(r) + ", which is not pending");
+  const cudaError_t e = cudaEventQuery(p.done);
+  if (e == cudaErrorNotReady) {
+    ncclResult_t async = ncclSuccess;
+    COMPCOLL_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+    if (async != ncclSuccess && async != ncclInProgress)
+      throw TransportError(std::string("nccl: communicator failed: ") + ncclGetErrorString(async));
+    return false;
+  }
+  COMPCOLL_CUDA_CHECK(e);
+  if (received) *received = p.received;
+  p.in_use = false;
+  free_.push_back(r);
+  return true;
+}
+
+void NcclTransport::barrier() {
+  COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  mpi_check(MPI_Barrier(mpi_), "MPI_Barrier");
+}
+
+NcclSetup make_nccl_backend(MPI_Comm comm, int local_rank) {
+  int devices = 0;
+  COMPCOLL_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  if (devices == 0) throw TransportError("nccl: no CUDA device");
+  COMPCOLL_CUDA_CHECK(cudaSetDevice(local_rank % devices));
+  NcclSetup s;
+  COMPCOLL_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  s.backend = make_cuda_backend(s.stream);
+  s.transport = std::make_unique<NcclTransport>(comm, s.stream);
+  return s;
+}
+
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::BF16: return ncclBfloat16;
+    case DType::FP16: return ncclFloat16;
+    case DType::FP32: return ncclFloat32;
+  }
+  throw TransportError("nccl: unknown dtype");
+}
+
+class NcclBaseline final : public Baseline {
+ public:
+  NcclBaseline(NcclTransport& t, const sched::Schedule& s)
+      : t_(t),
+        coll_(s.collective),
+        dtype_(s.dtype),
+        count_(s.collective == sched::Collective::AllToAll ? alltoall_count(s) : s.count),
+        n_(s.size()) {
+    for (int r = 0; r < n_; ++r)
+      if (s.collective == sched::Collective::Broadcast && s.ranks[r].input_count) root_ = r;
+    if ((coll_ == sched::Collective::ReduceScatter || coll_ == sched::Collective::AllGather) && count_ % n_)
+      throw TransportError("nccl baseline: " + std::string(sched::collective_name(coll_)) + " of " +
+                           std::to_string(count_) + " elements needs a multiple of " + std::to_string(n_) + " ranks");
+  }
+  std::string name() const override {
+    switch (coll_) {
+      case sched::Collective::AllReduce: return "ncclAllReduce";
+      case sched::Collective::ReduceScatter: return "ncclReduceScatter";
+      case sched::Collective::AllGather: return "ncclAllGather";
+      case sched::Collective::Broadcast: return "ncclBroadcast";
+      case sched::Collective::AllToAll: return "ncclSend/Recv all-to-all";
+    }
+    return "?";
+  }
+  void run(const void* in, void* out) override {
+    const ncclDataType_t ty = nccl_type(dtype_);
+    ncclComm_t c = t_.comm();
+    cudaStream_t st = t_.stream();
+    switch (coll_) {
+      case sched::Collective::AllReduce:
+        COMPCOLL_NCCL_CHECK(ncclAllReduce(in, out, count_, ty, ncclSum, c, st));
+        break;
+      case sched::Collective::ReduceScatter:
+        COMPCOLL_NCCL_CHECK(ncclReduceScatter(in, out, count_ / n_, ty, ncclSum, c, st));
+        break;
+      case sched::Collective::AllGather:
+        COMPCOLL_NCCL_CHECK(ncclAllGather(in, out, count_ / n_, ty, c, st));
+        break;
+      case sched::Collective::Broadcast:
+        COMPCOLL_NCCL_CHECK(ncclBroadcast(t_.rank() == root_ ? in : out, out, count_, ty, root_, c, st));
+        break;
+      case sched::Collective::AllToAll: {
+        const size_t bytes = count_ * dtype_size(dtype_);
+        COMPCOLL_NCCL_CHECK(ncclGroupStart());
+        for (int p = 0; p < n_; ++p) {
+          COMPCOLL_NCCL_CHECK(ncclSend(static_cast<const uint8_t*>(in) + p * bytes, count_, ty, p, c, st));
+          COMPCOLL_NCCL_CHECK(ncclRecv(static_cast<uint8_t*>(out) + p * bytes, count_, ty, p, c, st));
+        }
+        COMPCOLL_NCCL_CHECK(ncclGroupEnd());
+        break;
+      }
+    }
+    COMPCOLL_CUDA_CHECK_LAUNCHES(st);
+  }
+
+ private:
+  NcclTransport& t_;
+  sched::Collective coll_;
+  DType dtype_;
+  uint64_t count_;
+  int n_, root_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Baseline> make_nccl_baseline(Transport& transport, const sched::Schedule& s) {
+  auto* t = dynamic_cast<NcclTransport*>(&transport);
+  if (!t) throw TransportError("nccl baseline: the transport is " + std::string(transport.name()) + ", not nccl");
+  return std::make_unique<NcclBaseline>(*t, s);
+}
+
+}  // namespace compcoll::real

@@ -1,0 +1,114 @@
+// real/nccl_transport.h — the GPU side of the real executor: NcclTransport (device buffers,
+// ncclSend / ncclRecv inside ncclGroupStart / ncclGroupEnd on one communicator for the group,
+// bootstrapped by an MPI_Bcast of the ncclUniqueId), the CUDA DataBackend (codec kernels of
+// codec/cuda/codec_cuda.h, a reduce kernel, one compute stream) and NCCL's own collectives as
+// the baseline. Compiled and linked whenever CUDA and NCCL are found; run only where a GPU
+// is present (nccl_unavailable_reason()).
+//
+// Variable-length messages: NCCL has no probe and a receive must name the sender's count, so
+// the size of each compressed stream goes first over MPI (tagged by its message number), and
+// the group's NCCL calls are issued once the sizes are in. docs/compcoll-run.md: the cost.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "real/backend.h"
+#include "real/baseline.h"
+#include "real/transport.h"
+#include "schedule/schedule.h"
+
+// Checks an NCCL call; throws compcoll::real::TransportError("file:line: call failed: ...").
+#define COMPCOLL_NCCL_CHECK(call)                                                                   \
+  do {                                                                                              \
+    const ncclResult_t compcoll_nccl_res_ = (call);                                                 \
+    if (compcoll_nccl_res_ != ncclSuccess)                                                          \
+      throw ::compcoll::real::TransportError(std::string(__FILE__) + ":" + std::to_string(__LINE__) + \
+                                             ": " #call " failed: " +                               \
+                                             ncclGetErrorString(compcoll_nccl_res_));               \
+  } while (0)
+
+namespace compcoll::real {
+
+// Empty when this process can run the nccl backend (a CUDA device is visible), else why not,
+// in one line ("no CUDA device: cudaGetDeviceCount: no CUDA-capable device is detected").
+std::string nccl_unavailable_reason();
+std::string nccl_version_string();  // "2.27.7"
+
+class NcclTransport final : public Transport {
+ public:
+  // Collective over `comm`: rank 0 makes the unique id, MPI_Bcast hands it to every rank,
+  // ncclCommInitRank makes the communicator. The current CUDA device must be set. Transfers
+  // run on `stream` (not owned).
+  NcclTransport(MPI_Comm comm, cudaStream_t stream);
+  ~NcclTransport() override;
+  NcclTransport(const NcclTransport&) = delete;
+  NcclTransport& operator=(const NcclTransport&) = delete;
+
+  std::string_view name() const override { return "nccl"; }
+  MemorySpace memory() const override { return MemorySpace::Device; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool sends_wait_for_receives() const override { return true; }
+  void group_start() override;
+  void group_end() override;
+  Request post_send(const void* buf, size_t bytes, int peer, uint64_t seq, bool exact) override;
+  Request post_recv(void* buf, size_t bytes, int peer, uint64_t seq, bool exact) override;
+  bool test(Request r, size_t* received = nullptr) override;
+  void barrier() override;
+
+  ncclComm_t comm() const { return comm_; }
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  struct Post {
+    bool send;
+    void* buf;
+    size_t bytes;  // exact size, or the receive's capacity until the size arrives
+    int peer;
+    uint64_t seq;
+    bool exact;
+    Request r;
+  };
+  struct Pending {
+    cudaEvent_t done = nullptr;
+    size_t received = 0;
+    bool in_use = false;
+  };
+  Request slot();
+  void flush();  // the collected group: sizes over MPI, then the NCCL calls, then one event
+
+  MPI_Comm mpi_ = MPI_COMM_NULL;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_;
+  int rank_ = 0, size_ = 1, tag_ub_ = 32767, depth_ = 0;
+  std::vector<Post> group_;
+  std::vector<Pending> pending_;
+  std::vector<Request> free_;
+};
+
+// The CUDA backend on the current device: a compute stream (created), and `comm_stream`
+// (owned from here on: destroyed with the backend) whose work the timer and synchronize()
+// cover too.
+std::unique_ptr<DataBackend> make_cuda_backend(cudaStream_t comm_stream);
+
+// Picks the GPU of this local rank (local_rank % devices), creates the transfer stream, the
+// communicator over `comm` and the CUDA backend sharing that stream.
+struct NcclSetup {
+  std::unique_ptr<Transport> transport;  // an NcclTransport
+  std::unique_ptr<DataBackend> backend;
+  cudaStream_t stream = nullptr;
+};
+NcclSetup make_nccl_backend(MPI_Comm comm, int local_rank);
+
+// NCCL's collective for schedule `s` (ncclAllReduce, ncclReduceScatter, ncclAllGather,
+// ncclBroadcast; all-to-all as grouped ncclSend/ncclRecv like nccl-tests) on `transport`'s
+// communicator and stream. Reduce-scatter and allgather need count % ranks == 0.
+std::unique_ptr<Baseline> make_nccl_baseline(Transport& transport, const sched::Schedule& s);
+
+}  // namespace compcoll::real

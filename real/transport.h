@@ -1,0 +1,120 @@
+// real/transport.h — the small interface the real executor sends and receives through: post a
+// send or a receive of a byte range to a peer, get a request, test or wait it; barrier; rank
+// and size. Two implementations: MpiTransport (host buffers, MPI_Isend / MPI_Irecv /
+// MPI_Improbe) and NcclTransport (device buffers, ncclSend / ncclRecv inside group calls,
+// real/nccl_transport.h). No home-made transport, and nothing here knows about schedules or
+// codecs. docs/compcoll-run.md states what each costs.
+//
+// Matching: the k-th message from a to b is the k-th receive at b from a (docs/SCHEDULES.md).
+// Callers number the messages of each (peer, direction) with reserve_seqs() and pass the
+// number with each post, so a transport may match by number (MPI: the tag) or by posting
+// order (NCCL: the caller posts in that order).
+//
+// Variable-length messages (compressed streams): a post with exact == false names an upper
+// bound on the receive side; the receiver learns the size from the transport (test()/wait()).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace compcoll::real {
+
+enum class MemorySpace { Host, Device };
+
+// A transport failure (an MPI or NCCL call that failed, a message larger than its receive
+// buffer): what() names the call, the peer and the sizes.
+class TransportError : public std::runtime_error {
+ public:
+  using runtime_error::runtime_error;
+};
+
+using Request = int;  // index into the transport's table; valid until test() returns true
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  virtual MemorySpace memory() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // True when a send may wait for its receive (NCCL): a caller must then post every transfer
+  // of a step between group_start() and group_end(), all ranks steps in the same order, or it
+  // can deadlock. False when sends never wait for their receives (MPI non-blocking sends).
+  virtual bool sends_wait_for_receives() const = 0;
+  virtual void group_start() {}
+  virtual void group_end() {}
+
+  // The next `count` message numbers to (Send) or from (Recv) `peer`; both ends of a pair
+  // reserve the same numbers as long as they run the same collectives in the same order.
+  enum class Direction { Send, Recv };
+  uint64_t reserve_seqs(Direction d, int peer, uint64_t count);
+
+  // `bytes` at `buf` (in memory()) to `peer`. exact == false: a variable-length message.
+  virtual Request post_send(const void* buf, size_t bytes, int peer, uint64_t seq, bool exact) = 0;
+  // Into `buf` from `peer`: exactly `bytes` bytes (exact), or at most `bytes` (a
+  // variable-length message; a larger one is a TransportError).
+  virtual Request post_recv(void* buf, size_t bytes, int peer, uint64_t seq, bool exact) = 0;
+  // True once the request finished (the request is then released); *received, if given,
+  // gets the size of a received message.
+  virtual bool test(Request r, size_t* received = nullptr) = 0;
+  size_t wait(Request r);  // spins on test()
+  virtual void barrier() = 0;
+
+ protected:
+  void init_seqs(int n) { next_seq_[0].assign(n, 0), next_seq_[1].assign(n, 0); }
+
+ private:
+  std::vector<uint64_t> next_seq_[2];
+};
+
+// Host buffers over an MPI communicator (duplicated, so nothing else's messages mix in).
+// The tag of a message is its number modulo MPI_TAG_UB + 1: messages between a pair match by
+// number whatever order they are posted in. Variable-length receives use MPI_Improbe and
+// MPI_Imrecv with the size MPI_Get_count reports (docs/compcoll-run.md: what that costs).
+class MpiTransport final : public Transport {
+ public:
+  explicit MpiTransport(MPI_Comm comm);
+  ~MpiTransport() override;
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
+
+  std::string_view name() const override { return "mpi"; }
+  MemorySpace memory() const override { return MemorySpace::Host; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool sends_wait_for_receives() const override { return false; }
+  Request post_send(const void* buf, size_t bytes, int peer, uint64_t seq, bool exact) override;
+  Request post_recv(void* buf, size_t bytes, int peer, uint64_t seq, bool exact) override;
+  bool test(Request r, size_t* received = nullptr) override;
+  void barrier() override;
+  MPI_Comm comm() const { return comm_; }
+
+ private:
+  struct Pending {
+    MPI_Request req = MPI_REQUEST_NULL;
+    bool probing = false;  // a variable-length receive whose message has not been matched yet
+    void* buf = nullptr;
+    size_t capacity = 0, received = 0;
+    int peer = -1, tag = 0;
+    bool in_use = false;
+  };
+  Request slot();
+  int tag_of(uint64_t seq) const { return static_cast<int>(seq % (static_cast<uint64_t>(tag_ub_) + 1)); }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, tag_ub_ = 32767;
+  std::vector<Pending> pending_;
+  std::vector<Request> free_;
+};
+
+// Throws TransportError("CALL failed: MPI's error string") unless rc is MPI_SUCCESS.
+void mpi_check(int rc, const char* call);
+
+}  // namespace compcoll::real
