@@ -249,11 +249,17 @@ Setup setup(const Args& args, int world, int local_size) {
       for (const auto& codec : exp.codecs) {
         sched::BuildSpec b = spec_for(s, codec, size, world, st.gpus_per_node);
         if (b.count == 0) throw BadInput(key + ": size " + std::to_string(size) + " is less than one element per rank");
+        std::string problem;
         try {
-          sched::validate(sched::build_schedule(b));
+          const sched::Schedule sch = sched::build_schedule(b);
+          sched::validate(sch);
+          if (args.lockstep || st.backend == "nccl") problem = lockstep_problem(sch);
         } catch (const sched::ScheduleError& e) {
           throw BadInput(key + ": " + e.what());
         }
+        if (!problem.empty())
+          throw BadInput(key + ".algorithm: " + s.collective + " " + s.algorithm +
+                         " cannot run with transfers in lockstep groups (the nccl backend, --lockstep): " + problem);
         st.specs.push_back(b);
         st.spec_call.push_back(i);
       }
