@@ -6,6 +6,7 @@
 
 #include "codec/codec.h"
 #include "codec/codec_internal.h"
+#include "codec/fp8_hadamard.h"
 
 namespace compcoll {
 namespace {
@@ -40,6 +41,7 @@ const Codec& codec_by_id(CodecId id) {
     case CodecId::Identity: return detail::identity_codec();
     case CodecId::GaussExp: return detail::gauss_exp_codec();
     case CodecId::EntropyExp: return detail::entropy_exp_codec();
+    case CodecId::Fp8Hadamard: return detail::fp8_hadamard_codec_default();
   }
   throw CodecError("unknown codec id " + std::to_string(static_cast<int>(id)), 0);
 }
@@ -47,12 +49,13 @@ const Codec& codec_by_id(CodecId id) {
 const Codec* find_codec(std::string_view name) {
   for (CodecId id : {CodecId::Identity, CodecId::GaussExp, CodecId::EntropyExp})
     if (codec_by_id(id).name() == name) return &codec_by_id(id);
+  if (Fp8HadamardParams p; parse_fp8_hadamard_name(name, p)) return &fp8_hadamard_codec(p);
   return nullptr;
 }
 
 std::vector<std::string_view> codec_names() {
   std::vector<std::string_view> names;
-  for (CodecId id : {CodecId::Identity, CodecId::GaussExp, CodecId::EntropyExp})
+  for (CodecId id : {CodecId::Identity, CodecId::GaussExp, CodecId::EntropyExp, CodecId::Fp8Hadamard})
     names.push_back(codec_by_id(id).name());
   return names;
 }
@@ -125,7 +128,7 @@ StreamInfo read_stream_info(const void* stream, size_t bytes) {
                          " at byte offset " + std::to_string(kOffVersion) + " (this build reads " +
                          std::to_string(kVersion) + ")",
                      kOffVersion);
-  if (p[kOffCodec] > static_cast<uint8_t>(CodecId::EntropyExp))
+  if (p[kOffCodec] > static_cast<uint8_t>(CodecId::Fp8Hadamard))
     throw CodecError("unknown codec id " + std::to_string(p[kOffCodec]) + " at byte offset " +
                          std::to_string(kOffCodec),
                      kOffCodec);

@@ -17,7 +17,7 @@
 
 namespace compcoll {
 
-enum class CodecId : uint8_t { Identity = 0, GaussExp = 1, EntropyExp = 2 };
+enum class CodecId : uint8_t { Identity = 0, GaussExp = 1, EntropyExp = 2, Fp8Hadamard = 3 };
 
 // A damaged, truncated or hostile stream, or a caller error (buffer too small).
 class CodecError : public std::runtime_error {
@@ -65,7 +65,8 @@ class Codec {
 };
 
 const Codec& codec_by_id(CodecId id);
-// Looks a codec up by its name ("identity", "gauss-exp", "entropy-exp"); nullptr if unknown.
+// Looks a codec up by its name ("identity", "gauss-exp", "entropy-exp", "fp8-hadamard" and its
+// parameterised names, codec/fp8_hadamard.h); nullptr if unknown.
 const Codec* find_codec(std::string_view name);
 // Names of all codecs, in id order.
 std::vector<std::string_view> codec_names();

@@ -59,6 +59,19 @@ constexpr uint8_t kGaussCodeLengths[kGaussSymbols] = {
 
 constexpr uint32_t kMaxEntropySymbols = 256;
 
+// fp8-hadamard chunks (docs/FORMAT.md "fp8-hadamard"): chunk header byte 0 the mode, byte 1
+// log2 of the group size G, byte 2 the FP8 format, byte 3 zero; then, when quantized, two fp32
+// scales per group and one FP8 code per transformed element.
+constexpr uint8_t kFp8ModeQuantized = 0;
+constexpr uint8_t kFp8ModeStored = 1;
+constexpr uint32_t kFp8E4M3 = 0;
+constexpr uint32_t kFp8E5M2 = 1;
+constexpr uint32_t kFp8MinLog2Group = 5;    // G = 32
+constexpr uint32_t kFp8MaxLog2Group = 9;    // G = 512
+constexpr uint32_t kFp8DefaultGroup = 128;
+constexpr uint32_t kFp8ScaleBytes = 8;      // s1, s2: fp32 each
+constexpr uint32_t kFp8MaxGroup = 1u << kFp8MaxLog2Group;
+
 COMPCOLL_HD constexpr uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 COMPCOLL_HD constexpr uint64_t align_up64(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 

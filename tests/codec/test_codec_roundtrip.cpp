@@ -36,13 +36,14 @@ std::vector<uint8_t> roundtrip(const Codec& codec, DType dtype, const std::vecto
 }  // namespace
 
 TEST_CASE("codec registry names every codec", "[codec]") {
-  REQUIRE(codec_names() == std::vector<std::string_view>{"identity", "gauss-exp", "entropy-exp"});
+  REQUIRE(codec_names() ==
+          std::vector<std::string_view>{"identity", "gauss-exp", "entropy-exp", "fp8-hadamard"});
   for (auto name : codec_names()) {
     const Codec* c = find_codec(name);
     REQUIRE(c != nullptr);
     CHECK(c->name() == name);
     CHECK(&codec_by_id(c->id()) == c);
-    CHECK(c->lossless());
+    CHECK(c->lossless() == (name != "fp8-hadamard"));  // lossy: tests/codec/test_fp8_hadamard.cpp
   }
   CHECK(find_codec("zip") == nullptr);
 }
@@ -222,6 +223,7 @@ TEST_CASE("bundled real tensors round-trip and compress", "[codec][real]") {
       const double h = ent.bits, bound = ent.bound;
       for (auto name : codec_names()) {
         const Codec& codec = *find_codec(name);
+        if (!codec.lossless()) continue;  // error bounds: test_fp8_hadamard.cpp
         CAPTURE(t.source, name);
         CHECK(roundtrip(codec, t.dtype, t.bytes) == t.bytes);
         if (name == "entropy-exp" && t.elements() >= 65536) {

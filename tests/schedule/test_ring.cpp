@@ -126,6 +126,7 @@ TEST_CASE("with a lossless codec every placement is bitwise the uncompressed rin
   const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
   const Placement placement = GENERATE(Placement::PerHop, Placement::CompressOnce, Placement::ZipCCL);
   for (auto codec_name : codec_names()) {
+    if (!find_codec(codec_name)->lossless()) continue;
     ReferenceOptions opt;
     opt.codec = find_codec(codec_name);
     opt.encode.chunk_elements = 64;  // several chunks per block even for small counts
