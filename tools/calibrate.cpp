@@ -158,7 +158,15 @@ class HostDevice : public CalibrationDevice {
         const std::vector<uint8_t> exact(stream_.begin(), stream_.begin() + encoded_.size);
         try {
           decode(exact.data(), exact.size(), out_.data(), bytes);
-          m.wrong = count_wrong(dtype_, out_.data(), in, bytes);
+          // A lossy codec (fp8-hadamard) is checked against a fresh, independent round trip:
+          // its output is deterministic (its error bounds are the codec tests' business).
+          std::vector<uint8_t> want;
+          if (!codec->lossless()) {
+            const std::vector<uint8_t> again = encode(*codec, dtype_, in, elements);
+            want.resize(bytes);
+            decode(again.data(), again.size(), want.data(), bytes);
+          }
+          m.wrong = count_wrong(dtype_, out_.data(), codec->lossless() ? in : want.data(), bytes);
         } catch (const CodecError&) {
           m.wrong = static_cast<int64_t>(elements);
         }

@@ -2,7 +2,9 @@
 //   compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json] [--chunk N]
 //                        [--min-time SECONDS] PATH...
 // Per input and codec: ratio, the order-0 exponent-entropy bound, encode/decode GB/s (best of
-// several timed runs after an untimed warm-up), then a separate lossless check. zstd -1 (plain
+// several timed runs after an untimed warm-up), then a separate check: bit-exact for lossless
+// codecs; for lossy ones (fp8-hadamard) the max abs and relative L2 error, and a check that
+// decoding succeeds and finite inputs stay finite. zstd -1 (plain
 // and byte-grouped), lz4 and memcpy run on the same bytes in the same process as yardsticks.
 //   compcoll-bench calibrate ...   (tools/calibrate.cpp: writes a calibration file)
 // The program decides exit codes; the libraries only report.
@@ -22,6 +24,7 @@
 
 #include "calibrate.h"
 #include "codec/codec.h"
+#include "io/float_convert.h"
 #include "io/tensor_file.h"
 
 namespace {
@@ -44,7 +47,39 @@ struct Row {
   size_t elements = 0;
   double ratio = 0, bound = 0, encode_gbps = 0, decode_gbps = 0, memcpy_gbps = 0;
   std::string check;  // "OK", "FAILED", or "-" for yardsticks that are not lossless checks
+  double max_abs = -1, rel_l2 = -1;  // lossy codecs only; negative: not applicable
 };
+
+// Errors of a lossy round trip: max |got - want| and ||got - want|| / ||want|| (in double, over
+// the elements whose input is finite); `finite` says whether those stayed finite.
+struct LossyError {
+  double max_abs = 0, rel_l2 = 0;
+  bool finite = true;
+};
+LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, size_t elements) {
+  const auto value = [dtype](const uint8_t* p, size_t i) -> double {
+    if (dtype == DType::FP32) {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    return dtype == DType::BF16 ? bf16_to_float(h) : fp16_to_float(h);
+  };
+  LossyError e;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < elements; ++i) {
+    const double w = value(want, i), g = value(got, i);
+    if (!std::isfinite(w)) continue;
+    e.finite &= std::isfinite(g);
+    e.max_abs = std::max(e.max_abs, std::abs(g - w));
+    num += (g - w) * (g - w);
+    den += w * w;
+  }
+  e.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return e;
+}
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "compcoll-bench: %s\n", msg.c_str());
@@ -80,28 +115,39 @@ class RowPrinter {
   void header() const {
     if (json_) return;
     std::printf("# compcoll-bench codec: ratio = original / compressed bytes; bound = order-0 exponent-entropy bound\n");
-    std::printf("%-44s %-20s %5s %11s %7s %7s %9s %9s %9s %6s\n", "# file", "codec", "type",
-                "elements", "ratio", "bound", "enc", "dec", "memcpy", "check");
-    std::printf("%-44s %-20s %5s %11s %7s %7s %9s %9s %9s %6s\n", "#", "", "", "(count)", "", "",
-                "(GB/s)", "(GB/s)", "(GB/s)", "");
+    std::printf("# lossy codecs: check = decodes, finite stays finite; maxabs, relL2 = their error\n");
+    std::printf("%-44s %-20s %5s %11s %7s %7s %9s %9s %9s %6s %10s %8s\n", "# file", "codec", "type",
+                "elements", "ratio", "bound", "enc", "dec", "memcpy", "check", "maxabs", "relL2");
+    std::printf("%-44s %-20s %5s %11s %7s %7s %9s %9s %9s %6s %10s %8s\n", "#", "", "", "(count)", "", "",
+                "(GB/s)", "(GB/s)", "(GB/s)", "", "", "");
   }
   void row(const Row& r) const {
     if (json_) {
       std::printf("{\"file\": \"%s\", \"codec\": \"%s\", \"dtype\": \"%s\", \"elements\": %zu, "
                   "\"ratio\": %.5f, \"bound\": %.5f, \"encode_gbps\": %.4f, \"decode_gbps\": %.4f, "
-                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f}\n",
+                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f%s}\n",
                   json_escape(r.file).c_str(), r.codec.c_str(), std::string(dtype_name(r.dtype)).c_str(),
                   r.elements, r.ratio, r.bound, r.encode_gbps, r.decode_gbps,
-                  r.check == "OK" ? "true" : (r.check == "FAILED" ? "false" : "null"), r.memcpy_gbps);
+                  r.max_abs >= 0 ? "null" : r.check == "OK" ? "true" : (r.check == "FAILED" ? "false" : "null"),
+                  r.memcpy_gbps, lossy_json(r).c_str());
     } else {
-      std::printf("%-44s %-20s %5s %11zu %7.4f %7.4f %9.3f %9.3f %9.3f %6s\n", shorten(r.file).c_str(),
+      char err[32] = "         -        -";
+      if (r.max_abs >= 0) std::snprintf(err, sizeof err, "%10.3g %8.5f", r.max_abs, r.rel_l2);
+      std::printf("%-44s %-20s %5s %11zu %7.4f %7.4f %9.3f %9.3f %9.3f %6s %s\n", shorten(r.file).c_str(),
                   r.codec.c_str(), std::string(dtype_name(r.dtype)).c_str(), r.elements, r.ratio,
-                  r.bound, r.encode_gbps, r.decode_gbps, r.memcpy_gbps, r.check.c_str());
+                  r.bound, r.encode_gbps, r.decode_gbps, r.memcpy_gbps, r.check.c_str(), err);
     }
     std::fflush(stdout);
   }
 
  private:
+  static std::string lossy_json(const Row& r) {
+    if (r.max_abs < 0) return {};
+    char b[96];
+    std::snprintf(b, sizeof b, ", \"lossy_ok\": %s, \"max_abs\": %.6g, \"rel_l2\": %.6g",
+                  r.check == "OK" ? "true" : "false", r.max_abs, r.rel_l2);
+    return b;
+  }
   static std::string json_escape(const std::string& s) {
     std::string o;
     for (char c : s) {
@@ -188,15 +234,22 @@ bool bench_tensor(const TensorData& t, const Options& opt, const RowPrinter& pri
     std::vector<uint8_t> exact(stream.begin(), stream.begin() + size);
     std::vector<uint8_t> check(bytes, 0x5A);
     bool good = true;
+    LossyError err;
     try {
       decode(exact.data(), exact.size(), check.data(), check.size());
-      good = check == t.bytes;
+      if (codec.lossless()) {
+        good = check == t.bytes;
+      } else {
+        err = lossy_error(t.dtype, check.data(), t.bytes.data(), t.elements());
+        good = err.finite;
+      }
     } catch (const CodecError&) {
       good = false;
     }
     ok &= good;
     printer.row({t.source, name, t.dtype, t.elements(), size ? static_cast<double>(bytes) / size : 0, bound,
-                 gbps(bytes, enc), gbps(bytes, dec), memcpy_gbps, good ? "OK" : "FAILED"});
+                 gbps(bytes, enc), gbps(bytes, dec), memcpy_gbps, good ? "OK" : "FAILED",
+                 codec.lossless() ? -1.0 : err.max_abs, codec.lossless() ? -1.0 : err.rel_l2});
   }
   if (!opt.codecs.empty()) return ok;
   for (const Yardstick& y : yardsticks()) {
