@@ -40,6 +40,14 @@ PY=${PYTHON:-python3}
 if ! "$PY" -c "import numpy" 2>/dev/null; then
   "$PY" -m pip install -q numpy
 fi
+# The notebooks (notebooks/) and their headless test: nbclient runs them on a python3 kernel.
+PY_PACKAGES=(nbclient nbformat ipykernel matplotlib pandas)
+if ! "$PY" -c "import nbclient, nbformat, ipykernel, matplotlib, pandas" 2>/dev/null; then
+  "$PY" -m pip install -q "${PY_PACKAGES[@]}"
+fi
+if ! "$PY" -m jupyter_client.kernelspec list 2>/dev/null | grep -q python3; then
+  "$PY" -m ipykernel install --user --name python3 >/dev/null
+fi
 if [ "${COMPCOLL_SETUP_TORCH:-0}" = "1" ] && ! "$PY" -c "import torch" 2>/dev/null; then
   "$PY" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu \
     || "$PY" -m pip install -q torch

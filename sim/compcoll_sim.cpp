@@ -104,11 +104,12 @@ struct Row {
   double speedup = NAN;
   double predicted_s = NAN;  // the policy's own estimate (adaptive: the cost model; nccl-like: NCCL's model)
   size_t candidates = 0;     // oracle: plans simulated
+  size_t call = 0;           // index of the experiment's call (calls.N)
 };
 
 const char* kCsvHeader =
     "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
-    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,policy,predicted_us,error\n";
+    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,policy,predicted_us,call,error\n";
 
 std::string csv_quote(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -132,7 +133,7 @@ json row_json(const Row& w, double busf) {
               {"messages", w.r.messages},   {"ops", w.r.ops},
               {"speedup_vs_identity", std::isnan(w.speedup) ? json(nullptr) : json(w.speedup)},
               {"wall_s", w.r.wall_s},       {"error", w.r.error},
-              {"policy", w.policy},
+              {"policy", w.policy},         {"call", w.call},
               {"predicted_us", std::isnan(w.predicted_s) ? json(nullptr) : json(w.predicted_s * 1e6)},
               {"candidates", w.candidates}};
 }
@@ -310,6 +311,7 @@ int run(const Args& args) {
           Out o;
           o.sweep = si;
           Row& w = o.w;
+          w.call = si;
           w.topology = topo.name;
           w.ranks = n;
           w.collective = s.collective;
@@ -411,7 +413,7 @@ int run(const Args& args) {
              << fmt(r.codec_s * 1e6, 3) << "," << fmt(r.reduce_s * 1e6, 3) << "," << r.messages << ","
              << (std::isnan(w.speedup) ? "" : fmt(w.speedup, 4)) << "," << fmt(r.wall_s, 3) << "," << cal.source
              << "," << w.policy << "," << (std::isnan(w.predicted_s) ? "" : fmt(w.predicted_s * 1e6, 3)) << ","
-             << csv_quote(r.error) << "\n";
+             << w.call << "," << csv_quote(r.error) << "\n";
         csv->flush();
         write_atomic(out_dir / "results.json", doc.dump(1));
       }
