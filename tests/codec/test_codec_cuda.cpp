@@ -1,6 +1,6 @@
 // tests/codec/test_codec_cuda.cpp — the CUDA codec kernels (codec/cuda/codec_cuda.h) against the
 // host reference: GPU streams byte-identical to encode(), GPU decode bit-exact, per-chunk errors
-// for damaged streams. Runs on a non-blocking stream; without a device every GPU case says
+// for damaged streams; fp8-hadamard (lossy) streams and decodes bit-identical to the host's. Runs on a non-blocking stream; without a device every GPU case says
 // "SKIPPED" with a warning instead of passing silently. Built only with CUDA.
 #ifdef COMPCOLL_HAVE_CUDA
 
@@ -510,6 +510,95 @@ TEST_CASE("cuda: bit flips are caught or decoded exactly as the host does", "[cu
       }
       CHECK(caught > 0);
     }
+}
+
+
+// ---- fp8-hadamard (lossy): GPU streams and GPU decodes bit-identical to the host's ------------
+
+namespace {
+
+// Host encode vs GPU encode (byte-identical), and GPU decode vs host decode of the same stream
+// (bit-identical: the decode is lossy, so the reference is the host's output, not the input).
+void check_fp8_against_host(const Stream& s, const Fp8HadamardParams& params, DType dtype,
+                            const std::vector<uint8_t>& in, const EncodeOptions& opt = {}) {
+  const uint64_t n = in.size() / dtype_size(dtype);
+  const Codec& codec = fp8_hadamard_codec(params);
+  const std::vector<uint8_t> host = encode(codec, dtype, in.data(), n, opt);
+  DeviceBuffer<uint8_t> din(in.size() + 1);
+  to_device(s, din.get(), in.data(), in.size());
+  const size_t capacity = max_encoded_size(codec, dtype, n, opt);
+  DeviceBuffer<uint8_t> dout(capacity);
+  COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dout.get(), 0x5A, capacity, s.get()));
+  DeviceBuffer<uint64_t> dsize(1);
+  const size_t scratch_bytes = cuda_encode_scratch_bytes(CodecId::Fp8Hadamard, dtype, n, opt);
+  DeviceBuffer<uint8_t> scratch(scratch_bytes);
+  cuda_encode_fp8_hadamard(params, dtype, n > 0 ? din.get() : nullptr, n, dout.get(), capacity,
+                           dsize.get(), scratch.get(), scratch_bytes, opt, s.get());
+  const uint64_t size = to_host(s, dsize.get(), 1)[0];
+  REQUIRE(size <= capacity);
+  const std::vector<uint8_t> gpu = to_host(s, dout.get(), size);
+  CHECK(gpu == host);
+  std::vector<uint8_t> want(in.size(), 0xA5);
+  decode(host.data(), host.size(), want.data(), want.size());
+  CHECK(gpu_decode(s, host, dtype, n) == want);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: fp8-hadamard encode and decode are bit-identical to the host", "[cuda][fp8]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  const uint32_t chunk = GENERATE(32u, 1024u, format::kDefaultChunkElements);
+  EncodeOptions opt;
+  opt.chunk_elements = chunk;
+  const std::vector<size_t> sizes = {0,   1,   5,   31,  32,        33,    65,       127,
+                                     128, 129, 513, chunk - 1, chunk, chunk + 1, 3 * size_t{chunk} + 17};
+  for (Fp8Format fmt : {Fp8Format::E4M3, Fp8Format::E5M2})
+    for (uint32_t g : {32u, 128u, 512u})
+      for (DType dtype : kDTypes)
+        for (size_t n : sizes) {
+          CAPTURE(fp8_hadamard_name({g, fmt}), dtype_name(dtype), chunk, n);
+          check_fp8_against_host(s, {g, fmt}, dtype, test::gaussian_bytes(dtype, n, 0.02, 700 + n), opt);
+        }
+  // The default codec through the plain entry point, and special inputs: zeros, NaN chunks,
+  // random bit patterns (non-finite chunks stored, extreme finite ones saturating).
+  for (DType dtype : kDTypes) {
+    CAPTURE(dtype_name(dtype));
+    check_fp8_against_host(s, {}, dtype, std::vector<uint8_t>(40000 * dtype_size(dtype), 0));
+    check_fp8_against_host(s, {}, dtype, std::vector<uint8_t>(1000 * dtype_size(dtype), 0xFF));
+    check_fp8_against_host(s, {}, dtype, test::random_bytes(100003 * dtype_size(dtype), 23));
+    const auto in = test::gaussian_bytes(dtype, 50000, 1.0, 5);
+    CHECK(gpu_encode(s, CodecId::Fp8Hadamard, dtype, in) ==
+          encode(fp8_hadamard_codec(), dtype, in.data(), 50000));
+  }
+}
+
+TEST_CASE("cuda: fp8-hadamard damaged chunks give the host's errors", "[cuda][fp8][bad-input]") {
+  CHECK(cuda_chunk_status_message(static_cast<int32_t>(CudaChunkStatus::Fp8BadScale) | (7 << 8)) ==
+        "group 7: scale is negative or not finite");
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  const auto in = test::gaussian_bytes(DType::BF16, 3000, 1.0, 4);
+  EncodeOptions opt;
+  opt.chunk_elements = 1024;
+  const auto stream = encode(fp8_hadamard_codec({64}), DType::BF16, in.data(), 3000, opt);
+  const StreamInfo info = read_stream_info(stream.data(), stream.size());
+  const uint64_t at = chunk_bytes_at(stream, 1).first;
+  const std::pair<uint64_t, CudaChunkStatus> edits[] = {
+      {at, CudaChunkStatus::BadMode},           {at + 1, CudaChunkStatus::Fp8BadHeader},
+      {at + 2, CudaChunkStatus::Fp8BadHeader},  {at + 3, CudaChunkStatus::Fp8BadHeader},
+      {at + 4 + 8 * 3 + 3, CudaChunkStatus::Fp8BadScale}};
+  for (const auto& [byte, want] : edits) {
+    auto bad = stream;
+    bad[byte] ^= 0xF0;
+    CAPTURE(byte);
+    const auto st = gpu_statuses(s, info, bad);
+    CHECK(st[0] == 0);
+    CHECK(kind_of(st[1]) == want);
+    CHECK(st[2] == 0);
+    std::vector<uint8_t> out(in.size());
+    CHECK_THROWS_AS(decode(bad.data(), bad.size(), out.data(), out.size()), CodecError);
+  }
 }
 
 #endif  // COMPCOLL_HAVE_CUDA

@@ -1,12 +1,13 @@
 // shared/codec/cuda/codec_cuda.cu — the API of codec_cuda.h: checks the caller's arguments on
 // the host, then turns the runtime codec and dtype into template parameters in one switch per
-// entry point and calls the launchers of exponent_kernels.cuh. No kernel code here.
+// entry point and calls the launchers of exponent_kernels.cuh and fp8_kernels.cuh. No kernel code here.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "codec/cuda/codec_cuda.h"
 #include "codec/cuda/exponent_kernels.cuh"
+#include "codec/cuda/fp8_kernels.cuh"
 
 namespace compcoll {
 namespace {
@@ -84,6 +85,9 @@ size_t cuda_encode_scratch_bytes(CodecId codec, DType dtype, uint64_t elements,
   switch (codec) {
     case CodecId::Identity:
       return 0;
+    case CodecId::Fp8Hadamard:  // chunk sizes, ends and the scan, as gauss-exp's
+      return gpu::scratch_layout(Kind::Gauss, format::chunk_count_for(elements, opt.chunk_elements))
+          .total;
     case CodecId::GaussExp:
     case CodecId::EntropyExp:
       return gpu::scratch_layout(exponent_kind(codec),
@@ -94,10 +98,13 @@ size_t cuda_encode_scratch_bytes(CodecId codec, DType dtype, uint64_t elements,
       "cuda_encode_scratch_bytes: unknown codec id " + std::to_string(static_cast<int>(codec)), 0);
 }
 
-void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elements, void* out_dev,
-                 size_t out_capacity, uint64_t* out_size_dev, void* scratch_dev,
-                 size_t scratch_bytes, const EncodeOptions& opt, cudaStream_t stream) {
-  const size_t need = max_encoded_size(codec_by_id(codec), dtype, elements, opt);
+namespace {
+// The caller's arguments, checked before anything is launched (CodecError).
+void check_encode_args(const Codec& c, DType dtype, const void* in_dev, uint64_t elements,
+                       void* out_dev, size_t out_capacity, uint64_t* out_size_dev,
+                       void* scratch_dev, size_t scratch_bytes, const EncodeOptions& opt) {
+  const CodecId codec = c.id();
+  const size_t need = max_encoded_size(c, dtype, elements, opt);
   if (elements / opt.chunk_elements >= UINT32_MAX)
     throw CodecError("cuda_encode: too many elements for one stream", 0);
   if (out_capacity < need)
@@ -114,6 +121,17 @@ void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elemen
     throw CodecError("cuda_encode: scratch of " + std::to_string(scratch_bytes) + " bytes < " +
                          std::to_string(scratch_need) + " needed",
                      0);
+}
+}  // namespace
+
+void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elements, void* out_dev,
+                 size_t out_capacity, uint64_t* out_size_dev, void* scratch_dev,
+                 size_t scratch_bytes, const EncodeOptions& opt, cudaStream_t stream) {
+  if (codec == CodecId::Fp8Hadamard)
+    return cuda_encode_fp8_hadamard({}, dtype, in_dev, elements, out_dev, out_capacity,
+                                    out_size_dev, scratch_dev, scratch_bytes, opt, stream);
+  check_encode_args(codec_by_id(codec), dtype, in_dev, elements, out_dev, out_capacity,
+                    out_size_dev, scratch_dev, scratch_bytes, opt);
   const gpu::Geometry g = geometry(elements, opt.chunk_elements);
   auto* out = static_cast<uint8_t*>(out_dev);
   switch (dispatch_key(codec, dtype)) {
@@ -150,6 +168,33 @@ void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elemen
   }
 }
 
+void cuda_encode_fp8_hadamard(const Fp8HadamardParams& params, DType dtype, const void* in_dev,
+                              uint64_t elements, void* out_dev, size_t out_capacity,
+                              uint64_t* out_size_dev, void* scratch_dev, size_t scratch_bytes,
+                              const EncodeOptions& opt, cudaStream_t stream) {
+  const Codec& c = fp8_hadamard_codec(params);  // validates the parameters
+  check_encode_args(c, dtype, in_dev, elements, out_dev, out_capacity, out_size_dev, scratch_dev,
+                    scratch_bytes, opt);
+  const gpu::Geometry g = geometry(elements, opt.chunk_elements);
+  auto* out = static_cast<uint8_t*>(out_dev);
+  const uint32_t fmt = static_cast<uint32_t>(params.fp8);
+  switch (dtype) {
+    case DType::BF16:
+      return gpu::launch_fp8_encode<fp8bits::Bf16Elem>(dtype, static_cast<const uint16_t*>(in_dev),
+                                                       g, out, out_size_dev, scratch_dev,
+                                                       params.group, fmt, stream);
+    case DType::FP16:
+      return gpu::launch_fp8_encode<fp8bits::Fp16Elem>(dtype, static_cast<const uint16_t*>(in_dev),
+                                                       g, out, out_size_dev, scratch_dev,
+                                                       params.group, fmt, stream);
+    case DType::FP32:
+      return gpu::launch_fp8_encode<fp8bits::Fp32Elem>(dtype, static_cast<const uint32_t*>(in_dev),
+                                                       g, out, out_size_dev, scratch_dev,
+                                                       params.group, fmt, stream);
+  }
+  throw_no_kernel("cuda_encode_fp8_hadamard", CodecId::Fp8Hadamard, dtype);
+}
+
 // ---- decode ------------------------------------------------------------------------------
 
 std::string cuda_chunk_status_message(int32_t status) {
@@ -182,6 +227,10 @@ std::string cuda_chunk_status_message(int32_t status) {
       return where + ": lane bitstream exhausted";
     case CudaChunkStatus::LaneTrailingBits:
       return "lane " + std::to_string(lane) + ": trailing bits after the last element";
+    case CudaChunkStatus::Fp8BadHeader:
+      return "bad group size, fp8 format or reserved byte 3 in the chunk header";
+    case CudaChunkStatus::Fp8BadScale:
+      return "group " + std::to_string((u >> 8) & 0x7FFFFFu) + ": scale is negative or not finite";
   }
   return "unknown chunk status " + std::to_string(status);
 }
@@ -246,6 +295,15 @@ void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_b
     case dispatch_key(CodecId::EntropyExp, DType::FP32):
       return gpu::launch_exponent_decode<Kind::Entropy, Fp32Layout>(
           in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
+    case dispatch_key(CodecId::Fp8Hadamard, DType::BF16):
+      return gpu::launch_fp8_decode<fp8bits::Bf16Elem>(in, d, static_cast<uint16_t*>(out_dev),
+                                                       status_dev, stream);
+    case dispatch_key(CodecId::Fp8Hadamard, DType::FP16):
+      return gpu::launch_fp8_decode<fp8bits::Fp16Elem>(in, d, static_cast<uint16_t*>(out_dev),
+                                                       status_dev, stream);
+    case dispatch_key(CodecId::Fp8Hadamard, DType::FP32):
+      return gpu::launch_fp8_decode<fp8bits::Fp32Elem>(in, d, static_cast<uint32_t*>(out_dev),
+                                                       status_dev, stream);
     default:
       throw_no_kernel("cuda_decode", info.codec, info.dtype);
   }

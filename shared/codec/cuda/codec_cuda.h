@@ -1,5 +1,5 @@
 // shared/codec/cuda/codec_cuda.h — the CUDA encoder and decoder of the compcoll stream formats
-// (identity, gauss-exp, entropy-exp). The GPU writes streams byte-identical to the host
+// (identity, gauss-exp, entropy-exp, fp8-hadamard). The GPU writes streams byte-identical to the host
 // encode() of codec/codec.h and reads any stream the host reads, with the same validation.
 // Host header: no CUDA syntax beyond cudaStream_t. Every pointer says where it lives
 // (`_dev`: device memory), its minimum size and whether it may be null.
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "codec/codec.h"
+#include "codec/fp8_hadamard.h"
 
 namespace compcoll {
 
@@ -38,6 +39,16 @@ void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elemen
                  size_t out_capacity, uint64_t* out_size_dev, void* scratch_dev,
                  size_t scratch_bytes, const EncodeOptions& opt, cudaStream_t stream);
 
+// cuda_encode for fp8-hadamard with any parameters (cuda_encode's CodecId::Fp8Hadamard is
+// the defaults, G = 128, E4M3); byte-identical to encode(fp8_hadamard_codec(params), ...).
+// Same arguments and checks; out_capacity is against that codec's max_encoded_size, the
+// scratch is cuda_encode_scratch_bytes(CodecId::Fp8Hadamard, ...). Throws CodecError for bad
+// parameters.
+void cuda_encode_fp8_hadamard(const Fp8HadamardParams& params, DType dtype, const void* in_dev,
+                              uint64_t elements, void* out_dev, size_t out_capacity,
+                              uint64_t* out_size_dev, void* scratch_dev, size_t scratch_bytes,
+                              const EncodeOptions& opt, cudaStream_t stream);
+
 // ---- decode ------------------------------------------------------------------------------
 
 // Per-chunk decode status, one int32 per chunk: 0 = ok. The low byte is a CudaChunkStatus;
@@ -57,6 +68,8 @@ enum class CudaChunkStatus : uint8_t {
   LaneBadExponent,   // a decoded exponent is out of range for the chunk's reference
   LaneOverrun,       // a lane's bit stream ends before its elements do
   LaneTrailingBits,  // a lane's bit stream has bits after its last element
+  Fp8BadHeader,      // fp8-hadamard: group size, fp8 format or reserved byte 3 invalid
+  Fp8BadScale,       // fp8-hadamard: a scale is negative or not finite; bits 8..30: the group
 };
 
 // What a status word means, one line in the host decoder's words
