@@ -200,14 +200,15 @@ Iteration build_iteration(const Model& m, const Parallel& p) {
     if (p.pp > 1) add("pp-send", Collective::Broadcast, act_sp, act_kind, "pp", 2, ph, mb, true, false, true);
   }
 
-  // Gradients: ZeRO 0/1 allreduce once per iteration (DDP skips sync on accumulation steps),
-  // ZeRO 2/3 reduce-scatter every micro-batch (the whole gradient is never kept); both in
-  // buckets overlapped with backward.
-  const bool shard_grads = p.zero_stage >= 2;
-  const Collective gc = shard_grads ? Collective::ReduceScatter : Collective::AllReduce;
-  const int gtimes = shard_grads ? mb : 1;
-  add_buckets("dp-grad", gc, dense_bytes, "grad", "dp", p.dp, Phase::Backward, gtimes, shard_grads, true);
-  add_buckets("dp-grad-expert", gc, expert_bytes, "grad", "edp", edp, Phase::Backward, gtimes, shard_grads, true);
+  // Gradients, in buckets overlapped with backward: ZeRO 0 allreduces once per iteration (DDP
+  // skips the sync on accumulation steps); ZeRO 1 reduce-scatters once (each rank updates its
+  // shard: the ZeRO paper's and Megatron's distributed optimizer's 2x volume with the gather
+  // below); ZeRO 2/3 reduce-scatter every micro-batch (the whole gradient is never kept).
+  const bool every_mb = p.zero_stage >= 2;
+  const Collective gc = p.zero_stage == 0 ? Collective::AllReduce : Collective::ReduceScatter;
+  const int gtimes = every_mb ? mb : 1;
+  add_buckets("dp-grad", gc, dense_bytes, "grad", "dp", p.dp, Phase::Backward, gtimes, every_mb, true);
+  add_buckets("dp-grad-expert", gc, expert_bytes, "grad", "edp", edp, Phase::Backward, gtimes, every_mb, true);
   // ZeRO 1/2: each rank updates its shard, then the updated parameters are gathered.
   if (p.zero_stage == 1 || p.zero_stage == 2) {
     add_buckets("zero-param-allgather", Collective::AllGather, dense_bytes, "param", "dp", p.dp, Phase::Step, 1, false,

@@ -195,11 +195,13 @@ TEST_CASE("gradient buckets: full buckets then the remainder", "[workload]") {
   CHECK(ge[0].count == 2);
 }
 
-TEST_CASE("ZeRO-1/2 gather the updated parameters at the step; ZeRO-2 reduce-scatters", "[workload]") {
+TEST_CASE("ZeRO-1/2 reduce-scatter gradients and gather the updated parameters at the step", "[workload]") {
   const Model m = tiny();
   const Iteration z1 = build_iteration(m, layout("dp: 4\ntp: 2\nep: 2\nzero_stage: 1\nmicro_batches: 3\n", m));
-  CHECK(calls_of(z1, "dp-grad", Phase::Backward)[0].collective == Collective::AllReduce);
+  // ZeRO-1: reduce-scatter once per iteration (not every micro-batch), gather at the step.
+  CHECK(calls_of(z1, "dp-grad", Phase::Backward)[0].collective == Collective::ReduceScatter);
   CHECK(calls_of(z1, "dp-grad", Phase::Backward)[0].count == 1);
+  CHECK_FALSE(calls_of(z1, "dp-grad", Phase::Backward)[0].every_micro_batch);
   const auto ag = calls_of(z1, "zero-param-allgather", Phase::Step);
   REQUIRE(ag.size() == 2);
   CHECK(ag[0].bytes == 2197504);  // allgather size = the output, every rank's shard
@@ -216,6 +218,15 @@ TEST_CASE("ZeRO-1/2 gather the updated parameters at the step; ZeRO-2 reduce-sca
   CHECK(rs[0].count == 3);  // every micro-batch
   CHECK(rs[0].every_micro_batch);
   CHECK(calls_of(z2, "zero-param-allgather", Phase::Step).size() == 2);
+}
+
+TEST_CASE("buffers split over ranks are padded to whole elements per rank", "[workload]") {
+  const Model m = tiny();
+  // 2,197,504 dense elements (tp 1) over 3 ranks: padded to 3 x 732,502 for the reduce-scatter.
+  const Iteration z2 = build_iteration(m, layout("dp: 3\nzero_stage: 2\n", m));
+  CHECK(calls_of(z2, "dp-grad", Phase::Backward)[0].bytes == 3 * 732502 * 2);
+  const Iteration z0 = build_iteration(m, layout("dp: 3\n", m));  // an allreduce needs no padding
+  CHECK(calls_of(z0, "dp-grad", Phase::Backward)[0].bytes == 2197504 * 2);
 }
 
 TEST_CASE("ZeRO-3: every layer's parameters gathered in forward and backward", "[workload]") {
