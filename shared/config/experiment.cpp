@@ -28,46 +28,8 @@ std::string resolve(const Node& n, const fs::path& exp_dir) {
   n.fail("no such file '" + p + "' (looked in the working directory, " + exp_dir.string() + " and its parent)");
 }
 
-}  // namespace
-
-Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
-  const Node root = Node::load_file(path, overrides);
-  Experiment e;
-  e.file = path;
-  const fs::path dir = fs::absolute(fs::path(path)).parent_path();
-  e.name = root.get("name").as_string();
-  e.description = root.get_string("description", "");
-
-  const Node topo = root.get("topology");
-  if (topo.is_sequence()) {
-    if (topo.size() == 0) topo.fail("expected at least one topology file");
-    for (size_t i = 0; i < topo.size(); ++i) e.topologies.push_back(resolve(topo[i], dir));
-  } else {
-    e.topologies.push_back(resolve(topo, dir));
-  }
-  e.ranks = static_cast<int>(root.get_int("ranks", 0, 0, 1 << 22));
-
-  const Node cal = root.get("calibration");
-  e.calibration = cal.as_string() == "zero" ? "zero" : resolve(cal, dir);
-
-  const Node net = root.opt("network");
-  if (net.defined()) {
-    e.network.model = net.get("model").as_choice({"lv08", "cm02"});
-    auto num = [&](const char* k, std::optional<double>& v) {
-      const Node x = net.opt(k);
-      if (x.defined()) {
-        v = x.as_double();
-        if (!(*v > 0)) x.fail("expected a positive number");
-      }
-    };
-    num("latency_factor", e.network.latency_factor);
-    num("bandwidth_factor", e.network.bandwidth_factor);
-    num("tcp_gamma", e.network.tcp_gamma);
-    const Node ct = net.opt("crosstraffic");
-    if (ct.defined()) e.network.crosstraffic = ct.as_bool();
-    net.check_no_unknown_keys();
-  }
-
+// sizes and calls: a sweep of collective calls.
+void parse_sweep(const Node& root, Experiment& e) {
   const Node sizes = root.get("sizes");
   if (sizes.is_sequence()) {
     for (size_t i = 0; i < sizes.size(); ++i) e.sizes.push_back(sizes[i].as_bytes());
@@ -108,6 +70,79 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     s.root = static_cast<int>(c.get_int("root", 0, 0, 1 << 22));
     c.check_no_unknown_keys();
     e.calls.push_back(s);
+  }
+}
+
+}  // namespace
+
+Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  const Node root = Node::load_file(path, overrides);
+  Experiment e;
+  e.file = path;
+  const fs::path dir = fs::absolute(fs::path(path)).parent_path();
+  e.name = root.get("name").as_string();
+  e.description = root.get_string("description", "");
+
+  const Node topo = root.get("topology");
+  if (topo.is_sequence()) {
+    if (topo.size() == 0) topo.fail("expected at least one topology file");
+    for (size_t i = 0; i < topo.size(); ++i) e.topologies.push_back(resolve(topo[i], dir));
+  } else {
+    e.topologies.push_back(resolve(topo, dir));
+  }
+  e.ranks = static_cast<int>(root.get_int("ranks", 0, 0, 1 << 22));
+
+  const Node cal = root.get("calibration");
+  e.calibration = cal.as_string() == "zero" ? "zero" : resolve(cal, dir);
+
+  const Node net = root.opt("network");
+  if (net.defined()) {
+    e.network.model = net.get("model").as_choice({"lv08", "cm02"});
+    auto num = [&](const char* k, std::optional<double>& v) {
+      const Node x = net.opt(k);
+      if (x.defined()) {
+        v = x.as_double();
+        if (!(*v > 0)) x.fail("expected a positive number");
+      }
+    };
+    num("latency_factor", e.network.latency_factor);
+    num("bandwidth_factor", e.network.bandwidth_factor);
+    num("tcp_gamma", e.network.tcp_gamma);
+    const Node ct = net.opt("crosstraffic");
+    if (ct.defined()) e.network.crosstraffic = ct.as_bool();
+    net.check_no_unknown_keys();
+  }
+
+  const Node wl = root.opt("workload");
+  if (wl.defined()) {
+    auto one = [&](const Node& n) {
+      WorkloadSpec w;
+      w.model = resolve(n.get("model"), dir);
+      w.layout = resolve(n.get("layout"), dir);
+      const Node dev = n.get("device");
+      w.peak_flops = dev.get("peak_flops").as_double();
+      w.efficiency = dev.get("efficiency").as_double();
+      if (!(w.peak_flops > 0)) dev.get("peak_flops").fail("expected a positive number of FLOP/s, like 989e12");
+      if (!(w.efficiency > 0 && w.efficiency <= 1)) dev.get("efficiency").fail("expected a fraction in (0, 1]");
+      dev.check_no_unknown_keys();
+      const Node sc = n.opt("scale_dp");
+      if (sc.defined()) w.scale_dp = sc.as_bool();
+      n.check_no_unknown_keys();
+      e.workloads.push_back(w);
+    };
+    if (wl.is_sequence()) {
+      if (wl.size() == 0) wl.fail("expected a workload or a list of them");
+      for (size_t i = 0; i < wl.size(); ++i) one(wl[i]);
+    } else {
+      one(wl);
+    }
+  }
+
+  if (!e.workloads.empty()) {
+    for (const char* k : {"sizes", "calls"})
+      if (root.has(k)) root.opt(k).fail("not used with a workload (its iteration makes the calls)");
+  } else {
+    parse_sweep(root, e);
   }
 
   const Node codecs = root.get("codecs");

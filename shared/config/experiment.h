@@ -37,6 +37,13 @@ struct RunSpec {
   int gpus_per_node = 0;            // ranks per node for hierarchical algorithms; 0: the topology's
 };
 
+// A training workload (docs/WORKLOADS.md): the iteration's collective calls replace `calls`.
+struct WorkloadSpec {
+  std::string model, layout;        // resolved paths
+  double peak_flops = 0, efficiency = 0;
+  bool scale_dp = false;            // per topology: dp = its GPUs / (tp x pp) (weak scaling)
+};
+
 struct Experiment {
   std::string file, name, description;
   std::vector<std::string> topologies;  // resolved paths
@@ -46,6 +53,7 @@ struct Experiment {
   std::vector<uint64_t> sizes;          // bytes, nccl-tests "size"
   std::vector<CallSweep> calls;
   std::vector<std::string> codecs;
+  std::vector<WorkloadSpec> workloads;  // one or a list; when present, no calls or sizes
   std::vector<std::string> policies{"static"};  // static | nccl-like | adaptive | oracle (shared/policy)
   std::string tensors_dir;              // ratio model measured on TENSORS_DIR/<kind>.*.<dtype>.npy
   std::map<std::string, double> fixed_ratios;  // codec -> compressed/uncompressed, instead of measuring

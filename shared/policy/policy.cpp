@@ -24,6 +24,21 @@ uint64_t count_for(Collective c, uint64_t bytes, DType dtype, int nranks) {
   return c == Collective::AllToAll ? elems / static_cast<uint64_t>(std::max(1, nranks)) : elems;
 }
 
+int ranks_per_node(const topo::Topology& t, int n) {
+  if (n <= 0 || static_cast<int>(t.rank_to_gpu.size()) < n) return 1;
+  const int node0 = t.node_of(t.rank_to_gpu[0]);
+  int g = 0;
+  while (g < n && t.node_of(t.rank_to_gpu[g]) == node0) ++g;
+  if (n % g) return 1;
+  std::set<int> seen;
+  for (int r = 0; r < n; ++r) {
+    const int node = t.node_of(t.rank_to_gpu[r]);
+    if (node != t.node_of(t.rank_to_gpu[(r / g) * g])) return 1;
+    if (r % g == 0 && !seen.insert(node).second) return 1;
+  }
+  return g;
+}
+
 sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::Topology& t) {
   sched::BuildSpec b;
   b.collective = call.collective;
@@ -34,7 +49,7 @@ sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::
   b.count = count_for(call.collective, call.bytes, call.dtype, call.nranks);
   b.dtype = call.dtype;
   b.pipe.chunks = plan.chunks;
-  b.gpus_per_node = std::min(t.gpus_per_node, call.nranks);
+  b.gpus_per_node = ranks_per_node(t, call.nranks);
   b.inter = plan.inter;
   return b;
 }
@@ -54,7 +69,7 @@ uint64_t ops_estimate(Collective c, const std::string& algorithm, int n) {
 
 std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops) {
   const topo::Topology& t = *sys.topology;
-  const int n = call.nranks, g = t.gpus_per_node;
+  const int n = call.nranks, g = ranks_per_node(t, n);
   const bool two_level = g > 1 && n % g == 0 && n / g > 1;
   std::vector<Plan> out;
   auto add = [&](Plan p) {

@@ -10,7 +10,8 @@
 //   adaptive   ZipCCL's adaptive communication: every candidate plan (algorithms x placements
 //              x codecs) priced by the cost model (cost_model.h), the cheapest wins
 //   oracle     simulator only: compcoll-sim runs every candidate and keeps the fastest
-//   (entropy, EDGC's, comes with the lossy codecs: issue 6)
+//   entropy    EDGC: a lowrank gradient compressor whose rank follows the gradient entropy
+//              (policy/entropy.h; stateful, fed with gradient samples by the trainer)
 #pragma once
 
 #include <functional>
@@ -53,6 +54,11 @@ struct System {
   std::function<double(const std::string& codec, DType dtype, const std::string& tensor)> ratio;
   std::vector<std::string> codecs;  // the codecs a policy may use
 };
+
+// How many of the first `nranks` ranks of the placement share a node, when they come in whole
+// nodes in rank order (rank = node x g + local, what the hierarchical schedules assume); 1
+// otherwise (a group strided across nodes, such as a data-parallel group of one GPU per node).
+int ranks_per_node(const topo::Topology& t, int nranks);
 
 // Elements of the collective for a nccl-tests size (per destination for all-to-all).
 uint64_t count_for(sched::Collective c, uint64_t bytes, DType dtype, int nranks);

@@ -125,3 +125,19 @@ TEST_CASE("candidates: every plan builds; none too large to price", "[policy]") 
     }
   }
 }
+
+TEST_CASE("ranks per node: whole nodes in rank order, or 1 for a group strided across nodes", "[policy]") {
+  auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  CHECK(ranks_per_node(t, 64) == 8);
+  CHECK(ranks_per_node(t, 16) == 8);
+  CHECK(ranks_per_node(t, 4) == 4);  // part of one node
+  t.rank_to_gpu = {0, 8, 16, 24, 32, 40, 48, 56};  // a data-parallel group: one GPU per node
+  CHECK(ranks_per_node(t, 8) == 1);
+  t.rank_to_gpu = {0, 1, 8, 9, 2, 3};  // node 0 appears twice: not whole nodes in order
+  CHECK(ranks_per_node(t, 6) == 1);
+  // A strided group never gets a hierarchical candidate.
+  t.rank_to_gpu = {0, 8, 16, 24, 32, 40, 48, 56};
+  const auto cal = calib::zero_calibration();
+  const System sys = system_of(t, cal, {"identity"});
+  for (const auto& p : candidates(allreduce(1 << 20, 8), sys)) CHECK(p.algorithm != "hierarchical");
+}

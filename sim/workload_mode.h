@@ -1,0 +1,36 @@
+// sim/workload_mode.h — compcoll-sim on a training workload (docs/WORKLOADS.md): one iteration
+// of a model under a parallel layout becomes its collective calls (shared/workload); each
+// policy plans every call; each distinct call is simulated once on a representative group of
+// its kind (tensor-parallel ranks inside a node, data-parallel ranks one per node, ...); the
+// iteration's time, communication time (total and exposed) and speed-ups follow from
+// workload::estimate.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "calibration/calibration.h"
+#include "config/experiment.h"
+#include "sim/simulator.h"
+
+namespace compcoll::sim {
+
+struct WorkloadContext {
+  const config::Experiment* exp = nullptr;
+  const config::WorkloadSpec* workload = nullptr;
+  const calib::Calibration* cal = nullptr;
+  NetworkModel net;
+  // Compressed / uncompressed for a codec, dtype and tensor kind (the ratio model).
+  std::function<double(const std::string& codec, DType dtype, const std::string& tensor)> ratio;
+  bool json = false;          // no table on stdout
+  std::filesystem::path out;  // where workload.csv goes (empty: nowhere)
+};
+
+// Runs one workload of the experiment on every topology; appends to doc["workload"] and to
+// OUT/workload.csv. Returns true when every call simulated.
+bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc);
+
+}  // namespace compcoll::sim
