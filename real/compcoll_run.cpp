@@ -35,11 +35,13 @@
 #include "config/experiment.h"
 #include "config/yaml_node.h"
 #include "io/tensor_file.h"
+#include "policy/policy.h"
 #include "real/backend.h"
 #include "real/baseline.h"
 #include "real/executor.h"
 #include "real/transport.h"
 #include "real/verify.h"
+#include "report/report.h"
 #include "schedule/build.h"
 #include "topology/topology.h"
 #ifdef COMPCOLL_HAVE_NCCL
@@ -97,44 +99,6 @@ Args parse_args(int argc, char** argv) {
   if (!a.backend.empty() && a.backend != "mpi" && a.backend != "nccl")
     throw BadInput("--backend: expected mpi or nccl, got '" + a.backend + "'");
   return a;
-}
-
-double bus_factor(sched::Collective c, int n) {
-  if (n <= 1) return 0;
-  switch (c) {
-    case sched::Collective::AllReduce: return 2.0 * (n - 1) / n;
-    case sched::Collective::Broadcast: return 1.0;
-    default: return static_cast<double>(n - 1) / n;
-  }
-}
-
-// As compcoll-sim: allreduce, broadcast: the buffer; reduce-scatter: each rank's input;
-// allgather: the output; all-to-all: each rank's send buffer (count is then per destination).
-uint64_t count_for(sched::Collective c, uint64_t bytes, DType dt, int n) {
-  const uint64_t elems = bytes / dtype_size(dt);
-  return c == sched::Collective::AllToAll ? elems / static_cast<uint64_t>(n) : elems;
-}
-
-std::string fmt(double v, int prec) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
-  return b;
-}
-
-std::string csv_quote(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
-}
-
-void write_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream o(tmp);
-    o << text;
-  }
-  fs::rename(tmp, path);
 }
 
 // compcoll-sim's columns, then wrong and backend.
@@ -196,7 +160,7 @@ sched::BuildSpec spec_for(const config::CallSweep& s, const std::string& codec, 
   b.placement = sched::parse_placement(codec == "identity" ? "none" : s.placement);
   b.nranks = n;
   b.dtype = *parse_dtype(s.dtype);
-  b.count = count_for(b.collective, size, b.dtype, n);
+  b.count = policy::count_for(b.collective, size, b.dtype, n);
   b.pipe = {s.chunks, s.channels};
   b.gpus_per_node = gpn;
   b.inter = s.inter;
@@ -376,7 +340,7 @@ int run(const Args& args) {
   const size_t total_rows = st.specs.size() + exp.calls.size() * exp.sizes.size();
 
   auto emit = [&](Row& w) {
-    const double busf = bus_factor(sched::parse_collective(w.collective), w.ranks);
+    const double busf = report::bus_factor(sched::parse_collective(w.collective), w.ranks);
     const std::string key = w.collective + "/" + w.algorithm + "/" + w.dtype + "/" + std::to_string(w.size);
     if (w.codec == "identity") identity_time[key] = w.time_s;
     if (identity_time.count(key) && w.time_s > 0) w.speedup = identity_time[key] / w.time_s;
@@ -387,22 +351,22 @@ int run(const Args& args) {
     std::printf(" %12llu %12llu %5s %15s %-22s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s %7llu\n",
                 static_cast<unsigned long long>(w.size), static_cast<unsigned long long>(w.count), w.dtype.c_str(),
                 w.collective.c_str(), w.algorithm.c_str(), w.placement.c_str(), w.codec.c_str(), w.ranks,
-                fmt(w.time_s * 1e6, 2).c_str(), fmt(j["algbw_gbps"].get<double>(), 2).c_str(),
-                fmt(j["busbw_gbps"].get<double>(), 2).c_str(), fmt(w.ratio, 4).c_str(),
-                w.backend == "nccl" && w.codec != "identity" ? "-" : fmt(w.codec_s * 1e6, 2).c_str(),
-                std::isnan(w.speedup) ? "-" : fmt(w.speedup, 3).c_str(), static_cast<unsigned long long>(w.wrong));
+                report::fixed(w.time_s * 1e6, 2).c_str(), report::fixed(j["algbw_gbps"].get<double>(), 2).c_str(),
+                report::fixed(j["busbw_gbps"].get<double>(), 2).c_str(), report::fixed(w.ratio, 4).c_str(),
+                w.backend == "nccl" && w.codec != "identity" ? "-" : report::fixed(w.codec_s * 1e6, 2).c_str(),
+                std::isnan(w.speedup) ? "-" : report::fixed(w.speedup, 3).c_str(), static_cast<unsigned long long>(w.wrong));
     std::fflush(stdout);
     doc["rows"].push_back(j);
     if (csv) {
-      *csv << csv_quote(w.topology) << "," << w.ranks << "," << w.collective << "," << w.algorithm << "," << w.placement
+      *csv << report::csv_quote(w.topology) << "," << w.ranks << "," << w.collective << "," << w.algorithm << "," << w.placement
            << "," << w.codec << "," << w.dtype << "," << w.tensor << "," << w.size << "," << w.count << ","
-           << fmt(w.time_s * 1e6, 3) << "," << fmt(j["algbw_gbps"].get<double>(), 4) << ","
-           << fmt(j["busbw_gbps"].get<double>(), 4) << "," << fmt(w.ratio, 5) << "," << w.wire_bytes << ","
-           << fmt(w.codec_s * 1e6, 3) << "," << fmt(w.reduce_s * 1e6, 3) << "," << w.messages << ","
-           << (std::isnan(w.speedup) ? "" : fmt(w.speedup, 4)) << "," << fmt(w.wall_s, 3) << "," << csv_quote(w.error)
+           << report::fixed(w.time_s * 1e6, 3) << "," << report::fixed(j["algbw_gbps"].get<double>(), 4) << ","
+           << report::fixed(j["busbw_gbps"].get<double>(), 4) << "," << report::fixed(w.ratio, 5) << "," << w.wire_bytes << ","
+           << report::fixed(w.codec_s * 1e6, 3) << "," << report::fixed(w.reduce_s * 1e6, 3) << "," << w.messages << ","
+           << (std::isnan(w.speedup) ? "" : report::fixed(w.speedup, 4)) << "," << report::fixed(w.wall_s, 3) << "," << report::csv_quote(w.error)
            << "," << w.wrong << "," << w.backend << "\n";
       csv->flush();
-      write_atomic(out_dir / "results.json", doc.dump(1));
+      report::write_atomic(out_dir / "results.json", doc.dump(1));
     }
     const auto now = std::chrono::steady_clock::now();
     const double elapsed = std::chrono::duration<double>(now - t_start).count();
@@ -536,7 +500,7 @@ int run(const Args& args) {
       }
     }
   }
-  if (!out_dir.empty()) write_atomic(out_dir / "results.json", doc.dump(1));
+  if (!out_dir.empty()) report::write_atomic(out_dir / "results.json", doc.dump(1));
   if (rank == 0) std::cout << (total_wrong ? "# FAILED: " + std::to_string(total_wrong) + " wrong elements\n" : "# OK\n");
   std::cout.flush();
   return total_wrong ? 1 : 0;

@@ -30,6 +30,7 @@
 #include "config/yaml_node.h"
 #include "io/tensor_file.h"
 #include "policy/policy.h"
+#include "report/report.h"
 #include "schedule/build.h"
 #include "sim/simulator.h"
 #include "sim/workload_mode.h"
@@ -81,21 +82,6 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-double bus_factor(sched::Collective c, int n) {
-  if (n <= 1) return 0;
-  switch (c) {
-    case sched::Collective::AllReduce: return 2.0 * (n - 1) / n;
-    case sched::Collective::Broadcast: return 1.0;
-    default: return static_cast<double>(n - 1) / n;
-  }
-}
-
-std::string fmt(double v, int prec) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
-  return b;
-}
-
 struct Row {
   std::string topology, collective, algorithm, placement, codec, dtype, tensor, ratio_source, policy = "static";
   int ranks = 0;
@@ -111,13 +97,6 @@ struct Row {
 const char* kCsvHeader =
     "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
     "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,policy,predicted_us,call,error\n";
-
-std::string csv_quote(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
-}
 
 json row_json(const Row& w, double busf) {
   const double t = w.r.time_s;
@@ -137,15 +116,6 @@ json row_json(const Row& w, double busf) {
               {"policy", w.policy},         {"call", w.call},
               {"predicted_us", std::isnan(w.predicted_s) ? json(nullptr) : json(w.predicted_s * 1e6)},
               {"candidates", w.candidates}};
-}
-
-void write_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream o(tmp);
-    o << text;
-  }
-  fs::rename(tmp, path);
 }
 
 int run(const Args& args) {
@@ -212,7 +182,7 @@ int run(const Args& args) {
        << net.describe() << "\n";
   meta << "# kernels: " << cal.label() << (cal.source == "derived" ? " -- DERIVED from stated figures, not measured" : "")
        << "\n";
-  for (const auto& [k, m] : ratios) meta << "# ratio " << k << " = " << fmt(m.ratio, 4) << ": " << m.source << "\n";
+  for (const auto& [k, m] : ratios) meta << "# ratio " << k << " = " << report::fixed(m.ratio, 4) << ": " << m.source << "\n";
   meta << "# message sizes: ratio model (wire bytes = header + chunk table + ratio x uncompressed)\n";
 
   std::unique_ptr<std::ofstream> csv;
@@ -265,12 +235,12 @@ int run(const Args& args) {
     for (const auto& w : exp.workloads) {
       ctx.workload = &w;
       ok = sim::run_workload(ctx, doc) && ok;
-      if (!args.out.empty()) write_atomic(fs::path(args.out) / "results.json", doc.dump(1));
+      if (!args.out.empty()) report::write_atomic(fs::path(args.out) / "results.json", doc.dump(1));
     }
     if (!args.json)
-      for (const auto& [k, m] : ratios) std::cout << "# ratio " << k << " = " << fmt(m.ratio, 4) << ": " << m.source << "\n";
+      for (const auto& [k, m] : ratios) std::cout << "# ratio " << k << " = " << report::fixed(m.ratio, 4) << ": " << m.source << "\n";
     for (const auto& [k, m] : ratios) doc["ratios"][k] = {{"ratio", m.ratio}, {"source", m.source}};
-    if (!args.out.empty()) write_atomic(fs::path(args.out) / "results.json", doc.dump(1));
+    if (!args.out.empty()) report::write_atomic(fs::path(args.out) / "results.json", doc.dump(1));
     if (args.json) std::cout << doc.dump(1) << "\n";
     else std::cout << (ok ? "# OK\n" : "# FAILED: some calls did not simulate (see stderr)\n");
     return ok ? 0 : 1;
@@ -424,7 +394,7 @@ int run(const Args& args) {
       const std::string key = std::to_string(o.sweep) + "/" + std::to_string(w.size);
       if (r.error.empty() && w.codec == "identity" && w.policy == "static") identity_time[key] = r.time_s;
       if (r.error.empty() && identity_time.count(key) && r.time_s > 0) w.speedup = identity_time[key] / r.time_s;
-      const double busf = bus_factor(sched::parse_collective(w.collective), w.ranks);
+      const double busf = report::bus_factor(sched::parse_collective(w.collective), w.ranks);
       const json j = row_json(w, busf);
       if (!r.error.empty()) {
         any_error = true;
@@ -435,24 +405,24 @@ int run(const Args& args) {
         std::printf(" %12llu %12llu %5s %15s %-24s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s %-9s\n",
                     static_cast<unsigned long long>(w.size), static_cast<unsigned long long>(w.count), w.dtype.c_str(),
                     w.collective.c_str(), w.algorithm.c_str(), w.placement.c_str(), w.codec.c_str(), w.ranks,
-                    r.error.empty() ? fmt(r.time_s * 1e6, 2).c_str() : "FAILED",
-                    fmt(j["algbw_gbps"].get<double>(), 2).c_str(), fmt(j["busbw_gbps"].get<double>(), 2).c_str(),
-                    fmt(w.ratio, 4).c_str(), fmt(r.codec_s * 1e6, 2).c_str(),
-                    std::isnan(w.speedup) ? "-" : fmt(w.speedup, 3).c_str(), w.policy.c_str());
+                    r.error.empty() ? report::fixed(r.time_s * 1e6, 2).c_str() : "FAILED",
+                    report::fixed(j["algbw_gbps"].get<double>(), 2).c_str(), report::fixed(j["busbw_gbps"].get<double>(), 2).c_str(),
+                    report::fixed(w.ratio, 4).c_str(), report::fixed(r.codec_s * 1e6, 2).c_str(),
+                    std::isnan(w.speedup) ? "-" : report::fixed(w.speedup, 3).c_str(), w.policy.c_str());
         std::fflush(stdout);
       }
       doc["rows"].push_back(j);
       if (csv) {
-        *csv << csv_quote(w.topology) << "," << w.ranks << "," << w.collective << "," << w.algorithm << ","
+        *csv << report::csv_quote(w.topology) << "," << w.ranks << "," << w.collective << "," << w.algorithm << ","
              << w.placement << "," << w.codec << "," << w.dtype << "," << w.tensor << "," << w.size << "," << w.count
-             << "," << fmt(r.time_s * 1e6, 3) << "," << fmt(j["algbw_gbps"].get<double>(), 4) << ","
-             << fmt(j["busbw_gbps"].get<double>(), 4) << "," << fmt(w.ratio, 5) << "," << r.wire_bytes << ","
-             << fmt(r.codec_s * 1e6, 3) << "," << fmt(r.reduce_s * 1e6, 3) << "," << r.messages << ","
-             << (std::isnan(w.speedup) ? "" : fmt(w.speedup, 4)) << "," << fmt(r.wall_s, 3) << "," << cal.source
-             << "," << w.policy << "," << (std::isnan(w.predicted_s) ? "" : fmt(w.predicted_s * 1e6, 3)) << ","
-             << w.call << "," << csv_quote(r.error) << "\n";
+             << "," << report::fixed(r.time_s * 1e6, 3) << "," << report::fixed(j["algbw_gbps"].get<double>(), 4) << ","
+             << report::fixed(j["busbw_gbps"].get<double>(), 4) << "," << report::fixed(w.ratio, 5) << "," << r.wire_bytes << ","
+             << report::fixed(r.codec_s * 1e6, 3) << "," << report::fixed(r.reduce_s * 1e6, 3) << "," << r.messages << ","
+             << (std::isnan(w.speedup) ? "" : report::fixed(w.speedup, 4)) << "," << report::fixed(r.wall_s, 3) << "," << cal.source
+             << "," << w.policy << "," << (std::isnan(w.predicted_s) ? "" : report::fixed(w.predicted_s * 1e6, 3)) << ","
+             << w.call << "," << report::csv_quote(r.error) << "\n";
         csv->flush();
-        write_atomic(out_dir / "results.json", doc.dump(1));
+        report::write_atomic(out_dir / "results.json", doc.dump(1));
       }
       ++done_rows;
       const auto now = std::chrono::steady_clock::now();
@@ -494,7 +464,7 @@ int run(const Args& args) {
       doc["topologies"].back()["error"] = stats.error;
     }
   }
-  if (!out_dir.empty()) write_atomic(out_dir / "results.json", doc.dump(1));
+  if (!out_dir.empty()) report::write_atomic(out_dir / "results.json", doc.dump(1));
   if (args.json) std::cout << doc.dump(1) << "\n";
   else std::cout << (any_error ? "# FAILED: some calls did not simulate (see stderr)\n" : "# OK\n");
   return any_error ? 1 : 0;

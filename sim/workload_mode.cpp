@@ -8,6 +8,7 @@
 #include <map>
 
 #include "policy/policy.h"
+#include "report/report.h"
 #include "workload/workload.h"
 
 namespace compcoll::sim {
@@ -32,12 +33,6 @@ struct Variant {
   std::string policy;               // nccl-like | adaptive
   std::vector<std::string> codecs;  // what the policy may use
 };
-
-std::string fmt(double v, int prec) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
-  return b;
-}
 
 }  // namespace
 
@@ -212,9 +207,9 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
       const double comm_x = e.comm_s > 0 ? est[0].comm_s / e.comm_s : NAN;
       const double iter_x = e.iteration_s > 0 ? est[0].iteration_s / e.iteration_s : NAN;
       if (!ctx.json)
-        std::printf(" %-22s %12s %12s %12s %14s %10s %10s\n", variants[v].name.c_str(), fmt(e.iteration_s * 1e3, 2).c_str(),
-                    fmt(e.compute_s * 1e3, 2).c_str(), fmt(e.comm_s * 1e3, 2).c_str(),
-                    fmt(e.exposed_comm_s * 1e3, 2).c_str(), fmt(comm_x, 3).c_str(), fmt(iter_x, 3).c_str());
+        std::printf(" %-22s %12s %12s %12s %14s %10s %10s\n", variants[v].name.c_str(), report::fixed(e.iteration_s * 1e3, 2).c_str(),
+                    report::fixed(e.compute_s * 1e3, 2).c_str(), report::fixed(e.comm_s * 1e3, 2).c_str(),
+                    report::fixed(e.exposed_comm_s * 1e3, 2).c_str(), report::fixed(comm_x, 3).c_str(), report::fixed(iter_x, 3).c_str());
       nlohmann::json vj{{"variant", variants[v].name}, {"iteration_ms", e.iteration_s * 1e3}, {"compute_ms", e.compute_s * 1e3},
                         {"comm_ms", e.comm_s * 1e3}, {"exposed_comm_ms", e.exposed_comm_s * 1e3},
                         {"comm_speedup", comm_x}, {"iteration_speedup", iter_x},
@@ -225,8 +220,8 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
       if (csv)
         *csv << topo.name << "," << topo.gpus() << "," << model.name << "," << par.dp << "," << par.tp << "," << par.pp
              << "," << par.ep << "," << par.zero_stage << "," << par.micro_batches << "," << variants[v].name << ","
-             << fmt(e.iteration_s * 1e3, 4) << "," << fmt(e.compute_s * 1e3, 4) << "," << fmt(e.comm_s * 1e3, 4) << ","
-             << fmt(e.exposed_comm_s * 1e3, 4) << "," << fmt(comm_x, 4) << "," << fmt(iter_x, 4) << ","
+             << report::fixed(e.iteration_s * 1e3, 4) << "," << report::fixed(e.compute_s * 1e3, 4) << "," << report::fixed(e.comm_s * 1e3, 4) << ","
+             << report::fixed(e.exposed_comm_s * 1e3, 4) << "," << report::fixed(comm_x, 4) << "," << report::fixed(iter_x, 4) << ","
              << ctx.cal->source << "\n";
     }
     for (size_t c = 0; c < it.calls.size(); ++c) {
@@ -246,8 +241,8 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
       std::printf("# by call kind (ms per iteration): %-18s %12s %12s\n", "kind", variants[0].name.c_str(),
                   variants[best].name.c_str());
       for (const auto& [k, s] : est[0].comm_by_kind)
-        std::printf("#   %-46s %12s %12s\n", k.c_str(), fmt(s * 1e3, 3).c_str(),
-                    fmt(est[best].comm_by_kind.count(k) ? est[best].comm_by_kind.at(k) * 1e3 : 0.0, 3).c_str());
+        std::printf("#   %-46s %12s %12s\n", k.c_str(), report::fixed(s * 1e3, 3).c_str(),
+                    report::fixed(est[best].comm_by_kind.count(k) ? est[best].comm_by_kind.at(k) * 1e3 : 0.0, 3).c_str());
       std::printf("# %llu simulated messages\n", static_cast<unsigned long long>(messages));
     }
     doc["workload"].push_back(tj);

@@ -1,0 +1,25 @@
+// shared/report/report.h — the output conventions compcoll-sim and compcoll-run share
+// (DESIGN.md, "Output conventions"): nccl-tests' bus-bandwidth factors, number formatting,
+// CSV quoting, and results files replaced atomically so an interrupted run keeps what it wrote.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "schedule/schedule.h"
+
+namespace compcoll::report {
+
+// nccl-tests' busbw = algbw x factor: 2(n-1)/n allreduce, 1 broadcast, (n-1)/n the others.
+double bus_factor(sched::Collective c, int nranks);
+
+// printf("%.*f").
+std::string fixed(double v, int precision);
+
+// A CSV field, quoted when it holds a comma, a quote or a newline.
+std::string csv_quote(const std::string& s);
+
+// Writes PATH.tmp then renames it over PATH.
+void write_atomic(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace compcoll::report
