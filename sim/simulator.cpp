@@ -67,8 +67,6 @@ struct CallRun {
   const sched::Schedule* schedule = nullptr;
   const Call* call = nullptr;
   const calib::Calibration* cal = nullptr;
-  const Platform* platform = nullptr;
-  const std::vector<int>* rank_to_gpu = nullptr;
   std::deque<Payload> payloads;  // stable addresses, one per message
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
   double codec_s = 0, reduce_s = 0, end = 0;
@@ -135,8 +133,6 @@ void run_rank(CallRun& run, int r) {
   };
   std::vector<uint32_t> finished;  // ops that completed without an activity
   double codec_s = 0, reduce_s = 0;
-  const int me = (*run.rank_to_gpu)[static_cast<size_t>(r)];
-  (void)me;
 
   auto kernel = [&](calib::Op kind, uint64_t bytes) {
     const double s = run.cal->seconds(kind, run.call->codec, dtype, static_cast<double>(bytes));
@@ -289,8 +285,6 @@ void write_line(FILE* out, char tag, const nlohmann::json& j) {
         run.schedule = &schedule;
         run.call = &call;
         run.cal = &job.calibration;
-        run.platform = &platform;
-        run.rank_to_gpu = &job.topology.rank_to_gpu;
         for (const auto& rp : schedule.ranks) res.ops += rp.ops.size();
         const double start = s4u::Engine::get_clock();
         run.end = start;
