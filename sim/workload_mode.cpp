@@ -144,6 +144,7 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
           plan = obj->choose(call.info(), sys, nullptr);
         }
         by_group[gkey].push_back({{c, v}, plan});
+        plans[std::to_string(c) + "/" + std::to_string(v)] = plan;
       }
     }
     uint64_t messages = 0;
@@ -230,7 +231,10 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
                         {"bytes", call.bytes}, {"group", call.group}, {"group_size", call.group_size},
                         {"count", call.count}, {"phase", workload::phase_name(call.phase)},
                         {"overlappable", call.overlappable}, {"time_us", nlohmann::json::object()}};
-      for (size_t v = 0; v < variants.size(); ++v) cj["time_us"][variants[v].name] = seconds[c][v] * 1e6;
+      for (size_t v = 0; v < variants.size(); ++v) {
+        cj["time_us"][variants[v].name] = seconds[c][v] * 1e6;
+        cj["plan"][variants[v].name] = plans.at(std::to_string(c) + "/" + std::to_string(v)).describe();
+      }
       tj["calls"].push_back(cj);
     }
     if (!ctx.json) {
