@@ -166,10 +166,17 @@ Node Node::get(const std::string& key) const {
   return n;
 }
 
+std::string Node::key_text(const YAML::Node& key) const {
+  if (!key.IsScalar())
+    fail("expected plain keys, got a " + std::string(key.IsMap() ? "mapping" : key.IsSequence() ? "list" : "null") +
+         " as a key at line " + std::to_string(key.Mark().line + 1));
+  return key.Scalar();
+}
+
 std::vector<std::string> Node::keys() const {
   std::vector<std::string> out;
   if (!node_.IsMap()) return out;
-  for (const auto& kv : node_) out.push_back(kv.first.as<std::string>());
+  for (const auto& kv : node_) out.push_back(key_text(kv.first));
   return out;
 }
 
@@ -282,7 +289,7 @@ void Node::check_no_unknown_keys() const {
   if (!node_.IsMap()) return;
   const auto it = read_->find(path_);
   for (const auto& kv : node_) {
-    const std::string k = kv.first.as<std::string>();
+    const std::string k = key_text(kv.first);
     if (it == read_->end() || !it->second.count(k)) fail("unknown key '" + k + "'");
   }
 }

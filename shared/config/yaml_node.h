@@ -76,6 +76,7 @@ class Node {
   using ReadKeys = std::map<std::string, std::set<std::string>>;  // mapping path -> keys read
   Node(YAML::Node n, std::shared_ptr<const std::string> file, std::string path, std::shared_ptr<ReadKeys> read);
   std::string child_path(const std::string& key) const;
+  std::string key_text(const YAML::Node& key) const;  // a mapping key as text; fail() if it is not a scalar
 
   YAML::Node node_;
   std::shared_ptr<const std::string> file_;

@@ -149,6 +149,11 @@ TEST_CASE("bad topology files: one line naming the file, the key path and what w
                     "network:\n  nodes: 2\n  link: {bandwidth: 400Gb/s, latency: 1us}\n  dims: [4, 3]\n",
        0, "network.dims: the torus has 12 positions but the nodes have 16 GPUs"},
       {"syntax", "name: [x\n", 0, "YAML syntax error"},
+      {"map-key", std::string("name: x\ngenerator: single-node\n{a: 1}: 2\n") + kNode, 0,
+       "(top level): expected plain keys, got a mapping as a key at line 3"},
+      {"list-key", std::string("name: x\ngenerator: single-node\n") + kNode + "  [1, 2]: 3\n", 0,
+       "node: expected plain keys, got a list as a key"},
+      {"alias", "name: x\ngenerator: single-node\nnode: &a\n  gpus: *a\n", 0, "node.gpus: expected a scalar value"},
       {"dragonfly", std::string("name: x\ngenerator: dragonfly\n") + kNode +
                         "network:\n  nodes: 4\n  link: {bandwidth: 400Gb/s, latency: 1us}\n  groups: 4\n  chassis: 1\n"
                         "  routers: 2\n  gpus_per_router: 4\n",

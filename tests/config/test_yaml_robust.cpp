@@ -1,0 +1,116 @@
+// tests/config/test_yaml_robust.cpp — damaged YAML never crashes a loader or slips through
+// with another kind of error: every mutation of the shipped topology, experiment, calibration,
+// model and layout files either loads or fails with one config::ConfigError line that names
+// the file. (Deterministic mutations: deleted, replaced and inserted characters, duplicated and
+// dropped lines, truncations.)
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "calibration/calibration.h"
+#include "config/experiment.h"
+#include "config/yaml_node.h"
+#include "test_util.h"
+#include "topology/topology.h"
+#include "workload/workload.h"
+
+using namespace compcoll;
+
+namespace {
+
+const std::string kRoot = COMPCOLL_SOURCE_DIR;
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Relative paths inside experiment files, made absolute so a copy elsewhere still finds them.
+std::string absolutize(std::string text) {
+  for (const char* dir : {"topologies/", "calibration/", "models/", "tests/data"}) {
+    size_t at = 0;
+    const std::string from = std::string(" ") + dir, to = " " + kRoot + "/" + dir;
+    while ((at = text.find(from, at)) != std::string::npos) {
+      text.replace(at, from.size(), to);
+      at += to.size();
+    }
+  }
+  return text;
+}
+
+std::string mutate(const std::string& text, test::SplitMix64& rng) {
+  static const std::string alphabet = ":-[]{}#,'\" \n\t0aZ.&*!|>%@`";
+  std::string t = text;
+  if (t.empty()) return t;
+  const size_t at = rng.next() % t.size();
+  switch (rng.next() % 6) {
+    case 0: t.erase(at, 1 + rng.next() % 3); break;
+    case 1: t[at] = alphabet[rng.next() % alphabet.size()]; break;
+    case 2: t.insert(at, 1, alphabet[rng.next() % alphabet.size()]); break;
+    case 3: t.resize(at); break;
+    case 4: {  // duplicate the line at `at`
+      const size_t b = t.rfind('\n', at) == std::string::npos ? 0 : t.rfind('\n', at) + 1;
+      const size_t e = t.find('\n', at);
+      t.insert(b, t.substr(b, (e == std::string::npos ? t.size() : e + 1) - b));
+      break;
+    }
+    default: {  // drop the line at `at`
+      const size_t b = t.rfind('\n', at) == std::string::npos ? 0 : t.rfind('\n', at) + 1;
+      const size_t e = t.find('\n', at);
+      t.erase(b, (e == std::string::npos ? t.size() : e + 1) - b);
+      break;
+    }
+  }
+  return t;
+}
+
+void hammer(const std::string& original, const std::string& name, int rounds,
+            const std::function<void(const std::string&)>& load) {
+  const auto path = (std::filesystem::temp_directory_path() / ("compcoll-robust-" + name)).string();
+  test::SplitMix64 rng(std::hash<std::string>{}(name));
+  int refused = 0;
+  for (int i = 0; i < rounds; ++i) {
+    const std::string text = mutate(i % 5 == 4 ? mutate(original, rng) : original, rng);
+    std::ofstream(path) << text;
+    try {
+      load(path);
+    } catch (const config::ConfigError& e) {
+      ++refused;
+      const std::string msg = e.what();
+      if (msg.rfind(path, 0) != 0 || msg.find('\n') != std::string::npos) {
+        CAPTURE(name, i, text, msg);
+        FAIL("the error does not start with the file's name, or is not one line");
+      }
+    } catch (const std::exception& e) {
+      CAPTURE(name, i, text, e.what());
+      FAIL("a damaged file gave an error that is not a ConfigError");
+    }
+  }
+  CHECK(refused > rounds / 4);  // most damage is noticed
+}
+
+}  // namespace
+
+TEST_CASE("damaged topology files: loaded or refused in one line, never another error", "[config][robust]") {
+  for (const char* f : {"dgx-h100.yaml", "h100-64gpu.yaml", "torus-1k.yaml", "dragonfly-2k.yaml"})
+    hammer(read(kRoot + "/topologies/" + f), f, 250, [](const std::string& p) { topo::load_topology(p); });
+}
+
+TEST_CASE("damaged experiment files: loaded or refused in one line, never another error", "[config][robust]") {
+  for (const char* f : {"smoke-sim.yaml", "whatif-fattree.yaml", "zipccl-64gpu.yaml", "dgx-h100-ring.yaml"})
+    hammer(absolutize(read(kRoot + "/experiments/" + f)), f, 250, [](const std::string& p) { config::load_experiment(p); });
+}
+
+TEST_CASE("damaged calibration, model and layout files: loaded or refused in one line", "[config][robust]") {
+  hammer(read(kRoot + "/calibration/h100-derived.yaml"), "h100-derived.yaml", 250,
+         [](const std::string& p) { calib::load_calibration(p); });
+  hammer(read(kRoot + "/models/gpt-13b.yaml"), "gpt-13b.yaml", 250, [](const std::string& p) { workload::load_model(p); });
+  const auto model = workload::load_model(kRoot + "/models/gpt-13b.yaml");
+  hammer(read(kRoot + "/models/layouts/gpt-13b-64gpu.yaml"), "gpt-13b-64gpu.yaml", 250,
+         [&](const std::string& p) { workload::load_parallel(p, model); });
+}
