@@ -185,15 +185,6 @@ int run(const Args& args) {
   for (const auto& [k, m] : ratios) meta << "# ratio " << k << " = " << report::fixed(m.ratio, 4) << ": " << m.source << "\n";
   meta << "# message sizes: ratio model (wire bytes = header + chunk table + ratio x uncompressed)\n";
 
-  std::unique_ptr<std::ofstream> csv;
-  fs::path out_dir;
-  if (!args.out.empty()) {
-    out_dir = args.out;
-    fs::create_directories(out_dir);
-    csv = std::make_unique<std::ofstream>(out_dir / "results.csv");
-    *csv << kCsvHeader;
-    csv->flush();
-  }
   json doc{{"experiment", {{"name", exp.name}, {"file", exp.file}, {"description", exp.description}}},
            {"versions", {{"compcoll", "0.1.0"}, {"simgrid", std::to_string(SIMGRID_VERSION_MAJOR) + "." +
                                                                std::to_string(SIMGRID_VERSION_MINOR) + "." +
@@ -244,6 +235,15 @@ int run(const Args& args) {
     if (args.json) std::cout << doc.dump(1) << "\n";
     else std::cout << (ok ? "# OK\n" : "# FAILED: some calls did not simulate (see stderr)\n");
     return ok ? 0 : 1;
+  }
+  std::unique_ptr<std::ofstream> csv;
+  fs::path out_dir;
+  if (!args.out.empty()) {
+    out_dir = args.out;
+    fs::create_directories(out_dir);
+    csv = std::make_unique<std::ofstream>(out_dir / "results.csv");
+    *csv << kCsvHeader;
+    csv->flush();
   }
   const bool tty = isatty(STDERR_FILENO);
   size_t total_rows = 0, done_rows = 0;

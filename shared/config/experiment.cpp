@@ -150,6 +150,8 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
   for (size_t i = 0; i < codecs.size(); ++i) e.codecs.push_back(codecs[i].as_string());
 
   const Node pols = root.opt("policies");
+  if (pols.defined() && !e.workloads.empty())
+    pols.fail("not used with a workload (its variants are nccl-like and adaptive with each codec)");
   if (pols.defined()) {
     if (!pols.is_sequence() || pols.size() == 0) pols.fail("expected a list of policies");
     e.policies.clear();
