@@ -29,10 +29,29 @@ std::vector<int> group_ranks(const std::string& group, int size, const workload:
 }
 
 struct Variant {
-  std::string name;                 // nccl-like, adaptive, adaptive/gauss-exp, ...
+  std::string name;                 // nccl-like, adaptive, adaptive/gauss-exp, lowrank/r=8, ...
   std::string policy;               // nccl-like | adaptive
   std::vector<std::string> codecs;  // what the policy may use
+  int lowrank = 0;                  // > 0: gradients go through lowrank at this rank
 };
+
+// A data-parallel gradient call of B bytes taken as a stack of weight matrices with `hidden`
+// rows (docs/WORKLOADS.md): the lowrank protocol allreduces P (rows x r) and Q (cols x r) in
+// fp32, and computes P = M Q, Q = M^T P (2 x 2 x rows x cols x r FLOPs) plus the
+// orthonormalization (2 x rows x r^2).
+struct LowRankShape {
+  uint64_t rows = 0, cols = 0;
+};
+LowRankShape lowrank_shape(const workload::CommCall& call, int hidden) {
+  const uint64_t elements = call.bytes / dtype_size(call.dtype);
+  LowRankShape s;
+  s.rows = static_cast<uint64_t>(hidden);
+  s.cols = std::max<uint64_t>(1, elements / s.rows);
+  return s;
+}
+bool lowrank_applies(const workload::CommCall& call) {
+  return (call.kind == "dp-grad" || call.kind == "dp-grad-expert") && !call.point_to_point;
+}
 
 }  // namespace
 
@@ -58,6 +77,7 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
     all.insert(all.end(), compressing.begin(), compressing.end());
     variants.push_back({"adaptive", "adaptive", all});
   }
+  for (int r : spec.lowrank_ranks) variants.push_back({"lowrank/r=" + std::to_string(r), "adaptive", {"identity"}, r});
 
   std::unique_ptr<std::ofstream> csv;
   if (!ctx.out.empty()) {
@@ -94,7 +114,13 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
     struct Key {
       size_t call, variant;
     };
-    std::map<std::string, std::vector<std::pair<Key, policy::Plan>>> by_group;
+    struct Item {
+      Key key;
+      policy::Plan plan;
+      workload::CommCall call;  // what is simulated: the call itself, or a part of it (lowrank)
+    };
+    std::map<std::string, std::vector<Item>> by_group;
+    std::vector<std::vector<double>> extra(it.calls.size(), std::vector<double>(variants.size(), 0.0));
     std::map<std::string, policy::Plan> plans;  // "call/variant"
     std::vector<std::vector<double>> seconds(it.calls.size(), std::vector<double>(variants.size(), NAN));
     std::map<std::string, topo::Topology> group_topo;
@@ -122,6 +148,25 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
         sys.ratio = ctx.ratio;
         auto& obj = policy_objects[variants[v].name];
         if (!obj) obj = policy::make_policy(variants[v].policy);
+        if (variants[v].lowrank > 0 && lowrank_applies(call)) {
+          // Two fp32 allreduces (P, then Q) in place of the gradient call, each planned by the
+          // adaptive policy without compression; the compressor's compute is added below.
+          const LowRankShape sh = lowrank_shape(call, model.hidden);
+          const uint64_t r = static_cast<uint64_t>(variants[v].lowrank);
+          for (uint64_t part_bytes : {sh.rows * r * 4, sh.cols * r * 4}) {
+            workload::CommCall part = call;
+            part.collective = sched::Collective::AllReduce;
+            part.dtype = DType::FP32;
+            part.bytes = part_bytes;
+            const policy::Plan plan = obj->choose(part.info(), sys, nullptr);
+            by_group[gkey].push_back({{c, v}, plan, part});
+            auto& shown = plans[std::to_string(c) + "/" + std::to_string(v)];
+            shown = plan;
+            shown.codec = "lowrank:r=" + std::to_string(r);
+          }
+          extra[c][v] = device.seconds(4.0 * sh.rows * sh.cols * r + 2.0 * sh.rows * r * r);
+          continue;
+        }
         policy::Plan plan;
         if (call.point_to_point) {  // a pipeline send: the one way it goes
           plan.algorithm = "chain";
@@ -143,7 +188,7 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
         } else {
           plan = obj->choose(call.info(), sys, nullptr);
         }
-        by_group[gkey].push_back({{c, v}, plan});
+        by_group[gkey].push_back({{c, v}, plan, call});
         plans[std::to_string(c) + "/" + std::to_string(v)] = plan;
       }
     }
@@ -156,8 +201,7 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
       // One simulation per distinct (call bytes, plan) of the group.
       std::map<std::string, size_t> distinct;
       std::vector<std::vector<Key>> users;
-      for (const auto& [key, plan] : items) {
-        const auto& call = it.calls[key.call];
+      for (const auto& [key, plan, call] : items) {
         const std::string id = std::to_string(static_cast<int>(call.collective)) + "/" + std::to_string(call.bytes) + "/" +
                                std::string(dtype_name(call.dtype)) + "/" + call.tensor + "/" + plan.describe();
         auto d = distinct.find(id);
@@ -179,7 +223,10 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
           return;
         }
         messages += r.messages;
-        for (const Key& k : users[r.index]) seconds[k.call][k.variant] = r.time_s;
+        for (const Key& k : users[r.index]) {  // a lowrank call is the sum of its parts
+          double& t = seconds[k.call][k.variant];
+          t = std::isnan(t) ? r.time_s : t + r.time_s;
+        }
       });
       if (!st.error.empty()) {
         ok = false;
@@ -197,7 +244,7 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
         const size_t c = static_cast<size_t>(&call - it.calls.data());
         const double s = seconds[c][v];
         if (std::isnan(s)) throw std::runtime_error("workload: call " + call.kind + " was not simulated");
-        return s;
+        return s + extra[c][v];
       });
     nlohmann::json tj{{"topology", topo.name}, {"gpus", topo.gpus()}, {"model", model.name},
                       {"layout", {{"dp", par.dp}, {"tp", par.tp}, {"pp", par.pp}, {"ep", par.ep},
@@ -232,7 +279,7 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
                         {"count", call.count}, {"phase", workload::phase_name(call.phase)},
                         {"overlappable", call.overlappable}, {"time_us", nlohmann::json::object()}};
       for (size_t v = 0; v < variants.size(); ++v) {
-        cj["time_us"][variants[v].name] = seconds[c][v] * 1e6;
+        cj["time_us"][variants[v].name] = (seconds[c][v] + extra[c][v]) * 1e6;
         cj["plan"][variants[v].name] = plans.at(std::to_string(c) + "/" + std::to_string(v)).describe();
       }
       tj["calls"].push_back(cj);

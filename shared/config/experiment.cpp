@@ -127,6 +127,11 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
       dev.check_no_unknown_keys();
       const Node sc = n.opt("scale_dp");
       if (sc.defined()) w.scale_dp = sc.as_bool();
+      const Node lr = n.opt("lowrank_ranks");
+      if (lr.defined()) {
+        if (!lr.is_sequence()) lr.fail("expected a list of ranks, like [8, 32]");
+        for (size_t i = 0; i < lr.size(); ++i) w.lowrank_ranks.push_back(static_cast<int>(lr[i].as_int(1, 4096)));
+      }
       n.check_no_unknown_keys();
       e.workloads.push_back(w);
     };

@@ -42,6 +42,7 @@ struct WorkloadSpec {
   std::string model, layout;        // resolved paths
   double peak_flops = 0, efficiency = 0;
   bool scale_dp = false;            // per topology: dp = its GPUs / (tp x pp) (weak scaling)
+  std::vector<int> lowrank_ranks;   // also run gradients through lowrank (PowerSGD) at these ranks
 };
 
 struct Experiment {
