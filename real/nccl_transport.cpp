@@ -11,14 +11,8 @@
 namespace compcoll::real {
 
 std::string nccl_unavailable_reason() {
-  int n = 0;
-  const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess) {
-    cudaGetLastError();  // clear it
-    return std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(err);
-  }
-  if (n == 0) return "no CUDA device on this host";
-  return "";
+  const std::string why = gpu::cuda_unavailable_reason();
+  return why.empty() ? why : "no CUDA device: " + why;
 }
 
 std::string nccl_version_string() {

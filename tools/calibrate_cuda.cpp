@@ -48,12 +48,8 @@ class DeviceMemory {
 class CudaDevice : public CalibrationDevice {
  public:
   CudaDevice() {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess)
-      throw DeviceUnavailable(std::string("--device cuda: no usable CUDA device (cudaGetDeviceCount: ") +
-                              cudaGetErrorString(err) + ")");
-    if (count == 0) throw DeviceUnavailable("--device cuda: no CUDA device (cudaGetDeviceCount found none)");
+    if (const std::string why = gpu::cuda_unavailable_reason(); !why.empty())
+      throw DeviceUnavailable("--device cuda: no usable CUDA device (" + why + ")");
     COMPCOLL_CUDA_CHECK(cudaSetDevice(0));
     COMPCOLL_CUDA_CHECK(cudaGetDeviceProperties(&prop_, 0));
     COMPCOLL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

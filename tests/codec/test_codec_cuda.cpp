@@ -19,6 +19,7 @@
 #include "codec/cuda/codec_cuda.h"
 #include "codec/exponent_bits.h"
 #include "io/tensor_file.h"
+#include "cuda_test_util.h"
 #include "test_util.h"
 
 using namespace compcoll;
@@ -28,25 +29,6 @@ namespace {
 const DType kDTypes[] = {DType::BF16, DType::FP16, DType::FP32};
 const CodecId kCodecs[] = {CodecId::Identity, CodecId::GaussExp, CodecId::EntropyExp};
 
-// Why the GPU cases cannot run here; empty when a device is present.
-const std::string& cuda_unavailable() {
-  static const std::string why = [] {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err);
-    if (count == 0) return std::string("cudaGetDeviceCount found no device");
-    return std::string();
-  }();
-  return why;
-}
-
-#define SKIP_WITHOUT_CUDA()                                           \
-  do {                                                                \
-    if (!cuda_unavailable().empty()) {                                \
-      WARN("SKIPPED: no CUDA device (" << cuda_unavailable() << ")"); \
-      return;                                                         \
-    }                                                                 \
-  } while (0)
 
 template <class T = uint8_t>
 class DeviceBuffer {

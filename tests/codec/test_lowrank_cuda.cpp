@@ -17,6 +17,7 @@
 #include "codec/cuda/check.h"
 #include "codec/cuda/lowrank_cuda.h"
 #include "codec/lowrank.h"
+#include "cuda_test_util.h"
 #include "test_util.h"
 
 using namespace compcoll;
@@ -24,24 +25,6 @@ using namespace compcoll::lowrank;
 
 namespace {
 
-const std::string& cuda_unavailable() {
-  static const std::string why = [] {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err);
-    if (count == 0) return std::string("cudaGetDeviceCount found no device");
-    return std::string();
-  }();
-  return why;
-}
-
-#define SKIP_WITHOUT_CUDA()                                           \
-  do {                                                                \
-    if (!cuda_unavailable().empty()) {                                \
-      WARN("SKIPPED: no CUDA device (" << cuda_unavailable() << ")"); \
-      return;                                                         \
-    }                                                                 \
-  } while (0)
 
 template <class T>
 class DeviceVec {

@@ -17,6 +17,7 @@
 
 #include "codec/cuda/check.h"
 #include "codec/cuda/reduce_cuda.h"
+#include "cuda_test_util.h"
 #endif
 
 using namespace compcoll;
@@ -124,12 +125,7 @@ TEST_CASE("reduce_add: every element up to `elements`, nothing beyond; in place 
 
 #ifdef COMPCOLL_HAVE_CUDA
 TEST_CASE("cuda_reduce_add is bit-exact against reduce_add", "[reduce][cuda]") {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    WARN("SKIPPED: no CUDA device (" << (err != cudaSuccess ? cudaGetErrorString(err) : "none found") << ")");
-    return;
-  }
+  SKIP_WITHOUT_CUDA();
   const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
   cudaStream_t stream;
   COMPCOLL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -18,6 +18,18 @@ namespace compcoll::gpu {
                            " failed: " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
 }
 
+// Why CUDA code cannot run on this host ("" when a device is present): the error of
+// cudaGetDeviceCount, or that it found none. Clears the sticky error such a failure leaves.
+inline std::string cuda_unavailable_reason() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err);
+  }
+  return count == 0 ? "cudaGetDeviceCount found no device" : "";
+}
+
 // True when every launch group is followed by a stream synchronisation, so an asynchronous
 // kernel fault is reported at the launch group that caused it. On with the compile
 // definition COMPCOLL_CUDA_SYNC, or at run time with COMPCOLL_CUDA_SYNC=1 in the environment.
