@@ -57,20 +57,10 @@ struct LossyError {
   bool finite = true;
 };
 LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, size_t elements) {
-  const auto value = [dtype](const uint8_t* p, size_t i) -> double {
-    if (dtype == DType::FP32) {
-      float f;
-      std::memcpy(&f, p + 4 * i, 4);
-      return f;
-    }
-    uint16_t h;
-    std::memcpy(&h, p + 2 * i, 2);
-    return dtype == DType::BF16 ? bf16_to_float(h) : fp16_to_float(h);
-  };
   LossyError e;
   double num = 0, den = 0;
   for (size_t i = 0; i < elements; ++i) {
-    const double w = value(want, i), g = value(got, i);
+    const double w = load_as_float(dtype, want, i), g = load_as_float(dtype, got, i);
     if (!std::isfinite(w)) continue;
     e.finite &= std::isfinite(g);
     e.max_abs = std::max(e.max_abs, std::abs(g - w));

@@ -40,16 +40,6 @@ COMPCOLL_HD inline float lane_tree_sum(float* lanes) {
   return lanes[0];
 }
 
-// Element i of a gradient of `dtype` as fp32.
-COMPCOLL_HD inline float load_as_float(DType dtype, const void* data, uint64_t i) {
-  switch (dtype) {
-    case DType::BF16: return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
-    case DType::FP16: return fp16_to_float(static_cast<const uint16_t*>(data)[i]);
-    case DType::FP32: break;
-  }
-  return static_cast<const float*>(data)[i];
-}
-
 // The warm-start value of Q[k][j] (re)seeded at `step`: uniform in [-1, 1), a splitmix64 hash
 // of (seed, step, j, k), the same on every rank and device.
 COMPCOLL_HD inline float seeded_q(uint64_t seed, uint64_t step, uint32_t j, uint64_t k) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "codec/dtype.h"
 #include "codec/hd.h"
 
 // __builtin_bit_cast makes the conversions usable in constant expressions; the memcpy fallback
@@ -113,6 +114,16 @@ COMPCOLL_HD inline COMPCOLL_FC_CONSTEXPR float fp16_to_float(uint16_t bits) {
   const uint32_t fp32_exponent = leading_bit + 103u;  // (leading_bit - 24) + 127
   const uint32_t fp32_mantissa = (mantissa << (23u - leading_bit)) & 0x007fffffu;
   return float_from_bits(sign | (fp32_exponent << 23) | fp32_mantissa);
+}
+
+// Element i of a buffer of `dtype` values (aligned to their size), widened exactly to fp32.
+COMPCOLL_HD inline float load_as_float(DType dtype, const void* data, uint64_t i) {
+  switch (dtype) {
+    case DType::BF16: return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::FP16: return fp16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::FP32: break;
+  }
+  return static_cast<const float*>(data)[i];
 }
 
 }  // namespace compcoll

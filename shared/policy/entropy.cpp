@@ -42,7 +42,7 @@ EntropyEstimate entropy_of(const std::vector<uint32_t>& hist, uint64_t samples) 
 EntropyEstimate entropy_full(DType dtype, const void* data, uint64_t n, int mantissa_bits) {
   check_mantissa_bits(mantissa_bits);
   std::vector<uint32_t> hist(size_t{1} << (9 + mantissa_bits), 0);
-  for (uint64_t i = 0; i < n; ++i) ++hist[symbol(lowrank::load_as_float(dtype, data, i), mantissa_bits)];
+  for (uint64_t i = 0; i < n; ++i) ++hist[symbol(load_as_float(dtype, data, i), mantissa_bits)];
   return entropy_of(hist, n);
 }
 
@@ -58,7 +58,7 @@ EntropyEstimate entropy_sampled(DType dtype, const void* data, uint64_t n, doubl
   SplitMix64 rng{seed};
   for (uint64_t t = 0; t < s; ++t) {
     const uint64_t i = static_cast<uint64_t>((static_cast<unsigned __int128>(rng.next()) * n) >> 64);
-    ++hist[symbol(lowrank::load_as_float(dtype, data, i), mantissa_bits)];
+    ++hist[symbol(load_as_float(dtype, data, i), mantissa_bits)];
   }
   return entropy_of(hist, s);
 }

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 
+#include "codec/reduce.h"
 #include "io/float_convert.h"
 #include "util/splitmix64.h"
 
@@ -28,38 +29,6 @@ uint8_t* slice_ptr(RankState& st, const Slice& s, size_t es) {
   return nullptr;
 }
 
-// dst += src elementwise in the schedule's dtype; 16-bit types add in fp32 and round to
-// nearest even, as a GPU reduction kernel does.
-void reduce_into(DType dtype, uint8_t* dst, const uint8_t* src, uint64_t count) {
-  for (uint64_t i = 0; i < count; ++i) {
-    if (dtype == DType::FP32) {
-      float a, b;
-      std::memcpy(&a, dst + 4 * i, 4);
-      std::memcpy(&b, src + 4 * i, 4);
-      a += b;
-      std::memcpy(dst + 4 * i, &a, 4);
-    } else {
-      uint16_t a, b;
-      std::memcpy(&a, dst + 2 * i, 2);
-      std::memcpy(&b, src + 2 * i, 2);
-      const float sum = dtype == DType::BF16 ? bf16_to_float(a) + bf16_to_float(b) : fp16_to_float(a) + fp16_to_float(b);
-      a = dtype == DType::BF16 ? float_to_bf16_rne(sum) : float_to_fp16_rne(sum);
-      std::memcpy(dst + 2 * i, &a, 2);
-    }
-  }
-}
-
-double element_value(DType dtype, const uint8_t* p, uint64_t i) {
-  if (dtype == DType::FP32) {
-    float f;
-    std::memcpy(&f, p + 4 * i, 4);
-    return f;
-  }
-  uint16_t b;
-  std::memcpy(&b, p + 2 * i, 2);
-  return dtype == DType::BF16 ? bf16_to_float(b) : fp16_to_float(b);
-}
-
 }  // namespace
 
 OutputError compare_outputs(DType dtype, const std::vector<std::vector<uint8_t>>& got,
@@ -73,7 +42,7 @@ OutputError compare_outputs(DType dtype, const std::vector<std::vector<uint8_t>>
     if (got[r].size() != want[r].size())
       throw ScheduleError("compare_outputs: rank " + std::to_string(r) + " output sizes differ");
     for (uint64_t i = 0; i < got[r].size() / es; ++i) {
-      const double g = element_value(dtype, got[r].data(), i), w = element_value(dtype, want[r].data(), i);
+      const double g = load_as_float(dtype, got[r].data(), i), w = load_as_float(dtype, want[r].data(), i);
       double d = std::fabs(g - w);
       if (std::isnan(d)) d = (std::isnan(g) && std::isnan(w)) ? 0 : std::numeric_limits<double>::infinity();
       e.max_abs = std::max(e.max_abs, d);
@@ -128,7 +97,7 @@ std::vector<std::vector<uint8_t>> run_reference(const Schedule& s,
         break;
       }
       case OpKind::Reduce:
-        reduce_into(s.dtype, slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count);
+        reduce_add(s.dtype, slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count);
         break;
       case OpKind::Copy:
         std::memmove(slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count * es);

@@ -14,6 +14,7 @@
 #include "codec/codec.h"
 #include "codec/fp8_bits.h"
 #include "codec/fp8_hadamard.h"
+#include "io/float_convert.h"
 #include "io/tensor_file.h"
 #include "test_util.h"
 
@@ -24,16 +25,7 @@ namespace {
 
 const DType kDTypes[] = {DType::BF16, DType::FP16, DType::FP32};
 
-double value_at(DType dtype, const std::vector<uint8_t>& b, size_t i) {
-  if (dtype == DType::FP32) {
-    float f;
-    std::memcpy(&f, b.data() + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, b.data() + 2 * i, 2);
-  return dtype == DType::BF16 ? bf16_to_float(h) : fp16_to_float(h);
-}
+double value_at(DType dtype, const std::vector<uint8_t>& b, size_t i) { return load_as_float(dtype, b.data(), i); }
 
 struct Error {
   double max_abs = 0, rel_l2 = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codec/lowrank.h"
+#include "io/float_convert.h"
 #include "io/tensor_file.h"
 #include "test_util.h"
 
@@ -228,11 +229,7 @@ TEST_CASE("lowrank: bf16 and fp16 input equal their fp32 values", "[lowrank]") {
   for (DType dt : {DType::BF16, DType::FP16}) {
     const auto bytes = test::gaussian_bytes(dt, rows * cols, 0.1, 21);
     std::vector<float> as_f32(rows * cols);
-    for (size_t i = 0; i < as_f32.size(); ++i) {
-      uint16_t h;
-      std::memcpy(&h, bytes.data() + 2 * i, 2);
-      as_f32[i] = dt == DType::BF16 ? bf16_to_float(h) : fp16_to_float(h);
-    }
+    for (size_t i = 0; i < as_f32.size(); ++i) as_f32[i] = load_as_float(dt, bytes.data(), i);
     LowRankState s16 = make_state(rows, cols, 3, 1), s32 = make_state(rows, cols, 3, 1);
     std::vector<float> o16(rows * cols), o32(rows * cols);
     for (int t = 0; t < 2; ++t) {
