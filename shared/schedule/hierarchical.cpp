@@ -62,10 +62,7 @@ Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DT
   const Placement in_node = intra.value_or(placement);
   if (in_node != placement) s.algorithm += " intra=" + std::string(placement_name(in_node));
   const bool rs_compressed = in_node == Placement::PerHop || in_node == Placement::ZipCCL;
-  for (RankProgram& p : s.ranks) {
-    p.input_count = p.output_count = count;
-    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
-  }
+  allreduce_prologue(s, count);
   const Chains start = chains_after_last(s);
   // Each piece: ring reduce-scatter in the node (local rank l ends with block l), allreduce of
   // block l among the ranks of local rank l, ring allgather in the node.
@@ -102,11 +99,7 @@ Schedule hierarchical_reduce_scatter(int nodes, int gpus_per_node, uint64_t coun
   const int n = nodes * g;
   const bool compressed = placement == Placement::PerHop;
   // Scratch 0 accumulates the whole vector; scratch 1 receives.
-  for (RankProgram& p : s.ranks) {
-    p.input_count = count;
-    p.scratch_counts = {count};
-    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 0, 0, count}, {}, 0});
-  }
+  reduce_scatter_prologue(s, count);
   Chains chains = chains_after_last(s);
   uint32_t step = 0;
   for (int k = 0; k < nodes; ++k)

@@ -19,6 +19,33 @@ Chains chains_after_last(const Schedule& s) {
   return c;
 }
 
+void allreduce_prologue(Schedule& s, uint64_t count) {
+  for (RankProgram& p : s.ranks) {
+    p.input_count = p.output_count = count;
+    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
+  }
+}
+
+void reduce_scatter_prologue(Schedule& s, uint64_t count) {
+  for (RankProgram& p : s.ranks) {
+    p.input_count = count;
+    p.scratch_counts = {count};
+    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 0, 0, count}, {}, 0});
+  }
+}
+
+void allgather_prologue(Schedule& s, uint64_t count) {
+  const int n = s.size();
+  for (int r = 0; r < n; ++r) {
+    RankProgram& p = s.ranks[r];
+    const Block mine = block_of(count, n, r);
+    p.input_count = mine.count();
+    p.output_count = count;
+    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, mine.count()},
+                       Slice{BufKind::Output, 0, mine.begin, mine.count()}, {}, 0});
+  }
+}
+
 void grow_scratch(RankProgram& p, uint32_t index, uint64_t count) {
   if (p.scratch_counts.size() <= index) p.scratch_counts.resize(index + 1, 0);
   p.scratch_counts[index] = std::max(p.scratch_counts[index], count);

@@ -56,6 +56,15 @@ using Chains = std::vector<int64_t>;
 // Chains that start after each rank's last op so far (one chain per rank).
 Chains chains_after_last(const Schedule& s);
 
+// The opening op of every rank, shared by the flat and hierarchical builders:
+//   allreduce:      output = input (the algorithm then works in place on the output);
+//   reduce-scatter: scratch 0 = input (the whole vector accumulates there);
+//   allgather:      the rank's input, block r of `count`, copied to its place in the output.
+// Each also sets the rank's input and output counts (and scratch 0 for reduce-scatter).
+void allreduce_prologue(Schedule& s, uint64_t count);
+void reduce_scatter_prologue(Schedule& s, uint64_t count);
+void allgather_prologue(Schedule& s, uint64_t count);
+
 // Scratch buffer `index` of `p` holds at least `count` elements (created if missing).
 void grow_scratch(RankProgram& p, uint32_t index, uint64_t count);
 

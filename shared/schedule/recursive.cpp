@@ -153,10 +153,7 @@ using namespace detail;
 Schedule recursive_allreduce(int n, uint64_t count, DType dtype, Placement placement) {
   if (n < 1) throw ScheduleError("recursive_allreduce: group size must be >= 1, got " + std::to_string(n));
   Schedule s = make_schedule(Collective::AllReduce, "recursive-halving-doubling", placement, n, count, dtype);
-  for (RankProgram& p : s.ranks) {
-    p.input_count = p.output_count = count;
-    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
-  }
+  allreduce_prologue(s, count);
   Chains chains = chains_after_last(s);
   recursive_allreduce_part(s, Part{whole_group(n), 0, count}, placement, 0, chains);
   return s;
@@ -178,11 +175,7 @@ Schedule recursive_base(Collective kind, const char* what, int n, uint64_t count
 Schedule recursive_reduce_scatter(int n, uint64_t count, DType dtype, Placement placement) {
   Schedule s = recursive_base(Collective::ReduceScatter, "recursive_reduce_scatter", n, count, dtype, placement);
   // Scratch 0 accumulates the whole vector, scratch 1 receives.
-  for (RankProgram& p : s.ranks) {
-    p.input_count = count;
-    p.scratch_counts = {count};
-    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 0, 0, count}, {}, 0});
-  }
+  reduce_scatter_prologue(s, count);
   Chains chains = chains_after_last(s);
   const uint32_t step =
       recursive_part(s, Part{whole_group(n), 0, count, BufKind::Scratch, 0, 1, 1}, Collective::ReduceScatter, placement, 0, chains);
@@ -197,14 +190,7 @@ Schedule recursive_reduce_scatter(int n, uint64_t count, DType dtype, Placement 
 
 Schedule recursive_allgather(int n, uint64_t count, DType dtype, Placement placement) {
   Schedule s = recursive_base(Collective::AllGather, "recursive_allgather", n, count, dtype, placement);
-  for (int r = 0; r < n; ++r) {
-    RankProgram& p = s.ranks[r];
-    const Block mine = block_of(count, n, r);
-    p.input_count = mine.count();
-    p.output_count = count;
-    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, mine.count()},
-                       Slice{BufKind::Output, 0, mine.begin, mine.count()}, {}, 0});
-  }
+  allgather_prologue(s, count);
   Chains chains = chains_after_last(s);
   recursive_part(s, Part{whole_group(n), 0, count}, Collective::AllGather, placement, 0, chains);
   return s;

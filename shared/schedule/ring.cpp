@@ -145,10 +145,7 @@ Schedule ring_base(Collective c, const char* what, int n, uint64_t count, DType 
 
 Schedule ring_allreduce(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
   Schedule s = ring_base(Collective::AllReduce, "ring_allreduce", n, count, dtype, placement, pipe);
-  for (RankProgram& p : s.ranks) {
-    p.input_count = p.output_count = count;
-    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
-  }
+  allreduce_prologue(s, count);
   // Piece (channel c, chunk j) = part c*chunks+j of the data, its own ring with its own
   // receive buffer and chain; chunk j runs j steps behind chunk 0, so the chunks of a channel
   // follow each other through the ring (pipelining) and channels run side by side.
@@ -171,11 +168,7 @@ Schedule ring_reduce_scatter(int n, uint64_t count, DType dtype, Placement place
                         " does not apply (blocks change at every hop); use none or per-hop");
   Schedule s = ring_base(Collective::ReduceScatter, "ring_reduce_scatter", n, count, dtype, placement, pipe);
   // Scratch 0 accumulates the whole vector; pieces receive into scratch 1, 2, ...
-  for (RankProgram& p : s.ranks) {
-    p.input_count = count;
-    p.scratch_counts = {count};
-    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Scratch, 0, 0, count}, {}, 0});
-  }
+  reduce_scatter_prologue(s, count);
   // Pipelined pieces split every block (piece i of block b), so rank r still ends with block r.
   const Chains start = chains_after_last(s);
   uint32_t steps = 0;
@@ -200,14 +193,7 @@ Schedule ring_allgather(int n, uint64_t count, DType dtype, Placement placement,
   if (placement == Placement::ZipCCL)
     throw ScheduleError("ring_allgather: placement zipccl is for allreduce; use none, per-hop or compress-once");
   Schedule s = ring_base(Collective::AllGather, "ring_allgather", n, count, dtype, placement, pipe);
-  for (int r = 0; r < n; ++r) {
-    RankProgram& p = s.ranks[r];
-    const Block mine = block_of(count, n, r);
-    p.input_count = mine.count();
-    p.output_count = count;
-    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, mine.count()},
-                       Slice{BufKind::Output, 0, mine.begin, mine.count()}, {}, 0});
-  }
+  allgather_prologue(s, count);
   const Chains start = chains_after_last(s);
   pipelined(s, count, pipe, [&](const Block&, uint32_t index, uint32_t delay) {
     Part part{whole_group(n), 0, count, BufKind::Output, 0, 1, index, pipe.chunks * pipe.channels, index};

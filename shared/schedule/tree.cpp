@@ -56,10 +56,7 @@ uint32_t double_tree_allreduce_part(Schedule& s, const Part& part, Placement pla
 Schedule double_tree_allreduce(int n, uint64_t count, DType dtype, Placement placement) {
   if (n < 1) throw ScheduleError("double_tree_allreduce: group size must be >= 1, got " + std::to_string(n));
   Schedule s = make_schedule(Collective::AllReduce, "double-binary-tree", placement, n, count, dtype);
-  for (RankProgram& p : s.ranks) {
-    p.input_count = p.output_count = count;
-    append_chained(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, 0, count}, Slice{BufKind::Output, 0, 0, count}, {}, 0});
-  }
+  detail::allreduce_prologue(s, count);
   detail::Chains chains = detail::chains_after_last(s);
   detail::double_tree_allreduce_part(s, detail::Part{detail::whole_group(n), 0, count}, placement, 0, chains);
   return s;
