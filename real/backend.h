@@ -20,6 +20,16 @@ namespace compcoll::real {
 
 using Completion = int;  // -1: already complete
 
+// After a decompress: the stream held `count` elements of `dtype`, as the schedule's slice
+// says, or it is a CodecError (a message of another slice, or a damaged header).
+inline void check_decoded(const StreamInfo& info, DType dtype, uint64_t count) {
+  if (info.elements != count || info.dtype != dtype)
+    throw CodecError("a stream of " + std::to_string(info.elements) + " " + std::string(dtype_name(info.dtype)) +
+                         " elements where " + std::to_string(count) + " " + std::string(dtype_name(dtype)) +
+                         " were expected",
+                     0);
+}
+
 class DataBackend {
  public:
   virtual ~DataBackend() = default;

@@ -95,11 +95,7 @@ class CudaBackend final : public DataBackend {
   Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) override {
     // Validates the stream's header on the host and the chunks on the device; synchronises.
     const StreamInfo info = cuda_decode_checked(wire, bytes, dst, count * dtype_size(dtype), stream_);
-    if (info.elements != count || info.dtype != dtype)
-      throw CodecError("a stream of " + std::to_string(info.elements) + " " + std::string(dtype_name(info.dtype)) +
-                           " elements where " + std::to_string(count) + " " + std::string(dtype_name(dtype)) +
-                           " were expected",
-                       0);
+    check_decoded(info, dtype, count);
     return -1;
   }
   bool done(Completion c) override {
