@@ -32,23 +32,22 @@ double Curve::seconds(double bytes) const {
   return y0 + (y1 - y0) * (bytes - x0) / (x1 - x0);
 }
 
-bool Calibration::has(Op op, const std::string& codec, DType dtype) const {
-  for (const auto& c : curves)
-    if (c.op == op && (op == Op::Reduce || op == Op::Copy || c.codec == codec) &&
-        (c.dtype == "any" || c.dtype == dtype_name(dtype)))
-      return true;
-  return false;
-}
-
-double Calibration::seconds(Op op, const std::string& codec, DType dtype, double bytes) const {
-  if (source == "zero") return 0;
-  if ((op == Op::Compress || op == Op::Decompress) && codec == "identity") return 0;
+const Curve* Calibration::find(Op op, const std::string& codec, DType dtype) const {
   const Curve* best = nullptr;
   for (const auto& c : curves)
     if (c.op == op && (op == Op::Reduce || op == Op::Copy || c.codec == codec)) {
       if (c.dtype == dtype_name(dtype)) best = &c;
       else if (c.dtype == "any" && !best) best = &c;
     }
+  return best;
+}
+
+bool Calibration::has(Op op, const std::string& codec, DType dtype) const { return find(op, codec, dtype) != nullptr; }
+
+double Calibration::seconds(Op op, const std::string& codec, DType dtype, double bytes) const {
+  if (source == "zero") return 0;
+  if ((op == Op::Compress || op == Op::Decompress) && codec == "identity") return 0;
+  const Curve* best = find(op, codec, dtype);
   if (!best)
     throw config::ConfigError(file + ": curves: no curve for op " + std::string(op_name(op)) +
                               (codec.empty() || op == Op::Reduce || op == Op::Copy ? "" : ", codec " + codec) +

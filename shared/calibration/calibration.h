@@ -42,6 +42,8 @@ struct Calibration {
   double seconds(Op op, const std::string& codec, DType dtype, double bytes) const;
   // Whether a curve exists (no throw).
   bool has(Op op, const std::string& codec, DType dtype) const;
+  // The curve seconds() uses: the op's (and codec's) curve of this dtype, else of dtype any.
+  const Curve* find(Op op, const std::string& codec, DType dtype) const;
   // "derived: ..." / "measured on ..." — one line for outputs.
   std::string label() const;
 };
