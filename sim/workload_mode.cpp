@@ -195,7 +195,7 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
     uint64_t messages = 0;
     for (auto& [gkey, items] : by_group) {
       Job job;
-      job.topology = group_topo.at(gkey);
+      job.topology = std::move(group_topo.at(gkey));  // planning is done: the last use
       job.calibration = *ctx.cal;
       job.network = ctx.net;
       // One simulation per distinct (call bytes, plan) of the group.
