@@ -125,9 +125,16 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
       append_chained(p, {OpKind::Recv, peer, {}, wire_slice(w), {}, step});
       append_chained(p, {OpKind::Decompress, -1, wire_slice(w), dst, {}, step});
     };
+    // Both phases go round the ring of peers, as the flat schedules do: this rank sends to
+    // the j-th peer after it (local rank l + j, node k + j) and receives from the j-th before
+    // it (l - j, k - j). Receives run one at a time, so if every rank received from peers in
+    // the same order (local rank 0 first, then 1, ...), all of a node (all of a rail) would
+    // pull from one rank at once: g - 1 flows sharing its link, and the phase would take
+    // g(g - 1)/2 message times instead of g - 1 (tests/sim/test_cost_model.cpp).
     // Phase 1, inside the node: to each local rank dl, everything this rank has for ranks
-    // (*, dl), packed node by node.
-    for (int dl = 0; dl < g; ++dl) {
+    // (*, dl), packed node by node; its own share first, into the gathered area.
+    for (int j = 0; j < g; ++j) {
+      const int dl = (l + j) % g;
       uint64_t packed = 0;
       for (int dk = 0; dk < nodes; ++dk) {
         const int dst = rank_of(dk, dl);
@@ -139,13 +146,15 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
       }
       if (dl != l) send(rank_of(k, dl), Slice{BufKind::Scratch, 1, 0, packed}, 0);
     }
-    for (int sl = 0; sl < g; ++sl)
-      if (sl != l)
-        recv(rank_of(k, sl),
-             Slice{BufKind::Scratch, 0, gathered_at[sl][0], gathered_at[sl][nodes] - gathered_at[sl][0]}, 0);
+    for (int j = 1; j < g; ++j) {
+      const int sl = (l - j + g) % g;
+      recv(rank_of(k, sl), Slice{BufKind::Scratch, 0, gathered_at[sl][0], gathered_at[sl][nodes] - gathered_at[sl][0]},
+           0);
+    }
     // Phase 2, across nodes: to (dk, l), the blocks from (k, *) to it, packed by source local
-    // rank — which is exactly their order in its output.
-    for (int dk = 0; dk < nodes; ++dk) {
+    // rank — which is exactly their order in its output; this node's own share first.
+    for (int j = 0; j < nodes; ++j) {
+      const int dk = (k + j) % nodes;
       const int dst = rank_of(dk, l);
       uint64_t packed = 0;
       const bool local = dk == k;
@@ -158,8 +167,8 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
       }
       if (!local) send(dst, Slice{BufKind::Scratch, 1, 0, packed}, 1);
     }
-    for (int sk = 0; sk < nodes; ++sk) {
-      if (sk == k) continue;
+    for (int j = 1; j < nodes; ++j) {
+      const int sk = (k - j + nodes) % nodes;
       const int first = rank_of(sk, 0);
       const uint64_t c = recv_at[first + g - 1][me] + counts[first + g - 1][me] - recv_at[first][me];
       recv(rank_of(sk, l), Slice{BufKind::Output, 0, recv_at[first][me], c}, 1);

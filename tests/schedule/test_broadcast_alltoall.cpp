@@ -2,6 +2,9 @@
 // all-to-all(v) (direct, pairwise) through the reference executor, with every placement.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <map>
+
 #include "schedule/algorithms.h"
 #include "schedule/reference_executor.h"
 #include "test_util.h"
@@ -116,4 +119,34 @@ TEST_CASE("hierarchical all-to-all(v) equals the direct one and sends fewer mess
     }
   }
   CHECK_THROWS_AS(hierarchical_alltoall({{1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, 2, DType::BF16), ScheduleError);
+}
+
+TEST_CASE("all-to-all: no two ranks take their k-th receive of a step from the same peer", "[schedule][alltoall]") {
+  // Receives run one at a time (each is chained to the one before), so if the k-th receives
+  // of several ranks named one peer, its link would carry all those flows at once while other
+  // links idle: the hierarchical all-to-all once received from local rank 0 (node 0) first
+  // everywhere, and took g(g-1)/2 message times per phase instead of g-1 in the simulator.
+  const auto check = [](const Schedule& s) {
+    // (step, k) -> peers of the k-th receive of that step, one per rank that has one.
+    std::map<std::pair<uint32_t, size_t>, std::vector<int>> peers;
+    for (const RankProgram& p : s.ranks) {
+      std::map<uint32_t, size_t> k;
+      for (const Op& op : p.ops)
+        if (op.kind == OpKind::Recv) peers[{op.step, k[op.step]++}].push_back(op.peer);
+    }
+    for (auto& [at, v] : peers) {
+      CAPTURE(s.algorithm, at.first, at.second);
+      std::sort(v.begin(), v.end());
+      CHECK(std::adjacent_find(v.begin(), v.end()) == v.end());
+    }
+  };
+  for (auto [nodes, g] : std::vector<std::pair<int, int>>{{1, 4}, {4, 1}, {2, 4}, {3, 2}, {4, 8}, {8, 8}}) {
+    const int n = nodes * g;
+    const std::vector<std::vector<uint64_t>> counts(n, std::vector<uint64_t>(n, 5));
+    CAPTURE(nodes, g);
+    check(hierarchical_alltoall(counts, g, DType::BF16, Placement::None));
+    check(hierarchical_alltoall(counts, g, DType::BF16, Placement::PerHop));
+    check(alltoall(counts, DType::BF16, AllToAllOrder::Direct, Placement::None));
+    check(alltoall(counts, DType::BF16, AllToAllOrder::Pairwise, Placement::None));
+  }
 }
