@@ -11,6 +11,7 @@
 
 #include "codec/codec_internal.h"
 #include "codec/exponent_bits.h"
+#include "codec/exponent_host.h"
 
 namespace compcoll::detail {
 namespace {
@@ -341,7 +342,7 @@ class ExponentCodec final : public Codec {
       out[1] = static_cast<uint8_t>(nsyms - 1);
       table_bytes = ChunkLayout<L>::table_bytes_entropy(nsyms);
       std::memset(out + kChunkHeaderBytes + 2 * nsyms, 0, table_bytes - 2 * nsyms);
-      expbits::build_prefix_code(lengths, kSyms, entropy_code);
+      expbits::host::build_prefix_code(lengths, kSyms, entropy_code, /*with_lut=*/false);
       pc = &entropy_code;
       expbits::build_key_code<L>(expbits::DirectSymbols{}, *pc, kc);
     }
@@ -414,7 +415,7 @@ class ExponentCodec final : public Codec {
         prev = static_cast<int>(s);
         kraft += 1u << (kMaxCodeBits - l);
       }
-      if (!expbits::build_prefix_code(lengths, kSyms, entropy_code))
+      if (!expbits::host::build_prefix_code(lengths, kSyms, entropy_code))
         return "code table lengths violate the Kraft inequality";
       pc = &entropy_code;
       complete_code = kraft == (1u << kMaxCodeBits);
@@ -495,7 +496,7 @@ class ExponentCodec final : public Codec {
         for (uint32_t g = 0; g < kGroup; ++g) all &= can_round(c[g]);
         return all;
       };
-      while (all_round()) {
+      const auto round = [&] {
         uint64_t w[kGroup];
         for (uint32_t g = 0; g < kGroup; ++g) w[g] = c[g].window();
         for (uint32_t t = 0; t < 4; ++t) {
@@ -520,7 +521,17 @@ class ExponentCodec final : public Codec {
             }
           }
         }
+      };
+      // Rounds that can_round allows whatever the bits (at most 12 elements and 72 bits
+      // each) need no check; the rest are checked one by one.
+      uint64_t unchecked = UINT64_MAX;
+      for (uint32_t g = 0; g < kGroup; ++g) {
+        const uint32_t rows = (c[g].end_k - c[g].k) / kLanes;
+        unchecked = std::min<uint64_t>(unchecked, rows < 12 ? 0 : (rows - 12) / 12 + 1);
+        unchecked = std::min<uint64_t>(unchecked, c[g].limit < 17 ? 0 : (c[g].limit - 17) / 9 + 1);
       }
+      for (uint64_t r = 0; r < unchecked; ++r) round();
+      while (all_round()) round();
       static_assert(kGroup == 4, "finish_lanes takes four lanes");
       bad |= !finish_lanes(c, [&](uint32_t g, uint32_t bits, uint32_t* len) {
         const uint32_t k = c[g].k;
@@ -572,29 +583,38 @@ class ExponentCodec final : public Codec {
     for (uint32_t lane0 = 0; lane0 < kLanes; lane0 += kGroup) {
       LaneCursor c[kGroup];
       start_lanes<L, kGroup>(c, lane0, n, chunk_end, lane_stream, lane_table);
-      // A round: per lane four elements from one window (4 * 12 <= 57 bits).
-      const auto can_round = [](const LaneCursor& l) {
-        return l.k + 3 * kLanes < l.end_k && (l.pos >> 3) + 8 <= l.limit;
-      };
-      const auto all_round = [&] {
+      // A round: per lane four elements from one window (4 * 12 <= 57 bits). Every lane
+      // decodes one element per lookup, so the group moves row by row; the group's last lane
+      // has the fewest rows.
+      const uint32_t rows = ChunkLayout<L>::lane_elements(n, lane0 + kGroup - 1);
+      uint32_t row = 0;
+      const auto can_read = [&] {
         bool all = true;
-        for (uint32_t g = 0; g < kGroup; ++g) all &= can_round(c[g]);
+        for (uint32_t g = 0; g < kGroup; ++g) all &= (c[g].pos >> 3) + 8 <= c[g].limit;
         return all;
       };
-      while (all_round()) {
+      const auto round = [&] {
         uint64_t w[kGroup];
         for (uint32_t g = 0; g < kGroup; ++g) w[g] = c[g].window();
+        uint8_t* d = keys + row * kLanes + lane0;
         for (uint32_t t = 0; t < 4; ++t) {
           for (uint32_t g = 0; g < kGroup; ++g) {
             const uint16_t e = pc.lut[w[g] & ((1u << kMaxCodeBits) - 1)];
-            keys[c[g].k + t * kLanes] = static_cast<uint8_t>(e >> 4);
+            d[t * kLanes + g] = static_cast<uint8_t>(e >> 4);
             const uint32_t len = e & 0xFu;
             c[g].pos += len;
             w[g] >>= len;
           }
         }
-        for (uint32_t g = 0; g < kGroup; ++g) c[g].k += 4 * kLanes;
-      }
+        row += 4;
+      };
+      // Rounds that can_read allows whatever the bits (at most 48 bits each) need no check.
+      uint64_t unchecked = rows / 4;
+      for (uint32_t g = 0; g < kGroup; ++g)
+        unchecked = std::min<uint64_t>(unchecked, c[g].limit < 8 ? 0 : (c[g].limit - 8) / 6 + 1);
+      for (uint64_t r = 0; r < unchecked; ++r) round();
+      while (row + 4 <= rows && can_read()) round();
+      for (uint32_t g = 0; g < kGroup; ++g) c[g].k = row * kLanes + lane0 + g;
       static_assert(kGroup == 4, "finish_lanes takes four lanes");
       clean &= finish_lanes(c, [&](uint32_t g, uint32_t bits, uint32_t* len) {
         const uint16_t e = pc.lut[bits & ((1u << kMaxCodeBits) - 1)];
