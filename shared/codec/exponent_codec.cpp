@@ -192,6 +192,14 @@ struct LaneCursor {
   uint64_t window() const { return load_u64(p + (pos >> 3)) >> (pos & 7); }  // >= 57 bits
 };
 
+// A hint for long inputs, which come from memory rather than cache: the next chunk's input
+// usually follows this chunk's and is as large. Each lane group asks for its share of it
+// while this chunk's lanes keep the core busy. A prefetch never faults, whatever the address.
+inline void prefetch_next_chunk(const uint8_t* end, size_t bytes, uint32_t lane0, uint32_t group) {
+  const uint8_t* p = end + bytes * lane0 / kLanes;
+  for (size_t b = 0; b < bytes * group / kLanes; b += 64) __builtin_prefetch(p + b);
+}
+
 // The rest of four lanes, interleaved (independent chains), through bounds-checked readers:
 // step(g, bits, &len) decodes lane g's element c[g].k from its next 32 bits. Returns false
 // unless every lane ends cleanly (expbits::lane_end_status).
@@ -355,6 +363,7 @@ class ExponentCodec final : public Codec {
     uint8_t* lane_table = out + ChunkLayout<L>::lane_table_at(table_bytes);
     uint8_t* stream = out + ChunkLayout<L>::streams_at(table_bytes, n);
     const size_t stored = ChunkLayout<L>::stored_bytes(n);
+    const size_t in_bytes = size_t{n} * sizeof(typename L::Bits);
     // Two lanes at a time (independent dependency chains a core overlaps), each into a
     // scratch area, then packed back to back.
     constexpr uint32_t kGroup = 2;
@@ -366,6 +375,7 @@ class ExponentCodec final : public Codec {
     for (uint32_t lane0 = 0; lane0 < kLanes; lane0 += kGroup) {
       uint8_t* const dst[kGroup] = {scratch[0], scratch[1]};
       uint32_t words[kGroup];
+      prefetch_next_chunk(in + in_bytes, in_bytes, lane0, kGroup);
       encode_lane_group<kGroup>(keys, n, lane0, pk, dst, words);
       for (uint32_t g = 0; g < kGroup; ++g) {
         std::memcpy(stream, scratch[g], 4 * size_t{words[g]});
@@ -473,7 +483,7 @@ class ExponentCodec final : public Codec {
   // in-order pass maps symbols to exponents (ref + d), checks their range and joins the raw
   // bytes. Returns true when the chunk was clean (else `out` holds garbage).
   template <class L>
-  static bool decode_gauss_fast(const uint8_t* chunk_end, uint32_t n, uint32_t ref,
+  [[gnu::noinline]] static bool decode_gauss_fast(const uint8_t* chunk_end, uint32_t n, uint32_t ref,
                                 const uint8_t* raw, const uint8_t* const* lane_stream,
                                 const uint8_t* lane_table, uint8_t* out) {
     const GaussMultiTable& mt = gauss_multi_table();
@@ -574,7 +584,7 @@ class ExponentCodec final : public Codec {
   // entropy-exp, bf16 and fp32, complete code: one symbol (the exponent) per lookup, four
   // lookups per 57-bit window; then keys and raw bytes meet in one in-order pass.
   template <class L>
-  static bool decode_entropy_fast(const uint8_t* chunk_end, uint32_t n, const PrefixCode& pc,
+  [[gnu::noinline]] static bool decode_entropy_fast(const uint8_t* chunk_end, uint32_t n, const PrefixCode& pc,
                                   const uint8_t* raw, const uint8_t* const* lane_stream,
                                   const uint8_t* lane_table, uint8_t* out) {
     bool clean = true;
@@ -632,7 +642,7 @@ class ExponentCodec final : public Codec {
   // expbits::decode_key; on any damage, lane by lane through expbits::decode_lane to name the
   // first bad element.
   template <class L>
-  static std::string decode_generic(uint32_t n, const uint8_t* raw, const uint8_t* const* lane_stream,
+  [[gnu::noinline]] static std::string decode_generic(uint32_t n, const uint8_t* raw, const uint8_t* const* lane_stream,
                                     const uint8_t* lane_table, const expbits::SymbolExponents& se,
                                     const PrefixCode& pc, uint8_t* out_bytes) {
     using Bits = typename L::Bits;
