@@ -200,21 +200,24 @@ inline void prefetch_next_chunk(const uint8_t* end, size_t bytes, uint32_t lane0
   for (size_t b = 0; b < bytes * group / kLanes; b += 64) __builtin_prefetch(p + b);
 }
 
-// The rest of four lanes, interleaved (independent chains), through bounds-checked readers:
+// The rest of G lanes, interleaved (independent chains), through bounds-checked readers:
 // step(g, bits, &len) decodes lane g's element c[g].k from its next 32 bits. Returns false
 // unless every lane ends cleanly (expbits::lane_end_status).
-template <class Step>
+template <uint32_t G, class Step>
 bool finish_lanes(LaneCursor* c, Step step) {
-  const auto reader = [c](uint32_t g) {
-    expbits::BitReader r(c[g].p, c[g].nwords);
-    r.pos = c[g].pos;
-    return r;
+  struct Reader : expbits::BitReader {
+    Reader() : BitReader(nullptr, 0) {}
   };
-  expbits::BitReader r[4] = {reader(0), reader(1), reader(2), reader(3)};
+  Reader r[G];
   uint32_t steps = 0;
-  for (uint32_t g = 0; g < 4; ++g) steps = std::max(steps, (c[g].end_k - c[g].k) / kLanes);
+  for (uint32_t g = 0; g < G; ++g) {
+    r[g].in = c[g].p;
+    r[g].nwords = c[g].nwords;
+    r[g].pos = c[g].pos;
+    steps = std::max(steps, (c[g].end_k - c[g].k) / kLanes);
+  }
   for (uint32_t i = 0; i < steps; ++i) {
-    for (uint32_t g = 0; g < 4; ++g) {
+    for (uint32_t g = 0; g < G; ++g) {
       if (c[g].k >= c[g].end_k) continue;
       uint32_t len;
       step(g, r[g].peek32(), &len);
@@ -223,7 +226,7 @@ bool finish_lanes(LaneCursor* c, Step step) {
     }
   }
   bool clean = true;
-  for (uint32_t g = 0; g < 4; ++g) clean &= expbits::lane_end_status(r[g]) == LaneStatus::Ok;
+  for (uint32_t g = 0; g < G; ++g) clean &= expbits::lane_end_status(r[g]) == LaneStatus::Ok;
   return clean;
 }
 
@@ -542,8 +545,7 @@ class ExponentCodec final : public Codec {
       }
       for (uint64_t r = 0; r < unchecked; ++r) round();
       while (all_round()) round();
-      static_assert(kGroup == 4, "finish_lanes takes four lanes");
-      bad |= !finish_lanes(c, [&](uint32_t g, uint32_t bits, uint32_t* len) {
+      bad |= !finish_lanes<kGroup>(c, [&](uint32_t g, uint32_t bits, uint32_t* len) {
         const uint32_t k = c[g].k;
         sym[k] = gauss_symbol(bits, pc, len, &esc[k], &bad);
         escapes += sym[k] == kGaussSymEsc;
@@ -603,18 +605,21 @@ class ExponentCodec final : public Codec {
         for (uint32_t g = 0; g < kGroup; ++g) all &= (c[g].pos >> 3) + 8 <= c[g].limit;
         return all;
       };
+      // Lane after lane in program order: the lanes are independent dependency chains, which
+      // the core overlaps by itself (interleaving them by hand made the compiler spill).
       const auto round = [&] {
-        uint64_t w[kGroup];
-        for (uint32_t g = 0; g < kGroup; ++g) w[g] = c[g].window();
         uint8_t* d = keys + row * kLanes + lane0;
-        for (uint32_t t = 0; t < 4; ++t) {
-          for (uint32_t g = 0; g < kGroup; ++g) {
-            const uint16_t e = pc.lut[w[g] & ((1u << kMaxCodeBits) - 1)];
+        for (uint32_t g = 0; g < kGroup; ++g) {
+          uint64_t w = c[g].window();
+          uint64_t pos = c[g].pos;
+          for (uint32_t t = 0; t < 4; ++t) {
+            const uint16_t e = pc.lut[w & ((1u << kMaxCodeBits) - 1)];
             d[t * kLanes + g] = static_cast<uint8_t>(e >> 4);
             const uint32_t len = e & 0xFu;
-            c[g].pos += len;
-            w[g] >>= len;
+            pos += len;
+            w >>= len;
           }
+          c[g].pos = pos;
         }
         row += 4;
       };
@@ -625,8 +630,7 @@ class ExponentCodec final : public Codec {
       for (uint64_t r = 0; r < unchecked; ++r) round();
       while (row + 4 <= rows && can_read()) round();
       for (uint32_t g = 0; g < kGroup; ++g) c[g].k = row * kLanes + lane0 + g;
-      static_assert(kGroup == 4, "finish_lanes takes four lanes");
-      clean &= finish_lanes(c, [&](uint32_t g, uint32_t bits, uint32_t* len) {
+      clean &= finish_lanes<kGroup>(c, [&](uint32_t g, uint32_t bits, uint32_t* len) {
         const uint16_t e = pc.lut[bits & ((1u << kMaxCodeBits) - 1)];
         *len = e & 0xFu;
         clean &= *len != 0;
