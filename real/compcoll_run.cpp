@@ -177,8 +177,11 @@ Setup setup(const Args& args, int world, int local_size) {
   if (exp.topologies.size() != 1)
     throw BadInput(exp.file + ": topology: a real run has one topology (the machine it runs on), got " +
                    std::to_string(exp.topologies.size()));
-  if (exp.ranks != 0 && exp.ranks != world)
-    throw BadInput(exp.file + ": ranks: the experiment asks for " + std::to_string(exp.ranks) + " ranks, mpirun started " +
+  if (exp.ranks.size() > 1)
+    throw BadInput(exp.file + ": ranks: a real run has one group size (the MPI world), got a list of " +
+                   std::to_string(exp.ranks.size()));
+  if (!exp.ranks.empty() && exp.ranks[0] != world)
+    throw BadInput(exp.file + ": ranks: the experiment asks for " + std::to_string(exp.ranks[0]) + " ranks, mpirun started " +
                    std::to_string(world));
   st.topo = topo::load_topology(exp.topologies[0], world);
   st.backend = !args.backend.empty() ? args.backend : !exp.run.backend.empty() ? exp.run.backend : "mpi";

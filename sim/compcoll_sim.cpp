@@ -91,12 +91,13 @@ struct Row {
   double speedup = NAN;
   double predicted_s = NAN;  // the policy's own estimate (adaptive: the cost model; nccl-like: NCCL's model)
   size_t candidates = 0;     // oracle: plans simulated
+  double regret = NAN;       // with an oracle in the experiment: time / the oracle's time - 1
   size_t call = 0;           // index of the experiment's call (calls.N)
 };
 
 const char* kCsvHeader =
     "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
-    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,policy,predicted_us,call,error\n";
+    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,policy,predicted_us,call,error,regret\n";
 
 json row_json(const Row& w, double busf) {
   const double t = w.r.time_s;
@@ -115,7 +116,8 @@ json row_json(const Row& w, double busf) {
               {"wall_s", w.r.wall_s},       {"error", w.r.error},
               {"policy", w.policy},         {"call", w.call},
               {"predicted_us", std::isnan(w.predicted_s) ? json(nullptr) : json(w.predicted_s * 1e6)},
-              {"candidates", w.candidates}};
+              {"candidates", w.candidates},
+              {"regret", std::isnan(w.regret) ? json(nullptr) : json(w.regret)}};
 }
 
 int run(const Args& args) {
@@ -246,17 +248,48 @@ int run(const Args& args) {
     csv->flush();
   }
   const bool tty = isatty(STDERR_FILENO);
+  // One simulation job per topology and group size (ranks: N, or a list of them).
+  std::vector<std::pair<std::string, int>> groups;  // topology file, ranks (0: every GPU)
+  int largest = 0;
+  for (const auto& topo_path : exp.topologies) {
+    if (exp.ranks.empty()) {
+      groups.emplace_back(topo_path, 0);
+      continue;
+    }
+    const int gpus = topo::load_topology(topo_path).gpus();
+    largest = std::max(largest, gpus);
+    for (int r : exp.ranks) {
+      if (r <= gpus) {
+        groups.emplace_back(topo_path, r);
+      } else {
+        doc["skipped"].push_back({{"topology", topo_path}, {"ranks", r}, {"gpus", gpus}});
+        if (!args.json)
+          std::cout << "# skipped: " << topo_path << " has " << gpus << " GPUs, fewer than ranks " << r << "\n";
+      }
+    }
+  }
+  if (groups.empty())
+    throw config::ConfigError(exp.file + ": ranks: no topology holds any of the group sizes (the largest has " +
+                              std::to_string(largest) + " GPUs)");
   size_t total_rows = 0, done_rows = 0;
-  for (size_t t = 0; t < exp.topologies.size(); ++t)
+  for (size_t t = 0; t < groups.size(); ++t)
     for (const auto& pol : exp.policies)
       total_rows += exp.calls.size() * exp.sizes.size() * (pol == "static" ? exp.codecs.size() : 1);
   auto last_progress = std::chrono::steady_clock::now();
   bool any_error = false;
+  const bool has_oracle = std::find(exp.policies.begin(), exp.policies.end(), "oracle") != exp.policies.end();
+  // Per cell (group, call, size): the oracle's time and the best static row, for the summary.
+  struct Cell {
+    double oracle = NAN, best_static = NAN;
+    std::map<std::string, double> time;  // policy -> time (not static, not oracle)
+  };
+  std::map<std::string, Cell> cells;
 
-  for (const auto& topo_path : exp.topologies) {
-    topo::Topology topo = topo::load_topology(topo_path, exp.ranks);
+  for (const auto& [topo_path, group_ranks] : groups) {
+    topo::Topology topo = topo::load_topology(topo_path, group_ranks);
     const int n = static_cast<int>(topo.rank_to_gpu.size());
-    doc["topologies"].push_back({{"file", topo_path}, {"name", topo.name}, {"description", describe(topo)}});
+    doc["topologies"].push_back(
+        {{"file", topo_path}, {"name", topo.name}, {"ranks", n}, {"description", describe(topo)}});
     if (!args.json) std::cout << describe(topo);
 
     sim::Job job;
@@ -269,6 +302,7 @@ int run(const Args& args) {
       size_t sweep = 0;
       std::vector<size_t> calls;
       std::vector<policy::Plan> plans;
+      std::vector<size_t> oracle_calls;  // the cell's oracle candidates, for the regret
     };
     std::vector<Out> outs;
     policy::System system;
@@ -295,7 +329,14 @@ int run(const Args& args) {
       w.ratio = m.ratio;
       w.ratio_source = m.source;
     };
+    // A plan is simulated once per cell, however many policies choose it (and the oracle
+    // includes it): the same plan, call and size give the same simulated time.
+    std::map<std::string, size_t> cell_calls;  // plan key -> call index, for the current cell
     auto add_call = [&](const config::CallSweep& s, const policy::CallInfo& info, const policy::Plan& p) {
+      policy::Plan key = p;
+      if (key.codec == "identity") key.placement = sched::Placement::None, key.intra.reset();
+      auto [it, fresh] = cell_calls.emplace(key.describe(), job.calls.size());
+      if (!fresh) return it->second;
       sim::Call call;
       call.codec = p.codec;
       call.ratio = ratio_of(p.codec, s).ratio;
@@ -314,7 +355,15 @@ int run(const Args& args) {
         info.dtype = *parse_dtype(s.dtype);
         info.tensor = s.tensor;
         info.nranks = n;
-        for (const auto& pol : exp.policies) {
+        cell_calls.clear();
+        std::map<std::string, Out> made;  // policy -> its row(s); static rows follow in `statics`
+        std::vector<Out> statics;
+        // The oracle is made last, so that its candidates include every other policy's plan.
+        std::vector<std::string> order;
+        for (const auto& pol : exp.policies)
+          if (pol != "oracle") order.push_back(pol);
+        if (has_oracle) order.push_back("oracle");
+        for (const auto& pol : order) {
           Out o;
           o.sweep = si;
           Row& w = o.w;
@@ -339,13 +388,26 @@ int run(const Args& args) {
               Out oc = o;
               fill(oc.w, s, info, p);
               oc.calls = {add_call(s, info, p)};
-              outs.push_back(oc);
+              oc.plans = {p};
+              statics.push_back(oc);
             }
             continue;
           }
           if (pol == "oracle") {
             o.plans = policy::candidates(info, system);
-            for (const auto& p : o.plans) o.calls.push_back(add_call(s, info, p));
+            for (const auto& x : statics) o.plans.push_back(x.plans.at(0));
+            for (const auto& [name, x] : made) o.plans.push_back(x.plans.at(0));
+            // Keep each plan once (the first of equal keys), in candidate order.
+            std::vector<policy::Plan> unique;
+            std::vector<size_t> seen;
+            for (const auto& p : o.plans) {
+              const size_t c = add_call(s, info, p);
+              if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+              seen.push_back(c);
+              unique.push_back(p);
+            }
+            o.plans = unique;
+            o.calls = seen;
             o.w.candidates = o.plans.size();
             fill(o.w, s, info, o.plans.at(0));
           } else {
@@ -358,16 +420,30 @@ int run(const Args& args) {
             o.calls = {add_call(s, info, p)};
             o.plans = {p};
           }
-          outs.push_back(o);
+          made[pol] = o;
+        }
+        // Rows in the experiment's policy order; with an oracle, each waits for its candidates.
+        const std::vector<size_t> oracle_calls = has_oracle ? made.at("oracle").calls : std::vector<size_t>{};
+        for (const auto& pol : exp.policies) {
+          if (pol == "static") {
+            for (auto& x : statics) {
+              x.oracle_calls = oracle_calls;
+              outs.push_back(x);
+            }
+          } else {
+            Out& x = made.at(pol);
+            if (pol != "oracle") x.oracle_calls = oracle_calls;
+            outs.push_back(x);
+          }
         }
       }
     }
     job.topology = std::move(topo);
 
     if (!args.json) {
-      std::printf("#%12s %12s %5s %15s %-24s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s %-9s\n", "size", "count", "type",
+      std::printf("#%12s %12s %5s %15s %-24s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s %-9s%s\n", "size", "count", "type",
                   "collective", "algorithm", "placement", "codec", "ranks", "time(us)", "algbw", "busbw", "ratio",
-                  "codec(us)", "speedup", "policy");
+                  "codec(us)", "speedup", "policy", has_oracle ? "   regret" : "");  // " %8s"
       std::fflush(stdout);
     }
     std::map<std::string, double> identity_time;  // sweep/size -> time of the static identity row
@@ -384,6 +460,17 @@ int run(const Args& args) {
         if (rk.error.empty() && (!rb.error.empty() || rk.time_s < rb.time_s)) pick = k;
       }
       w.r = results[o.calls[pick]];
+      double oracle_s = NAN;
+      for (size_t c : o.oracle_calls)
+        if (results[c].error.empty() && !(results[c].time_s >= oracle_s)) oracle_s = results[c].time_s;
+      if (w.policy == "oracle" && w.r.error.empty()) oracle_s = w.r.time_s;
+      if (w.r.error.empty() && oracle_s > 0) w.regret = w.r.time_s / oracle_s - 1;
+      if (w.r.error.empty() && has_oracle) {
+        Cell& cell = cells[std::to_string(doc["topologies"].size()) + "/" + std::to_string(o.sweep) + "/" + std::to_string(w.size)];
+        cell.oracle = oracle_s;
+        if (w.policy == "static") cell.best_static = std::isnan(cell.best_static) ? w.r.time_s : std::min(cell.best_static, w.r.time_s);
+        else if (w.policy != "oracle") cell.time[w.policy] = w.r.time_s;
+      }
       if (o.plans.size() > 1) {
         const config::CallSweep& s = exp.calls[o.sweep];
         policy::CallInfo info;
@@ -402,13 +489,16 @@ int run(const Args& args) {
                   << " size " << w.size << ": " << r.error << "\n";
       }
       if (!args.json) {
-        std::printf(" %12llu %12llu %5s %15s %-24s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s %-9s\n",
+        char regret_col[32] = "";
+        if (has_oracle) std::snprintf(regret_col, sizeof regret_col, " %8s", std::isnan(w.regret) ? "-" : report::fixed(w.regret, 4).c_str());
+        std::printf(" %12llu %12llu %5s %15s %-24s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s %-9s%s\n",
                     static_cast<unsigned long long>(w.size), static_cast<unsigned long long>(w.count), w.dtype.c_str(),
                     w.collective.c_str(), w.algorithm.c_str(), w.placement.c_str(), w.codec.c_str(), w.ranks,
                     r.error.empty() ? report::fixed(r.time_s * 1e6, 2).c_str() : "FAILED",
                     report::fixed(j["algbw_gbps"].get<double>(), 2).c_str(), report::fixed(j["busbw_gbps"].get<double>(), 2).c_str(),
                     report::fixed(w.ratio, 4).c_str(), report::fixed(r.codec_s * 1e6, 2).c_str(),
-                    std::isnan(w.speedup) ? "-" : report::fixed(w.speedup, 3).c_str(), w.policy.c_str());
+                    std::isnan(w.speedup) ? "-" : report::fixed(w.speedup, 3).c_str(), w.policy.c_str(),
+                    regret_col);
         std::fflush(stdout);
       }
       doc["rows"].push_back(j);
@@ -420,7 +510,8 @@ int run(const Args& args) {
              << report::fixed(r.codec_s * 1e6, 3) << "," << report::fixed(r.reduce_s * 1e6, 3) << "," << r.messages << ","
              << (std::isnan(w.speedup) ? "" : report::fixed(w.speedup, 4)) << "," << report::fixed(r.wall_s, 3) << "," << cal.source
              << "," << w.policy << "," << (std::isnan(w.predicted_s) ? "" : report::fixed(w.predicted_s * 1e6, 3)) << ","
-             << w.call << "," << report::csv_quote(r.error) << "\n";
+             << w.call << "," << report::csv_quote(r.error) << "," << (std::isnan(w.regret) ? "" : report::fixed(w.regret, 5))
+             << "\n";
         csv->flush();
         report::write_atomic(out_dir / "results.json", doc.dump(1));
       }
@@ -437,7 +528,9 @@ int run(const Args& args) {
       results[r.index] = r;
       finished[r.index] = 1;
       while (next_out < outs.size() &&
-             std::all_of(outs[next_out].calls.begin(), outs[next_out].calls.end(), [&](size_t c) { return finished[c]; }))
+             std::all_of(outs[next_out].calls.begin(), outs[next_out].calls.end(), [&](size_t c) { return finished[c]; }) &&
+             std::all_of(outs[next_out].oracle_calls.begin(), outs[next_out].oracle_calls.end(),
+                         [&](size_t c) { return finished[c]; }))
         emit(outs[next_out++]);
     });
     uint64_t messages = 0;
@@ -462,6 +555,33 @@ int run(const Args& args) {
       any_error = true;
       std::cerr << "compcoll-sim: " << topo_path << ": " << stats.error << "\n";
       doc["topologies"].back()["error"] = stats.error;
+    }
+  }
+  if (has_oracle) {
+    // Regret = a policy's time / the oracle's - 1, per cell (group, call, size); the targets of
+    // docs/POLICIES.md: within 5% of the oracle, and never more than 1% slower than static.
+    std::map<std::string, std::vector<double>> regrets;
+    std::map<std::string, size_t> within, worse_static;
+    for (const auto& [key, cell] : cells)
+      for (const auto& [pol, t] : cell.time) {
+        if (!(cell.oracle > 0)) continue;
+        const double r = t / cell.oracle - 1;
+        regrets[pol].push_back(r);
+        if (r <= 0.05) ++within[pol];
+        if (cell.best_static > 0 && t > 1.01 * cell.best_static) ++worse_static[pol];
+      }
+    for (auto& [pol, v] : regrets) {
+      std::sort(v.begin(), v.end());
+      const double median = v[v.size() / 2], p95 = v[std::min(v.size() - 1, static_cast<size_t>(0.95 * v.size()))];
+      json sj{{"policy", pol},          {"cells", v.size()},           {"within_5pct", within[pol]},
+              {"median_regret", median}, {"p95_regret", p95},          {"max_regret", v.back()},
+              {"worse_than_static_by_1pct", worse_static[pol]}};
+      doc["regret_summary"].push_back(sj);
+      if (!args.json)
+        std::printf("# regret vs oracle, %s: %zu cells, %zu within 5%% (%.1f%%), median %.4f, p95 %.4f, max %.4f; "
+                    "more than 1%% slower than static in %zu\n",
+                    pol.c_str(), v.size(), within[pol], 100.0 * within[pol] / v.size(), median, p95, v.back(),
+                    worse_static[pol]);
     }
   }
   if (!out_dir.empty()) report::write_atomic(out_dir / "results.json", doc.dump(1));

@@ -1,4 +1,5 @@
 // shared/config/experiment.cpp — see experiment.h.
+#include <algorithm>
 #include "config/experiment.h"
 
 #include <filesystem>
@@ -90,7 +91,21 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
   } else {
     e.topologies.push_back(resolve(topo, dir));
   }
-  e.ranks = static_cast<int>(root.get_int("ranks", 0, 0, 1 << 22));
+  const Node rk = root.opt("ranks");
+  if (rk.defined()) {
+    auto one = [&](const Node& x) {
+      const int v = static_cast<int>(x.as_int(rk.is_sequence() ? 1 : 0, 1 << 22));
+      if (v == 0) return;  // 0: every GPU, as when absent
+      if (std::find(e.ranks.begin(), e.ranks.end(), v) != e.ranks.end()) x.fail("group size " + std::to_string(v) + " is listed twice");
+      e.ranks.push_back(v);
+    };
+    if (rk.is_sequence()) {
+      if (rk.size() == 0) rk.fail("expected a group size or a list of them");
+      for (size_t i = 0; i < rk.size(); ++i) one(rk[i]);
+    } else {
+      one(rk);
+    }
+  }
 
   const Node cal = root.get("calibration");
   e.calibration = cal.as_string() == "zero" ? "zero" : resolve(cal, dir);

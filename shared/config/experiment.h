@@ -48,7 +48,9 @@ struct WorkloadSpec {
 struct Experiment {
   std::string file, name, description;
   std::vector<std::string> topologies;  // resolved paths
-  int ranks = 0;                        // 0: every GPU of each topology
+  // Group sizes: the call runs on the first N ranks of each topology's placement, once per N.
+  // Empty: every GPU of each topology. compcoll-sim skips an N larger than a topology.
+  std::vector<int> ranks;
   std::string calibration;              // resolved path, or "zero"
   NetworkSpec network;
   std::vector<uint64_t> sizes;          // bytes, nccl-tests "size"

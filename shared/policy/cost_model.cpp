@@ -13,11 +13,18 @@
 
 namespace compcoll::policy {
 
-const std::pair<double, double>& RouteCache::get(int src, int dst) {
+const RouteInfo& RouteCache::get(int src, int dst) {
   auto it = cache_.find({src, dst});
   if (it != cache_.end()) return it->second;
   const topo::Route r = topo::route(t_, src, dst);
-  return cache_.emplace(std::make_pair(src, dst), std::make_pair(r.latency, r.bandwidth)).first->second;
+  RouteInfo info{r.latency, r.bandwidth, 0, 0};
+  auto link = [](int a, int b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); };
+  if (r.vertices.size() >= 2) {
+    const auto& v = r.vertices;
+    info.out_link = link(v[0], v[1]);
+    info.in_link = link(v[v.size() - 2], v.back());
+  }
+  return cache_.emplace(std::make_pair(src, dst), info).first->second;
 }
 
 namespace {
@@ -89,6 +96,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     double free = 0;
   };
   std::unordered_map<uint64_t, Pair> pairs;
+  std::unordered_map<uint64_t, double> link_free;  // a GPU's link out or in: free from
   PlanCost cost;
   double end = 0;
 
@@ -113,9 +121,13 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       const uint32_t i = w->second;
       p.waiting.erase(w);
       p.outbox.pop_front();
-      const auto& [lat, bw] = routes.get(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)]);
-      const double start = std::max({m.posted, ranks[r].ready[i], p.free});
-      p.free = start + lat * net.latency_factor + static_cast<double>(m.bytes) / (bw * net.bandwidth_factor);
+      const RouteInfo& rt = routes.get(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)]);
+      double& out = link_free[rt.out_link];
+      double& in = link_free[rt.in_link];
+      const double start = std::max({m.posted, ranks[r].ready[i], p.free, out, in});
+      const double hold = static_cast<double>(m.bytes) / (rt.bandwidth * net.bandwidth_factor);
+      out = in = start + hold;
+      p.free = start + rt.latency * net.latency_factor + hold;
       const auto& op = s.ranks[r].ops[i];
       if (op.dst.buf == BufKind::Wire) ranks[r].wire[op.dst.index] = m.bytes;
       finish_op(r, i, p.free);

@@ -4,10 +4,13 @@
 // duration (shared/calibration), compressed messages sized by the expected ratio; ops are
 // taken in the order they become ready, as a small discrete-event walk. It follows
 // the simulator's rules (sim/simulator.cpp): buffered sends, one message at a time from a rank
-// to a peer, a message leaves when both sides have posted it. What it leaves out is sharing:
-// flows that cross one link at the same time, and kernels running side by side on one GPU,
-// are each charged as if alone. On contention-free topologies it matches the simulator
-// (tests/sim/test_cost_model.cpp: within 5%); elsewhere it is optimistic.
+// to a peer, a message leaves when both sides have posted it. Sharing is modelled where it
+// matters most, at the ends: the messages a GPU sends to different peers take turns on its
+// link out (and those it receives on its link in), each holding the link for bytes /
+// bandwidth; links inside the network (an oversubscribed fat tree's uplinks) are charged as
+// if each flow had them alone. On contention-free topologies it matches the simulator
+// (tests/sim/test_cost_model.cpp: within 5%); where flows meet inside the network it is
+// optimistic.
 #pragma once
 
 #include <cstdint>
@@ -34,15 +37,23 @@ struct PlanCost {
   uint64_t messages = 0;
 };
 
-// Route latency and bandwidth between GPUs, cached (a BFS per new pair).
+// What the cost model needs of the route between two GPUs: its latency, its bottleneck
+// bandwidth, and its first and last links (directed: SimGrid's links are split-duplex) — the
+// GPU's way out and the peer's way in, which the GPU's messages to different peers share.
+struct RouteInfo {
+  double latency = 0, bandwidth = 0;
+  uint64_t out_link = 0, in_link = 0;
+};
+
+// Routes between GPUs, cached (a BFS per new pair).
 class RouteCache {
  public:
   explicit RouteCache(const topo::Topology& t) : t_(t) {}
-  const std::pair<double, double>& get(int src_gpu, int dst_gpu);  // (latency s, bandwidth B/s)
+  const RouteInfo& get(int src_gpu, int dst_gpu);
 
  private:
   const topo::Topology& t_;
-  std::map<std::pair<int, int>, std::pair<double, double>> cache_;
+  std::map<std::pair<int, int>, RouteInfo> cache_;
 };
 
 // Ranks of `s` sit on t.rank_to_gpu. Throws std::runtime_error if the schedule cannot finish.

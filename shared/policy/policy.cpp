@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -67,13 +68,21 @@ uint64_t ops_estimate(Collective c, const std::string& algorithm, int n) {
 
 }  // namespace
 
-std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops) {
+std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops, uint64_t max_flat_messages) {
   const topo::Topology& t = *sys.topology;
   const int n = call.nranks, g = ranks_per_node(t, n);
   const bool two_level = g > 1 && n % g == 0 && n / g > 1;
   std::vector<Plan> out;
+  std::optional<std::pair<uint64_t, Plan>> smallest_skipped;  // kept when nothing else applies
+  bool forced = false;
   auto add = [&](Plan p) {
-    if (ops_estimate(call.collective, p.algorithm, n) > max_ops) return;
+    const uint64_t ops = ops_estimate(call.collective, p.algorithm, n) * std::max<uint32_t>(1, p.chunks);
+    // Flat rings and pairwise exchanges send O(n^2) messages; their op estimate is 3 per message.
+    const bool flat = p.algorithm == "ring" || p.algorithm == "pairwise" || p.algorithm == "chain";
+    if ((ops > max_ops || (flat && ops / 3 > max_flat_messages)) && !forced) {
+      if (!smallest_skipped || ops < smallest_skipped->first) smallest_skipped = std::make_pair(ops, p);
+      return;
+    }
     for (const auto& codec : sys.codecs) {
       Plan q = p;
       q.codec = codec;
@@ -98,6 +107,9 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
         case Collective::Broadcast: placements = {{Placement::CompressOnce, std::nullopt}}; break;
       }
       for (const auto& [pl, intra] : placements) {
+        // The recursive doubling's compress-once forwards one message per block: n(n-1) in all.
+        const bool per_block = p.algorithm == "recursive" && pl == Placement::CompressOnce;
+        if (per_block && static_cast<uint64_t>(n) * static_cast<uint64_t>(n - 1) > max_flat_messages && !forced) continue;
         q.placement = pl;
         q.intra = intra;
         out.push_back(q);
@@ -111,9 +123,14 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
     p.chunks = chunks;
     return p;
   };
+  // Pipelined rings (2 and 4 chunks: a step's transfer overlaps the reduction of the chunk
+  // before) where their schedules stay small; they pay off for large messages on few ranks.
+  const bool pipelined_ring = ops_estimate(call.collective, "ring", n) / 3 * 4 <= max_flat_messages;
   switch (call.collective) {
     case Collective::AllReduce:
       add(plan("ring"));
+      if (pipelined_ring)
+        for (uint32_t k : {2u, 4u}) add(plan("ring", "recursive", k));
       add(plan("recursive"));
       add(plan("tree"));
       if (two_level)
@@ -122,6 +139,8 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
     case Collective::ReduceScatter:
     case Collective::AllGather:
       add(plan("ring"));
+      if (pipelined_ring)
+        for (uint32_t k : {2u, 4u}) add(plan("ring", "recursive", k));
       add(plan("recursive"));
       if (two_level) add(plan("hierarchical"));
       break;
@@ -134,6 +153,10 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
       add(plan("pairwise"));
       if (two_level) add(plan("hierarchical"));
       break;
+  }
+  if (out.empty() && smallest_skipped) {
+    forced = true;
+    add(smallest_skipped->second);
   }
   return out;
 }

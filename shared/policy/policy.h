@@ -65,10 +65,16 @@ uint64_t count_for(sched::Collective c, uint64_t bytes, DType dtype, int nranks)
 sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::Topology& t);
 
 // Every plan worth pricing for the call: the algorithms of the collective (hierarchical where
-// the ranks fill whole nodes of several), each uncompressed and with each codec in each
-// placement that applies. Plans whose schedule would exceed `max_ops` ops are left out (a
-// flat ring over 16,384 ranks), so pricing them stays cheap.
-std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops = 20'000'000);
+// the ranks fill whole nodes of several; pipelined rings of 2 and 4 chunks where small), each
+// uncompressed and with each codec in each placement that applies. Left out, so that pricing
+// stays cheap and the oracle can simulate every candidate: plans whose schedule would exceed
+// `max_ops` ops, and flat rings, chains and pairwise exchanges (O(n^2) messages) above
+// `max_flat_messages` messages (an allreduce ring over more than 500 ranks, a reduce-scatter
+// or allgather ring, a pairwise all-to-all or a compress-once recursive allgather, which
+// forwards one message per block, over more than 707). When that leaves nothing, the smallest
+// of them is kept.
+std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops = 20'000'000,
+                             uint64_t max_flat_messages = 500'000);
 
 class Policy {
  public:

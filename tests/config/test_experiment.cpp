@@ -58,8 +58,10 @@ TEST_CASE("defaults of a call and --set overrides", "[config][experiment]") {
                                            "network.model=cm02"});
   CHECK(o.calls[0].chunks == 4);
   CHECK(o.codecs == std::vector<std::string>{"gauss-exp", "identity"});
-  CHECK(o.ranks == 4);
+  CHECK(o.ranks == std::vector<int>{4});
   CHECK(o.network.model == "cm02");
+  CHECK(load_experiment(f, {"ranks=[8, 64, 1024]"}).ranks == std::vector<int>{8, 64, 1024});
+  CHECK(load_experiment(f, {"ranks=0"}).ranks.empty());
 }
 
 TEST_CASE("bad experiment files: one line naming the file and the key", "[config][experiment][errors]") {
@@ -67,6 +69,9 @@ TEST_CASE("bad experiment files: one line naming the file and the key", "[config
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"sizes: [1MB]\n" + calls + "colour: red\n", "(top level): unknown key 'colour'"},
       {"sizes: [1 parsec]\n" + calls, "sizes.0: expected a size"},
+      {"sizes: [1MB]\nranks: [8, 0]\n" + calls, "ranks.1: "},
+      {"sizes: [1MB]\nranks: [8, 8]\n" + calls, "ranks.1: group size 8 is listed twice"},
+      {"sizes: [1MB]\nranks: []\n" + calls, "ranks: expected a group size or a list of them"},
       {"sizes: {from: 1MB, to: 1KB}\n" + calls, "sizes: expected 0 < from <= to"},
       {"sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring, chunks: 0}\ncodecs: [identity]\n",
        "calls.0.chunks: expected an integer in [1, 1024], got 0"},

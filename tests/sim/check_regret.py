@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Checks compcoll-sim's regret output (compcoll-sim EXP --json | check_regret.py).
+
+Every cell (topology block, call, size) has one oracle row; the oracle simulates every plan the
+other policies chose, so no row of a cell is faster than its oracle; each row's regret is its
+time / the oracle's - 1; the summary counts agree with the rows; group sizes of a ranks list
+each get their own block.
+"""
+import json
+import sys
+from collections import defaultdict
+
+doc = json.load(sys.stdin)
+rows = doc["rows"]
+assert rows, "no rows"
+block = 0
+cells = defaultdict(list)
+prev = None
+for r in rows:
+    key = (r["topology"], r["ranks"])
+    cells[(key, r["call"], r["size_bytes"])].append(r)
+oracles = 0
+for cell, rs in cells.items():
+    orc = [r for r in rs if r["policy"] == "oracle"]
+    assert len(orc) == 1, f"{cell}: {len(orc)} oracle rows"
+    t0 = orc[0]["time_us"]
+    oracles += 1
+    assert orc[0]["regret"] == 0, f"{cell}: oracle regret {orc[0]['regret']}"
+    for r in rs:
+        assert r["time_us"] >= t0 * (1 - 1e-12), f"{cell}: {r['policy']} {r['algorithm']} beats the oracle"
+        want = r["time_us"] / t0 - 1
+        assert abs(r["regret"] - want) <= 1e-9 * max(1, want), f"{cell}: regret {r['regret']} != {want}"
+summary = {s["policy"]: s for s in doc["regret_summary"]}
+for pol, s in summary.items():
+    mine = [r for rs in cells.values() for r in rs if r["policy"] == pol]
+    assert s["cells"] == len(mine), (pol, s["cells"], len(mine))
+    assert s["within_5pct"] == sum(r["regret"] <= 0.05 for r in mine), pol
+    best_static = {}
+    for cell, rs in cells.items():
+        st = [r["time_us"] for r in rs if r["policy"] == "static"]
+        if st:
+            best_static[cell] = min(st)
+    worse = sum(1 for cell, rs in cells.items() for r in rs
+                if r["policy"] == pol and cell in best_static and r["time_us"] > 1.01 * best_static[cell])
+    assert s["worse_than_static_by_1pct"] == worse, (pol, s["worse_than_static_by_1pct"], worse)
+groups = {(t["name"], t["ranks"]) for t in doc["topologies"]}
+print(f"OK: {oracles} cells, {len(groups)} topology/group-size blocks, policies {sorted(summary)}, "
+      f"skipped {len(doc.get('skipped', []))}")
