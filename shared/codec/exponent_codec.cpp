@@ -136,7 +136,7 @@ void encode_lane_group(const uint8_t* keys, uint32_t n, uint32_t lane0, const Pa
 // gauss-exp decode table of the fixed code, independent of the chunk's reference: for the
 // next kMaxCodeBits stream bits, up to three whole symbols that are not escapes (bytes 0..2),
 // their count (bits 24..25) and the bits they take (bits 28..31). Count 0: the first symbol
-// is an escape (or, for a code that were incomplete, no symbol).
+// is an escape (or, were the code incomplete, the bits start no code word).
 struct GaussMultiTable {
   uint32_t e[1u << kMaxCodeBits];
 };
