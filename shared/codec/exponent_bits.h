@@ -91,11 +91,12 @@ COMPCOLL_HD inline uint32_t reverse_bits(uint32_t v, uint32_t n) {
   return r;
 }
 
-// Checks lengths (each 0..kMaxCodeBits, Kraft sum <= 1, at least one symbol) and assigns
-// canonical codes: shorter codes first, ties by symbol. Returns false for an invalid set.
-COMPCOLL_HD inline bool build_prefix_code(const uint8_t* lengths, uint32_t nsym, PrefixCode& pc) {
+// Checks lengths (each 0..kMaxCodeBits, Kraft sum <= 1, at least one symbol) and gives,
+// for each length l, count[l] (symbols of that length; count[0] = 0) and next[l] (the first
+// canonical code of that length). count has kMaxCodeBits + 1 entries, next kMaxCodeBits + 2.
+COMPCOLL_HD inline bool canonical_code_starts(const uint8_t* lengths, uint32_t nsym, uint32_t* count, uint32_t* next) {
   constexpr uint32_t kMax = format::kMaxCodeBits;
-  uint32_t count[kMax + 1] = {};
+  for (uint32_t l = 0; l <= kMax; ++l) count[l] = 0;
   for (uint32_t s = 0; s < nsym; ++s) {
     if (lengths[s] > kMax) return false;
     ++count[lengths[s]];
@@ -104,12 +105,21 @@ COMPCOLL_HD inline bool build_prefix_code(const uint8_t* lengths, uint32_t nsym,
   uint32_t kraft = 0;  // in units of 2^-kMax
   for (uint32_t l = 1; l <= kMax; ++l) kraft += count[l] << (kMax - l);
   if (kraft == 0 || kraft > (1u << kMax)) return false;
-  uint32_t next[kMax + 2] = {};
+  for (uint32_t l = 0; l <= kMax + 1; ++l) next[l] = 0;
   uint32_t code = 0;
   for (uint32_t l = 1; l <= kMax; ++l) {
     code = (code + count[l - 1]) << 1;
     next[l] = code;
   }
+  return true;
+}
+
+// Checks lengths (canonical_code_starts) and assigns canonical codes: shorter codes first,
+// ties by symbol. Returns false for an invalid set.
+COMPCOLL_HD inline bool build_prefix_code(const uint8_t* lengths, uint32_t nsym, PrefixCode& pc) {
+  constexpr uint32_t kMax = format::kMaxCodeBits;
+  uint32_t count[kMax + 1], next[kMax + 2];
+  if (!canonical_code_starts(lengths, nsym, count, next)) return false;
   for (uint32_t i = 0; i < (1u << kMax); ++i) pc.lut[i] = 0;
   for (uint32_t s = 0; s < format::kMaxEntropySymbols; ++s) {
     pc.length[s] = s < nsym ? lengths[s] : 0;

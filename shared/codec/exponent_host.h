@@ -24,21 +24,8 @@ inline bool build_prefix_code(const uint8_t* lengths, uint32_t nsym, PrefixCode&
                               bool with_lut = true) {
   constexpr uint32_t kMax = format::kMaxCodeBits;
   if (nsym > format::kMaxEntropySymbols) return false;
-  uint32_t count[kMax + 1] = {};
-  for (uint32_t s = 0; s < nsym; ++s) {
-    if (lengths[s] > kMax) return false;
-    ++count[lengths[s]];
-  }
-  count[0] = 0;
-  uint32_t kraft = 0;  // in units of 2^-kMax
-  for (uint32_t l = 1; l <= kMax; ++l) kraft += count[l] << (kMax - l);
-  if (kraft == 0 || kraft > (1u << kMax)) return false;
-  uint32_t next[kMax + 2] = {};
-  uint32_t code = 0;
-  for (uint32_t l = 1; l <= kMax; ++l) {
-    code = (code + count[l - 1]) << 1;
-    next[l] = code;
-  }
+  uint32_t count[kMax + 1], next[kMax + 2];
+  if (!canonical_code_starts(lengths, nsym, count, next)) return false;
   // Symbols in canonical order (by length, then symbol): where each length starts.
   uint32_t first[kMax + 2] = {};
   for (uint32_t l = 1; l <= kMax; ++l) first[l + 1] = first[l] + count[l];
