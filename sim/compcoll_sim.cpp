@@ -443,7 +443,7 @@ int run(const Args& args) {
     if (!args.json) {
       std::printf("#%12s %12s %5s %15s %-24s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s %-9s%s\n", "size", "count", "type",
                   "collective", "algorithm", "placement", "codec", "ranks", "time(us)", "algbw", "busbw", "ratio",
-                  "codec(us)", "speedup", "policy", has_oracle ? "   regret" : "");  // " %8s"
+                  "codec(us)", "speedup", "policy", has_oracle ? "   regret" : "");
       std::fflush(stdout);
     }
     std::map<std::string, double> identity_time;  // sweep/size -> time of the static identity row
