@@ -1,7 +1,7 @@
 // shared/config/experiment.cpp — see experiment.h.
-#include <algorithm>
 #include "config/experiment.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "config/yaml_node.h"

@@ -78,7 +78,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   auto add = [&](Plan p) {
     const uint64_t ops = ops_estimate(call.collective, p.algorithm, n) * std::max<uint32_t>(1, p.chunks);
     // Flat rings and pairwise exchanges send O(n^2) messages; their op estimate is 3 per message.
-    const bool flat = p.algorithm == "ring" || p.algorithm == "pairwise" || p.algorithm == "chain";
+    const bool flat = p.algorithm == "ring" || p.algorithm == "pairwise";
     if ((ops > max_ops || (flat && ops / 3 > max_flat_messages)) && !forced) {
       if (!smallest_skipped || ops < smallest_skipped->first) smallest_skipped = std::make_pair(ops, p);
       return;

@@ -68,7 +68,7 @@ sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::
 // the ranks fill whole nodes of several; pipelined rings of 2 and 4 chunks where small), each
 // uncompressed and with each codec in each placement that applies. Left out, so that pricing
 // stays cheap and the oracle can simulate every candidate: plans whose schedule would exceed
-// `max_ops` ops, and flat rings, chains and pairwise exchanges (O(n^2) messages) above
+// `max_ops` ops, and flat rings and pairwise exchanges (O(n^2) messages) above
 // `max_flat_messages` messages (an allreduce ring over more than 500 ranks, a reduce-scatter
 // or allgather ring, a pairwise all-to-all or a compress-once recursive allgather, which
 // forwards one message per block, over more than 707). When that leaves nothing, the smallest
