@@ -49,13 +49,7 @@ int64_t value_sum(int n, uint64_t j, int K) {
 }
 
 void put(DType dtype, std::vector<uint8_t>& out, uint64_t i, int64_t v) {
-  const float f = static_cast<float>(v);
-  if (dtype == DType::FP32) {
-    std::memcpy(out.data() + 4 * i, &f, 4);
-  } else {
-    const uint16_t h = dtype == DType::BF16 ? float_to_bf16_rne(f) : float_to_fp16_rne(f);
-    std::memcpy(out.data() + 2 * i, &h, 2);
-  }
+  store_from_float(dtype, out.data(), i, static_cast<float>(v));
 }
 
 }  // namespace

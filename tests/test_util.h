@@ -30,13 +30,7 @@ inline std::vector<uint8_t> gaussian_bytes(DType dtype, size_t n, double scale, 
   SplitMix64 rng{seed};
   std::vector<uint8_t> out(n * dtype_size(dtype));
   for (size_t i = 0; i < n; ++i) {
-    const float v = static_cast<float>(rng.normal() * scale);
-    if (dtype == DType::FP32) {
-      std::memcpy(out.data() + 4 * i, &v, 4);
-    } else {
-      const uint16_t b = dtype == DType::BF16 ? float_to_bf16_rne(v) : float_to_fp16_rne(v);
-      std::memcpy(out.data() + 2 * i, &b, 2);
-    }
+    store_from_float(dtype, out.data(), i, static_cast<float>(rng.normal() * scale));
   }
   return out;
 }

@@ -126,4 +126,15 @@ COMPCOLL_HD inline float load_as_float(DType dtype, const void* data, uint64_t i
   return static_cast<const float*>(data)[i];
 }
 
+// The other way: stores `value` as element i of a buffer of `dtype` values, rounded to nearest
+// even for bf16 and fp16 (native byte order, as load_as_float reads it).
+COMPCOLL_HD inline void store_from_float(DType dtype, void* data, uint64_t i, float value) {
+  if (dtype == DType::FP32) {
+    memcpy(static_cast<unsigned char*>(data) + 4 * i, &value, 4);
+    return;
+  }
+  const uint16_t half = dtype == DType::BF16 ? float_to_bf16_rne(value) : float_to_fp16_rne(value);
+  memcpy(static_cast<unsigned char*>(data) + 2 * i, &half, 2);
+}
+
 }  // namespace compcoll

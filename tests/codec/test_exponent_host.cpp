@@ -40,13 +40,7 @@ std::vector<uint8_t> values_of_kind(DType dtype, size_t n, int kind, uint64_t se
       }
       default: v = 1.5; break;
     }
-    const float f = static_cast<float>(v);
-    if (dtype == DType::FP32) {
-      std::memcpy(out.data() + 4 * i, &f, 4);
-    } else {
-      const uint16_t b = dtype == DType::BF16 ? float_to_bf16_rne(f) : float_to_fp16_rne(f);
-      std::memcpy(out.data() + 2 * i, &b, 2);
-    }
+    store_from_float(dtype, out.data(), i, static_cast<float>(v));
   }
   return out;
 }

@@ -75,14 +75,7 @@ size_t expected_stream_bytes(DType dtype, uint64_t n, uint32_t chunk, uint32_t g
 
 std::vector<uint8_t> from_floats(DType dtype, const std::vector<float>& v) {
   std::vector<uint8_t> out(v.size() * dtype_size(dtype));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dtype == DType::FP32) {
-      std::memcpy(out.data() + 4 * i, &v[i], 4);
-    } else {
-      const uint16_t b = dtype == DType::BF16 ? float_to_bf16_rne(v[i]) : float_to_fp16_rne(v[i]);
-      std::memcpy(out.data() + 2 * i, &b, 2);
-    }
-  }
+  for (size_t i = 0; i < v.size(); ++i) store_from_float(dtype, out.data(), i, v[i]);
   return out;
 }
 

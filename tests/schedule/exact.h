@@ -16,13 +16,7 @@ inline int value_of(int rank, uint64_t i) { return static_cast<int>((rank * 7 + 
 inline std::vector<uint8_t> encode_values(DType dtype, const std::vector<int>& v) {
   std::vector<uint8_t> out(v.size() * dtype_size(dtype));
   for (size_t i = 0; i < v.size(); ++i) {
-    const float f = static_cast<float>(v[i]);
-    if (dtype == DType::FP32) {
-      std::memcpy(out.data() + 4 * i, &f, 4);
-    } else {
-      const uint16_t b = dtype == DType::BF16 ? float_to_bf16_rne(f) : float_to_fp16_rne(f);
-      std::memcpy(out.data() + 2 * i, &b, 2);
-    }
+    store_from_float(dtype, out.data(), i, static_cast<float>(v[i]));
   }
   return out;
 }
