@@ -30,6 +30,14 @@ std::string resolve(const Node& n, const fs::path& exp_dir) {
 }
 
 // sizes and calls: a sweep of collective calls.
+// A key that takes one value or a non-empty list of them: `each` on every value.
+template <class F>
+void one_or_list(const Node& n, const std::string& empty_message, F&& each) {
+  if (!n.is_sequence()) return each(n);
+  if (n.size() == 0) n.fail(empty_message);
+  for (size_t i = 0; i < n.size(); ++i) each(n[i]);
+}
+
 void parse_sweep(const Node& root, Experiment& e) {
   const Node sizes = root.get("sizes");
   if (sizes.is_sequence()) {
@@ -84,13 +92,8 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
   e.name = root.get("name").as_string();
   e.description = root.get_string("description", "");
 
-  const Node topo = root.get("topology");
-  if (topo.is_sequence()) {
-    if (topo.size() == 0) topo.fail("expected at least one topology file");
-    for (size_t i = 0; i < topo.size(); ++i) e.topologies.push_back(resolve(topo[i], dir));
-  } else {
-    e.topologies.push_back(resolve(topo, dir));
-  }
+  one_or_list(root.get("topology"), "expected at least one topology file",
+              [&](const Node& t) { e.topologies.push_back(resolve(t, dir)); });
   const Node rk = root.opt("ranks");
   if (rk.defined()) {
     auto one = [&](const Node& x) {
@@ -99,12 +102,7 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
       if (std::find(e.ranks.begin(), e.ranks.end(), v) != e.ranks.end()) x.fail("group size " + std::to_string(v) + " is listed twice");
       e.ranks.push_back(v);
     };
-    if (rk.is_sequence()) {
-      if (rk.size() == 0) rk.fail("expected a group size or a list of them");
-      for (size_t i = 0; i < rk.size(); ++i) one(rk[i]);
-    } else {
-      one(rk);
-    }
+    one_or_list(rk, "expected a group size or a list of them", one);
   }
 
   const Node cal = root.get("calibration");
@@ -150,12 +148,7 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
       n.check_no_unknown_keys();
       e.workloads.push_back(w);
     };
-    if (wl.is_sequence()) {
-      if (wl.size() == 0) wl.fail("expected a workload or a list of them");
-      for (size_t i = 0; i < wl.size(); ++i) one(wl[i]);
-    } else {
-      one(wl);
-    }
+    one_or_list(wl, "expected a workload or a list of them", one);
   }
 
   if (!e.workloads.empty()) {

@@ -13,20 +13,6 @@
 
 namespace compcoll::policy {
 
-const RouteInfo& RouteCache::get(int src, int dst) {
-  auto it = cache_.find({src, dst});
-  if (it != cache_.end()) return it->second;
-  const topo::Route r = topo::route(t_, src, dst);
-  RouteInfo info{r.latency, r.bandwidth, 0, 0};
-  auto link = [](int a, int b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); };
-  if (r.vertices.size() >= 2) {
-    const auto& v = r.vertices;
-    info.out_link = link(v[0], v[1]);
-    info.in_link = link(v[v.size() - 2], v.back());
-  }
-  return cache_.emplace(std::make_pair(src, dst), info).first->second;
-}
-
 namespace {
 
 using sched::BufKind;
@@ -38,9 +24,23 @@ uint64_t wire_bytes_of(const std::string& codec, uint64_t elements, uint64_t raw
   return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
 }
 
+// An ordered pair of ints (ranks, or graph vertices: a directed link) as one key.
 uint64_t pair_key(int a, int b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
 
 }  // namespace
+
+const RouteInfo& RouteCache::get(int src, int dst) {
+  auto it = cache_.find({src, dst});
+  if (it != cache_.end()) return it->second;
+  const topo::Route r = topo::route(t_, src, dst);
+  RouteInfo info{r.latency, r.bandwidth, 0, 0};
+  if (r.vertices.size() >= 2) {
+    const auto& v = r.vertices;
+    info.out_link = pair_key(v[0], v[1]);
+    info.in_link = pair_key(v[v.size() - 2], v.back());
+  }
+  return cache_.emplace(std::make_pair(src, dst), info).first->second;
+}
 
 PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
                  const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes) {
