@@ -255,6 +255,15 @@ void write_line(FILE* out, char tag, const nlohmann::json& j) {
   std::fflush(out);
 }
 
+// In a forked child only: SimGrid allows one engine per process.
+s4u::Engine make_engine() {
+  static int argc = 1;
+  static char arg0[] = "compcoll-sim";
+  static char* argv[] = {arg0, nullptr};
+  xbt_log_control_set("root.thresh:critical");
+  return s4u::Engine(&argc, argv);
+}
+
 // The child: one engine, one platform, every call in turn.
 [[noreturn]] void child_main(const Job& job, int fd) {
   // A crash here is the parent's to report (it names the calls that did not finish), not
@@ -262,11 +271,7 @@ void write_line(FILE* out, char tag, const nlohmann::json& j) {
   for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
   FILE* out = fdopen(fd, "w");
   try {
-    int argc = 1;
-    char arg0[] = "compcoll-sim";
-    char* argv[] = {arg0, nullptr};
-    xbt_log_control_set("root.thresh:critical");
-    s4u::Engine engine(&argc, argv);
+    s4u::Engine engine = make_engine();
     configure(job.network);
     const auto t0 = std::chrono::steady_clock::now();
     const Platform platform = build_platform(job.topology);
@@ -375,6 +380,65 @@ JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& 
                   std::to_string(job.calls.size()) + " calls";
   }
   return stats;
+}
+
+std::vector<std::vector<SimGridLink>> simgrid_routes(const topo::Topology& t,
+                                                     const std::vector<std::pair<int, int>>& pairs) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    close(fds[0]);
+    FILE* out = fdopen(fds[1], "w");
+    int code = 0;
+    try {
+      s4u::Engine engine = make_engine();
+      configure(NetworkModel::defaults("cm02"));
+      const Platform platform = build_platform(t);
+      std::vector<s4u::Link*> links;
+      for (const auto& [a, b] : pairs) {
+        links.clear();
+        double latency = 0;
+        platform.gpu_hosts.at(static_cast<size_t>(a))->route_to(platform.gpu_hosts.at(static_cast<size_t>(b)), links, &latency);
+        nlohmann::json names = nlohmann::json::array();
+        for (const auto* l : links) names.push_back({l->get_name(), l->get_bandwidth(), l->get_latency()});
+        write_line(out, 'L', names);
+      }
+    } catch (const std::exception& e) {
+      write_line(out, 'E', {{"error", e.what()}});
+      code = 3;
+    }
+    std::fclose(out);
+    _exit(code);
+  }
+  close(fds[1]);
+  FILE* in = fdopen(fds[0], "r");
+  std::vector<std::vector<SimGridLink>> routes;
+  std::string error;
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0) {
+    if (std::strlen(line) < 3) continue;
+    const auto j = nlohmann::json::parse(line + 2, nullptr, false);
+    if (j.is_discarded()) continue;
+    if (line[0] == 'L') {
+      auto& r = routes.emplace_back();
+      for (const auto& l : j) r.push_back({l.at(0).get<std::string>(), l.at(1).get<double>(), l.at(2).get<double>()});
+    }
+    if (line[0] == 'E') error = j.value("error", std::string("unknown error"));
+  }
+  free(line);
+  std::fclose(in);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!error.empty()) throw std::runtime_error("simgrid_routes: " + error);
+  if (routes.size() != pairs.size())
+    throw std::runtime_error("simgrid_routes: the SimGrid process stopped after " + std::to_string(routes.size()) +
+                             " of " + std::to_string(pairs.size()) + " routes");
+  return routes;
 }
 
 }  // namespace compcoll::sim

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "calibration/calibration.h"
@@ -68,6 +69,15 @@ struct JobStats {
 // Runs every call of the job in a forked child; on_result is called in the parent, in order,
 // as each finishes.
 JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& on_result);
+
+// The links SimGrid routes each (source GPU, destination GPU) pair through on the topology's
+// platform, in order (forks like simulate(); for tests and debugging).
+struct SimGridLink {
+  std::string name;
+  double bandwidth = 0, latency = 0;
+};
+std::vector<std::vector<SimGridLink>> simgrid_routes(const topo::Topology& t,
+                                                     const std::vector<std::pair<int, int>>& pairs);
 
 // Compressed size of a wire message: the codec's payload plus its stream header and chunk
 // table (docs/FORMAT.md), so the receiver learns the size from the stream itself.

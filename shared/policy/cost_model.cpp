@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <queue>
 #include <tuple>
 #include <stdexcept>
@@ -30,16 +31,15 @@ uint64_t pair_key(int a, int b) { return (static_cast<uint64_t>(static_cast<uint
 }  // namespace
 
 const RouteInfo& RouteCache::get(int src, int dst) {
-  auto it = cache_.find({src, dst});
+  const uint64_t key = pair_key(src, dst);
+  auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
-  const topo::Route r = topo::route(t_, src, dst);
-  RouteInfo info{r.latency, r.bandwidth, 0, 0};
-  if (r.vertices.size() >= 2) {
-    const auto& v = r.vertices;
-    info.out_link = pair_key(v[0], v[1]);
-    info.in_link = pair_key(v[v.size() - 2], v.back());
-  }
-  return cache_.emplace(std::make_pair(src, dst), info).first->second;
+  RouteInfo info;
+  info.first = static_cast<uint32_t>(links_.size());
+  topo::append_sim_route(t_, src, dst, links_);
+  info.count = static_cast<uint32_t>(links_.size() - info.first);
+  for (uint32_t k = 0; k < info.count; ++k) info.latency += links_[info.first + k].latency;
+  return cache_.emplace(key, info).first->second;
 }
 
 PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
@@ -96,7 +96,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     double free = 0;
   };
   std::unordered_map<uint64_t, Pair> pairs;
-  std::unordered_map<uint64_t, double> link_free;  // a GPU's link out or in: free from
+  std::unordered_map<uint64_t, double> link_free;  // a directed link: busy until
   PlanCost cost;
   double end = 0;
 
@@ -122,12 +122,15 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       p.waiting.erase(w);
       p.outbox.pop_front();
       const RouteInfo& rt = routes.get(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)]);
-      double& out = link_free[rt.out_link];
-      double& in = link_free[rt.in_link];
-      const double start = std::max({m.posted, ranks[r].ready[i], p.free, out, in});
-      const double hold = static_cast<double>(m.bytes) / (rt.bandwidth * net.bandwidth_factor);
-      out = in = start + hold;
-      p.free = start + rt.latency * net.latency_factor + hold;
+      const double start = std::max({m.posted, ranks[r].ready[i], p.free});
+      double done = start;
+      const topo::NetLink* links = routes.links(rt);
+      for (uint32_t k = 0; k < rt.count; ++k) {
+        double& busy = link_free[links[k].id];
+        busy = std::max(busy, start) + static_cast<double>(m.bytes) / (links[k].bandwidth * net.bandwidth_factor);
+        done = std::max(done, busy);
+      }
+      p.free = done + rt.latency * net.latency_factor;
       const auto& op = s.ranks[r].ops[i];
       if (op.dst.buf == BufKind::Wire) ranks[r].wire[op.dst.index] = m.bytes;
       finish_op(r, i, p.free);
