@@ -6,8 +6,10 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "policy/policy.h"
+#include "sim/entropy_run.h"
 #include "report/report.h"
 #include "workload/workload.h"
 
@@ -53,6 +55,97 @@ bool lowrank_applies(const workload::CommCall& call) {
   return (call.kind == "dp-grad" || call.kind == "dp-grad-expert") && !call.point_to_point;
 }
 
+// EDGC's run: per window of the replay, its rank, entropy, iteration and communication time and
+// the compressor's error; totals over the trace's steps against uncompressed and fixed ranks.
+template <typename VariantOf>
+nlohmann::json report_entropy(const EntropyReplay& rp, const std::string& topology, const std::string& model,
+                              const std::vector<workload::Estimate>& est,
+                              size_t uncompressed, VariantOf&& variant_of, const WorkloadContext& ctx, std::ofstream* csv) {
+  const auto& cfg = rp.config;
+  auto est_of = [&](uint32_t r) -> const workload::Estimate& { return est[r == 0 ? uncompressed : variant_of(r)]; };
+  if (!ctx.json) {
+    std::printf("# EDGC (entropy policy) over %s: %llu steps of a %llu x %llu gradient; warm-up %llu, window %llu, "
+                "estimate every %llu on %.3g of the elements (>= %llu), ranks %u..%u\n",
+                rp.trace.c_str(), static_cast<unsigned long long>(rp.steps), static_cast<unsigned long long>(rp.rows),
+                static_cast<unsigned long long>(rp.cols), static_cast<unsigned long long>(cfg.warmup_steps),
+                static_cast<unsigned long long>(cfg.window), static_cast<unsigned long long>(cfg.estimate_every),
+                cfg.sample_fraction, static_cast<unsigned long long>(cfg.min_samples), cfg.rank_min, cfg.rank_max);
+    std::printf("#%-9s %11s %13s %6s %12s %12s %10s\n", "window", "steps", "entropy(bits)", "rank", "iter(ms)", "comm(ms)",
+                "rel.error");
+  }
+  nlohmann::json out{{"trace", rp.trace}, {"steps", rp.steps}, {"rows", rp.rows}, {"cols", rp.cols},
+                     {"warmup_steps", cfg.warmup_steps}, {"window", cfg.window}, {"estimate_every", cfg.estimate_every},
+                     {"sample_fraction", cfg.sample_fraction}, {"min_samples", cfg.min_samples},
+                     {"rank_min", cfg.rank_min}, {"rank_max", cfg.rank_max}, {"windows", nlohmann::json::array()}};
+  // Windows: the warm-up as one, then window after window (the last may be short).
+  uint64_t first = 0;
+  int64_t index = -1;
+  double run_s = 0, error_sum = 0;
+  uint64_t compressed_steps = 0;
+  while (first < rp.steps) {
+    const uint64_t end = index < 0 ? std::min(cfg.warmup_steps, rp.steps) : std::min(first + cfg.window, rp.steps);
+    if (end == first) {  // no warm-up
+      ++index;
+      continue;
+    }
+    double bits = 0, error = 0, iter_s = 0, comm_s = 0;
+    int estimates = 0;
+    for (uint64_t s = first; s < end; ++s) {
+      if (!std::isnan(rp.bits[s])) bits += rp.bits[s], ++estimates;
+      error += rp.error[s];
+      iter_s += est_of(rp.rank[s]).iteration_s;
+      comm_s += est_of(rp.rank[s]).comm_s;
+    }
+    const double steps = static_cast<double>(end - first);
+    const uint32_t rank = rp.rank[first];  // one rank per window
+    run_s += iter_s;
+    if (rank > 0) error_sum += error, compressed_steps += end - first;
+    const std::string name = index < 0 ? "warm-up" : std::to_string(index);
+    const double mean_bits = estimates ? bits / estimates : NAN;
+    if (!ctx.json)
+      std::printf(" %-9s %5llu-%-5llu %13s %6u %12s %12s %10s\n", name.c_str(), static_cast<unsigned long long>(first),
+                  static_cast<unsigned long long>(end - 1), estimates ? report::fixed(mean_bits, 3).c_str() : "-", rank,
+                  report::fixed(iter_s / steps * 1e3, 2).c_str(), report::fixed(comm_s / steps * 1e3, 2).c_str(),
+                  report::fixed(error / steps, 4).c_str());
+    out["windows"].push_back({{"window", name}, {"first_step", first}, {"steps", end - first},
+                              {"entropy_bits", estimates ? nlohmann::json(mean_bits) : nlohmann::json(nullptr)},
+                              {"rank", rank}, {"iteration_ms", iter_s / steps * 1e3}, {"comm_ms", comm_s / steps * 1e3},
+                              {"relative_error", error / steps}});
+    if (csv)
+      *csv << topology << "," << model << "," << name << "," << first << "," << end - first << ","
+           << (estimates ? report::fixed(mean_bits, 4) : "") << "," << rank << "," << report::fixed(iter_s / steps * 1e3, 4)
+           << "," << report::fixed(comm_s / steps * 1e3, 4) << "," << report::fixed(error / steps, 5) << "\n";
+    first = end;
+    ++index;
+  }
+  const double steps = static_cast<double>(rp.steps);
+  const double plain_s = est[uncompressed].iteration_s * steps;
+  const double mean_error = compressed_steps ? error_sum / static_cast<double>(compressed_steps) : 0.0;
+  out["run"] = {{"entropy_s", run_s}, {"uncompressed_s", plain_s}, {"speedup", plain_s / run_s},
+                {"mean_relative_error", mean_error}, {"fixed", nlohmann::json::array()}};
+  if (!ctx.json)
+    std::printf("# run of %llu steps: entropy %s s, uncompressed (adaptive/identity) %s s, speed-up %s; mean relative "
+                "error after warm-up %s\n",
+                static_cast<unsigned long long>(rp.steps), report::fixed(run_s, 3).c_str(), report::fixed(plain_s, 3).c_str(),
+                report::fixed(plain_s / run_s, 3).c_str(), report::fixed(mean_error, 4).c_str());
+  for (const auto& [r, err] : rp.fixed_error) {
+    const double warm = static_cast<double>(std::min(cfg.warmup_steps, rp.steps));
+    const double fixed_s = est[uncompressed].iteration_s * warm + est_of(r).iteration_s * (steps - warm);
+    double e = 0;
+    for (uint64_t s = std::min(cfg.warmup_steps, rp.steps); s < rp.steps; ++s) e += err[s];
+    const double me = steps > warm ? e / (steps - warm) : 0.0;
+    out["run"]["fixed"].push_back({{"rank", r}, {"seconds", fixed_s}, {"speedup", plain_s / fixed_s}, {"mean_relative_error", me}});
+    if (!ctx.json)
+      std::printf("#   fixed rank %u after the same warm-up: %s s, speed-up %s, mean relative error %s\n", r,
+                  report::fixed(fixed_s, 3).c_str(), report::fixed(plain_s / fixed_s, 3).c_str(), report::fixed(me, 4).c_str());
+  }
+  if (!ctx.json && rp.trace_rank(cfg.rank_max) < cfg.rank_max)
+    std::printf("# errors at ranks above %u were measured at rank %u (the trace's matrix is %llu x %llu)\n",
+                rp.trace_rank(cfg.rank_max), rp.trace_rank(cfg.rank_max), static_cast<unsigned long long>(rp.rows),
+                static_cast<unsigned long long>(rp.cols));
+  return out;
+}
+
 }  // namespace
 
 bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
@@ -78,6 +171,22 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
     variants.push_back({"adaptive", "adaptive", all});
   }
   for (int r : spec.lowrank_ranks) variants.push_back({"lowrank/r=" + std::to_string(r), "adaptive", {"identity"}, r});
+  // EDGC: the controller decides each step's rank from the trace; every rank it picks is priced
+  // as a lowrank variant (warm-up steps as adaptive/identity, the uncompressed plan).
+  std::optional<EntropyReplay> replay;
+  auto lowrank_variant = [&](uint32_t r) {
+    const std::string name = "lowrank/r=" + std::to_string(r);
+    for (size_t v = 0; v < variants.size(); ++v)
+      if (variants[v].name == name) return v;
+    variants.push_back({name, "adaptive", {"identity"}, static_cast<int>(r)});
+    return variants.size() - 1;
+  };
+  constexpr size_t kUncompressed = 1;  // adaptive/identity
+  if (spec.entropy) {
+    replay = replay_entropy(*spec.entropy, exp.file, spec.lowrank_ranks);
+    for (uint32_t r : replay->rank)
+      if (r > 0) lowrank_variant(r);
+  }
 
   std::unique_ptr<std::ofstream> csv;
   if (!ctx.out.empty()) {
@@ -87,6 +196,13 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
     if (fresh)
       *csv << "topology,gpus,model,dp,tp,pp,ep,zero_stage,micro_batches,variant,iteration_ms,compute_ms,comm_ms,"
               "exposed_comm_ms,comm_speedup,iteration_speedup,calibration\n";
+  }
+  std::unique_ptr<std::ofstream> csv_entropy;
+  if (replay && !ctx.out.empty()) {
+    const auto path = ctx.out / "entropy.csv";
+    const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
+    csv_entropy = std::make_unique<std::ofstream>(path, std::ios::app);
+    if (fresh) *csv_entropy << "topology,model,window,first_step,steps,entropy_bits,rank,iteration_ms,comm_ms,relative_error\n";
   }
   bool ok = true;
   for (const auto& topo_path : exp.topologies) {
@@ -296,6 +412,7 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
                     report::fixed(est[best].comm_by_kind.count(k) ? est[best].comm_by_kind.at(k) * 1e3 : 0.0, 3).c_str());
       std::printf("# %llu simulated messages\n", static_cast<unsigned long long>(messages));
     }
+    if (replay) tj["entropy"] = report_entropy(*replay, topo.name, model.name, est, kUncompressed, lowrank_variant, ctx, csv_entropy.get());
     doc["workload"].push_back(tj);
   }
   if (!ctx.json) {

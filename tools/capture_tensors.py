@@ -36,10 +36,30 @@ s's optimizer update).
 
 Run with --check DIR to verify an existing sample (needs numpy only).
 
+Gradient trace (--trace NAME): the weight gradient of one parameter (NAME as in
+the file names, e.g. layer1-attn-out-weight; 2-D parameters only) is kept at
+EVERY training step 1..--steps, at the same point as the grad captures (after
+backward, before clipping).  Each step keeps the top-left block of the first R
+(--trace-rows) rows and all columns of the weight as PyTorch stores it
+([out_features, in_features] for a Linear, [num_embeddings, dim] for an
+Embedding), rounded to bf16 with f32_to_bf16_bits.  At the end one 3-D .npy of
+dtype '<u2' and shape (steps, R, cols) is written, plus trace.json (settings,
+per-step loss, sha256):
+
+    <--trace-out>/grad-trace.<NAME>.bf16.npy         (default dir <repo>/tests/data/trace)
+
+A --trace run writes ONLY the trace: the normal captures (tensor files and
+manifest.json) are neither written nor deleted unless --out is given as well,
+in which case both are written.  Tracing does not change the training run
+(same batches, same weights), so a trace lines up step for step with a normal
+capture of the same settings.
+
 Examples:
     python3 tools/capture_tensors.py                      # regenerate tests/data
     python3 tools/capture_tensors.py --out /tmp/big --all-tensors --max-elements 0
     python3 tools/capture_tensors.py --check tests/data
+    python3 tools/capture_tensors.py --trace layer1-attn-out-weight --trace-rows 64 --steps 160 --threads 1
+                                                          # regenerate tests/data/trace
 """
 
 import argparse
@@ -59,6 +79,8 @@ KINDS = ("grad", "param", "act", "actgrad", "moe-dispatch")
 NAME_RE = re.compile(r"^[a-z0-9_-]+$")
 FILE_RE = re.compile(r"^(grad|param|act|actgrad|moe-dispatch)\.([a-z0-9_-]+)\.step(\d{3,})\.(bf16|fp32)\.npy$")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRACE_FILE = "grad-trace.%s.bf16.npy"  # % name
+TRACE_JSON = "trace.json"
 
 # The default (committed) selection: (kind, name, which capture steps, float32 copy too?)
 # "all" = every capture step, "last" = only the last capture step.
@@ -416,6 +438,15 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     ap.add_argument("--check", metavar="DIR", default=None,
                     help="verify an existing output directory and print per-file exponent entropy")
+    ap.add_argument("--trace", metavar="NAME", default=None,
+                    help="keep the weight gradient of parameter NAME (e.g. layer1-attn-out-weight) at every "
+                         "step and write it as one (steps, rows, cols) bf16 .npy plus trace.json; without "
+                         "--out only the trace is written (tests/data is left alone)")
+    ap.add_argument("--trace-rows", metavar="R", type=int, default=64,
+                    help="rows kept per step: the first R rows, all columns of the [out, in] weight "
+                         "(default 64)")
+    ap.add_argument("--trace-out", metavar="DIR", default=None,
+                    help="trace output directory (default: <repo>/tests/data/trace)")
     args = ap.parse_args()
 
     if args.check:
@@ -426,13 +457,20 @@ def main():
     except ImportError:
         sys.exit("%s: needs PyTorch: pip install torch" % PROG)
 
+    # a --trace run without --out writes only the trace
+    captures = args.trace is None or args.out is not None
     out_dir = args.out or os.path.join(REPO_ROOT, "tests", "data")
+    trace_dir = args.trace_out or os.path.join(REPO_ROOT, "tests", "data", "trace")
     if args.steps < 1:
         sys.exit("%s: --steps must be >= 1" % PROG)
+    if args.trace is not None and args.trace_rows < 1:
+        sys.exit("%s: --trace-rows must be >= 1" % PROG)
     if args.capture_steps is None:
         args.capture_steps = ",".join(str(s) for s in sorted({1, max(1, args.steps // 2), args.steps}))
     cap_steps = parse_steps(args.capture_steps, args.steps)
     last_cap = cap_steps[-1]
+    if not captures:
+        cap_steps = []  # trace only: no normal captures (tracing does not change the training run)
     K = args.max_elements
 
     t_start = time.time()
@@ -484,10 +522,23 @@ def main():
             if k in ("grad", "param") and n not in param_names:
                 sys.exit("%s: internal: unknown parameter %s" % (PROG, n))
 
-    os.makedirs(out_dir, exist_ok=True)
-    removed = remove_stale(out_dir)
-    if removed:
-        print("removed %d old tensor files from %s" % (len(removed), out_dir))
+    trace_param, trace_rows, trace_steps, trace_none = None, 0, [], []
+    if args.trace is not None:
+        valid = sorted(sn for sn, (n, p) in param_names.items() if p.dim() == 2)
+        if args.trace not in valid:
+            sys.exit("%s: --trace: unknown or not a 2-D weight: %s\nvalid names:\n  %s"
+                     % (PROG, args.trace, "\n  ".join(valid)))
+        trace_param = param_names[args.trace][1]
+        trace_rows = min(args.trace_rows, trace_param.shape[0])
+        if trace_rows < args.trace_rows:
+            print("note: %s has only %d rows; tracing all of them" % (args.trace, trace_rows))
+        os.makedirs(trace_dir, exist_ok=True)
+
+    if captures:
+        os.makedirs(out_dir, exist_ok=True)
+        removed = remove_stale(out_dir)
+        if removed:
+            print("removed %d old tensor files from %s" % (len(removed), out_dir))
 
     files = []
 
@@ -535,6 +586,14 @@ def main():
             ce, aux = model(x, y)
             loss = ce + cfg["aux_loss_coef"] * aux
         loss.backward()
+        if trace_param is not None:  # same point as the grad captures: after backward, before clipping
+            g = trace_param.grad
+            if g is None:  # no gradient this step (e.g. an expert that received no tokens): zeros
+                trace_none.append(step)
+                block = np.zeros((trace_rows, trace_param.shape[1]), dtype=np.float32)
+            else:
+                block = g.detach()[:trace_rows, :].float().numpy()
+            trace_steps.append(f32_to_bf16_bits(block))
         if capturing:
             wanted = []
             if selection is None:
@@ -576,6 +635,51 @@ def main():
 
     runtime = time.time() - t_start
     cmd = " ".join(["python3", PROG] + sys.argv[1:])
+    if trace_param is not None:
+        trace = np.stack(trace_steps).astype("<u2")
+        fn = TRACE_FILE % args.trace
+        path = os.path.join(trace_dir, fn)
+        np.save(path, trace, allow_pickle=False)
+        meta = {
+            "file": fn,
+            "name": args.trace,
+            "kind": "grad",
+            "shape": list(trace.shape),
+            "dtype": "bf16",
+            "steps": args.steps,
+            "rows": trace_rows,
+            "cols": int(trace.shape[2]),
+            "original_shape": list(trace_param.shape),
+            "block": "trace[s-1] = rows [0, %d), all %d columns of the weight gradient of training step s "
+                     "(1-based), weight as PyTorch stores it ([out_features, in_features])"
+                     % (trace_rows, trace.shape[2]),
+            "step_timing": "weight gradient of step s after backward, before clipping (what the data-parallel "
+                           "allreduce would send); the loss of step s is train_log[s-1]",
+            "format": "3-D .npy, dtype '<u2', C order, shape (steps, rows, cols): bf16 bit patterns; "
+                      "float32 -> bf16 by round-to-nearest-even: bits=f32 as uint32; "
+                      "(bits + 0x7FFF + ((bits>>16)&1)) >> 16; NaN -> (bits>>16)|0x0040",
+            "grad_none_steps": trace_none,
+            "generator": PROG,
+            "command": cmd,
+            "torch_version": torch.__version__,
+            "numpy_version": np.__version__,
+            "python_version": platform.python_version(),
+            "threads": args.threads,
+            "seed": args.seed,
+            "text_source": text_source,
+            "model_config": cfg,
+            "n_params": n_params,
+            "train_log": losses,
+            "bytes": os.path.getsize(path),
+            "sha256": sha256_file(path),
+        }
+        with open(os.path.join(trace_dir, TRACE_JSON), "w") as f:
+            json.dump(meta, f, indent=1)
+            f.write("\n")
+        print("wrote %s %s (%d bytes) + %s to %s in %.1fs"
+              % (fn, "x".join(str(d) for d in trace.shape), meta["bytes"], TRACE_JSON, trace_dir, runtime))
+        if not captures:
+            return
     manifest = {
         "format": {
             "bf16": "1-D .npy, dtype '<u2': bf16 bit patterns; float32 -> bf16 by round-to-nearest-even: "

@@ -82,6 +82,35 @@ void parse_sweep(const Node& root, Experiment& e) {
   }
 }
 
+// workload.entropy: the trace and the controller's knobs (policy::EntropyConfig, same names).
+EntropyRunSpec parse_entropy_run(const Node& n, const fs::path& dir) {
+  EntropyRunSpec r;
+  r.trace = resolve(n.get("trace"), dir);
+  auto& c = r.config;
+  auto u64 = [&](const char* key, uint64_t& field, int64_t lo, int64_t hi) {
+    field = static_cast<uint64_t>(n.get_int(key, static_cast<int64_t>(field), lo, hi));
+  };
+  u64("warmup_steps", c.warmup_steps, 0, int64_t{1} << 40);
+  u64("window", c.window, 1, int64_t{1} << 40);
+  u64("estimate_every", c.estimate_every, 1, int64_t{1} << 40);
+  u64("min_samples", c.min_samples, 1, int64_t{1} << 40);
+  u64("seed", c.seed, 0, INT64_MAX);
+  c.rank_min = static_cast<uint32_t>(n.get_int("rank_min", c.rank_min, 1, 4096));
+  c.rank_max = static_cast<uint32_t>(n.get_int("rank_max", c.rank_max, 1, 4096));
+  c.rank_start = static_cast<uint32_t>(n.get_int("rank_start", c.rank_start, 0, 4096));
+  c.mantissa_bits = static_cast<int>(n.get_int("mantissa_bits", c.mantissa_bits, 0, 7));
+  c.sample_fraction = n.get_double("sample_fraction", c.sample_fraction);
+  c.dead_band_bits = n.get_double("dead_band_bits", c.dead_band_bits);
+  c.gain = n.get_double("gain", c.gain);
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    n.fail(std::string(e.what()).substr(std::string("entropy: ").size()));
+  }
+  n.check_no_unknown_keys();
+  return r;
+}
+
 }  // namespace
 
 Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
@@ -145,6 +174,8 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
         if (!lr.is_sequence()) lr.fail("expected a list of ranks, like [8, 32]");
         for (size_t i = 0; i < lr.size(); ++i) w.lowrank_ranks.push_back(static_cast<int>(lr[i].as_int(1, 4096)));
       }
+      const Node en = n.opt("entropy");
+      if (en.defined()) w.entropy = parse_entropy_run(en, dir);
       n.check_no_unknown_keys();
       e.workloads.push_back(w);
     };

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "policy/entropy.h"
+
 namespace compcoll::config {
 
 struct CallSweep {
@@ -37,12 +39,22 @@ struct RunSpec {
   int gpus_per_node = 0;            // ranks per node for hierarchical algorithms; 0: the topology's
 };
 
+// EDGC over a training run (docs/WORKLOADS.md): the entropy policy's controller is fed a
+// recorded gradient trace step by step and picks the lowrank rank per window; compcoll-sim
+// prices each step's iteration at that rank and reports the run's time and the compressor's
+// error on the trace.
+struct EntropyRunSpec {
+  std::string trace;               // resolved path: .npy of shape (steps, rows, cols)
+  policy::EntropyConfig config;    // every knob (its defaults unless the file sets them)
+};
+
 // A training workload (docs/WORKLOADS.md): the iteration's collective calls replace `calls`.
 struct WorkloadSpec {
   std::string model, layout;        // resolved paths
   double peak_flops = 0, efficiency = 0;
   bool scale_dp = false;            // per topology: dp = its GPUs / (tp x pp) (weak scaling)
   std::vector<int> lowrank_ranks;   // also run gradients through lowrank (PowerSGD) at these ranks
+  std::optional<EntropyRunSpec> entropy;
 };
 
 struct Experiment {

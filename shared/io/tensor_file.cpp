@@ -384,6 +384,7 @@ std::vector<TensorData> load_npy(const std::string& path, std::optional<DType> r
   std::vector<TensorData> tensors;
   tensors.push_back(make_tensor(path, stored, file.data() + data_start,
                                 static_cast<size_t>(*data_size), requested, path, ""));
+  tensors.back().shape = header.shape;
   return tensors;
 }
 

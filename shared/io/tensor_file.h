@@ -21,6 +21,8 @@ struct TensorData {
   DType dtype = DType::BF16;
   // Element bit patterns, little-endian, exactly elements() * dtype_size(dtype) bytes.
   std::vector<uint8_t> bytes;
+  // The array's shape, C order, for .npy files (empty for the other sources: flat).
+  std::vector<uint64_t> shape;
 
   size_t elements() const { return bytes.size() / dtype_size(dtype); }
 };

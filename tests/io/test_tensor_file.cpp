@@ -278,6 +278,7 @@ TEST_CASE(".npy values round-trip for each dtype", "[io][npy]") {
       CHECK(tensors[0].dtype == DType::FP32);
       CHECK(tensors[0].elements() == 6);
       CHECK(tensors[0].bytes == f32_bytes(values));
+      CHECK(tensors[0].shape == std::vector<uint64_t>{2, 3});
     }
   }
   SECTION("fp16") {
