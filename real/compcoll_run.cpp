@@ -9,7 +9,9 @@
 // result; and before them one row of the library's own collective (MPI's or NCCL's). Rank 0
 // prints nccl-tests style rows with #wrong and ends with "# OK" or "# FAILED"; --out DIR
 // writes results.csv (row by row) and results.json (rewritten atomically after every row)
-// with compcoll-sim's columns plus wrong and backend. docs/compcoll-run.md.
+// with compcoll-sim's columns plus wrong, backend and policy. `policies:` as in compcoll-sim (static,
+// nccl-like, adaptive: the same shared/policy code) adds one row per policy and call and size.
+// docs/compcoll-run.md.
 // Exit status: 0 all rows right, 1 some row wrong, 2 bad input (one line naming file and key,
 // from rank 0, the same decision on every rank and before any communication). A failure in
 // the middle of a run (a transport error, a damaged stream) aborts the job with the rank's
@@ -35,6 +37,8 @@
 #include "config/experiment.h"
 #include "config/yaml_node.h"
 #include "io/tensor_file.h"
+#include "calibration/calibration.h"
+#include "calibration/ratio_model.h"
 #include "policy/policy.h"
 #include "real/backend.h"
 #include "real/baseline.h"
@@ -101,13 +105,15 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// compcoll-sim's columns, then wrong and backend.
+// compcoll-sim's columns, then wrong, backend and policy.
 const char* kCsvHeader =
     "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
-    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,error,wrong,backend\n";
+    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,error,wrong,backend,policy\n";
 
 struct Row {
-  std::string topology, collective, algorithm, placement, codec, dtype, tensor, backend, error;
+  std::string topology, collective, algorithm, placement, codec, dtype, tensor, backend, error, policy = "static";
+  size_t call = 0;       // index of the experiment's call
+  bool library = false;  // the library's own collective (MPI's or NCCL's)
   int ranks = 0;
   uint64_t size = 0, count = 0, wire_bytes = 0, messages = 0, wrong = 0;
   double time_s = 0, ratio = 1, codec_s = 0, reduce_s = 0, wall_s = 0, speedup = NAN;
@@ -127,7 +133,8 @@ json row_json(const Row& w, double busf) {
               {"reduce_us", w.reduce_s * 1e6}, {"messages", w.messages},
               {"speedup_vs_identity", std::isnan(w.speedup) ? json(nullptr) : json(w.speedup)},
               {"wall_s", w.wall_s},         {"error", w.error},
-              {"wrong", w.wrong},           {"backend", w.backend}};
+              {"wrong", w.wrong},           {"backend", w.backend},
+              {"policy", w.policy}};
 }
 
 int local_rank_and_size(int* local_size) {
@@ -144,13 +151,26 @@ int local_rank_and_size(int* local_size) {
   return lr;
 }
 
+// One row of schedules: a static plan (the call as written, with one codec) or a policy's.
+struct Entry {
+  sched::BuildSpec spec;
+  std::string policy = "static", algorithm, placement, codec;  // the row's labels
+};
+// A call at a size: the library's own collective (on `baseline`'s buffers), then the entries.
+struct Cell {
+  size_t call = 0;
+  uint64_t size = 0;
+  sched::BuildSpec baseline;
+  std::vector<Entry> entries;
+};
+
 struct Setup {
   config::Experiment exp;
   topo::Topology topo;
   std::string backend;
   int gpus_per_node = 1;
-  std::vector<sched::BuildSpec> specs;  // one per row of schedules, in run order
-  std::vector<size_t> spec_call;        // the call each spec belongs to
+  std::vector<Cell> cells;  // in run order
+  uint64_t plans_hash = 0;  // of every row's plan: the ranks must agree (policies decide on each)
 };
 
 sched::BuildSpec spec_for(const config::CallSweep& s, const std::string& codec, uint64_t size, int n, int gpn) {
@@ -203,6 +223,38 @@ Setup setup(const Args& args, int world, int local_size) {
     if (!codec->lossless())
       throw BadInput(exp.file + ": codecs: '" + c + "' is lossy; compcoll-run checks lossless codecs only so far");
   }
+  // Policies: the same code as in compcoll-sim (shared/policy), deciding on this machine's
+  // topology, the experiment's calibration and the ratios measured on its tensors.
+  for (const auto& pol : exp.policies)
+    if (pol == "oracle")
+      throw BadInput(exp.file + ": policies: oracle runs in compcoll-sim only (it simulates every candidate plan)");
+  const bool any_policy = std::any_of(exp.policies.begin(), exp.policies.end(), [](const auto& p) { return p != "static"; });
+  calib::Calibration cal;  // what the policies price kernels with
+  if (any_policy) {
+    cal = exp.calibration == "zero" ? calib::zero_calibration() : calib::load_calibration(exp.calibration);
+    if (exp.tensors_dir.empty())
+      for (const auto& c : exp.codecs)
+        if (c != "identity" && !exp.fixed_ratios.count(c))
+          throw BadInput(exp.file + ": ratios: a policy needs the ratio of codec " + c +
+                         " (ratios.tensors, or a fixed ratio)");
+  }
+  std::map<std::string, double> ratios;
+  auto ratio = [&](const std::string& codec, DType dt, const std::string& tensor) {
+    if (codec == "identity") return 1.0;
+    if (exp.fixed_ratios.count(codec)) return exp.fixed_ratios.at(codec);
+    const std::string key = codec + "/" + std::string(dtype_name(dt)) + "/" + tensor;
+    auto it = ratios.find(key);
+    if (it == ratios.end()) it = ratios.emplace(key, calib::measure_ratio(codec, dt, exp.tensors_dir, tensor).ratio).first;
+    return it->second;
+  };
+  policy::System sys;
+  sys.topology = &st.topo;
+  sys.calibration = &cal;
+  sys.codecs = exp.codecs;
+  sys.ratio = ratio;
+  std::map<std::string, std::unique_ptr<policy::Policy>> policies;
+  std::hash<std::string> hasher;
+
   for (size_t i = 0; i < exp.calls.size(); ++i) {
     const auto& s = exp.calls[i];
     const std::string key = exp.file + ": calls." + std::to_string(i);
@@ -212,24 +264,59 @@ Setup setup(const Args& args, int world, int local_size) {
       for (const auto& nme : names) list += (list.empty() ? "" : ", ") + nme;
       throw BadInput(key + ".algorithm: unknown " + s.collective + " algorithm '" + s.algorithm + "' (expected " + list + ")");
     }
-    for (uint64_t size : exp.sizes)
-      for (const auto& codec : exp.codecs) {
-        sched::BuildSpec b = spec_for(s, codec, size, world, st.gpus_per_node);
-        if (b.count == 0) throw BadInput(key + ": size " + std::to_string(size) + " is less than one element per rank");
+    for (uint64_t size : exp.sizes) {
+      Cell cell;
+      cell.call = i;
+      cell.size = size;
+      cell.baseline = spec_for(s, "identity", size, world, st.gpus_per_node);
+      if (cell.baseline.count == 0)
+        throw BadInput(key + ": size " + std::to_string(size) + " is less than one element per rank");
+      auto add = [&](const sched::BuildSpec& b, Entry e, const std::string& what) {
         std::string problem;
         try {
           const sched::Schedule sch = sched::build_schedule(b);
           sched::validate(sch);
           if (args.lockstep || st.backend == "nccl") problem = lockstep_problem(sch);
-        } catch (const sched::ScheduleError& e) {
-          throw BadInput(key + ": " + e.what());
+        } catch (const sched::ScheduleError& err) {
+          throw BadInput(key + ": " + what + ": " + err.what());
         }
         if (!problem.empty())
-          throw BadInput(key + ".algorithm: " + s.collective + " " + s.algorithm +
-                         " cannot run with transfers in lockstep groups (the nccl backend, --lockstep): " + problem);
-        st.specs.push_back(b);
-        st.spec_call.push_back(i);
+          throw BadInput(key + ": " + what + " cannot run with transfers in lockstep groups (the nccl backend, --lockstep): " +
+                         problem);
+        e.spec = b;
+        st.plans_hash = st.plans_hash * 1000003u ^ hasher(e.policy + " " + e.algorithm + " " + e.placement + " " + e.codec);
+        cell.entries.push_back(std::move(e));
+      };
+      for (const auto& pol : exp.policies) {
+        if (pol == "static") {
+          for (const auto& codec : exp.codecs) {
+            const sched::BuildSpec b = spec_for(s, codec, size, world, st.gpus_per_node);
+            Entry e;
+            e.algorithm = s.algorithm == "hierarchical" && s.collective == "allreduce" ? "hierarchical/" + s.inter : s.algorithm;
+            e.placement = std::string(sched::placement_name(b.placement));
+            e.codec = codec;
+            add(b, e, s.collective + " " + s.algorithm);
+          }
+          continue;
+        }
+        auto& obj = policies[pol];
+        if (!obj) obj = policy::make_policy(pol);
+        policy::CallInfo info;
+        info.collective = sched::parse_collective(s.collective);
+        info.bytes = size;
+        info.dtype = *parse_dtype(s.dtype);
+        info.tensor = s.tensor;
+        info.nranks = world;
+        const policy::Plan plan = obj->choose(info, sys, nullptr);
+        Entry e;
+        e.policy = pol;
+        e.algorithm = policy::algorithm_label(plan, info.collective);
+        e.placement = policy::placement_label(plan);
+        e.codec = plan.codec;
+        add(policy::build_spec(plan, info, st.topo), e, pol + "'s plan " + plan.describe());
       }
+      st.cells.push_back(std::move(cell));
+    }
   }
   if (st.backend == "nccl") {
 #ifndef COMPCOLL_HAVE_NCCL
@@ -268,6 +355,15 @@ int run(const Args& args) {
   MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (first_bad < world) {
     if (rank == first_bad) std::cerr << "compcoll-run: " << error << "\n";
+    return 2;
+  }
+  // Every rank planned on its own: the same files give the same plans, unless they differ.
+  uint64_t hashes[2] = {st.plans_hash, ~st.plans_hash};
+  MPI_Allreduce(MPI_IN_PLACE, hashes, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  if (hashes[0] != ~hashes[1]) {
+    if (rank == 0)
+      std::cerr << "compcoll-run: " << st.exp.file
+                << ": policies: the ranks chose different plans (do they read the same calibration and tensor files?)\n";
     return 2;
   }
   const config::Experiment& exp = st.exp;
@@ -328,9 +424,9 @@ int run(const Args& args) {
 #endif
   if (rank == 0) {
     std::cout << meta.str() << describe(st.topo);
-    std::printf("#%12s %12s %5s %15s %-22s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s %7s\n", "size", "count", "type",
+    std::printf("#%12s %12s %5s %15s %-22s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s %7s %s\n", "size", "count", "type",
                 "collective", "algorithm", "placement", "codec", "ranks", "time(us)", "algbw", "busbw", "ratio",
-                "codec(us)", "speedup", "#wrong");
+                "codec(us)", "speedup", "#wrong", "policy");
     std::fflush(stdout);
   }
 
@@ -340,24 +436,27 @@ int run(const Args& args) {
   std::map<std::string, double> identity_time;
   uint64_t total_wrong = 0;
   size_t done_rows = 0;
-  const size_t total_rows = st.specs.size() + exp.calls.size() * exp.sizes.size();
+  size_t total_rows = 0;
+  for (const auto& cell : st.cells) total_rows += 1 + cell.entries.size();
 
   auto emit = [&](Row& w) {
     const double busf = report::bus_factor(sched::parse_collective(w.collective), w.ranks);
-    const std::string key = w.collective + "/" + w.algorithm + "/" + w.dtype + "/" + std::to_string(w.size);
-    if (w.codec == "identity") identity_time[key] = w.time_s;
+    // Speed-up: over the call's own schedule uncompressed (the static identity row of the cell).
+    const std::string key = std::to_string(w.call) + "/" + std::to_string(w.size);
+    if (w.codec == "identity" && w.policy == "static" && !w.library) identity_time[key] = w.time_s;
     if (identity_time.count(key) && w.time_s > 0) w.speedup = identity_time[key] / w.time_s;
     total_wrong += w.wrong;
     ++done_rows;
     if (rank != 0) return;
     const json j = row_json(w, busf);
-    std::printf(" %12llu %12llu %5s %15s %-22s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s %7llu\n",
+    std::printf(" %12llu %12llu %5s %15s %-22s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s %7llu %s\n",
                 static_cast<unsigned long long>(w.size), static_cast<unsigned long long>(w.count), w.dtype.c_str(),
                 w.collective.c_str(), w.algorithm.c_str(), w.placement.c_str(), w.codec.c_str(), w.ranks,
                 report::fixed(w.time_s * 1e6, 2).c_str(), report::fixed(j["algbw_gbps"].get<double>(), 2).c_str(),
                 report::fixed(j["busbw_gbps"].get<double>(), 2).c_str(), report::fixed(w.ratio, 4).c_str(),
                 w.backend == "nccl" && w.codec != "identity" ? "-" : report::fixed(w.codec_s * 1e6, 2).c_str(),
-                std::isnan(w.speedup) ? "-" : report::fixed(w.speedup, 3).c_str(), static_cast<unsigned long long>(w.wrong));
+                std::isnan(w.speedup) ? "-" : report::fixed(w.speedup, 3).c_str(), static_cast<unsigned long long>(w.wrong),
+                w.policy.c_str());
     std::fflush(stdout);
     doc["rows"].push_back(j);
     if (csv) {
@@ -367,7 +466,7 @@ int run(const Args& args) {
            << report::fixed(j["busbw_gbps"].get<double>(), 4) << "," << report::fixed(w.ratio, 5) << "," << w.wire_bytes << ","
            << report::fixed(w.codec_s * 1e6, 3) << "," << report::fixed(w.reduce_s * 1e6, 3) << "," << w.messages << ","
            << (std::isnan(w.speedup) ? "" : report::fixed(w.speedup, 4)) << "," << report::fixed(w.wall_s, 3) << "," << report::csv_quote(w.error)
-           << "," << w.wrong << "," << w.backend << "\n";
+           << "," << w.wrong << "," << w.backend << "," << w.policy << "\n";
       csv->flush();
       report::write_atomic(out_dir / "results.json", doc.dump(1));
     }
@@ -389,6 +488,7 @@ int run(const Args& args) {
     w.size = size;
     w.count = b.count;
     w.backend = st.backend;
+    w.call = static_cast<size_t>(&s - exp.calls.data());
     return w;
   };
   // Mean over ranks of a per-rank value.
@@ -415,16 +515,16 @@ int run(const Args& args) {
     return count_wrong(s.dtype, got, expected_output(s, rank));
   };
 
-  size_t next_spec = 0;
-  for (size_t ci = 0; ci < exp.calls.size(); ++ci) {
-    const auto& call = exp.calls[ci];
-    for (uint64_t size : exp.sizes) {
-      const std::string where = "calls." + std::to_string(ci) + " (" + call.collective + " " + call.algorithm + ") size " +
-                                std::to_string(size);
+  for (const Cell& cell : st.cells) {
+    const auto& call = exp.calls[cell.call];
+    const uint64_t size = cell.size;
+    {
+      const std::string where = "calls." + std::to_string(cell.call) + " (" + call.collective + " " + call.algorithm +
+                                ") size " + std::to_string(size);
       // Baseline: the library's own collective on the identity schedule's buffers.
       try {
         const auto wall0 = std::chrono::steady_clock::now();
-        const sched::BuildSpec& b = st.specs[next_spec];
+        const sched::BuildSpec& b = cell.baseline;
         const sched::Schedule s = sched::build_schedule(b);
         Row w = base_row(b, call, size);
         w.placement = "none";
@@ -439,6 +539,7 @@ int run(const Args& args) {
 #endif
         if (!nccl) base = make_mpi_baseline(MPI_COMM_WORLD, s);
         w.algorithm = base->name();
+        w.library = true;
         const auto tin = timing_input(s.dtype, s.ranks[rank].input_count, rank, exp.tensors_dir, call.tensor);
         backend->upload(in, tin.data(), in_bytes);
         for (int i = 0; i < exp.run.warmup; ++i) base->run(in, out);
@@ -455,18 +556,18 @@ int run(const Args& args) {
       } catch (const std::exception& e) {
         abort_job(rank, where + ", baseline: " + e.what());
       }
-      for (const auto& codec_name : exp.codecs) {
-        const sched::BuildSpec& b = st.specs[next_spec++];
+      for (const Entry& entry : cell.entries) {
+        const sched::BuildSpec& b = entry.spec;
         try {
           const auto wall0 = std::chrono::steady_clock::now();
           const sched::Schedule s = sched::build_schedule(b);
           Row w = base_row(b, call, size);
-          w.algorithm = call.algorithm == "hierarchical" && call.collective == "allreduce" ? "hierarchical/" + call.inter
-                                                                                             : call.algorithm;
-          w.placement = std::string(sched::placement_name(b.placement));
-          w.codec = codec_name;
+          w.algorithm = entry.algorithm;
+          w.placement = entry.placement;
+          w.codec = entry.codec;
+          w.policy = entry.policy;
           ExecutorOptions opt;
-          opt.codec = find_codec(codec_name);
+          opt.codec = find_codec(entry.codec);
           opt.lockstep = args.lockstep;
           Executor ex(s, rank, *transport, *backend, opt);
           const auto tin = timing_input(s.dtype, s.ranks[rank].input_count, rank, exp.tensors_dir, call.tensor);
@@ -498,7 +599,7 @@ int run(const Args& args) {
           w.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
           emit(w);
         } catch (const std::exception& e) {
-          abort_job(rank, where + ", codec " + codec_name + ": " + e.what());
+          abort_job(rank, where + ", " + entry.policy + " " + entry.algorithm + " " + entry.codec + ": " + e.what());
         }
       }
     }

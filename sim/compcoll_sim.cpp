@@ -321,12 +321,8 @@ int run(const Args& args) {
     };
     std::map<std::string, std::unique_ptr<policy::Policy>> policy_objects;
     auto fill = [&](Row& w, const config::CallSweep& s, const policy::CallInfo& info, const policy::Plan& p) {
-      w.algorithm = p.algorithm == "hierarchical" && info.collective == sched::Collective::AllReduce
-                        ? "hierarchical/" + p.inter : p.algorithm;
-      if (p.chunks > 1) w.algorithm += "x" + std::to_string(p.chunks);
-      w.placement = p.codec == "identity" ? "none" : std::string(sched::placement_name(p.placement));
-      if (p.codec != "identity" && p.intra && *p.intra != p.placement)
-        w.placement += "/" + std::string(sched::placement_name(*p.intra));  // across nodes / inside nodes
+      w.algorithm = policy::algorithm_label(p, info.collective);
+      w.placement = policy::placement_label(p);
       w.codec = p.codec;
       const auto& m = ratio_of(p.codec, s);
       w.ratio = m.ratio;

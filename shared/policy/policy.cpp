@@ -20,6 +20,19 @@ std::string Plan::describe() const {
   return s + " " + codec;
 }
 
+std::string algorithm_label(const Plan& p, Collective c) {
+  std::string s = p.algorithm == "hierarchical" && c == Collective::AllReduce ? "hierarchical/" + p.inter : p.algorithm;
+  if (p.chunks > 1) s += "x" + std::to_string(p.chunks);
+  return s;
+}
+
+std::string placement_label(const Plan& p) {
+  if (p.codec == "identity") return "none";
+  std::string s(sched::placement_name(p.placement));
+  if (p.intra && *p.intra != p.placement) s += "/" + std::string(sched::placement_name(*p.intra));
+  return s;
+}
+
 uint64_t count_for(Collective c, uint64_t bytes, DType dtype, int nranks) {
   const uint64_t elems = bytes / dtype_size(dtype);
   return c == Collective::AllToAll ? elems / static_cast<uint64_t>(std::max(1, nranks)) : elems;

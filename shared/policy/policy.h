@@ -46,6 +46,12 @@ struct Plan {
   std::string describe() const;  // "hierarchical/recursive zipccl/none gauss-exp"
 };
 
+// A plan's row labels, as compcoll-sim and compcoll-run print them: the algorithm
+// ("hierarchical/ring" for a hierarchical allreduce, "ringx2" when pipelined in 2 chunks) and
+// the placement ("none" uncompressed; "zipccl/none": across nodes / inside nodes).
+std::string algorithm_label(const Plan& p, sched::Collective c);
+std::string placement_label(const Plan& p);
+
 // What a policy may look at.
 struct System {
   const topo::Topology* topology = nullptr;  // its placement puts the call's ranks
