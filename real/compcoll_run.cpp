@@ -15,7 +15,8 @@
 // Exit status: 0 all rows right, 1 some row wrong, 2 bad input (one line naming file and key,
 // from rank 0, the same decision on every rank and before any communication). A failure in
 // the middle of a run (a transport error, a damaged stream) aborts the job with the rank's
-// message; the rows finished before it stay written.
+// message; a rank silent for run.timeout_s (dead, hung, never arrived) ends it through the
+// watchdog (real/watchdog.h), exit status 3; the rows finished before stay written.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@
 #include "real/executor.h"
 #include "real/transport.h"
 #include "real/verify.h"
+#include "real/watchdog.h"
 #include "report/report.h"
 #include "schedule/build.h"
 #include "topology/topology.h"
@@ -223,6 +225,11 @@ Setup setup(const Args& args, int world, int local_size) {
     if (!codec->lossless())
       throw BadInput(exp.file + ": codecs: '" + c + "' is lossy; compcoll-run checks lossless codecs only so far");
   }
+  try {
+    inject_fault(-1, 0);  // only checks COMPCOLL_RUN_FAULT's form
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(e.what());
+  }
   // Policies: the same code as in compcoll-sim (shared/policy), deciding on this machine's
   // topology, the experiment's calibration and the ratios measured on its tensors.
   for (const auto& pol : exp.policies)
@@ -366,6 +373,8 @@ int run(const Args& args) {
                 << ": policies: the ranks chose different plans (do they read the same calibration and tensor files?)\n";
     return 2;
   }
+  // From here a silent rank ends the job within run.timeout_s instead of hanging it.
+  Watchdog watchdog(rank, st.exp.run.timeout_s);
   const config::Experiment& exp = st.exp;
   const bool nccl = st.backend == "nccl";
 
@@ -508,13 +517,16 @@ int run(const Args& args) {
     const std::vector<uint8_t> poison(out_bytes, 0xff);
     backend->upload(out, poison.data(), out_bytes);
     transport->barrier();
+    heartbeat();
     once();
     backend->synchronize();
+    heartbeat();
     std::vector<uint8_t> got(out_bytes);
     backend->download(got.data(), out, out_bytes);
     return count_wrong(s.dtype, got, expected_output(s, rank));
   };
 
+  size_t row_index = 0;
   for (const Cell& cell : st.cells) {
     const auto& call = exp.calls[cell.call];
     const uint64_t size = cell.size;
@@ -522,6 +534,8 @@ int run(const Args& args) {
       const std::string where = "calls." + std::to_string(cell.call) + " (" + call.collective + " " + call.algorithm +
                                 ") size " + std::to_string(size);
       // Baseline: the library's own collective on the identity schedule's buffers.
+      set_activity(where + ", the library's collective");
+      inject_fault(rank, row_index++);
       try {
         const auto wall0 = std::chrono::steady_clock::now();
         const sched::BuildSpec& b = cell.baseline;
@@ -542,11 +556,11 @@ int run(const Args& args) {
         w.library = true;
         const auto tin = timing_input(s.dtype, s.ranks[rank].input_count, rank, exp.tensors_dir, call.tensor);
         backend->upload(in, tin.data(), in_bytes);
-        for (int i = 0; i < exp.run.warmup; ++i) base->run(in, out);
+        for (int i = 0; i < exp.run.warmup; ++i) base->run(in, out), heartbeat();
         backend->synchronize();
         transport->barrier();
         backend->timer_start();
-        for (int i = 0; i < exp.run.iterations; ++i) base->run(in, out);
+        for (int i = 0; i < exp.run.iterations; ++i) base->run(in, out), heartbeat();
         w.time_s = mean(backend->timer_stop() / exp.run.iterations);
         w.wrong = sum(check(s, in, out, out_bytes, [&] { base->run(in, out); }));
         backend->release(in);
@@ -558,6 +572,8 @@ int run(const Args& args) {
       }
       for (const Entry& entry : cell.entries) {
         const sched::BuildSpec& b = entry.spec;
+        set_activity(where + ", " + entry.policy + " " + entry.algorithm + " " + entry.codec);
+        inject_fault(rank, row_index++);
         try {
           const auto wall0 = std::chrono::steady_clock::now();
           const sched::Schedule s = sched::build_schedule(b);

@@ -1,6 +1,7 @@
 // real/executor.cpp — see executor.h. One loop per run: poll what is in flight, post the
 // transfers that may go, start one computation, repeat.
 #include "real/executor.h"
+#include "real/watchdog.h"
 
 #include <algorithm>
 #include <chrono>
@@ -260,6 +261,7 @@ RunStats Executor::run() {
       st.compress_out += stream_bytes_[i];
     }
     ++done;
+    heartbeat();  // the watchdog's sign of life (real/watchdog.h)
     for (uint32_t d : dependents_[i])
       if (--waiting[d] == 0) make_ready(d);
   };

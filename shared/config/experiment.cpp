@@ -227,6 +227,8 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     const Node b = run.opt("backend");
     if (b.defined()) e.run.backend = b.as_choice({"mpi", "nccl"});
     e.run.gpus_per_node = static_cast<int>(run.get_int("gpus_per_node", 0, 0, 1 << 16));
+    e.run.timeout_s = run.get_double("timeout_s", e.run.timeout_s);
+    if (!(e.run.timeout_s > 0)) run.opt("timeout_s").fail("expected a positive number of seconds");
     run.check_no_unknown_keys();
   }
   root.check_no_unknown_keys();

@@ -37,6 +37,7 @@ struct RunSpec {
   int warmup = 2, iterations = 10;  // untimed runs, then timed runs, per row
   std::string backend;              // mpi | nccl; empty: compcoll-run's --backend or mpi
   int gpus_per_node = 0;            // ranks per node for hierarchical algorithms; 0: the topology's
+  double timeout_s = 300;           // a rank silent this long ends the job (real/watchdog.h)
 };
 
 // EDGC over a training run (docs/WORKLOADS.md): the entropy policy's controller is fed a
