@@ -52,6 +52,7 @@ OutputError compare_outputs(DType dtype, const std::vector<std::vector<uint8_t>>
     }
   }
   e.rel_l2 = diff2 == 0 ? 0 : (ref2 == 0 ? std::numeric_limits<double>::infinity() : std::sqrt(diff2 / ref2));
+  e.snr_db = diff2 == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(ref2 / diff2);
   return e;
 }
 

@@ -27,11 +27,13 @@ std::vector<std::vector<uint8_t>> run_reference(const Schedule& s,
                                                 const ReferenceOptions& opt = {});
 
 // How far a (lossy) run's outputs are from a reference run's, over all ranks and elements:
-// the largest absolute difference and the relative L2 error ||got - want|| / ||want||
-// (0 when both are 0). Non-finite differences count as infinite.
+// the largest absolute difference, the relative L2 error ||got - want|| / ||want|| (0 when
+// both are 0) and the signal-to-noise ratio 10 log10(||want||² / ||got - want||²) in dB
+// (infinite when exact). Non-finite differences count as infinite.
 struct OutputError {
   double max_abs = 0;
   double rel_l2 = 0;
+  double snr_db = 0;
   uint64_t elements = 0;
 };
 OutputError compare_outputs(DType dtype, const std::vector<std::vector<uint8_t>>& got,

@@ -209,6 +209,8 @@ TEST_CASE("compare_outputs measures max and relative L2 error", "[schedule][erro
   const OutputError e = compare_outputs(DType::FP32, {f32({3, 4}), f32({0, 0.5f})}, want);
   CHECK(e.max_abs == Approx(0.5));
   CHECK(e.rel_l2 == Approx(0.5 / 5.0));
+  CHECK(e.snr_db == Approx(20.0));  // 10 log10(25 / 0.25)
+  CHECK(std::isinf(same.snr_db));
   CHECK(std::isinf(compare_outputs(DType::FP32, {f32({3, NAN}), f32({0, 0})}, want).max_abs));
   CHECK_THROWS_AS(compare_outputs(DType::FP32, {f32({3, 4})}, want), ScheduleError);
 }
