@@ -37,6 +37,7 @@
 #include "codec/codec.h"
 #include "config/experiment.h"
 #include "config/yaml_node.h"
+#include "io/float_convert.h"
 #include "io/tensor_file.h"
 #include "calibration/calibration.h"
 #include "calibration/ratio_model.h"
@@ -107,10 +108,11 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// compcoll-sim's columns, then wrong, backend and policy.
+// compcoll-sim's columns, then wrong, backend, policy and (lossy rows) the error metrics.
 const char* kCsvHeader =
     "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
-    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,error,wrong,backend,policy\n";
+    "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,error,wrong,backend,policy,max_abs,rel_l2,"
+    "snr_db\n";
 
 struct Row {
   std::string topology, collective, algorithm, placement, codec, dtype, tensor, backend, error, policy = "static";
@@ -119,6 +121,9 @@ struct Row {
   int ranks = 0;
   uint64_t size = 0, count = 0, wire_bytes = 0, messages = 0, wrong = 0;
   double time_s = 0, ratio = 1, codec_s = 0, reduce_s = 0, wall_s = 0, speedup = NAN;
+  // Lossy codecs: the output on the timed runs' data against the uncompressed schedule's.
+  bool lossy = false;
+  double max_abs = NAN, rel_l2 = NAN, snr_db = NAN;
 };
 
 json row_json(const Row& w, double busf) {
@@ -136,7 +141,10 @@ json row_json(const Row& w, double busf) {
               {"speedup_vs_identity", std::isnan(w.speedup) ? json(nullptr) : json(w.speedup)},
               {"wall_s", w.wall_s},         {"error", w.error},
               {"wrong", w.wrong},           {"backend", w.backend},
-              {"policy", w.policy}};
+              {"policy", w.policy},
+              {"max_abs", w.lossy ? json(w.max_abs) : json(nullptr)},
+              {"rel_l2", w.lossy ? json(w.rel_l2) : json(nullptr)},
+              {"snr_db", w.lossy && std::isfinite(w.snr_db) ? json(w.snr_db) : json(nullptr)}};
 }
 
 int local_rank_and_size(int* local_size) {
@@ -151,6 +159,31 @@ int local_rank_and_size(int* local_size) {
   for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK"})
     if (const char* s = std::getenv(v)) return std::atoi(s);
   return lr;
+}
+
+// A lossy row's output against the reference, this rank's part: sums of squares (error,
+// reference), the largest absolute error, and elements non-finite where the reference is finite.
+struct LossyError {
+  double diff2 = 0, ref2 = 0, max_abs = 0;
+  uint64_t nonfinite = 0;
+};
+LossyError lossy_error(DType dtype, const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+  LossyError e;
+  const uint64_t n = std::min(got.size(), want.size()) / dtype_size(dtype);
+  for (uint64_t i = 0; i < n; ++i) {
+    const double g = load_as_float(dtype, got.data(), i), w = load_as_float(dtype, want.data(), i);
+    if (!std::isfinite(w)) continue;
+    if (!std::isfinite(g)) {
+      ++e.nonfinite;
+      continue;
+    }
+    const double d = g - w;
+    e.diff2 += d * d;
+    e.ref2 += w * w;
+    e.max_abs = std::max(e.max_abs, std::fabs(d));
+  }
+  if (got.size() != want.size()) e.nonfinite += n;  // a different output size is all wrong
+  return e;
 }
 
 // One row of schedules: a static plan (the call as written, with one codec) or a policy's.
@@ -222,8 +255,7 @@ Setup setup(const Args& args, int world, int local_size) {
   for (const auto& c : exp.codecs) {
     const Codec* codec = find_codec(c);
     if (!codec) throw BadInput(exp.file + ": codecs: unknown codec '" + c + "'");
-    if (!codec->lossless())
-      throw BadInput(exp.file + ": codecs: '" + c + "' is lossy; compcoll-run checks lossless codecs only so far");
+
   }
   try {
     inject_fault(-1, 0);  // only checks COMPCOLL_RUN_FAULT's form
@@ -410,7 +442,9 @@ int run(const Args& args) {
        << "; time = mean over ranks of each rank's mean iteration time; transfers "
        << (args.lockstep || transport->sends_wait_for_receives() ? "in lockstep groups by step" : "posted as soon as ready")
        << "\n";
-  meta << "# correctness: integer inputs, bitwise against the closed-form result (#wrong: elements, all ranks)\n";
+  meta << "# correctness: lossless rows on integer inputs, bitwise against the closed-form result (#wrong: elements, "
+          "all ranks); lossy rows: rel.err = ||out - uncompressed|| / ||uncompressed|| on the timed runs' data "
+          "(#wrong: non-finite elements)\n";
 
   std::unique_ptr<std::ofstream> csv;
   fs::path out_dir;
@@ -433,9 +467,9 @@ int run(const Args& args) {
 #endif
   if (rank == 0) {
     std::cout << meta.str() << describe(st.topo);
-    std::printf("#%12s %12s %5s %15s %-22s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s %7s %s\n", "size", "count", "type",
+    std::printf("#%12s %12s %5s %15s %-22s %-13s %-12s %6s %12s %9s %9s %7s %10s %8s %8s %7s %s\n", "size", "count", "type",
                 "collective", "algorithm", "placement", "codec", "ranks", "time(us)", "algbw", "busbw", "ratio",
-                "codec(us)", "speedup", "#wrong", "policy");
+                "codec(us)", "speedup", "rel.err", "#wrong", "policy");
     std::fflush(stdout);
   }
 
@@ -458,13 +492,14 @@ int run(const Args& args) {
     ++done_rows;
     if (rank != 0) return;
     const json j = row_json(w, busf);
-    std::printf(" %12llu %12llu %5s %15s %-22s %-13s %-11s %6d %12s %9s %9s %7s %10s %8s %7llu %s\n",
+    std::printf(" %12llu %12llu %5s %15s %-22s %-13s %-12s %6d %12s %9s %9s %7s %10s %8s %8s %7llu %s\n",
                 static_cast<unsigned long long>(w.size), static_cast<unsigned long long>(w.count), w.dtype.c_str(),
                 w.collective.c_str(), w.algorithm.c_str(), w.placement.c_str(), w.codec.c_str(), w.ranks,
                 report::fixed(w.time_s * 1e6, 2).c_str(), report::fixed(j["algbw_gbps"].get<double>(), 2).c_str(),
                 report::fixed(j["busbw_gbps"].get<double>(), 2).c_str(), report::fixed(w.ratio, 4).c_str(),
                 w.backend == "nccl" && w.codec != "identity" ? "-" : report::fixed(w.codec_s * 1e6, 2).c_str(),
-                std::isnan(w.speedup) ? "-" : report::fixed(w.speedup, 3).c_str(), static_cast<unsigned long long>(w.wrong),
+                std::isnan(w.speedup) ? "-" : report::fixed(w.speedup, 3).c_str(),
+                w.lossy ? report::fixed(w.rel_l2, 5).c_str() : "-", static_cast<unsigned long long>(w.wrong),
                 w.policy.c_str());
     std::fflush(stdout);
     doc["rows"].push_back(j);
@@ -475,7 +510,9 @@ int run(const Args& args) {
            << report::fixed(j["busbw_gbps"].get<double>(), 4) << "," << report::fixed(w.ratio, 5) << "," << w.wire_bytes << ","
            << report::fixed(w.codec_s * 1e6, 3) << "," << report::fixed(w.reduce_s * 1e6, 3) << "," << w.messages << ","
            << (std::isnan(w.speedup) ? "" : report::fixed(w.speedup, 4)) << "," << report::fixed(w.wall_s, 3) << "," << report::csv_quote(w.error)
-           << "," << w.wrong << "," << w.backend << "," << w.policy << "\n";
+           << "," << w.wrong << "," << w.backend << "," << w.policy << ","
+           << (w.lossy ? report::fixed(w.max_abs, 6) : "") << "," << (w.lossy ? report::fixed(w.rel_l2, 6) : "") << ","
+           << (w.lossy && std::isfinite(w.snr_db) ? report::fixed(w.snr_db, 3) : "") << "\n";
       csv->flush();
       report::write_atomic(out_dir / "results.json", doc.dump(1));
     }
@@ -570,6 +607,27 @@ int run(const Args& args) {
       } catch (const std::exception& e) {
         abort_job(rank, where + ", baseline: " + e.what());
       }
+      // Lossy rows are measured against the uncompressed schedule's output on the same data.
+      std::vector<uint8_t> reference;
+      if (std::any_of(cell.entries.begin(), cell.entries.end(),
+                      [](const Entry& e) { return !find_codec(e.codec)->lossless(); })) {
+        set_activity(where + ", the uncompressed reference for lossy rows");
+        try {
+          const sched::Schedule s = sched::build_schedule(cell.baseline);
+          ExecutorOptions opt;
+          opt.codec = find_codec("identity");
+          opt.lockstep = args.lockstep;
+          Executor ex(s, rank, *transport, *backend, opt);
+          const auto tin = timing_input(s.dtype, s.ranks[rank].input_count, rank, exp.tensors_dir, call.tensor);
+          backend->upload(ex.input(), tin.data(), tin.size());
+          ex.run();
+          backend->synchronize();
+          reference.resize(ex.output_bytes());
+          backend->download(reference.data(), ex.output(), reference.size());
+        } catch (const std::exception& e) {
+          abort_job(rank, where + ", uncompressed reference: " + e.what());
+        }
+      }
       for (const Entry& entry : cell.entries) {
         const sched::BuildSpec& b = entry.spec;
         set_activity(where + ", " + entry.policy + " " + entry.algorithm + " " + entry.codec);
@@ -611,7 +669,25 @@ int run(const Args& args) {
           w.wire_bytes = sum(total.sent_bytes) / it;
           const uint64_t cin = sum(total.compress_in), cout = sum(total.compress_out);
           w.ratio = cin ? static_cast<double>(cout) / static_cast<double>(cin) : 1.0;
-          w.wrong = sum(check(s, ex.input(), ex.output(), ex.output_bytes(), [&] { ex.run(); }));
+          if (opt.codec->lossless()) {
+            w.wrong = sum(check(s, ex.input(), ex.output(), ex.output_bytes(), [&] { ex.run(); }));
+          } else {
+            // Lossy: the last timed run's output (real data) against the uncompressed
+            // schedule's on the same inputs; wrong = elements non-finite where it is finite.
+            std::vector<uint8_t> got(ex.output_bytes());
+            backend->synchronize();
+            backend->download(got.data(), ex.output(), got.size());
+            const LossyError e = lossy_error(s.dtype, got, reference);
+            double sums[2] = {e.diff2, e.ref2};
+            MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            double max_abs = e.max_abs;
+            MPI_Allreduce(MPI_IN_PLACE, &max_abs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            w.lossy = true;
+            w.max_abs = max_abs;
+            w.rel_l2 = sums[0] == 0 ? 0 : sums[1] == 0 ? INFINITY : std::sqrt(sums[0] / sums[1]);
+            w.snr_db = sums[0] == 0 ? INFINITY : 10 * std::log10(sums[1] / sums[0]);
+            w.wrong = sum(e.nonfinite);
+          }
           w.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
           emit(w);
         } catch (const std::exception& e) {
