@@ -110,31 +110,88 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       if (--st.missing[d] == 0) queue.emplace(st.ready[d], r, d);
     }
   };
-  // Delivers the pair's queued messages (from -> r) in order while their receives are posted;
-  // a message whose receive is not posted yet holds the ones behind it, as a rendezvous does.
-  auto deliver = [&](int from, int r) {
+  // A message that can leave: the pair's next one with its receive posted.
+  struct Leaving {
+    int from, r;
+    uint32_t op;  // the receive
+    uint64_t bytes;
+    double start;
+    const RouteInfo* route;
+  };
+  auto next_leaving = [&](int from, int r, Leaving& out) {
     Pair& p = pairs[pair_key(from, r)];
-    while (!p.outbox.empty()) {
-      const Pending m = p.outbox.front();
-      auto w = p.waiting.find(m.seq);
-      if (w == p.waiting.end()) return;
-      const uint32_t i = w->second;
-      p.waiting.erase(w);
-      p.outbox.pop_front();
-      const RouteInfo& rt = routes.get(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)]);
-      const double start = std::max({m.posted, ranks[r].ready[i], p.free});
-      double done = start;
-      const topo::NetLink* links = routes.links(rt);
-      for (uint32_t k = 0; k < rt.count; ++k) {
+    if (p.outbox.empty()) return false;
+    const Pending m = p.outbox.front();
+    auto w = p.waiting.find(m.seq);
+    if (w == p.waiting.end()) return false;  // a rendezvous: it holds the ones behind it
+    out = {from, r, w->second, m.bytes, std::max({m.posted, ranks[r].ready[w->second], p.free}),
+           &routes.get(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)])};
+    p.waiting.erase(w);
+    p.outbox.pop_front();
+    return true;
+  };
+  auto hold = [&](const topo::NetLink& l, uint64_t bytes) {
+    return static_cast<double>(bytes) / (l.bandwidth * net.bandwidth_factor);
+  };
+  auto arrive = [&](const Leaving& m, double done) {
+    Pair& p = pairs[pair_key(m.from, m.r)];
+    p.free = done + m.route->latency * net.latency_factor;
+    const auto& op = s.ranks[m.r].ops[m.op];
+    if (op.dst.buf == BufKind::Wire) ranks[m.r].wire[op.dst.index] = m.bytes;
+    finish_op(m.r, m.op, p.free);
+  };
+  // Delivers the pair's queued messages (from -> r) in order while their receives are posted,
+  // each taking its links in turn.
+  auto deliver = [&](int from, int r) {
+    Leaving m;
+    while (next_leaving(from, r, m)) {
+      double done = m.start;
+      const topo::NetLink* links = routes.links(*m.route);
+      for (uint32_t k = 0; k < m.route->count; ++k) {
         double& busy = link_free[links[k].id];
-        busy = std::max(busy, start) + static_cast<double>(m.bytes) / (links[k].bandwidth * net.bandwidth_factor);
+        busy = std::max(busy, m.start) + hold(links[k], m.bytes);
         done = std::max(done, busy);
       }
-      p.free = done + rt.latency * net.latency_factor;
-      const auto& op = s.ranks[r].ops[i];
-      if (op.dst.buf == BufKind::Wire) ranks[r].wire[op.dst.index] = m.bytes;
-      finish_op(r, i, p.free);
+      arrive(m, done);
     }
+  };
+  // The messages that can leave once every op ready at one instant has been posted leave
+  // together: on a link they share, each ends when the link has carried all of them (as fair
+  // sharing ends flows that start together), not one after another.
+  std::vector<uint64_t> touched;  // pairs posted to at this instant
+  std::vector<Leaving> batch;
+  std::unordered_map<uint64_t, std::pair<double, double>> load;  // link -> (earliest start, holds)
+  auto deliver_together = [&] {
+    batch.clear();
+    load.clear();
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (uint64_t key : touched) {
+      Leaving m;
+      if (next_leaving(static_cast<int>(key >> 32), static_cast<int>(key & 0xffffffffu), m)) batch.push_back(m);
+    }
+    for (const Leaving& m : batch) {
+      const topo::NetLink* links = routes.links(*m.route);
+      for (uint32_t k = 0; k < m.route->count; ++k) {
+        auto [it, fresh] = load.try_emplace(links[k].id, m.start, 0.0);
+        it->second.first = std::min(it->second.first, m.start);
+        it->second.second += hold(links[k], m.bytes);
+      }
+    }
+    for (const Leaving& m : batch) {
+      double done = m.start;
+      const topo::NetLink* links = routes.links(*m.route);
+      for (uint32_t k = 0; k < m.route->count; ++k)
+        done = std::max(done, std::max(link_free[links[k].id], m.start) + load.at(links[k].id).second);
+      arrive(m, done);
+    }
+    for (const auto& [id, l] : load) {
+      double& busy = link_free[id];
+      busy = std::max(busy, l.first) + l.second;
+    }
+    // What is left behind (a pair's later messages) leaves in turn.
+    for (uint64_t key : touched) deliver(static_cast<int>(key >> 32), static_cast<int>(key & 0xffffffffu));
+    touched.clear();
   };
 
   while (!queue.empty()) {
@@ -154,12 +211,12 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
         ++cost.messages;
         cost.wire_bytes += bytes;
         finish_op(r, i, ready);  // buffered: what depends on it may go on
-        deliver(r, op.peer);
+        touched.push_back(pair_key(r, op.peer));
         break;
       }
       case OpKind::Recv:
         pairs[pair_key(op.peer, r)].waiting[st.seq[i]] = i;
-        deliver(op.peer, r);
+        touched.push_back(pair_key(op.peer, r));
         break;
       case OpKind::Compress: {
         const uint64_t raw = op.src.count * dsize;
@@ -186,6 +243,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
         break;
       }
     }
+    if (queue.empty() || std::get<0>(queue.top()) != ready) deliver_together();
   }
   if (remaining > 0) throw std::runtime_error("cost model: the schedule cannot finish (a receive is never matched)");
   for (const auto& st : ranks) cost.codec_s = std::max(cost.codec_s, st.codec_s);
