@@ -44,15 +44,18 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: compcoll-sim EXPERIMENT.yaml [--set key.path=value]... [--out DIR] [--json]\n"
-    "  --set K=V  override one key of the experiment file (repeatable)\n"
-    "  --out DIR  write DIR/results.csv (row by row) and DIR/results.json\n"
-    "  --json     print the results as JSON on stdout instead of the table\n";
+    "usage: compcoll-sim EXPERIMENT.yaml [--set key.path=value]... [--out DIR] [--json] [--plans-only]\n"
+    "  --set K=V     override one key of the experiment file (repeatable)\n"
+    "  --out DIR     write DIR/results.csv (row by row) and DIR/results.json\n"
+    "  --json        print the results as JSON on stdout instead of the table\n"
+    "  --plans-only  print each policy's plan and predicted time per cell, simulate nothing\n"
+    "                (the oracle is left out: it simulates); --out writes DIR/plans.csv\n";
 
 struct Args {
   std::string experiment, out;
   std::vector<std::string> sets;
   bool json = false;
+  bool plans_only = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -75,6 +78,7 @@ Args parse_args(int argc, char** argv) {
     else if (s.starts_with("--set=")) a.sets.push_back(s.substr(6));
     else if (s == "--out") a.out = value("--out");
     else if (s == "--json") a.json = true;
+    else if (s == "--plans-only") a.plans_only = true;
     else if (s.starts_with("-")) usage_error("unknown option " + s);
     else if (a.experiment.empty()) a.experiment = s;
     else usage_error("one experiment file only (got " + a.experiment + " and " + s + ")");
@@ -245,9 +249,13 @@ int run(const Args& args) {
   if (!args.out.empty()) {
     out_dir = args.out;
     fs::create_directories(out_dir);
-    csv = std::make_unique<std::ofstream>(out_dir / "results.csv");
-    *csv << kCsvHeader;
-    csv->flush();
+    if (args.plans_only) {
+      fs::remove(out_dir / "plans.csv");
+    } else {
+      csv = std::make_unique<std::ofstream>(out_dir / "results.csv");
+      *csv << kCsvHeader;
+      csv->flush();
+    }
   }
   const bool tty = isatty(STDERR_FILENO);
   // One simulation job per topology and group size (ranks: N, or a list of them).
@@ -438,6 +446,35 @@ int run(const Args& args) {
       }
     }
     job.topology = std::move(topo);
+
+    if (args.plans_only) {  // what each policy would run, from its own model; nothing simulated
+      if (!args.json)
+        std::printf("#%12s %5s %15s %-9s %-24s %-13s %-11s %6s %14s\n", "size", "type", "collective", "policy",
+                    "algorithm", "placement", "codec", "ranks", "predicted(us)");
+      for (const Out& o : outs) {
+        const Row& w = o.w;
+        if (w.policy == "oracle") continue;
+        const std::string pred = std::isnan(w.predicted_s) ? "-" : report::fixed(w.predicted_s * 1e6, 3);
+        if (!args.json)
+          std::printf(" %12llu %5s %15s %-9s %-24s %-13s %-11s %6d %14s\n", static_cast<unsigned long long>(w.size),
+                      w.dtype.c_str(), w.collective.c_str(), w.policy.c_str(), w.algorithm.c_str(), w.placement.c_str(),
+                      w.codec.c_str(), w.ranks, pred.c_str());
+        doc["plans"].push_back({{"topology", w.topology}, {"ranks", w.ranks}, {"collective", w.collective},
+                                {"dtype", w.dtype}, {"size_bytes", w.size}, {"call", w.call}, {"policy", w.policy},
+                                {"algorithm", w.algorithm}, {"placement", w.placement}, {"codec", w.codec},
+                                {"predicted_us", std::isnan(w.predicted_s) ? json(nullptr) : json(w.predicted_s * 1e6)}});
+        if (!out_dir.empty()) {
+          const auto path = out_dir / "plans.csv";
+          const bool fresh = !fs::exists(path);
+          std::ofstream f(path, std::ios::app);
+          if (fresh) f << "topology,ranks,collective,dtype,size_bytes,call,policy,algorithm,placement,codec,predicted_us\n";
+          f << report::csv_quote(w.topology) << "," << w.ranks << "," << w.collective << "," << w.dtype << "," << w.size
+            << "," << w.call << "," << w.policy << "," << w.algorithm << "," << w.placement << "," << w.codec << "," << pred
+            << "\n";
+        }
+      }
+      continue;
+    }
 
     if (!args.json) {
       std::printf("#%12s %12s %5s %15s %-24s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s %-9s%s\n", "size", "count", "type",
