@@ -326,8 +326,11 @@ s4u::Engine make_engine() {
 
 }  // namespace
 
-JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& on_result) {
-  JobStats stats;
+namespace {
+
+// Forks a child that runs `child` on the write end of a pipe (and must not return); the parent
+// gets the child's pid and the read end.
+std::pair<pid_t, FILE*> fork_with_pipe(const std::function<void(int fd)>& child) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   std::fflush(stdout);
@@ -336,10 +339,18 @@ JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& 
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     close(fds[0]);
-    child_main(job, fds[1]);
+    child(fds[1]);
+    _exit(4);
   }
   close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
+  return {pid, fdopen(fds[0], "r")};
+}
+
+}  // namespace
+
+JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& on_result) {
+  JobStats stats;
+  const auto [pid, in] = fork_with_pipe([&](int fd) { child_main(job, fd); });
   size_t reported = 0;
   char* line = nullptr;
   size_t cap = 0;
@@ -384,15 +395,8 @@ JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& 
 
 std::vector<std::vector<SimGridLink>> simgrid_routes(const topo::Topology& t,
                                                      const std::vector<std::pair<int, int>>& pairs) {
-  int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    close(fds[0]);
-    FILE* out = fdopen(fds[1], "w");
+  const auto [pid, in] = fork_with_pipe([&](int fd) {
+    FILE* out = fdopen(fd, "w");
     int code = 0;
     try {
       s4u::Engine engine = make_engine();
@@ -413,9 +417,7 @@ std::vector<std::vector<SimGridLink>> simgrid_routes(const topo::Topology& t,
     }
     std::fclose(out);
     _exit(code);
-  }
-  close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
+  });
   std::vector<std::vector<SimGridLink>> routes;
   std::string error;
   char* line = nullptr;

@@ -635,6 +635,16 @@ def main():
 
     runtime = time.time() - t_start
     cmd = " ".join(["python3", PROG] + sys.argv[1:])
+    # What made the files, in the trace's metadata and the manifest alike.
+    run_info = {
+        "generator": PROG,
+        "command": cmd,
+        "torch_version": torch.__version__,
+        "numpy_version": np.__version__,
+        "python_version": platform.python_version(),
+        "threads": args.threads,
+        "seed": args.seed,
+    }
     if trace_param is not None:
         trace = np.stack(trace_steps).astype("<u2")
         fn = TRACE_FILE % args.trace
@@ -659,13 +669,7 @@ def main():
                       "float32 -> bf16 by round-to-nearest-even: bits=f32 as uint32; "
                       "(bits + 0x7FFF + ((bits>>16)&1)) >> 16; NaN -> (bits>>16)|0x0040",
             "grad_none_steps": trace_none,
-            "generator": PROG,
-            "command": cmd,
-            "torch_version": torch.__version__,
-            "numpy_version": np.__version__,
-            "python_version": platform.python_version(),
-            "threads": args.threads,
-            "seed": args.seed,
+            **run_info,
             "text_source": text_source,
             "model_config": cfg,
             "n_params": n_params,
@@ -689,13 +693,7 @@ def main():
             "slice": "flattened (row-major) tensor, elements [slice[0], slice[1]) of original_elements",
         },
         "kinds": KIND_DOC,
-        "generator": PROG,
-        "command": cmd,
-        "torch_version": torch.__version__,
-        "numpy_version": np.__version__,
-        "python_version": platform.python_version(),
-        "threads": args.threads,
-        "seed": args.seed,
+        **run_info,
         "steps": args.steps,
         "capture_steps": cap_steps,
         "max_elements": K,
