@@ -41,6 +41,8 @@
 #include "io/tensor_file.h"
 #include "calibration/calibration.h"
 #include "calibration/ratio_model.h"
+#include "codec/lowrank.h"
+#include "policy/entropy.h"
 #include "policy/policy.h"
 #include "real/backend.h"
 #include "real/baseline.h"
@@ -190,6 +192,11 @@ LossyError lossy_error(DType dtype, const std::vector<uint8_t>& got, const std::
 struct Entry {
   sched::BuildSpec spec;
   std::string policy = "static", algorithm, placement, codec;  // the row's labels
+  // "lowrank:r=N" (the gradient compressor EDGC drives, codec/lowrank.h): `spec` allreduces
+  // P (rows x rank, fp32), `q_spec` Q (cols x rank), the gradient taken as a rows x cols matrix.
+  uint32_t lowrank = 0;
+  uint64_t rows = 0, cols = 0;
+  sched::BuildSpec q_spec;
 };
 // A call at a size: the library's own collective (on `baseline`'s buffers), then the entries.
 struct Cell {
@@ -206,6 +213,7 @@ struct Setup {
   int gpus_per_node = 1;
   std::vector<Cell> cells;  // in run order
   uint64_t plans_hash = 0;  // of every row's plan: the ranks must agree (policies decide on each)
+  std::vector<std::string> skipped;  // rows the experiment asks for that do not apply
 };
 
 sched::BuildSpec spec_for(const config::CallSweep& s, const std::string& codec, uint64_t size, int n, int gpn) {
@@ -252,10 +260,17 @@ Setup setup(const Args& args, int world, int local_size) {
   if (world % st.gpus_per_node)
     throw BadInput(exp.file + ": run.gpus_per_node: " + std::to_string(world) + " ranks are not whole nodes of " +
                    std::to_string(st.gpus_per_node));
+  std::vector<std::string> codecs;  // the real codecs, for the policies
   for (const auto& c : exp.codecs) {
+    if (policy::parse_lowrank_codec(c)) {
+      if (st.backend == "nccl")
+        throw BadInput(exp.file + ": codecs: " + c + ": lowrank runs on the host (the mpi backend) so far");
+      continue;
+    }
     const Codec* codec = find_codec(c);
-    if (!codec) throw BadInput(exp.file + ": codecs: unknown codec '" + c + "'");
-
+    if (!codec)
+      throw BadInput(exp.file + ": codecs: unknown codec '" + c + "' (or lowrank:r=N, the low-rank gradient compressor)");
+    codecs.push_back(c);
   }
   try {
     inject_fault(-1, 0);  // only checks COMPCOLL_RUN_FAULT's form
@@ -272,7 +287,7 @@ Setup setup(const Args& args, int world, int local_size) {
   if (any_policy) {
     cal = exp.calibration == "zero" ? calib::zero_calibration() : calib::load_calibration(exp.calibration);
     if (exp.tensors_dir.empty())
-      for (const auto& c : exp.codecs)
+      for (const auto& c : codecs)
         if (c != "identity" && !exp.fixed_ratios.count(c))
           throw BadInput(exp.file + ": ratios: a policy needs the ratio of codec " + c +
                          " (ratios.tensors, or a fixed ratio)");
@@ -289,7 +304,7 @@ Setup setup(const Args& args, int world, int local_size) {
   policy::System sys;
   sys.topology = &st.topo;
   sys.calibration = &cal;
-  sys.codecs = exp.codecs;
+  sys.codecs = codecs;
   sys.ratio = ratio;
   std::map<std::string, std::unique_ptr<policy::Policy>> policies;
   std::hash<std::string> hasher;
@@ -310,7 +325,7 @@ Setup setup(const Args& args, int world, int local_size) {
       cell.baseline = spec_for(s, "identity", size, world, st.gpus_per_node);
       if (cell.baseline.count == 0)
         throw BadInput(key + ": size " + std::to_string(size) + " is less than one element per rank");
-      auto add = [&](const sched::BuildSpec& b, Entry e, const std::string& what) {
+      auto check_spec = [&](const sched::BuildSpec& b, const std::string& what) {
         std::string problem;
         try {
           const sched::Schedule sch = sched::build_schedule(b);
@@ -322,6 +337,10 @@ Setup setup(const Args& args, int world, int local_size) {
         if (!problem.empty())
           throw BadInput(key + ": " + what + " cannot run with transfers in lockstep groups (the nccl backend, --lockstep): " +
                          problem);
+      };
+      auto add = [&](const sched::BuildSpec& b, Entry e, const std::string& what) {
+        check_spec(b, what);
+        if (e.lowrank) check_spec(e.q_spec, what);
         e.spec = b;
         st.plans_hash = st.plans_hash * 1000003u ^ hasher(e.policy + " " + e.algorithm + " " + e.placement + " " + e.codec);
         cell.entries.push_back(std::move(e));
@@ -329,6 +348,28 @@ Setup setup(const Args& args, int world, int local_size) {
       for (const auto& pol : exp.policies) {
         if (pol == "static") {
           for (const auto& codec : exp.codecs) {
+            if (const auto r = policy::parse_lowrank_codec(codec)) {
+              if (s.collective != "allreduce") {
+                const std::string why = "calls." + std::to_string(i) + " (" + s.collective + "): " + codec +
+                                        " compresses allreduced gradients only";
+                if (std::find(st.skipped.begin(), st.skipped.end(), why) == st.skipped.end()) st.skipped.push_back(why);
+                continue;
+              }
+              // P and Q allreduced in fp32 with the call's algorithm, uncompressed.
+              Entry e;
+              std::tie(e.rows, e.cols) = policy::near_square_shape(cell.baseline.count);
+              e.lowrank = static_cast<uint32_t>(std::min<uint64_t>({*r, e.rows, e.cols}));
+              sched::BuildSpec p = spec_for(s, "identity", size, world, st.gpus_per_node);
+              p.dtype = DType::FP32;
+              e.q_spec = p;
+              p.count = e.rows * e.lowrank;
+              e.q_spec.count = e.cols * e.lowrank;
+              e.algorithm = "lowrank/" + (s.algorithm == "hierarchical" ? "hierarchical/" + s.inter : s.algorithm);
+              e.placement = "none";
+              e.codec = codec;
+              add(p, e, s.collective + " " + s.algorithm + " " + codec);
+              continue;
+            }
             const sched::BuildSpec b = spec_for(s, codec, size, world, st.gpus_per_node);
             Entry e;
             e.algorithm = s.algorithm == "hierarchical" && s.collective == "allreduce" ? "hierarchical/" + s.inter : s.algorithm;
@@ -442,6 +483,7 @@ int run(const Args& args) {
        << "; time = mean over ranks of each rank's mean iteration time; transfers "
        << (args.lockstep || transport->sends_wait_for_receives() ? "in lockstep groups by step" : "posted as soon as ready")
        << "\n";
+  for (const auto& k : st.skipped) meta << "# skipped: " << k << "\n";
   meta << "# correctness: lossless rows on integer inputs, bitwise against the closed-form result (#wrong: elements, "
           "all ranks); lossy rows: rel.err = ||out - uncompressed|| / ||uncompressed|| on the timed runs' data "
           "(#wrong: non-finite elements)\n";
@@ -563,6 +605,87 @@ int run(const Args& args) {
     return count_wrong(s.dtype, got, expected_output(s, rank));
   };
 
+  // The lowrank protocol (codec/lowrank.h) for real: per iteration, P = M Q locally, allreduce
+  // P (the call's algorithm, fp32), orthonormalize, Q = Mᵀ P̂, allreduce Q, update = P̂ (Q/n)ᵀ,
+  // with error feedback across iterations. Timed like any row; then, from a fresh state, one
+  // step's update against the uncompressed mean gradient (rel.err, max_abs, SNR).
+  auto run_lowrank = [&](const Entry& entry, const Cell& cell, const config::CallSweep& call,
+                         const std::vector<uint8_t>& reference, Row& w) {
+    const auto wall0 = std::chrono::steady_clock::now();
+    const sched::Schedule sp = sched::build_schedule(entry.spec), sq = sched::build_schedule(entry.q_spec);
+    ExecutorOptions opt;
+    opt.codec = find_codec("identity");
+    opt.lockstep = args.lockstep;
+    Executor exp_p(sp, rank, *transport, *backend, opt), exp_q(sq, rank, *transport, *backend, opt);
+    const DType dt = cell.baseline.dtype;
+    const uint64_t n = entry.rows * entry.cols, r = entry.lowrank;
+    const auto grad = timing_input(dt, n, rank, exp.tensors_dir, call.tensor);
+    std::vector<float> p(entry.rows * r), q(entry.cols * r), update(n);
+    double codec_s = 0;
+    auto timed = [&](auto&& f) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      codec_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    auto step = [&](lowrank::LowRankState& state, float* out) {
+      timed([&] {
+        lowrank::begin(state, dt, grad.data());
+        lowrank::compute_p(state, p.data());
+      });
+      backend->upload(exp_p.input(), p.data(), p.size() * 4);
+      exp_p.run();
+      backend->download(p.data(), exp_p.output(), p.size() * 4);
+      timed([&] {
+        lowrank::orthonormalize(p.data(), entry.rows, entry.lowrank);
+        lowrank::compute_q(state, p.data(), q.data());
+      });
+      backend->upload(exp_q.input(), q.data(), q.size() * 4);
+      exp_q.run();
+      backend->download(q.data(), exp_q.output(), q.size() * 4);
+      timed([&] { lowrank::finish(state, p.data(), q.data(), world, out); });
+      heartbeat();
+    };
+    lowrank::LowRankState state = lowrank::make_state(entry.rows, entry.cols, entry.lowrank, 0x5eed);
+    for (int i = 0; i < exp.run.warmup; ++i) step(state, update.data());
+    transport->barrier();
+    codec_s = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < exp.run.iterations; ++i) step(state, update.data());
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int it = exp.run.iterations;
+    w.time_s = mean(t / it);
+    w.codec_s = mean(codec_s / it);
+    w.algorithm = entry.algorithm;
+    w.placement = entry.placement;
+    w.codec = entry.codec;
+    w.messages = 0;
+    w.wire_bytes = sum(lowrank::compressed_bytes(entry.rows, entry.cols, entry.lowrank));
+    w.ratio = lowrank::compression_ratio(entry.rows, entry.cols, entry.lowrank, dt) > 0
+                  ? 1.0 / lowrank::compression_ratio(entry.rows, entry.cols, entry.lowrank, dt)
+                  : 1.0;
+    // One step from a fresh state (no residual yet) against the uncompressed mean.
+    lowrank::LowRankState fresh = lowrank::make_state(entry.rows, entry.cols, entry.lowrank, 0x5eed);
+    step(fresh, update.data());
+    std::vector<uint8_t> mean_bytes(n * 4);
+    for (uint64_t i = 0; i < n; ++i) {
+      const float m = static_cast<float>(load_as_float(dt, reference.data(), i) / world);
+      std::memcpy(mean_bytes.data() + 4 * i, &m, 4);
+    }
+    std::vector<uint8_t> got(n * 4);
+    std::memcpy(got.data(), update.data(), got.size());
+    const LossyError e = lossy_error(DType::FP32, got, mean_bytes);
+    double sums[2] = {e.diff2, e.ref2};
+    MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double max_abs = e.max_abs;
+    MPI_Allreduce(MPI_IN_PLACE, &max_abs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    w.lossy = true;
+    w.max_abs = max_abs;
+    w.rel_l2 = sums[0] == 0 ? 0 : sums[1] == 0 ? INFINITY : std::sqrt(sums[0] / sums[1]);
+    w.snr_db = sums[0] == 0 ? INFINITY : 10 * std::log10(sums[1] / sums[0]);
+    w.wrong = sum(e.nonfinite);
+    w.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  };
+
   size_t row_index = 0;
   for (const Cell& cell : st.cells) {
     const auto& call = exp.calls[cell.call];
@@ -610,7 +733,7 @@ int run(const Args& args) {
       // Lossy rows are measured against the uncompressed schedule's output on the same data.
       std::vector<uint8_t> reference;
       if (std::any_of(cell.entries.begin(), cell.entries.end(),
-                      [](const Entry& e) { return !find_codec(e.codec)->lossless(); })) {
+                      [](const Entry& e) { return e.lowrank || !find_codec(e.codec)->lossless(); })) {
         set_activity(where + ", the uncompressed reference for lossy rows");
         try {
           const sched::Schedule s = sched::build_schedule(cell.baseline);
@@ -632,6 +755,16 @@ int run(const Args& args) {
         const sched::BuildSpec& b = entry.spec;
         set_activity(where + ", " + entry.policy + " " + entry.algorithm + " " + entry.codec);
         inject_fault(rank, row_index++);
+        if (entry.lowrank) {
+          try {
+            Row w = base_row(cell.baseline, call, size);
+            run_lowrank(entry, cell, call, reference, w);
+            emit(w);
+          } catch (const std::exception& e) {
+            abort_job(rank, where + ", " + entry.algorithm + " " + entry.codec + ": " + e.what());
+          }
+          continue;
+        }
         try {
           const auto wall0 = std::chrono::steady_clock::now();
           const sched::Schedule s = sched::build_schedule(b);
