@@ -34,14 +34,14 @@
 #include <map>
 #include <sstream>
 
+#include "calibration/calibration.h"
+#include "calibration/ratio_model.h"
 #include "codec/codec.h"
+#include "codec/lowrank.h"
 #include "config/experiment.h"
 #include "config/yaml_node.h"
 #include "io/float_convert.h"
 #include "io/tensor_file.h"
-#include "calibration/calibration.h"
-#include "calibration/ratio_model.h"
-#include "codec/lowrank.h"
 #include "policy/entropy.h"
 #include "policy/policy.h"
 #include "real/backend.h"
