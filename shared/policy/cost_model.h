@@ -16,7 +16,7 @@
 // paths — together take their bytes over its bandwidth. What this misses: the rate a flow
 // loses to a bottleneck elsewhere while it holds a link (a link is held per link, not per
 // route), and sharing among flows that start at different instants (taken in turn). Within
-// 5% of the simulator where flows share no link inside the network, within 0.96-1.09 where
+// 5% of the simulator where flows share no link inside the network, within 0.95-1.09 where
 // they do (tests/sim/test_cost_model.cpp).
 #pragma once
 
