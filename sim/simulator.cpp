@@ -346,23 +346,32 @@ std::pair<pid_t, FILE*> fork_with_pipe(const std::function<void(int fd)>& child)
   return {pid, fdopen(fds[0], "r")};
 }
 
+// Reads the child's lines ("T {json}", written by write_line) until it closes the pipe, hands
+// each tag and parsed object to `each` (unparsable lines are skipped), and closes `in`.
+void read_lines(FILE* in, const std::function<void(char tag, const nlohmann::json& j)>& each) {
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0) {
+    if (std::strlen(line) < 3) continue;
+    const auto j = nlohmann::json::parse(line + 2, nullptr, false);
+    if (!j.is_discarded()) each(line[0], j);
+  }
+  free(line);
+  std::fclose(in);
+}
+
 }  // namespace
 
 JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& on_result) {
   JobStats stats;
   const auto [pid, in] = fork_with_pipe([&](int fd) { child_main(job, fd); });
   size_t reported = 0;
-  char* line = nullptr;
-  size_t cap = 0;
-  while (getline(&line, &cap, in) > 0) {
-    if (std::strlen(line) < 3) continue;
-    const auto j = nlohmann::json::parse(line + 2, nullptr, false);
-    if (j.is_discarded()) continue;
-    if (line[0] == 'P') {
+  read_lines(in, [&](char tag, const nlohmann::json& j) {
+    if (tag == 'P') {
       stats.platform_wall_s = j.value("platform_wall_s", 0.0);
-    } else if (line[0] == 'E') {
+    } else if (tag == 'E') {
       stats.error = j.value("error", std::string("unknown error"));
-    } else if (line[0] == 'R') {
+    } else if (tag == 'R') {
       CallResult r;
       r.index = j.value("index", size_t{0});
       r.time_s = j.value("time_s", 0.0);
@@ -377,9 +386,7 @@ JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& 
       ++reported;
       on_result(r);
     }
-  }
-  free(line);
-  std::fclose(in);
+  });
   int status = 0;
   struct rusage ru {};
   wait4(pid, &status, 0, &ru);
@@ -420,20 +427,13 @@ std::vector<std::vector<SimGridLink>> simgrid_routes(const topo::Topology& t,
   });
   std::vector<std::vector<SimGridLink>> routes;
   std::string error;
-  char* line = nullptr;
-  size_t cap = 0;
-  while (getline(&line, &cap, in) > 0) {
-    if (std::strlen(line) < 3) continue;
-    const auto j = nlohmann::json::parse(line + 2, nullptr, false);
-    if (j.is_discarded()) continue;
-    if (line[0] == 'L') {
+  read_lines(in, [&](char tag, const nlohmann::json& j) {
+    if (tag == 'L') {
       auto& r = routes.emplace_back();
       for (const auto& l : j) r.push_back({l.at(0).get<std::string>(), l.at(1).get<double>(), l.at(2).get<double>()});
     }
-    if (line[0] == 'E') error = j.value("error", std::string("unknown error"));
-  }
-  free(line);
-  std::fclose(in);
+    if (tag == 'E') error = j.value("error", std::string("unknown error"));
+  });
   int status = 0;
   waitpid(pid, &status, 0);
   if (!error.empty()) throw std::runtime_error("simgrid_routes: " + error);
