@@ -188,6 +188,22 @@ LossyError lossy_error(DType dtype, const std::vector<uint8_t>& got, const std::
   return e;
 }
 
+// Sums a lossy row's per-rank errors over all ranks into the row: rel.err, max abs, SNR, and
+// the non-finite elements as #wrong.
+void fill_lossy(Row& w, const LossyError& e) {
+  double sums[2] = {e.diff2, e.ref2};
+  MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  double max_abs = e.max_abs;
+  MPI_Allreduce(MPI_IN_PLACE, &max_abs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  uint64_t nonfinite = e.nonfinite;
+  MPI_Allreduce(MPI_IN_PLACE, &nonfinite, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  w.lossy = true;
+  w.max_abs = max_abs;
+  w.rel_l2 = sums[0] == 0 ? 0 : sums[1] == 0 ? INFINITY : std::sqrt(sums[0] / sums[1]);
+  w.snr_db = sums[0] == 0 ? INFINITY : 10 * std::log10(sums[1] / sums[0]);
+  w.wrong = nonfinite;
+}
+
 // One row of schedules: a static plan (the call as written, with one codec) or a policy's.
 struct Entry {
   sched::BuildSpec spec;
@@ -673,16 +689,7 @@ int run(const Args& args) {
     }
     std::vector<uint8_t> got(n * 4);
     std::memcpy(got.data(), update.data(), got.size());
-    const LossyError e = lossy_error(DType::FP32, got, mean_bytes);
-    double sums[2] = {e.diff2, e.ref2};
-    MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    double max_abs = e.max_abs;
-    MPI_Allreduce(MPI_IN_PLACE, &max_abs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    w.lossy = true;
-    w.max_abs = max_abs;
-    w.rel_l2 = sums[0] == 0 ? 0 : sums[1] == 0 ? INFINITY : std::sqrt(sums[0] / sums[1]);
-    w.snr_db = sums[0] == 0 ? INFINITY : 10 * std::log10(sums[1] / sums[0]);
-    w.wrong = sum(e.nonfinite);
+    fill_lossy(w, lossy_error(DType::FP32, got, mean_bytes));
     w.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   };
 
@@ -810,16 +817,7 @@ int run(const Args& args) {
             std::vector<uint8_t> got(ex.output_bytes());
             backend->synchronize();
             backend->download(got.data(), ex.output(), got.size());
-            const LossyError e = lossy_error(s.dtype, got, reference);
-            double sums[2] = {e.diff2, e.ref2};
-            MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-            double max_abs = e.max_abs;
-            MPI_Allreduce(MPI_IN_PLACE, &max_abs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            w.lossy = true;
-            w.max_abs = max_abs;
-            w.rel_l2 = sums[0] == 0 ? 0 : sums[1] == 0 ? INFINITY : std::sqrt(sums[0] / sums[1]);
-            w.snr_db = sums[0] == 0 ? INFINITY : 10 * std::log10(sums[1] / sums[0]);
-            w.wrong = sum(e.nonfinite);
+            fill_lossy(w, lossy_error(s.dtype, got, reference));
           }
           w.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
           emit(w);
