@@ -250,12 +250,13 @@ int run(const Args& args) {
     out_dir = args.out;
     fs::create_directories(out_dir);
     if (args.plans_only) {
-      fs::remove(out_dir / "plans.csv");
+      csv = std::make_unique<std::ofstream>(out_dir / "plans.csv");
+      *csv << "topology,ranks,collective,dtype,size_bytes,call,policy,algorithm,placement,codec,predicted_us\n";
     } else {
       csv = std::make_unique<std::ofstream>(out_dir / "results.csv");
       *csv << kCsvHeader;
-      csv->flush();
     }
+    csv->flush();
   }
   const bool tty = isatty(STDERR_FILENO);
   // One simulation job per topology and group size (ranks: N, or a list of them).
@@ -463,16 +464,12 @@ int run(const Args& args) {
                                 {"dtype", w.dtype}, {"size_bytes", w.size}, {"call", w.call}, {"policy", w.policy},
                                 {"algorithm", w.algorithm}, {"placement", w.placement}, {"codec", w.codec},
                                 {"predicted_us", std::isnan(w.predicted_s) ? json(nullptr) : json(w.predicted_s * 1e6)}});
-        if (!out_dir.empty()) {
-          const auto path = out_dir / "plans.csv";
-          const bool fresh = !fs::exists(path);
-          std::ofstream f(path, std::ios::app);
-          if (fresh) f << "topology,ranks,collective,dtype,size_bytes,call,policy,algorithm,placement,codec,predicted_us\n";
-          f << report::csv_quote(w.topology) << "," << w.ranks << "," << w.collective << "," << w.dtype << "," << w.size
-            << "," << w.call << "," << w.policy << "," << w.algorithm << "," << w.placement << "," << w.codec << "," << pred
-            << "\n";
-        }
+        if (csv)
+          *csv << report::csv_quote(w.topology) << "," << w.ranks << "," << w.collective << "," << w.dtype << "," << w.size
+               << "," << w.call << "," << w.policy << "," << w.algorithm << "," << w.placement << "," << w.codec << ","
+               << pred << "\n";
       }
+      if (csv) csv->flush();
       continue;
     }
 
