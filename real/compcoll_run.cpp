@@ -397,12 +397,7 @@ Setup setup(const Args& args, int world, int local_size) {
         }
         auto& obj = policies[pol];
         if (!obj) obj = policy::make_policy(pol);
-        policy::CallInfo info;
-        info.collective = sched::parse_collective(s.collective);
-        info.bytes = size;
-        info.dtype = *parse_dtype(s.dtype);
-        info.tensor = s.tensor;
-        info.nranks = world;
+        const policy::CallInfo info = config::call_info(s, size, world);
         const policy::Plan plan = obj->choose(info, sys, nullptr);
         Entry e;
         e.policy = pol;

@@ -357,12 +357,7 @@ int run(const Args& args) {
     for (size_t si = 0; si < exp.calls.size(); ++si) {
       const auto& s = exp.calls[si];
       for (uint64_t size : exp.sizes) {
-        policy::CallInfo info;
-        info.collective = sched::parse_collective(s.collective);
-        info.bytes = size;
-        info.dtype = *parse_dtype(s.dtype);
-        info.tensor = s.tensor;
-        info.nranks = n;
+        const policy::CallInfo info = config::call_info(s, size, n);
         cell_calls.clear();
         std::map<std::string, Out> made;  // policy -> its row(s); static rows follow in `statics`
         std::vector<Out> statics;

@@ -9,6 +9,16 @@
 namespace compcoll::config {
 namespace fs = std::filesystem;
 
+policy::CallInfo call_info(const CallSweep& s, uint64_t bytes, int nranks) {
+  policy::CallInfo info;
+  info.collective = sched::parse_collective(s.collective);
+  info.bytes = bytes;
+  info.dtype = *parse_dtype(s.dtype);
+  info.tensor = s.tensor;
+  info.nranks = nranks;
+  return info;
+}
+
 std::vector<uint64_t> size_range(uint64_t from, uint64_t to, double factor) {
   std::vector<uint64_t> out;
   for (double s = static_cast<double>(from); s <= static_cast<double>(to) * (1 + 1e-9); s *= factor)

@@ -83,4 +83,8 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
 // "1MB:1GB:x4" style ranges are accepted as well as lists; see docs/EXPERIMENTS.md.
 std::vector<uint64_t> size_range(uint64_t from, uint64_t to, double factor);
 
+// What a policy sees of a call of the sweep at `bytes` on `nranks` ranks (the file's names are
+// checked by load_experiment).
+policy::CallInfo call_info(const CallSweep& s, uint64_t bytes, int nranks);
+
 }  // namespace compcoll::config
