@@ -412,17 +412,24 @@ int run(const Args& args) {
             o.plans = unique;
             o.calls = seen;
             o.w.candidates = o.plans.size();
-            fill(o.w, s, info, o.plans.at(0));
+            if (o.plans.empty()) o.w.r.error = "oracle: no plan to simulate (every candidate is over the size limits)";
+            else fill(o.w, s, info, o.plans.at(0));
           } else {
             auto& obj = policy_objects[pol];
             if (!obj) obj = policy::make_policy(pol);
             double predicted = NAN;
-            const policy::Plan p = obj->choose(info, system, &predicted);
-            o.w.predicted_s = predicted;
-            fill(o.w, s, info, p);
-            o.calls = {add_call(s, info, p)};
-            o.plans = {p};
+            // A call the policy cannot plan is that row's error; the other rows still run.
+            try {
+              const policy::Plan p = obj->choose(info, system, &predicted);
+              o.w.predicted_s = predicted;
+              fill(o.w, s, info, p);
+              o.calls = {add_call(s, info, p)};
+              o.plans = {p};
+            } catch (const std::runtime_error& e) {
+              o.w.r.error = e.what();
+            }
           }
+          if (o.plans.empty()) o.w.algorithm = o.w.placement = o.w.codec = "-";
           made[pol] = o;
         }
         // Rows in the experiment's policy order; with an oracle, each waits for its candidates.
@@ -455,6 +462,12 @@ int run(const Args& args) {
           std::printf(" %12llu %5s %15s %-9s %-24s %-13s %-11s %6d %14s\n", static_cast<unsigned long long>(w.size),
                       w.dtype.c_str(), w.collective.c_str(), w.policy.c_str(), w.algorithm.c_str(), w.placement.c_str(),
                       w.codec.c_str(), w.ranks, pred.c_str());
+        if (!w.r.error.empty()) {
+          any_error = true;
+          std::fflush(stdout);
+          std::cerr << "compcoll-sim: " << w.topology << " " << w.collective << " size " << w.size << ": " << w.r.error
+                    << "\n";
+        }
         doc["plans"].push_back({{"topology", w.topology}, {"ranks", w.ranks}, {"collective", w.collective},
                                 {"dtype", w.dtype}, {"size_bytes", w.size}, {"call", w.call}, {"policy", w.policy},
                                 {"algorithm", w.algorithm}, {"placement", w.placement}, {"codec", w.codec},
@@ -480,14 +493,15 @@ int run(const Args& args) {
     size_t next_out = 0;
     auto emit = [&](Out& o) {
       Row& w = o.w;
-      // An oracle keeps the fastest candidate that simulated.
+      // An oracle keeps the fastest candidate that simulated. A row with no plan carries its
+      // planning error.
       size_t pick = 0;
       for (size_t k = 0; k < o.calls.size(); ++k) {
         const auto& rk = results[o.calls[k]];
         const auto& rb = results[o.calls[pick]];
         if (rk.error.empty() && (!rb.error.empty() || rk.time_s < rb.time_s)) pick = k;
       }
-      w.r = results[o.calls[pick]];
+      if (!o.calls.empty()) w.r = results[o.calls[pick]];
       double oracle_s = NAN;
       for (size_t c : o.oracle_calls)
         if (results[c].error.empty() && !(results[c].time_s >= oracle_s)) oracle_s = results[c].time_s;
@@ -558,14 +572,19 @@ int run(const Args& args) {
         last_progress = now;
       }
     };
-    const auto stats = sim::simulate(job, [&](const sim::CallResult& r) {
-      results[r.index] = r;
-      finished[r.index] = 1;
+    // Rows go out in order, each once its calls have finished (a row with no plan at once).
+    auto emit_ready = [&] {
       while (next_out < outs.size() &&
              std::all_of(outs[next_out].calls.begin(), outs[next_out].calls.end(), [&](size_t c) { return finished[c]; }) &&
              std::all_of(outs[next_out].oracle_calls.begin(), outs[next_out].oracle_calls.end(),
                          [&](size_t c) { return finished[c]; }))
         emit(outs[next_out++]);
+    };
+    emit_ready();
+    const auto stats = sim::simulate(job, [&](const sim::CallResult& r) {
+      results[r.index] = r;
+      finished[r.index] = 1;
+      emit_ready();
     });
     uint64_t messages = 0;
     double sim_wall = 0;
@@ -620,7 +639,7 @@ int run(const Args& args) {
   }
   if (!out_dir.empty()) report::write_atomic(out_dir / "results.json", doc.dump(1));
   if (args.json) std::cout << doc.dump(1) << "\n";
-  else std::cout << (any_error ? "# FAILED: some calls did not simulate (see stderr)\n" : "# OK\n");
+  else std::cout << (any_error ? "# FAILED: some rows have errors (see stderr)\n" : "# OK\n");
   return any_error ? 1 : 0;
 }
 

@@ -70,16 +70,75 @@ sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::
 
 namespace {
 
-// Ops of a schedule, roughly (3 per step and rank), to keep pricing cheap.
-uint64_t ops_estimate(Collective c, const std::string& algorithm, int n) {
-  const uint64_t N = static_cast<uint64_t>(n);
-  const uint64_t log = static_cast<uint64_t>(std::ceil(std::log2(std::max(2, n)))) + 2;
-  if (algorithm == "ring") return 3 * N * (c == Collective::AllReduce ? 2 * N : N);
-  if (algorithm == "pairwise" || algorithm == "direct" || algorithm == "chain") return 3 * N * N;
-  return 3 * N * 2 * log * 8;
+uint64_t log2_ceil(uint64_t n) {
+  uint64_t k = 0;
+  while ((uint64_t{1} << k) < n) ++k;
+  return k;
+}
+
+// Messages of the uncompressed schedule of one flat algorithm over n ranks (chunks pieces each),
+// and whether they grow as n^2: what the builders of shared/schedule send (checked against
+// built schedules in tests/sim/test_policy.cpp).
+uint64_t flat_messages(Collective c, const std::string& algorithm, uint64_t n, uint64_t chunks, bool* quadratic) {
+  *quadratic = false;
+  if (n <= 1) return 0;
+  const bool twice = c == Collective::AllReduce;
+  if (algorithm == "ring") {
+    *quadratic = true;
+    return (twice ? 2 : 1) * n * (n - 1) * chunks;
+  }
+  if (algorithm == "pairwise" || algorithm == "direct") {
+    *quadratic = true;
+    return n * (n - 1);
+  }
+  if (algorithm == "chain" || (algorithm == "tree" && c == Collective::Broadcast)) return (n - 1) * chunks;
+  if (algorithm == "tree") return 4 * (n - 1);  // up and down two binary trees
+  // Recursive halving/doubling: log2 steps (about one more each way when n is not a power of
+  // two: the fold-in and fold-out).
+  const uint64_t steps = log2_ceil(n) + ((n & (n - 1)) ? 1 : 0);
+  return (twice ? 2 : 1) * n * steps;
 }
 
 }  // namespace
+
+PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
+  const Collective c = call.collective;
+  const uint64_t n = static_cast<uint64_t>(std::max(1, call.nranks));
+  const uint64_t chunks = std::max<uint32_t>(1, p.chunks);
+  const uint64_t g = p.algorithm == "hierarchical" ? static_cast<uint64_t>(std::max(1, gpus_per_node)) : 1;
+  const uint64_t nodes = n / g;
+  PlanSize z;
+  uint64_t copies = c == Collective::Broadcast ? 1 : 2 * n;  // prologue and epilogue
+  if (p.algorithm != "hierarchical") {
+    z.messages = flat_messages(c, p.algorithm, n, chunks, &z.quadratic);
+    // The recursive allgather's compress-once forwards each block as it came: n(n - 1) messages.
+    if (p.algorithm == "recursive" && c == Collective::AllGather && p.codec != "identity" &&
+        p.placement == sched::Placement::CompressOnce) {
+      z.messages = n * (n - 1);
+      z.quadratic = true;
+    }
+  } else {
+    // Inside each node a ring (reduce-scatter and allgather for allreduce; one exchange round
+    // for all-to-all); across nodes g groups of `nodes` ranks: the allreduce's inter algorithm,
+    // a ring for reduce-scatter and allgather, a pairwise exchange for all-to-all. Rings and
+    // pairwise exchanges across nodes grow as n x nodes.
+    const uint64_t in_node = (c == Collective::AllReduce ? 2 : 1) * n * (g - 1) * chunks;
+    bool quadratic = false;
+    const std::string across = c == Collective::AllReduce ? p.inter : c == Collective::AllToAll ? "pairwise" : "ring";
+    z.messages = in_node + g * flat_messages(c, across, nodes, c == Collective::AllReduce ? chunks : 1, &quadratic);
+    z.quadratic = quadratic;
+    if (c == Collective::ReduceScatter || c == Collective::AllGather) z.messages += n;  // the transposing exchange
+    if (c == Collective::AllToAll) copies += 2 * n * n;  // packing and unpacking every block
+  }
+  // A send and its receive are two ops; a reduction follows a receive where the collective
+  // reduces; compression per hop adds a compress and a decompress to every message,
+  // compress-once a decompress.
+  const bool reduces = c == Collective::AllReduce || c == Collective::ReduceScatter;
+  const uint64_t per_message = 2 + (reduces ? 1 : 0) + (p.codec == "identity" ? 0
+                                                       : p.placement == sched::Placement::CompressOnce ? 1 : 2);
+  z.ops = copies + z.messages * per_message;
+  return z;
+}
 
 std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops, uint64_t max_flat_messages) {
   const topo::Topology& t = *sys.topology;
@@ -88,12 +147,11 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   std::vector<Plan> out;
   std::optional<std::pair<uint64_t, Plan>> smallest_skipped;  // kept when nothing else applies
   bool forced = false;
+  auto too_large = [&](const PlanSize& z) { return z.ops > max_ops || (z.quadratic && z.messages > max_flat_messages); };
   auto add = [&](Plan p) {
-    const uint64_t ops = ops_estimate(call.collective, p.algorithm, n) * std::max<uint32_t>(1, p.chunks);
-    // Flat rings and pairwise exchanges send O(n^2) messages; their op estimate is 3 per message.
-    const bool flat = p.algorithm == "ring" || p.algorithm == "pairwise";
-    if ((ops > max_ops || (flat && ops / 3 > max_flat_messages)) && !forced) {
-      if (!smallest_skipped || ops < smallest_skipped->first) smallest_skipped = std::make_pair(ops, p);
+    const PlanSize z = plan_size(p, call, g);
+    if (too_large(z) && !forced) {
+      if (!smallest_skipped || z.ops < smallest_skipped->first) smallest_skipped = std::make_pair(z.ops, p);
       return;
     }
     for (const auto& codec : sys.codecs) {
@@ -120,11 +178,9 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
         case Collective::Broadcast: placements = {{Placement::CompressOnce, std::nullopt}}; break;
       }
       for (const auto& [pl, intra] : placements) {
-        // The recursive doubling's compress-once forwards one message per block: n(n-1) in all.
-        const bool per_block = p.algorithm == "recursive" && pl == Placement::CompressOnce;
-        if (per_block && static_cast<uint64_t>(n) * static_cast<uint64_t>(n - 1) > max_flat_messages && !forced) continue;
         q.placement = pl;
         q.intra = intra;
+        if (too_large(plan_size(q, call, g)) && !forced) continue;
         out.push_back(q);
       }
     }
@@ -138,7 +194,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   };
   // Pipelined rings (2 and 4 chunks: a step's transfer overlaps the reduction of the chunk
   // before) where their schedules stay small; they pay off for large messages on few ranks.
-  const bool pipelined_ring = ops_estimate(call.collective, "ring", n) / 3 * 4 <= max_flat_messages;
+  const bool pipelined_ring = plan_size(plan("ring", "recursive", 4), call, g).messages <= max_flat_messages;
   switch (call.collective) {
     case Collective::AllReduce:
       add(plan("ring"));
@@ -167,7 +223,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
       if (two_level) add(plan("hierarchical"));
       break;
   }
-  if (out.empty() && smallest_skipped) {
+  if (out.empty() && smallest_skipped && smallest_skipped->first <= 2 * max_ops) {
     forced = true;
     add(smallest_skipped->second);
   }
@@ -281,7 +337,9 @@ class Adaptive final : public Policy {
         const double tm = predict(s, *sys.topology, *sys.calibration, p.codec, ratio, sys.net, routes).time_s;
         if (tm < best.second) best = {p, tm};
       }
-      if (!std::isfinite(best.second)) throw std::runtime_error("adaptive: no candidate plan for the call");
+      if (!std::isfinite(best.second)) throw std::runtime_error("adaptive: no candidate plan for " + std::string(sched::collective_name(call.collective)) +
+                                 " over " + std::to_string(call.nranks) +
+                                 " ranks: every schedule of it is over the size limits (policy::candidates)");
       it = cache_.emplace(key, best).first;
     }
     if (predicted) *predicted = it->second.second;

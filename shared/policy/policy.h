@@ -70,15 +70,29 @@ int ranks_per_node(const topo::Topology& t, int nranks);
 uint64_t count_for(sched::Collective c, uint64_t bytes, DType dtype, int nranks);
 sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::Topology& t);
 
+// The size of a plan's schedule, estimated without building it (what limits the candidates):
+// its messages (exact for the schedules of a power-of-two group, give or take the hierarchical
+// transposes), its ops (2 to 5 per message, plus the copies), and whether the messages grow as n^2 —
+// flat rings and pairwise exchanges, and rings and pairwise exchanges across nodes, which
+// grow as n x nodes.
+struct PlanSize {
+  uint64_t messages = 0, ops = 0;
+  bool quadratic = false;
+};
+PlanSize plan_size(const Plan& plan, const CallInfo& call, int gpus_per_node);
+
 // Every plan worth pricing for the call: the algorithms of the collective (hierarchical where
 // the ranks fill whole nodes of several; pipelined rings of 2 and 4 chunks where small), each
 // uncompressed and with each codec in each placement that applies. Left out, so that pricing
-// stays cheap and the oracle can simulate every candidate: plans whose schedule would exceed
-// `max_ops` ops, and flat rings and pairwise exchanges (O(n^2) messages) above
-// `max_flat_messages` messages (an allreduce ring over more than 500 ranks, a reduce-scatter
-// or allgather ring, a pairwise all-to-all or a compress-once recursive allgather, which
-// forwards one message per block, over more than 707). When that leaves nothing, the smallest
-// of them is kept.
+// stays cheap and the oracle can simulate every candidate (plan_size): plans whose schedule
+// would exceed `max_ops` ops, and plans whose messages grow as n^2 above `max_flat_messages`
+// messages (a flat allreduce ring over more than 500 ranks, a reduce-scatter or allgather
+// ring, a pairwise all-to-all or a compress-once recursive allgather, which forwards one
+// message per block, over more than 707; a hierarchical plan whose ring or pairwise exchange
+// across nodes takes it over the same limit: with 8 ranks a node, an allreduce ring across
+// more than 174 nodes, the others across more than 246). When that leaves nothing, the smallest of
+// them is kept if it has at most 2 x max_ops ops; otherwise the list is empty (an all-to-all
+// of 16,384 ranks: every schedule of it has hundreds of millions of ops).
 std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops = 20'000'000,
                              uint64_t max_flat_messages = 500'000);
 
