@@ -329,6 +329,7 @@ int run(const Args& args) {
       return ratio_of(codec, cs).ratio;
     };
     std::map<std::string, std::unique_ptr<policy::Policy>> policy_objects;
+    policy::RouteCache routes(topo);
     auto fill = [&](Row& w, const config::CallSweep& s, const policy::CallInfo& info, const policy::Plan& p) {
       w.algorithm = policy::algorithm_label(p, info.collective);
       w.placement = policy::placement_label(p);
@@ -390,6 +391,10 @@ int run(const Args& args) {
               p.chunks = s.chunks;
               Out oc = o;
               fill(oc.w, s, info, p);
+              // --plans-only: what the cost model says of the plan as written, where it is
+              // small enough to build (policy::plan_size).
+              if (args.plans_only && policy::plan_size(p, info, policy::ranks_per_node(topo, n)).ops <= policy::kMaxPlanOps)
+                oc.w.predicted_s = policy::predict_plan(p, info, system, routes);
               oc.calls = {add_call(s, info, p)};
               oc.plans = {p};
               statics.push_back(oc);

@@ -295,6 +295,12 @@ double nccl_model_time(const CallInfo& call, const topo::Topology& t, const std:
   return (lat + static_cast<double>(call.bytes) / (1000.0 * bw)) * 1e-6;
 }
 
+double predict_plan(const Plan& p, const CallInfo& call, const System& sys, RouteCache& routes) {
+  const double ratio = p.codec == "identity" ? 1.0 : sys.ratio(p.codec, call.dtype, call.tensor);
+  const auto s = sched::build_schedule(build_spec(p, call, *sys.topology));
+  return predict(s, *sys.topology, *sys.calibration, p.codec, ratio, sys.net, routes).time_s;
+}
+
 namespace {
 
 class NcclLike final : public Policy {
@@ -332,9 +338,7 @@ class Adaptive final : public Policy {
       RouteCache routes(*sys.topology);
       std::pair<Plan, double> best{Plan{}, std::numeric_limits<double>::infinity()};
       for (const Plan& p : candidates(call, sys)) {
-        const double ratio = p.codec == "identity" ? 1.0 : sys.ratio(p.codec, call.dtype, call.tensor);
-        const auto s = sched::build_schedule(build_spec(p, call, *sys.topology));
-        const double tm = predict(s, *sys.topology, *sys.calibration, p.codec, ratio, sys.net, routes).time_s;
+        const double tm = predict_plan(p, call, sys, routes);
         if (tm < best.second) best = {p, tm};
       }
       if (!std::isfinite(best.second)) throw std::runtime_error("adaptive: no candidate plan for " + std::string(sched::collective_name(call.collective)) +

@@ -93,8 +93,13 @@ PlanSize plan_size(const Plan& plan, const CallInfo& call, int gpus_per_node);
 // more than 174 nodes, the others across more than 246). When that leaves nothing, the smallest of
 // them is kept if it has at most 2 x max_ops ops; otherwise the list is empty (an all-to-all
 // of 16,384 ranks: every schedule of it has hundreds of millions of ops).
-std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops = 20'000'000,
+constexpr uint64_t kMaxPlanOps = 20'000'000;
+std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops = kMaxPlanOps,
                              uint64_t max_flat_messages = 500'000);
+
+// The cost model's time for a plan of the call, in seconds (what adaptive compares); routes
+// are cached in `routes` across the plans of one topology.
+double predict_plan(const Plan& plan, const CallInfo& call, const System& sys, RouteCache& routes);
 
 class Policy {
  public:
