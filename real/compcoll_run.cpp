@@ -341,6 +341,12 @@ Setup setup(const Args& args, int world, int local_size) {
       cell.baseline = spec_for(s, "identity", size, world, st.gpus_per_node);
       if (cell.baseline.count == 0)
         throw BadInput(key + ": size " + std::to_string(size) + " is less than one element per rank");
+      // NCCL's reduce-scatter and allgather take equal blocks (the baseline row of every cell).
+      if (st.backend == "nccl" && (s.collective == "reduce-scatter" || s.collective == "allgather") &&
+          cell.baseline.count % static_cast<uint64_t>(world))
+        throw BadInput(key + ": size " + std::to_string(size) + ": " + std::to_string(cell.baseline.count) +
+                       " elements are not a multiple of the " + std::to_string(world) +
+                       " ranks, which NCCL's " + s.collective + " needs (the baseline row)");
       auto check_spec = [&](const sched::BuildSpec& b, const std::string& what) {
         std::string problem;
         try {
@@ -398,7 +404,12 @@ Setup setup(const Args& args, int world, int local_size) {
         auto& obj = policies[pol];
         if (!obj) obj = policy::make_policy(pol);
         const policy::CallInfo info = config::call_info(s, size, world);
-        const policy::Plan plan = obj->choose(info, sys, nullptr);
+        policy::Plan plan;
+        try {
+          plan = obj->choose(info, sys, nullptr);
+        } catch (const std::runtime_error& err) {  // no plan small enough (policy::candidates)
+          throw BadInput(key + ": size " + std::to_string(size) + ": " + err.what());
+        }
         Entry e;
         e.policy = pol;
         e.algorithm = policy::algorithm_label(plan, info.collective);
@@ -466,9 +477,15 @@ int run(const Args& args) {
   std::unique_ptr<DataBackend> backend;
 #ifdef COMPCOLL_HAVE_NCCL
   if (nccl) {
-    auto pair = make_nccl_backend(MPI_COMM_WORLD, local_rank);
-    transport = std::move(pair.transport);
-    backend = std::move(pair.backend);
+    // A rank whose device or communicator cannot be set up (a GPU shared by two ranks: NCCL
+    // refuses it) ends the job now, instead of leaving the others in ncclCommInitRank.
+    try {
+      auto pair = make_nccl_backend(MPI_COMM_WORLD, local_rank);
+      transport = std::move(pair.transport);
+      backend = std::move(pair.backend);
+    } catch (const std::exception& e) {
+      abort_job(rank, std::string("nccl setup: ") + e.what());
+    }
   }
 #endif
   if (!nccl) {

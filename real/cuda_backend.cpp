@@ -47,22 +47,25 @@ class CudaBackend final : public DataBackend {
   MemorySpace memory() const override { return MemorySpace::Device; }
   std::string describe() const override { return name_; }
 
+  // Memsets and copies go on the compute stream and are waited for: cudaMemset and cudaMemcpy
+  // run on the legacy default stream, which the non-blocking compute and transfer streams do
+  // not wait for, and cudaMemset, like cudaMemcpy from pageable host memory to the device, may
+  // return before the device has the data (CUDA Runtime API, "API synchronization behavior").
+  // Uploads and downloads also wait for both streams, so no kernel or transfer still uses the
+  // buffer. None of this is on a timed path.
   void* alloc(size_t bytes) override {
     if (bytes == 0) return nullptr;
     void* p = nullptr;
     COMPCOLL_CUDA_CHECK(cudaMalloc(&p, bytes));
-    COMPCOLL_CUDA_CHECK(cudaMemset(p, 0, bytes));
+    COMPCOLL_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return p;
   }
   void release(void* p) override {
     if (p) COMPCOLL_CUDA_CHECK(cudaFree(p));
   }
-  void upload(void* dst, const void* src, size_t bytes) override {
-    if (bytes) COMPCOLL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-  }
-  void download(void* dst, const void* src, size_t bytes) override {
-    if (bytes) COMPCOLL_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
-  }
+  void upload(void* dst, const void* src, size_t bytes) override { copy_waited(dst, src, bytes, cudaMemcpyHostToDevice); }
+  void download(void* dst, const void* src, size_t bytes) override { copy_waited(dst, src, bytes, cudaMemcpyDeviceToHost); }
 
   Completion copy(void* dst, const void* src, size_t bytes) override {
     if (bytes) COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
@@ -85,7 +88,13 @@ class CudaBackend final : public DataBackend {
     }
     const int c = take_slot();
     Slot& s = slots_[static_cast<size_t>(c)];
-    cuda_encode(codec.id(), dtype, src, count, wire, capacity, s.size_dev, scratch_, scratch_bytes_, opt, stream_);
+    // fp8-hadamard's parameters live in its name (fp8-hadamard-e5m2-g64); CodecId alone means
+    // the defaults.
+    Fp8HadamardParams fp8;
+    if (codec.id() == CodecId::Fp8Hadamard && parse_fp8_hadamard_name(codec.name(), fp8))
+      cuda_encode_fp8_hadamard(fp8, dtype, src, count, wire, capacity, s.size_dev, scratch_, scratch_bytes_, opt, stream_);
+    else
+      cuda_encode(codec.id(), dtype, src, count, wire, capacity, s.size_dev, scratch_, scratch_bytes_, opt, stream_);
     COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.size_host, s.size_dev, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream_));
     s.dest = stream_bytes;
     COMPCOLL_CUDA_CHECK(cudaEventRecord(s.done, stream_));
@@ -147,6 +156,12 @@ class CudaBackend final : public DataBackend {
     const int c = free_.back();
     free_.pop_back();
     return c;
+  }
+  void copy_waited(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (!bytes) return;
+    synchronize();
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   Completion record(uint64_t* dest) {
     const int c = take_slot();

@@ -102,7 +102,10 @@ class CudaDevice : public CalibrationDevice {
     scratch_.allocate(scratch);
     size_dev_.allocate(sizeof(uint64_t));
     status_.allocate(sizeof(int32_t) * (elements / format::kMinChunkElements + 1));
-    COMPCOLL_CUDA_CHECK(cudaMemcpy(in_.get(), input.data(), input.size(), cudaMemcpyHostToDevice));
+    // On the timing stream and waited for: a cudaMemcpy from pageable memory may return before
+    // the device has the data, and the non-blocking stream does not wait for the legacy one.
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(in_.get(), input.data(), input.size(), cudaMemcpyHostToDevice, stream_));
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
     encoded_ = {};
   }
   Measurement measure(calib::Op op, const Codec* codec, uint64_t bytes, const TimingOptions& opt) override {
@@ -211,6 +214,7 @@ class CudaDevice : public CalibrationDevice {
   int64_t bad_chunks() {
     std::vector<int32_t> status(encoded_.info.chunk_count);
     if (status.empty()) return 0;
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
     COMPCOLL_CUDA_CHECK(cudaMemcpy(status.data(), status_.get(), status.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
     return std::count_if(status.begin(), status.end(), [](int32_t s) { return s != 0; });
   }

@@ -116,13 +116,17 @@ COMPCOLL_HD inline float fp8_to_float(uint8_t code, uint32_t fmt) {
 
 // ---- elements ------------------------------------------------------------------------------
 // Loading is exact. Storing rounds to nearest even and saturates: a quantized chunk came from
-// finite values, so a reconstruction past the dtype's largest finite value becomes that value
-// (NaN, only from codes the encoder never writes, stays NaN).
+// finite values, so a reconstruction past the dtype's largest finite value becomes that value.
+// A NaN (only from codes the encoder never writes, or Inf - Inf in the transform) is stored as
+// the dtype's canonical quiet NaN: a GPU's float arithmetic returns one NaN pattern of its own
+// where an x86 core keeps a payload or sets the sign, and host and GPU must write the same bits.
+COMPCOLL_HD inline bool is_nan_bits(uint32_t f) { return (f & 0x7FFFFFFFu) > 0x7F800000u; }
 struct Bf16Elem {
   using Bits = uint16_t;
   COMPCOLL_HD static uint32_t fp32_bits(Bits v) { return uint32_t{v} << 16; }
   COMPCOLL_HD static float to_float(Bits v) { return bf16_to_float(v); }
   COMPCOLL_HD static Bits from_float(float x) {
+    if (is_nan_bits(float_bits(x))) return 0x7FC0u;
     const Bits r = float_to_bf16_rne(x);
     return (r & 0x7FFFu) == 0x7F80u ? static_cast<Bits>((r & 0x8000u) | 0x7F7Fu) : r;
   }
@@ -132,6 +136,7 @@ struct Fp16Elem {
   COMPCOLL_HD static uint32_t fp32_bits(Bits v) { return float_bits(fp16_to_float(v)); }
   COMPCOLL_HD static float to_float(Bits v) { return fp16_to_float(v); }
   COMPCOLL_HD static Bits from_float(float x) {
+    if (is_nan_bits(float_bits(x))) return 0x7E00u;
     const Bits r = float_to_fp16_rne(x);
     return (r & 0x7FFFu) == 0x7C00u ? static_cast<Bits>((r & 0x8000u) | 0x7BFFu) : r;
   }
@@ -142,6 +147,7 @@ struct Fp32Elem {
   COMPCOLL_HD static float to_float(Bits v) { return float_from_bits(v); }
   COMPCOLL_HD static Bits from_float(float x) {
     const Bits r = float_bits(x);
+    if (is_nan_bits(r)) return 0x7FC00000u;
     return (r & 0x7FFFFFFFu) == 0x7F800000u ? (r & 0x80000000u) | 0x7F7FFFFFu : r;
   }
 };

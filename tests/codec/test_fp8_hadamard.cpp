@@ -357,3 +357,33 @@ TEST_CASE("fp8-hadamard: damaged streams are rejected with a located error", "[c
   std::fill(other.begin() + chunk_at + 4 + 8 * 5, other.end(), 0x7F);
   CHECK_NOTHROW(decode(other.data(), other.size(), out.data(), out.size()));
 }
+
+TEST_CASE("fp8-hadamard: a NaN decoded from codes the encoder never writes is the canonical quiet NaN",
+          "[codec][fp8][bad-input]") {
+  // Two E5M2 +Inf codes in one group: the transform's first stage makes Inf - Inf, which an x86
+  // core gives as the negative default NaN and a GPU as its own pattern. Host and GPU must
+  // write the same bits, so every NaN comes out as the dtype's canonical quiet NaN.
+  const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
+  const uint32_t canonical[] = {0x7FC0u, 0x7E00u, 0x7FC00000u};
+  const uint32_t want = canonical[dtype == DType::BF16 ? 0 : dtype == DType::FP16 ? 1 : 2];
+  const auto in = test::gaussian_bytes(dtype, 64, 1.0, 5);
+  auto stream = encode(fp8_hadamard_codec({32, Fp8Format::E5M2}), dtype, in.data(), 64);
+  const size_t chunk_at = format::kHeaderBytes + format::kOffsetEntryBytes;
+  REQUIRE(stream[chunk_at] == format::kFp8ModeQuantized);
+  const size_t codes_at = chunk_at + 4 + 8 * 2;  // two groups of 32
+  stream[codes_at] = stream[codes_at + 1] = 0x7C;  // E5M2 +Inf, twice in group 0
+  std::vector<uint8_t> out(in.size(), 0xA5);
+  decode(stream.data(), stream.size(), out.data(), out.size());
+  const size_t esize = dtype_size(dtype);
+  int nans = 0;
+  for (size_t i = 0; i < 64; ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, out.data() + i * esize, esize);
+    if (!std::isnan(load_as_float(dtype, out.data(), i))) continue;
+    ++nans;
+    CAPTURE(i, bits);
+    CHECK(bits == want);
+  }
+  CHECK(nans > 0);
+  CHECK(nans <= 32);  // group 1 is untouched
+}

@@ -34,9 +34,16 @@ class DeviceVec {
   DeviceVec& operator=(const DeviceVec&) = delete;
   ~DeviceVec() { cudaFree(p_); }
   T* get() { return p_; }
-  void put(const void* host, size_t bytes) { COMPCOLL_CUDA_CHECK(cudaMemcpy(p_, host, bytes, cudaMemcpyHostToDevice)); }
+  // Waited for on the whole device: the kernels run on a non-blocking stream, which does not
+  // wait for cudaMemcpy's legacy stream, and a copy from pageable memory may return before the
+  // device has the data.
+  void put(const void* host, size_t bytes) {
+    COMPCOLL_CUDA_CHECK(cudaMemcpy(p_, host, bytes, cudaMemcpyHostToDevice));
+    COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   std::vector<T> fetch() const {
     std::vector<T> h(n_);
+    COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());
     COMPCOLL_CUDA_CHECK(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
     return h;
   }

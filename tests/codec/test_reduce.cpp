@@ -140,6 +140,7 @@ TEST_CASE("cuda_reduce_add is bit-exact against reduce_add", "[reduce][cuda]") {
     COMPCOLL_CUDA_CHECK(cudaMalloc(&src, bytes));
     COMPCOLL_CUDA_CHECK(cudaMemcpy(dst, a.data(), bytes, cudaMemcpyHostToDevice));
     COMPCOLL_CUDA_CHECK(cudaMemcpy(src, b.data(), bytes, cudaMemcpyHostToDevice));
+    COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());  // the non-blocking stream does not wait for these copies
     cuda_reduce_add(dtype, dst, src, n, stream);
     COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
     COMPCOLL_CUDA_CHECK(cudaMemcpy(got.data(), dst, bytes, cudaMemcpyDeviceToHost));
