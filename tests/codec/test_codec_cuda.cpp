@@ -335,6 +335,40 @@ TEST_CASE("cuda: a larger tensor over many chunks and resident waves", "[cuda]")
       }
 }
 
+TEST_CASE("cuda: the largest chunks, past the per-warp stage, for every codec and dtype", "[cuda]") {
+  // Chunks of 65,536 elements code to more bytes than a warp's shared-memory stage, so the
+  // kernels write them straight to global memory: a path the other cases reach only with
+  // entropy-exp on 16-bit patterns. Gaussian and heavy-tailed (random bits) inputs.
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  EncodeOptions opt;
+  opt.chunk_elements = format::kMaxChunkElements;
+  const size_t n = 3 * size_t{format::kMaxChunkElements} + 1001;
+  for (DType dtype : kDTypes)
+    for (CodecId codec : kCodecs) {
+      CAPTURE(codec_name(codec), dtype_name(dtype));
+      check_against_host(s, codec, dtype, test::gaussian_bytes(dtype, n, 0.05, 31), opt);
+      check_against_host(s, codec, dtype, test::random_bytes(n * dtype_size(dtype), 37), opt);
+    }
+}
+
+TEST_CASE("cuda: fp8-hadamard decodes from an unaligned stream into an unaligned output", "[cuda][fp8]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  for (DType dtype : kDTypes) {
+    CAPTURE(dtype_name(dtype));
+    const size_t n = 3 * 1024 + 5;
+    const auto in = test::gaussian_bytes(dtype, n, 0.3, 78);
+    EncodeOptions opt;
+    opt.chunk_elements = 1024;
+    const auto host = encode(fp8_hadamard_codec(), dtype, in.data(), n, opt);
+    std::vector<uint8_t> want(in.size(), 0xA5);
+    decode(host.data(), host.size(), want.data(), want.size());
+    CHECK(gpu_decode(s, host, dtype, n, 1, 1) == want);
+    CHECK(gpu_decode(s, host, dtype, n, 3, 0) == want);
+  }
+}
+
 TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][bad-input]") {
   SKIP_WITHOUT_CUDA();
   Stream s;
