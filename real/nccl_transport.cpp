@@ -54,6 +54,7 @@ Request NcclTransport::slot() {
   const Request r = free_.back();
   free_.pop_back();
   pending_[static_cast<size_t>(r)].in_use = true;
+  pending_[static_cast<size_t>(r)].flushed = false;
   pending_[static_cast<size_t>(r)].received = 0;
   return r;
 }
@@ -106,24 +107,37 @@ void NcclTransport::flush() {
                            " exceeds its " + std::to_string(p.bytes) + "-byte receive buffer");
     p.bytes = sizes[i];
   }
-  // 2. The transfers, in posting order (NCCL matches a pair's messages in that order).
+  // 2. The transfers, in posting order (NCCL matches a pair's messages in that order). A
+  //    failing call closes NCCL's (thread-local) group before the error goes on.
+  std::vector<Post> posted;
+  posted.swap(group_);  // whatever happens below, nothing of this group is posted again
   COMPCOLL_NCCL_CHECK(ncclGroupStart());
-  for (const Post& p : group_) {
-    if (p.send) COMPCOLL_NCCL_CHECK(ncclSend(p.buf, p.bytes, ncclUint8, p.peer, comm_, stream_));
-    else COMPCOLL_NCCL_CHECK(ncclRecv(p.buf, p.bytes, ncclUint8, p.peer, comm_, stream_));
+  try {
+    for (const Post& p : posted) {
+      if (p.send) COMPCOLL_NCCL_CHECK(ncclSend(p.buf, p.bytes, ncclUint8, p.peer, comm_, stream_));
+      else COMPCOLL_NCCL_CHECK(ncclRecv(p.buf, p.bytes, ncclUint8, p.peer, comm_, stream_));
+    }
+  } catch (...) {
+    ncclGroupEnd();
+    throw;
   }
   COMPCOLL_NCCL_CHECK(ncclGroupEnd());
-  for (const Post& p : group_) {
-    pending_[static_cast<size_t>(p.r)].received = p.bytes;
-    COMPCOLL_CUDA_CHECK(cudaEventRecord(pending_[static_cast<size_t>(p.r)].done, stream_));
+  for (const Post& p : posted) {
+    Pending& q = pending_[static_cast<size_t>(p.r)];
+    q.received = p.bytes;
+    q.flushed = true;
+    COMPCOLL_CUDA_CHECK(cudaEventRecord(q.done, stream_));
   }
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
-  group_.clear();
 }
 
 bool NcclTransport::test(Request r, size_t* received) {
   Pending& p = pending_.at(static_cast<size_t>(r));
   if (!p.in_use) throw TransportError("nccl: test of request " + std::to_string(r) + ", which is not pending");
+  // An event not yet recorded reads as complete (cudaEventQuery): a request is tested only
+  // once its group has been handed to NCCL.
+  if (!p.flushed)
+    throw TransportError("nccl: test of request " + std::to_string(r) + " before its group was ended (group_end)");
   const cudaError_t e = cudaEventQuery(p.done);
   if (e == cudaErrorNotReady) {
     ncclResult_t async = ncclSuccess;

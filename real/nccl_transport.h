@@ -79,6 +79,7 @@ class NcclTransport final : public Transport {
     cudaEvent_t done = nullptr;
     size_t received = 0;
     bool in_use = false;
+    bool flushed = false;  // its group was handed to NCCL and `done` recorded after it
   };
   Request slot();
   void flush();  // the collected group: sizes over MPI, then the NCCL calls, then one event
