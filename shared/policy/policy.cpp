@@ -341,7 +341,8 @@ class Adaptive final : public Policy {
         const double tm = predict_plan(p, call, sys, routes);
         if (tm < best.second) best = {p, tm};
       }
-      if (!std::isfinite(best.second)) throw std::runtime_error("adaptive: no candidate plan for " + std::string(sched::collective_name(call.collective)) +
+      if (!std::isfinite(best.second))
+        throw std::runtime_error("adaptive: no candidate plan for " + std::string(sched::collective_name(call.collective)) +
                                  " over " + std::to_string(call.nranks) +
                                  " ranks: every schedule of it is over the size limits (policy::candidates)");
       it = cache_.emplace(key, best).first;
