@@ -78,16 +78,10 @@ nlohmann::json report_entropy(const EntropyReplay& rp, const std::string& topolo
                      {"sample_fraction", cfg.sample_fraction}, {"min_samples", cfg.min_samples},
                      {"rank_min", cfg.rank_min}, {"rank_max", cfg.rank_max}, {"windows", nlohmann::json::array()}};
   // Windows: the warm-up as one, then window after window (the last may be short).
-  uint64_t first = 0;
-  int64_t index = -1;
+  int64_t index = cfg.warmup_steps > 0 ? -1 : 0;
   double run_s = 0, error_sum = 0;
   uint64_t compressed_steps = 0;
-  while (first < rp.steps) {
-    const uint64_t end = index < 0 ? std::min(cfg.warmup_steps, rp.steps) : std::min(first + cfg.window, rp.steps);
-    if (end == first) {  // no warm-up
-      ++index;
-      continue;
-    }
+  for (const auto& [first, end] : policy::entropy_windows(cfg, rp.steps)) {
     double bits = 0, error = 0, iter_s = 0, comm_s = 0;
     int estimates = 0;
     for (uint64_t s = first; s < end; ++s) {
@@ -115,7 +109,6 @@ nlohmann::json report_entropy(const EntropyReplay& rp, const std::string& topolo
       *csv << topology << "," << model << "," << name << "," << first << "," << end - first << ","
            << (estimates ? report::fixed(mean_bits, 4) : "") << "," << rank << "," << report::fixed(iter_s / steps * 1e3, 4)
            << "," << report::fixed(comm_s / steps * 1e3, 4) << "," << report::fixed(error / steps, 5) << "\n";
-    first = end;
     ++index;
   }
   const double steps = static_cast<double>(rp.steps);

@@ -142,4 +142,14 @@ void compress_step(LowRankState& s, DType dtype, const void* grad, float* out) {
   finish(s, p.data(), q.data(), 1, out);
 }
 
+double step_error(const LowRankState& state, const float* update) {
+  double left = 0, total = 0;
+  for (size_t i = 0; i < state.residual.size(); ++i) {
+    const double r = state.residual[i], m = r + update[i];
+    left += r * r;
+    total += m * m;
+  }
+  return total > 0 ? std::sqrt(left / total) : 0.0;
+}
+
 }  // namespace compcoll::lowrank

@@ -73,4 +73,9 @@ void finish(LowRankState& state, const float* p_hat, const float* q_sum, int nra
 // One rank alone: every step above; out (rows x cols floats, may be null) gets the update.
 void compress_step(LowRankState& state, DType dtype, const void* grad, float* out);
 
+// The error of the step just finished: ||M - update|| / ||M||, M = the gradient plus the residual
+// earlier steps carried (what the step had to send); M - update is the residual it leaves. In
+// [0, 1] for the projection a step makes; 0 for a zero M. `update` is finish()'s output.
+double step_error(const LowRankState& state, const float* update);
+
 }  // namespace compcoll::lowrank

@@ -239,6 +239,8 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     e.run.gpus_per_node = static_cast<int>(run.get_int("gpus_per_node", 0, 0, 1 << 16));
     e.run.timeout_s = run.get_double("timeout_s", e.run.timeout_s);
     if (!(e.run.timeout_s > 0)) run.opt("timeout_s").fail("expected a positive number of seconds");
+    const Node en = run.opt("entropy");
+    if (en.defined()) e.run.entropy = parse_entropy_run(en, dir);
     run.check_no_unknown_keys();
   }
   root.check_no_unknown_keys();

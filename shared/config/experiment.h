@@ -32,14 +32,6 @@ struct NetworkSpec {
   std::optional<bool> crosstraffic;
 };
 
-// How compcoll-run runs the calls for real (docs/compcoll-run.md); compcoll-sim ignores it.
-struct RunSpec {
-  int warmup = 2, iterations = 10;  // untimed runs, then timed runs, per row
-  std::string backend;              // mpi | nccl; empty: compcoll-run's --backend or mpi
-  int gpus_per_node = 0;            // ranks per node for hierarchical algorithms; 0: the topology's
-  double timeout_s = 300;           // a rank silent this long ends the job (real/watchdog.h)
-};
-
 // EDGC over a training run (docs/WORKLOADS.md): the entropy policy's controller is fed a
 // recorded gradient trace step by step and picks the lowrank rank per window; compcoll-sim
 // prices each step's iteration at that rank and reports the run's time and the compressor's
@@ -48,6 +40,18 @@ struct EntropyRunSpec {
   std::string trace;               // resolved path: .npy of shape (steps, rows, cols)
   policy::EntropyConfig config;    // every knob (its defaults unless the file sets them)
 };
+
+// How compcoll-run runs the calls for real (docs/compcoll-run.md); compcoll-sim ignores it.
+struct RunSpec {
+  int warmup = 2, iterations = 10;  // untimed runs, then timed runs, per row
+  std::string backend;              // mpi | nccl; empty: compcoll-run's --backend or mpi
+  int gpus_per_node = 0;            // ranks per node for hierarchical algorithms; 0: the topology's
+  double timeout_s = 300;           // a rank silent this long ends the job (real/watchdog.h)
+  // EDGC for real (run.entropy, docs/compcoll-run.md): the entropy policy over a gradient trace,
+  // its lowrank steps allreduced by the executor.
+  std::optional<EntropyRunSpec> entropy;
+};
+
 
 // A training workload (docs/WORKLOADS.md): the iteration's collective calls replace `calls`.
 struct WorkloadSpec {

@@ -4,6 +4,8 @@
 // TensorFileError escape for bad input (allocation failure included).
 #include "io/tensor_file.h"
 
+#include "io/float_convert.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -734,6 +736,23 @@ std::vector<TensorData> load_tensors(const std::string& spec, std::optional<DTyp
   if (ends_with(spec, ".npy")) return load_npy(spec, requested);
   if (ends_with(spec, ".safetensors")) return load_safetensors(spec, requested);
   fail(spec, "unknown tensor file type (expected .npy or .safetensors)");
+}
+
+GradientTrace load_gradient_trace(const std::string& path) {
+  GradientTrace t;
+  t.data = std::move(load_tensors(path, DType::BF16).front());
+  const auto& shape = t.data.shape;
+  if (shape.size() != 3 || shape[0] == 0 || shape[1] == 0 || shape[2] == 0)
+    fail(path, "expected a .npy of shape (steps, rows, cols), got " + std::to_string(shape.size()) + " dimension(s)");
+  t.steps = shape[0];
+  t.rows = shape[1];
+  t.cols = shape[2];
+  const uint64_t n = t.rows * t.cols;
+  for (uint64_t s = 0; s < t.steps; ++s)
+    for (uint64_t i = 0; i < n; ++i)
+      if (!std::isfinite(load_as_float(t.data.dtype, t.step_bytes(s), i)))
+        fail(path, "step " + std::to_string(s) + " holds a NaN or infinite value");
+  return t;
 }
 
 }  // namespace compcoll

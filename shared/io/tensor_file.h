@@ -53,4 +53,15 @@ class TensorFileError : public std::runtime_error {
 // Throws TensorFileError for every problem with the spec or the file's contents.
 std::vector<TensorData> load_tensors(const std::string& spec, std::optional<DType> requested);
 
+// A gradient over training steps (tools/capture_tensors.py --trace): a .npy of shape
+// (steps, rows, cols), bf16 bit patterns or float32, every value finite. Step s is the rows x cols
+// matrix at bytes step_bytes(s). Throws TensorFileError naming the file (and the step holding
+// a NaN or infinite value).
+struct GradientTrace {
+  TensorData data;
+  uint64_t steps = 0, rows = 0, cols = 0;
+  const uint8_t* step_bytes(uint64_t s) const { return data.bytes.data() + s * rows * cols * dtype_size(data.dtype); }
+};
+GradientTrace load_gradient_trace(const std::string& path);
+
 }  // namespace compcoll

@@ -215,4 +215,12 @@ Plan EntropyPolicy::choose(const CallInfo& call, const System& sys, double* pred
   return plan;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> entropy_windows(const EntropyConfig& config, uint64_t steps) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  uint64_t first = std::min(config.warmup_steps, steps);
+  if (first > 0) out.emplace_back(0, first);
+  for (; first < steps; first += config.window) out.emplace_back(first, std::min(first + config.window, steps));
+  return out;
+}
+
 }  // namespace compcoll::policy

@@ -58,6 +58,11 @@ struct EntropyConfig {
   void validate() const;
 };
 
+// The windows of a run of `steps` iterations as [first, end) spans: the warm-up as one (when
+// there is one), then window after window (the last may be short). The rank is constant in
+// each.
+std::vector<std::pair<uint64_t, uint64_t>> entropy_windows(const EntropyConfig& config, uint64_t steps);
+
 class EntropyController {
  public:
   explicit EntropyController(EntropyConfig config);
