@@ -34,8 +34,8 @@ struct NetworkSpec {
 
 // EDGC over a training run (docs/WORKLOADS.md): the entropy policy's controller is fed a
 // recorded gradient trace step by step and picks the lowrank rank per window; compcoll-sim
-// prices each step's iteration at that rank and reports the run's time and the compressor's
-// error on the trace.
+// (workload.entropy) prices each step's iteration at that rank and reports the run's time and
+// the compressor's error on the trace; compcoll-run (run.entropy) runs the steps for real.
 struct EntropyRunSpec {
   std::string trace;               // resolved path: .npy of shape (steps, rows, cols)
   policy::EntropyConfig config;    // every knob (its defaults unless the file sets them)
@@ -51,7 +51,6 @@ struct RunSpec {
   // its lowrank steps allreduced by the executor.
   std::optional<EntropyRunSpec> entropy;
 };
-
 
 // A training workload (docs/WORKLOADS.md): the iteration's collective calls replace `calls`.
 struct WorkloadSpec {
