@@ -1000,7 +1000,8 @@ int run(const Args& args) {
         run_s += t;
         plain_total += u;
         if (chosen[first] > 0) error_sum += e, compressed += end - first;
-        const std::string name = index++ < 0 ? "warm-up" : std::to_string(index - 1);
+        const std::string name = index < 0 ? "warm-up" : std::to_string(index);
+        ++index;
         const double mean_bits = estimates ? b / estimates : NAN;
         ej["windows"].push_back({{"window", name}, {"first_step", first}, {"steps", end - first},
                                  {"entropy_bits", estimates ? json(mean_bits) : json(nullptr)}, {"rank", chosen[first]},

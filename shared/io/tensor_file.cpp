@@ -4,8 +4,6 @@
 // TensorFileError escape for bad input (allocation failure included).
 #include "io/tensor_file.h"
 
-#include "io/float_convert.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
