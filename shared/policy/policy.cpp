@@ -96,7 +96,7 @@ uint64_t flat_messages(Collective c, const std::string& algorithm, uint64_t n, u
   // Recursive halving/doubling: log2 steps (about one more each way when n is not a power of
   // two: the fold-in and fold-out).
   const uint64_t steps = log2_ceil(n) + ((n & (n - 1)) ? 1 : 0);
-  return (twice ? 2 : 1) * n * steps;
+  return (twice ? 2 : 1) * n * steps * chunks;
 }
 
 }  // namespace

@@ -145,8 +145,8 @@ TEST_CASE("ranks per node: whole nodes in rank order, or 1 for a group strided a
 }
 
 TEST_CASE("plan_size: the messages and ops of the schedules the builders make", "[policy]") {
-  // Every algorithm of every collective, uncompressed and compressed, on 64 ranks (8 a node)
-  // and on 256 of 8 and of 1 a node: the estimate is what the candidates' limits read, so it
+  // Every algorithm of every collective, uncompressed and compressed, pipelined in 4 chunks
+  // where it pipelines, on 64 ranks (8 a node) and on 256 of 8 and of 1 a node: the estimate is what the candidates' limits read, so it
   // must track the built schedule — messages within 2%, ops within a factor of 1.6.
   for (int n : {64, 256}) {
     for (int g : {1, 8}) {
@@ -157,10 +157,15 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
           const bool allreduce_hier = algo == "hierarchical" && coll == sched::Collective::AllReduce;
           for (const char* inter : {"ring", "recursive", "tree"}) {
             if (!allreduce_hier && std::string(inter) != "ring") continue;
+            const bool pipelines = (algo == "ring" && coll != sched::Collective::AllToAll) || algo == "chain" ||
+                                   (allreduce_hier && std::string(inter) != "tree");
+            for (uint32_t chunks : {1u, 4u})
             for (const char* codec : {"identity", "gauss-exp"}) {
+              if (chunks > 1 && !pipelines) continue;
               Plan p;
               p.algorithm = algo;
               p.inter = inter;
+              p.chunks = chunks;
               p.codec = codec;
               p.placement = std::string(codec) == "identity" ? sched::Placement::None
                             : coll == sched::Collective::AllGather || coll == sched::Collective::Broadcast
@@ -178,6 +183,7 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
               spec.count = count_for(coll, info.bytes, info.dtype, n);
               spec.gpus_per_node = g;
               spec.inter = inter;
+              spec.pipe.chunks = chunks;
               const auto s = sched::build_schedule(spec);
               uint64_t messages = 0, ops = 0;
               for (const auto& r : s.ranks) {
