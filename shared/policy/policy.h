@@ -90,7 +90,8 @@ PlanSize plan_size(const Plan& plan, const CallInfo& call, int gpus_per_node);
 // ring, a pairwise all-to-all or a compress-once recursive allgather, which forwards one
 // message per block, over more than 707; a hierarchical plan whose ring or pairwise exchange
 // across nodes takes it over the same limit: with 8 ranks a node, an allreduce ring across
-// more than 174 nodes, the others across more than 246). When that leaves nothing, the smallest of
+// more than 173 nodes, a reduce-scatter or allgather ring across more than 246, an all-to-all
+// across more than 247). When that leaves nothing, the smallest of
 // them is kept if it has at most 2 x max_ops ops; otherwise the list is empty (an all-to-all
 // of 16,384 ranks: every schedule of it has hundreds of millions of ops).
 constexpr uint64_t kMaxPlanOps = 20'000'000;
