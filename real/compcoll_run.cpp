@@ -469,6 +469,193 @@ Setup setup(const Args& args, int world, int local_size) {
   std::exit(1);
 }
 
+// One lowrank step of this rank's gradient `grad` (dtype dt) at the state's rank: the local
+// steps, with P and Q allreduced by `ex_p` and `ex_q` (fp32, uncompressed); the update goes
+// to `out`, the time of the local steps is added to `local_s`.
+void lowrank_step(DataBackend& backend, int world, lowrank::LowRankState& state, Executor& ex_p, Executor& ex_q, DType dt,
+                const void* grad, float* out, double& local_s) {
+  std::vector<float> p(state.rows * state.rank), q(state.cols * state.rank);
+  auto timed = [&](auto&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    local_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  timed([&] {
+    lowrank::begin(state, dt, grad);
+    lowrank::compute_p(state, p.data());
+  });
+  backend.upload(ex_p.input(), p.data(), p.size() * 4);
+  ex_p.run();
+  backend.download(p.data(), ex_p.output(), p.size() * 4);
+  timed([&] {
+    lowrank::orthonormalize(p.data(), state.rows, state.rank);
+    lowrank::compute_q(state, p.data(), q.data());
+  });
+  backend.upload(ex_q.input(), q.data(), q.size() * 4);
+  ex_q.run();
+  backend.download(q.data(), ex_q.output(), q.size() * 4);
+  timed([&] { lowrank::finish(state, p.data(), q.data(), world, out); });
+  heartbeat();
+}
+
+// EDGC for real (run.entropy): the entropy policy's controller over the gradient trace. Every
+// rank feeds it the same step, so all choose the same rank at the same step (what lowrank
+// needs); warm-up steps allreduce the gradient uncompressed, later steps run lowrank at the
+// controller's rank with P and Q allreduced by the executor (the call's algorithm, fp32).
+// Each step's gradient is also allreduced uncompressed, for the measured comparison. A step's
+// time: from a barrier to the rank's update, mean over ranks.
+void run_entropy_trace(const Setup& st, const Args& args, int rank, int world, Transport& transport, DataBackend& backend,
+                       const fs::path& out_dir, json& doc) {
+  if (!st.trace) return;
+  const config::Experiment& exp = st.exp;
+  const GradientTrace& tr = *st.trace;
+  const auto& cfg = exp.run.entropy->config;
+  const config::CallSweep& call = exp.calls[st.entropy_call];
+  const uint64_t n = tr.rows * tr.cols;
+  const DType dt = tr.data.dtype;
+  try {
+    ExecutorOptions opt;
+    opt.codec = find_codec("identity");
+    opt.lockstep = args.lockstep;
+    auto build = [&](DType dtype, uint64_t count) {
+      sched::BuildSpec b = spec_for(call, "identity", 0, world, st.gpus_per_node);
+      b.dtype = dtype;
+      b.count = count;
+      return sched::build_schedule(b);
+    };
+    const sched::Schedule full_s = build(dt, n);
+    Executor full(full_s, rank, transport, backend, opt);
+    full.run();  // warm-up: connections and buffers
+    struct Factors {
+      sched::Schedule sp, sq;
+      std::unique_ptr<Executor> p, q;
+    };
+    std::map<uint32_t, Factors> factors;  // per rank the controller chose (map nodes stay put)
+    auto factors_for = [&](uint32_t r) -> Factors& {
+      auto [it, fresh] = factors.try_emplace(r);
+      Factors& f = it->second;
+      if (fresh) {
+        f.sp = build(DType::FP32, tr.rows * r);
+        f.sq = build(DType::FP32, tr.cols * r);
+        f.p = std::make_unique<Executor>(f.sp, rank, transport, backend, opt);
+        f.q = std::make_unique<Executor>(f.sq, rank, transport, backend, opt);
+        f.p->run();
+        f.q->run();
+      }
+      return f;
+    };
+    policy::EntropyController controller(cfg);
+    std::optional<lowrank::LowRankState> state;
+    std::vector<float> update(n);
+    // Per step: its time, the uncompressed allreduce's, lowrank's local steps' share of it.
+    std::vector<double> step_s(tr.steps), plain_s(tr.steps), local_s(tr.steps, 0.0), error(tr.steps, 0.0),
+        bits(tr.steps, NAN);
+    std::vector<uint32_t> chosen(tr.steps);
+    auto since = [](std::chrono::steady_clock::time_point t0) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    for (uint64_t s = 0; s < tr.steps; ++s) {
+      set_activity("run.entropy step " + std::to_string(s));
+      const uint8_t* g = tr.step_bytes(s);
+      if (const auto b = controller.observe(s, dt, g, n)) bits[s] = *b;
+      const uint32_t r = static_cast<uint32_t>(std::min<uint64_t>({controller.rank_for(s), tr.rows, tr.cols}));
+      chosen[s] = r;
+      backend.upload(full.input(), g, n * dtype_size(dt));
+      transport.barrier();
+      auto t0 = std::chrono::steady_clock::now();
+      full.run();
+      backend.synchronize();
+      plain_s[s] = step_s[s] = since(t0);
+      if (r > 0) {
+        if (!state) state = lowrank::make_state(tr.rows, tr.cols, r, cfg.seed);
+        else if (state->rank != r) lowrank::set_rank(*state, r);
+        Factors& f = factors_for(r);
+        transport.barrier();
+        t0 = std::chrono::steady_clock::now();
+        lowrank_step(backend, world, *state, *f.p, *f.q, dt, g, update.data(), local_s[s]);
+        step_s[s] = since(t0);
+        error[s] = lowrank::step_error(*state, update.data());
+      }
+      heartbeat();
+    }
+    MPI_Allreduce(MPI_IN_PLACE, step_s.data(), static_cast<int>(tr.steps), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, plain_s.data(), static_cast<int>(tr.steps), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, local_s.data(), static_cast<int>(tr.steps), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (uint64_t s = 0; s < tr.steps; ++s) step_s[s] /= world, plain_s[s] /= world, local_s[s] /= world;
+    if (rank == 0) {
+      const std::string algo = call.algorithm == "hierarchical" ? "hierarchical/" + call.inter : call.algorithm;
+      std::printf("# EDGC (entropy policy) for real over %s: %llu steps of a %llu x %llu gradient, %d ranks; warm-up "
+                  "%llu, window %llu, estimate every %llu on %.3g of the elements (>= %llu), ranks %u..%u; "
+                  "allreduce %s (calls.%zu), P and Q in fp32\n",
+                  exp.run.entropy->trace.c_str(), static_cast<unsigned long long>(tr.steps),
+                  static_cast<unsigned long long>(tr.rows), static_cast<unsigned long long>(tr.cols), world,
+                  static_cast<unsigned long long>(cfg.warmup_steps), static_cast<unsigned long long>(cfg.window),
+                  static_cast<unsigned long long>(cfg.estimate_every), cfg.sample_fraction,
+                  static_cast<unsigned long long>(cfg.min_samples), cfg.rank_min, cfg.rank_max, algo.c_str(),
+                  st.entropy_call);
+      std::printf("#%-9s %11s %13s %6s %10s %10s %17s %10s\n", "window", "steps", "entropy(bits)", "rank", "step(us)",
+                  "local(us)", "uncompressed(us)", "rel.error");
+    }
+    json ej{{"trace", exp.run.entropy->trace}, {"steps", tr.steps}, {"rows", tr.rows}, {"cols", tr.cols},
+            {"call", st.entropy_call}, {"warmup_steps", cfg.warmup_steps}, {"window", cfg.window},
+            {"estimate_every", cfg.estimate_every}, {"sample_fraction", cfg.sample_fraction},
+            {"min_samples", cfg.min_samples}, {"rank_min", cfg.rank_min}, {"rank_max", cfg.rank_max},
+            {"windows", json::array()}};
+    std::unique_ptr<std::ofstream> ecsv;
+    if (rank == 0 && !out_dir.empty()) {
+      ecsv = std::make_unique<std::ofstream>(out_dir / "entropy.csv");
+      *ecsv << "window,first_step,steps,entropy_bits,rank,step_us,local_us,uncompressed_us,relative_error\n";
+    }
+    int64_t index = cfg.warmup_steps > 0 ? -1 : 0;
+    double run_s = 0, plain_total = 0, error_sum = 0;
+    uint64_t compressed = 0;
+    for (const auto& [first, end] : policy::entropy_windows(cfg, tr.steps)) {
+      double b = 0, e = 0, t = 0, l = 0, u = 0;
+      int estimates = 0;
+      for (uint64_t s = first; s < end; ++s) {
+        if (!std::isnan(bits[s])) b += bits[s], ++estimates;
+        e += error[s];
+        t += step_s[s];
+        l += local_s[s];
+        u += plain_s[s];
+      }
+      const double k = static_cast<double>(end - first);
+      run_s += t;
+      plain_total += u;
+      if (chosen[first] > 0) error_sum += e, compressed += end - first;
+      const std::string name = index < 0 ? "warm-up" : std::to_string(index);
+      ++index;
+      const double mean_bits = estimates ? b / estimates : NAN;
+      ej["windows"].push_back({{"window", name}, {"first_step", first}, {"steps", end - first},
+                               {"entropy_bits", estimates ? json(mean_bits) : json(nullptr)}, {"rank", chosen[first]},
+                               {"step_us", t / k * 1e6}, {"local_us", l / k * 1e6}, {"uncompressed_us", u / k * 1e6},
+                               {"relative_error", e / k}});
+      if (rank == 0)
+        std::printf(" %-9s %5llu-%-5llu %13s %6u %10s %10s %17s %10s\n", name.c_str(),
+                    static_cast<unsigned long long>(first), static_cast<unsigned long long>(end - 1),
+                    estimates ? report::fixed(mean_bits, 3).c_str() : "-", chosen[first],
+                    report::fixed(t / k * 1e6, 2).c_str(), report::fixed(l / k * 1e6, 2).c_str(),
+                    report::fixed(u / k * 1e6, 2).c_str(), report::fixed(e / k, 4).c_str());
+      if (ecsv)
+        *ecsv << name << "," << first << "," << end - first << "," << (estimates ? report::fixed(mean_bits, 4) : "") << ","
+              << chosen[first] << "," << report::fixed(t / k * 1e6, 3) << "," << report::fixed(l / k * 1e6, 3) << ","
+              << report::fixed(u / k * 1e6, 3) << "," << report::fixed(e / k, 5) << "\n";
+    }
+    const double mean_error = compressed ? error_sum / static_cast<double>(compressed) : 0.0;
+    ej["run"] = {{"entropy_s", run_s}, {"uncompressed_s", plain_total}, {"speedup", plain_total / run_s},
+                 {"mean_relative_error", mean_error}};
+    doc["entropy"] = ej;
+    if (rank == 0)
+      std::printf("# run of %llu steps: entropy %s ms, uncompressed %s ms (measured, the same steps), speed-up %s; mean "
+                  "relative error after warm-up %s\n",
+                  static_cast<unsigned long long>(tr.steps), report::fixed(run_s * 1e3, 3).c_str(),
+                  report::fixed(plain_total * 1e3, 3).c_str(), report::fixed(plain_total / run_s, 3).c_str(),
+                  report::fixed(mean_error, 4).c_str());
+  } catch (const std::exception& e) {
+    abort_job(rank, "run.entropy: " + std::string(e.what()));
+  }
+}
+
 int run(const Args& args) {
   int rank = 0, world = 1, local_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -668,34 +855,6 @@ int run(const Args& args) {
   // P (the call's algorithm, fp32), orthonormalize, Q = Mᵀ P̂, allreduce Q, update = P̂ (Q/n)ᵀ,
   // with error feedback across iterations. Timed like any row; then, from a fresh state, one
   // step's update against the uncompressed mean gradient (rel.err, max_abs, SNR).
-  // One lowrank step of this rank's gradient `grad` (dtype dt) at the state's rank: the local
-  // steps, with P and Q allreduced by `ex_p` and `ex_q` (fp32, uncompressed); the update goes
-  // to `out`, the time of the local steps is added to `local_s`.
-  auto lowrank_step = [&](lowrank::LowRankState& state, Executor& ex_p, Executor& ex_q, DType dt, const void* grad,
-                          float* out, double& local_s) {
-    std::vector<float> p(state.rows * state.rank), q(state.cols * state.rank);
-    auto timed = [&](auto&& f) {
-      const auto t0 = std::chrono::steady_clock::now();
-      f();
-      local_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    };
-    timed([&] {
-      lowrank::begin(state, dt, grad);
-      lowrank::compute_p(state, p.data());
-    });
-    backend->upload(ex_p.input(), p.data(), p.size() * 4);
-    ex_p.run();
-    backend->download(p.data(), ex_p.output(), p.size() * 4);
-    timed([&] {
-      lowrank::orthonormalize(p.data(), state.rows, state.rank);
-      lowrank::compute_q(state, p.data(), q.data());
-    });
-    backend->upload(ex_q.input(), q.data(), q.size() * 4);
-    ex_q.run();
-    backend->download(q.data(), ex_q.output(), q.size() * 4);
-    timed([&] { lowrank::finish(state, p.data(), q.data(), world, out); });
-    heartbeat();
-  };
   auto run_lowrank = [&](const Entry& entry, const Cell& cell, const config::CallSweep& call,
                          const std::vector<uint8_t>& reference, Row& w) {
     const auto wall0 = std::chrono::steady_clock::now();
@@ -710,7 +869,7 @@ int run(const Args& args) {
     std::vector<float> update(n);
     double codec_s = 0;
     auto step = [&](lowrank::LowRankState& state, float* out) {
-      lowrank_step(state, exp_p, exp_q, dt, grad.data(), out, codec_s);
+      lowrank_step(*backend, world, state, exp_p, exp_q, dt, grad.data(), out, codec_s);
     };
     lowrank::LowRankState state = lowrank::make_state(entry.rows, entry.cols, entry.lowrank, 0x5eed);
     for (int i = 0; i < exp.run.warmup; ++i) step(state, update.data());
@@ -878,160 +1037,7 @@ int run(const Args& args) {
       }
     }
   }
-  // EDGC for real (run.entropy): the entropy policy's controller over the gradient trace. Every
-  // rank feeds it the same step, so all choose the same rank at the same step (what lowrank
-  // needs); warm-up steps allreduce the gradient uncompressed, later steps run lowrank at the
-  // controller's rank with P and Q allreduced by the executor (the call's algorithm, fp32).
-  // Each step's gradient is also allreduced uncompressed, for the measured comparison. A step's
-  // time: from a barrier to the rank's update, mean over ranks.
-  if (st.trace) {
-    const GradientTrace& tr = *st.trace;
-    const auto& cfg = exp.run.entropy->config;
-    const config::CallSweep& call = exp.calls[st.entropy_call];
-    const uint64_t n = tr.rows * tr.cols;
-    const DType dt = tr.data.dtype;
-    try {
-      ExecutorOptions opt;
-      opt.codec = find_codec("identity");
-      opt.lockstep = args.lockstep;
-      auto build = [&](DType dtype, uint64_t count) {
-        sched::BuildSpec b = spec_for(call, "identity", 0, world, st.gpus_per_node);
-        b.dtype = dtype;
-        b.count = count;
-        return sched::build_schedule(b);
-      };
-      const sched::Schedule full_s = build(dt, n);
-      Executor full(full_s, rank, *transport, *backend, opt);
-      full.run();  // warm-up: connections and buffers
-      struct Factors {
-        sched::Schedule sp, sq;
-        std::unique_ptr<Executor> p, q;
-      };
-      std::map<uint32_t, Factors> factors;  // per rank the controller chose (map nodes stay put)
-      auto factors_for = [&](uint32_t r) -> Factors& {
-        auto [it, fresh] = factors.try_emplace(r);
-        Factors& f = it->second;
-        if (fresh) {
-          f.sp = build(DType::FP32, tr.rows * r);
-          f.sq = build(DType::FP32, tr.cols * r);
-          f.p = std::make_unique<Executor>(f.sp, rank, *transport, *backend, opt);
-          f.q = std::make_unique<Executor>(f.sq, rank, *transport, *backend, opt);
-          f.p->run();
-          f.q->run();
-        }
-        return f;
-      };
-      policy::EntropyController controller(cfg);
-      std::optional<lowrank::LowRankState> state;
-      std::vector<float> update(n);
-      // Per step: its time, the uncompressed allreduce's, lowrank's local steps' share of it.
-      std::vector<double> step_s(tr.steps), plain_s(tr.steps), local_s(tr.steps, 0.0), error(tr.steps, 0.0),
-          bits(tr.steps, NAN);
-      std::vector<uint32_t> chosen(tr.steps);
-      auto since = [](std::chrono::steady_clock::time_point t0) {
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      };
-      for (uint64_t s = 0; s < tr.steps; ++s) {
-        set_activity("run.entropy step " + std::to_string(s));
-        const uint8_t* g = tr.step_bytes(s);
-        if (const auto b = controller.observe(s, dt, g, n)) bits[s] = *b;
-        const uint32_t r = static_cast<uint32_t>(std::min<uint64_t>({controller.rank_for(s), tr.rows, tr.cols}));
-        chosen[s] = r;
-        backend->upload(full.input(), g, n * dtype_size(dt));
-        transport->barrier();
-        auto t0 = std::chrono::steady_clock::now();
-        full.run();
-        backend->synchronize();
-        plain_s[s] = step_s[s] = since(t0);
-        if (r > 0) {
-          if (!state) state = lowrank::make_state(tr.rows, tr.cols, r, cfg.seed);
-          else if (state->rank != r) lowrank::set_rank(*state, r);
-          Factors& f = factors_for(r);
-          transport->barrier();
-          t0 = std::chrono::steady_clock::now();
-          lowrank_step(*state, *f.p, *f.q, dt, g, update.data(), local_s[s]);
-          step_s[s] = since(t0);
-          error[s] = lowrank::step_error(*state, update.data());
-        }
-        heartbeat();
-      }
-      MPI_Allreduce(MPI_IN_PLACE, step_s.data(), static_cast<int>(tr.steps), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, plain_s.data(), static_cast<int>(tr.steps), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, local_s.data(), static_cast<int>(tr.steps), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      for (uint64_t s = 0; s < tr.steps; ++s) step_s[s] /= world, plain_s[s] /= world, local_s[s] /= world;
-      if (rank == 0) {
-        const std::string algo = call.algorithm == "hierarchical" ? "hierarchical/" + call.inter : call.algorithm;
-        std::printf("# EDGC (entropy policy) for real over %s: %llu steps of a %llu x %llu gradient, %d ranks; warm-up "
-                    "%llu, window %llu, estimate every %llu on %.3g of the elements (>= %llu), ranks %u..%u; "
-                    "allreduce %s (calls.%zu), P and Q in fp32\n",
-                    exp.run.entropy->trace.c_str(), static_cast<unsigned long long>(tr.steps),
-                    static_cast<unsigned long long>(tr.rows), static_cast<unsigned long long>(tr.cols), world,
-                    static_cast<unsigned long long>(cfg.warmup_steps), static_cast<unsigned long long>(cfg.window),
-                    static_cast<unsigned long long>(cfg.estimate_every), cfg.sample_fraction,
-                    static_cast<unsigned long long>(cfg.min_samples), cfg.rank_min, cfg.rank_max, algo.c_str(),
-                    st.entropy_call);
-        std::printf("#%-9s %11s %13s %6s %10s %10s %17s %10s\n", "window", "steps", "entropy(bits)", "rank", "step(us)",
-                    "local(us)", "uncompressed(us)", "rel.error");
-      }
-      json ej{{"trace", exp.run.entropy->trace}, {"steps", tr.steps}, {"rows", tr.rows}, {"cols", tr.cols},
-              {"call", st.entropy_call}, {"warmup_steps", cfg.warmup_steps}, {"window", cfg.window},
-              {"estimate_every", cfg.estimate_every}, {"sample_fraction", cfg.sample_fraction},
-              {"min_samples", cfg.min_samples}, {"rank_min", cfg.rank_min}, {"rank_max", cfg.rank_max},
-              {"windows", json::array()}};
-      std::unique_ptr<std::ofstream> ecsv;
-      if (rank == 0 && !out_dir.empty()) {
-        ecsv = std::make_unique<std::ofstream>(out_dir / "entropy.csv");
-        *ecsv << "window,first_step,steps,entropy_bits,rank,step_us,local_us,uncompressed_us,relative_error\n";
-      }
-      int64_t index = cfg.warmup_steps > 0 ? -1 : 0;
-      double run_s = 0, plain_total = 0, error_sum = 0;
-      uint64_t compressed = 0;
-      for (const auto& [first, end] : policy::entropy_windows(cfg, tr.steps)) {
-        double b = 0, e = 0, t = 0, l = 0, u = 0;
-        int estimates = 0;
-        for (uint64_t s = first; s < end; ++s) {
-          if (!std::isnan(bits[s])) b += bits[s], ++estimates;
-          e += error[s];
-          t += step_s[s];
-          l += local_s[s];
-          u += plain_s[s];
-        }
-        const double k = static_cast<double>(end - first);
-        run_s += t;
-        plain_total += u;
-        if (chosen[first] > 0) error_sum += e, compressed += end - first;
-        const std::string name = index < 0 ? "warm-up" : std::to_string(index);
-        ++index;
-        const double mean_bits = estimates ? b / estimates : NAN;
-        ej["windows"].push_back({{"window", name}, {"first_step", first}, {"steps", end - first},
-                                 {"entropy_bits", estimates ? json(mean_bits) : json(nullptr)}, {"rank", chosen[first]},
-                                 {"step_us", t / k * 1e6}, {"local_us", l / k * 1e6}, {"uncompressed_us", u / k * 1e6},
-                                 {"relative_error", e / k}});
-        if (rank == 0)
-          std::printf(" %-9s %5llu-%-5llu %13s %6u %10s %10s %17s %10s\n", name.c_str(),
-                      static_cast<unsigned long long>(first), static_cast<unsigned long long>(end - 1),
-                      estimates ? report::fixed(mean_bits, 3).c_str() : "-", chosen[first],
-                      report::fixed(t / k * 1e6, 2).c_str(), report::fixed(l / k * 1e6, 2).c_str(),
-                      report::fixed(u / k * 1e6, 2).c_str(), report::fixed(e / k, 4).c_str());
-        if (ecsv)
-          *ecsv << name << "," << first << "," << end - first << "," << (estimates ? report::fixed(mean_bits, 4) : "") << ","
-                << chosen[first] << "," << report::fixed(t / k * 1e6, 3) << "," << report::fixed(l / k * 1e6, 3) << ","
-                << report::fixed(u / k * 1e6, 3) << "," << report::fixed(e / k, 5) << "\n";
-      }
-      const double mean_error = compressed ? error_sum / static_cast<double>(compressed) : 0.0;
-      ej["run"] = {{"entropy_s", run_s}, {"uncompressed_s", plain_total}, {"speedup", plain_total / run_s},
-                   {"mean_relative_error", mean_error}};
-      doc["entropy"] = ej;
-      if (rank == 0)
-        std::printf("# run of %llu steps: entropy %s ms, uncompressed %s ms (measured, the same steps), speed-up %s; mean "
-                    "relative error after warm-up %s\n",
-                    static_cast<unsigned long long>(tr.steps), report::fixed(run_s * 1e3, 3).c_str(),
-                    report::fixed(plain_total * 1e3, 3).c_str(), report::fixed(plain_total / run_s, 3).c_str(),
-                    report::fixed(mean_error, 4).c_str());
-    } catch (const std::exception& e) {
-      abort_job(rank, "run.entropy: " + std::string(e.what()));
-    }
-  }
+  run_entropy_trace(st, args, rank, world, *transport, *backend, out_dir, doc);
   if (!out_dir.empty()) report::write_atomic(out_dir / "results.json", doc.dump(1));
   if (rank == 0) std::cout << (total_wrong ? "# FAILED: " + std::to_string(total_wrong) + " wrong elements\n" : "# OK\n");
   std::cout.flush();
