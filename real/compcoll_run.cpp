@@ -250,6 +250,14 @@ sched::BuildSpec spec_for(const config::CallSweep& s, const std::string& codec, 
   return b;
 }
 
+// run.entropy's allreduces: `count` elements of `dtype`, uncompressed, with the call's algorithm.
+sched::BuildSpec trace_spec(const config::CallSweep& call, DType dtype, uint64_t count, int n, int gpn) {
+  sched::BuildSpec b = spec_for(call, "identity", 0, n, gpn);
+  b.dtype = dtype;
+  b.count = count;
+  return b;
+}
+
 // Everything that can be wrong with the input, checked on every rank before any
 // communication (BadInput / ConfigError / ScheduleError: one line).
 Setup setup(const Args& args, int world, int local_size) {
@@ -441,10 +449,8 @@ Setup setup(const Args& args, int world, int local_size) {
     const auto& cfg = exp.run.entropy->config;
     for (const uint64_t count : {st.trace->rows * st.trace->cols, st.trace->rows * cfg.rank_min,
                                  std::max(st.trace->rows, st.trace->cols) * cfg.rank_max}) {
-      sched::BuildSpec b = spec_for(*call, "identity", 0, world, st.gpus_per_node);
-      b.count = count;
       try {
-        sched::validate(sched::build_schedule(b));
+        sched::validate(sched::build_schedule(trace_spec(*call, DType::FP32, count, world, st.gpus_per_node)));
       } catch (const sched::ScheduleError& err) {
         throw BadInput(key + ": calls." + std::to_string(st.entropy_call) + " cannot allreduce " + std::to_string(count) +
                        " elements: " + err.what());
@@ -471,10 +477,12 @@ Setup setup(const Args& args, int world, int local_size) {
 
 // One lowrank step of this rank's gradient `grad` (dtype dt) at the state's rank: the local
 // steps, with P and Q allreduced by `ex_p` and `ex_q` (fp32, uncompressed); the update goes
-// to `out`, the time of the local steps is added to `local_s`.
+// to `out`, the time of the local steps is added to `local_s`. `p` and `q` are the caller's
+// scratch for the factors (sized here; kept across steps so timed loops do not allocate).
 void lowrank_step(DataBackend& backend, int world, lowrank::LowRankState& state, Executor& ex_p, Executor& ex_q, DType dt,
-                const void* grad, float* out, double& local_s) {
-  std::vector<float> p(state.rows * state.rank), q(state.cols * state.rank);
+                  const void* grad, float* out, double& local_s, std::vector<float>& p, std::vector<float>& q) {
+  p.resize(state.rows * state.rank);
+  q.resize(state.cols * state.rank);
   auto timed = [&](auto&& f) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
@@ -518,10 +526,7 @@ void run_entropy_trace(const Setup& st, const Args& args, int rank, int world, T
     opt.codec = find_codec("identity");
     opt.lockstep = args.lockstep;
     auto build = [&](DType dtype, uint64_t count) {
-      sched::BuildSpec b = spec_for(call, "identity", 0, world, st.gpus_per_node);
-      b.dtype = dtype;
-      b.count = count;
-      return sched::build_schedule(b);
+      return sched::build_schedule(trace_spec(call, dtype, count, world, st.gpus_per_node));
     };
     const sched::Schedule full_s = build(dt, n);
     Executor full(full_s, rank, transport, backend, opt);
@@ -546,7 +551,7 @@ void run_entropy_trace(const Setup& st, const Args& args, int rank, int world, T
     };
     policy::EntropyController controller(cfg);
     std::optional<lowrank::LowRankState> state;
-    std::vector<float> update(n);
+    std::vector<float> update(n), p, q;
     // Per step: its time, the uncompressed allreduce's, lowrank's local steps' share of it.
     std::vector<double> step_s(tr.steps), plain_s(tr.steps), local_s(tr.steps, 0.0), error(tr.steps, 0.0),
         bits(tr.steps, NAN);
@@ -572,7 +577,7 @@ void run_entropy_trace(const Setup& st, const Args& args, int rank, int world, T
         Factors& f = factors_for(r);
         transport.barrier();
         t0 = std::chrono::steady_clock::now();
-        lowrank_step(backend, world, *state, *f.p, *f.q, dt, g, update.data(), local_s[s]);
+        lowrank_step(backend, world, *state, *f.p, *f.q, dt, g, update.data(), local_s[s], p, q);
         step_s[s] = since(t0);
         error[s] = lowrank::step_error(*state, update.data());
       }
@@ -866,10 +871,10 @@ int run(const Args& args) {
     const DType dt = cell.baseline.dtype;
     const uint64_t n = entry.rows * entry.cols;
     const auto grad = timing_input(dt, n, rank, exp.tensors_dir, call.tensor);
-    std::vector<float> update(n);
+    std::vector<float> update(n), p, q;
     double codec_s = 0;
     auto step = [&](lowrank::LowRankState& state, float* out) {
-      lowrank_step(*backend, world, state, exp_p, exp_q, dt, grad.data(), out, codec_s);
+      lowrank_step(*backend, world, state, exp_p, exp_q, dt, grad.data(), out, codec_s, p, q);
     };
     lowrank::LowRankState state = lowrank::make_state(entry.rows, entry.cols, entry.lowrank, 0x5eed);
     for (int i = 0; i < exp.run.warmup; ++i) step(state, update.data());
