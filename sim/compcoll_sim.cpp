@@ -320,7 +320,7 @@ int run(const Args& args) {
     policy::System system;
     system.topology = &topo;
     system.calibration = &cal;
-    system.net = {net.latency_factor, net.bandwidth_factor};
+    system.net = net.factors();
     system.codecs = exp.codecs;
     system.ratio = [&](const std::string& codec, DType dt, const std::string& tensor) {
       config::CallSweep cs;

@@ -33,6 +33,7 @@ NetworkModel NetworkModel::defaults(const std::string& model) {
     m.latency_factor = 1;
     m.bandwidth_factor = 1;
     m.crosstraffic = false;
+    m.weight_s = 0;
   }
   return m;
 }
@@ -246,6 +247,7 @@ void configure(const NetworkModel& m) {
   s4u::Engine::set_config("network/bandwidth-factor", m.bandwidth_factor);
   s4u::Engine::set_config("network/crosstraffic", m.crosstraffic);
   s4u::Engine::set_config("network/TCP-gamma", m.tcp_gamma);
+  s4u::Engine::set_config("network/weight-S", m.weight_s);
   s4u::Engine::set_config("contexts/stack-size", 128);  // KiB per actor: 16k ranks stay small
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "calibration/calibration.h"
+#include "policy/cost_model.h"
 #include "schedule/build.h"
 #include "topology/topology.h"
 
@@ -29,9 +30,12 @@ struct NetworkModel {
   double bandwidth_factor = 0.97;
   bool crosstraffic = true;
   double tcp_gamma = 1e15;      // bytes; flows are capped at tcp_gamma / (2 x route latency)
+  double weight_s = 20537;      // bytes; SimGrid's network/weight-S: a flow's sharing weight is its
+                                // route latency + weight_s / bandwidth per link (LV08; CM02: 0)
   // The defaults of a model: lv08 = SimGrid's (13.01, 0.97, cross-traffic on); cm02 = (1, 1, off).
   static NetworkModel defaults(const std::string& model);
   std::string describe() const;  // one line for outputs
+  policy::NetFactors factors() const { return {latency_factor, bandwidth_factor, weight_s, crosstraffic, tcp_gamma}; }
 };
 
 struct Call {

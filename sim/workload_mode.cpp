@@ -252,7 +252,7 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
         policy::System sys;
         sys.topology = &group_topo.at(gkey);
         sys.calibration = ctx.cal;
-        sys.net = {ctx.net.latency_factor, ctx.net.bandwidth_factor};
+        sys.net = ctx.net.factors();
         sys.codecs = variants[v].codecs;
         sys.ratio = ctx.ratio;
         auto& obj = policy_objects[variants[v].name];

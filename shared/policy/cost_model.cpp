@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <map>
 #include <queue>
 #include <tuple>
@@ -26,6 +27,8 @@ uint64_t wire_bytes_of(const std::string& codec, uint64_t elements, uint64_t raw
 }
 
 // An ordered pair of ints (ranks, or graph vertices: a directed link) as one key.
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
 uint64_t pair_key(int a, int b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
 
 }  // namespace
@@ -82,21 +85,19 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     }
     remaining += ops.size();
   }
-  // Per ordered pair: the messages posted and not yet delivered, in the order they leave (the
-  // order they were posted, as the simulator's per-peer queue has it), the receives waiting
-  // for their message, and when the pair's last message arrived.
+  // Per ordered pair: the messages posted and not yet sent, in the order they leave (the order
+  // they were posted, as the simulator's per-peer queue has it), the receives waiting for their
+  // message, and whether one of its messages is on the wire (one at a time).
   struct Pending {
     uint32_t seq;
-    double posted;
     uint64_t bytes;
   };
   struct Pair {
     std::deque<Pending> outbox;
     std::map<uint32_t, uint32_t> waiting;  // seq -> receiving op
-    double free = 0;
+    bool busy = false;                     // one of its messages is on the wire
   };
   std::unordered_map<uint64_t, Pair> pairs;
-  std::unordered_map<uint64_t, double> link_free;  // a directed link: busy until
   PlanCost cost;
   double end = 0;
 
@@ -110,140 +111,311 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       if (--st.missing[d] == 0) queue.emplace(st.ready[d], r, d);
     }
   };
-  // A message that can leave: the pair's next one with its receive posted.
+  // The pair's next message, if its receive is posted (a rendezvous holds the ones behind it).
   struct Leaving {
     int from, r;
     uint32_t op;  // the receive
     uint64_t bytes;
-    double start;
     const RouteInfo* route;
   };
   auto next_leaving = [&](int from, int r, Leaving& out) {
     Pair& p = pairs[pair_key(from, r)];
-    if (p.outbox.empty()) return false;
+    if (p.busy || p.outbox.empty()) return false;
     const Pending m = p.outbox.front();
     auto w = p.waiting.find(m.seq);
-    if (w == p.waiting.end()) return false;  // a rendezvous: it holds the ones behind it
-    out = {from, r, w->second, m.bytes, std::max({m.posted, ranks[r].ready[w->second], p.free}),
+    if (w == p.waiting.end()) return false;
+    out = {from, r, w->second, m.bytes,
            &routes.get(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)])};
     p.waiting.erase(w);
     p.outbox.pop_front();
     return true;
   };
-  auto hold = [&](const topo::NetLink& l, uint64_t bytes) {
-    return static_cast<double>(bytes) / (l.bandwidth * net.bandwidth_factor);
+
+  // ---- the network: SimGrid's flow model ----------------------------------------------------
+  // A message first waits its route's latency (x latency_factor), then its bytes flow at the
+  // rate that weighted max-min sharing gives it among the messages flowing at that moment:
+  // every directed link of a route is a constraint of capacity its bandwidth (the reverse
+  // route's too at 0.05 when crosstraffic is on), a flow's weight in the sharing is SimGrid's
+  // penalty (route latency + weight_s / bandwidth per link), and it progresses at its share x
+  // bandwidth_factor. Rates are recomputed whenever the set of flows changes.
+  struct LinkUse {
+    uint32_t link;  // dense index
+    double use;     // 1 on the route, 0.05 on the reverse route
   };
-  auto arrive = [&](const Leaving& m, double done) {
-    Pair& p = pairs[pair_key(m.from, m.r)];
-    p.free = done + m.route->latency * net.latency_factor;
-    const auto& op = s.ranks[m.r].ops[m.op];
-    if (op.dst.buf == BufKind::Wire) ranks[m.r].wire[op.dst.index] = m.bytes;
-    finish_op(m.r, m.op, p.free);
+  std::vector<double> link_capacity;                 // by dense index: bytes/s
+  std::unordered_map<uint64_t, uint32_t> dense;      // link id -> dense index
+  std::unordered_map<const RouteInfo*, std::pair<uint32_t, uint32_t>> route_uses;  // -> into uses
+  std::vector<LinkUse> uses;
+  auto uses_of = [&](int src_gpu, int dst_gpu, const RouteInfo* route) {
+    auto [it, fresh] = route_uses.try_emplace(route, 0u, 0u);
+    if (!fresh) return it->second;
+    const uint32_t first = static_cast<uint32_t>(uses.size());
+    auto add = [&](const RouteInfo& r, double use) {
+      const topo::NetLink* links = routes.links(r);
+      for (uint32_t k = 0; k < r.count; ++k) {
+        auto [d, added] = dense.try_emplace(links[k].id, static_cast<uint32_t>(link_capacity.size()));
+        if (added) link_capacity.push_back(links[k].bandwidth);
+        uses.push_back({d->second, use});
+      }
+    };
+    add(*route, 1.0);
+    if (net.crosstraffic) add(routes.get(dst_gpu, src_gpu), 0.05);
+    it->second = {first, static_cast<uint32_t>(uses.size()) - first};
+    return it->second;
   };
-  // Delivers the pair's queued messages (from -> r) in order while their receives are posted,
-  // each taking its links in turn.
-  auto deliver = [&](int from, int r) {
+  struct Flow {
+    int from, r;
+    uint32_t op;  // the receive
+    uint64_t bytes;
+    double left = 0, since = 0, rate = 0;  // bytes left at time `since`, flowing at `rate` since
+    double penalty = 0, bound = kNever;     // sharing weight; TCP-gamma cap on its share
+    uint32_t first = 0, count = 0;          // into uses
+    uint32_t version = 0;                   // bumped when its finish time changes
+  };
+  std::vector<Flow> flows;  // slots, reused
+  std::vector<uint32_t> free_slots;
+  std::vector<std::vector<uint32_t>> on_link;  // dense link -> the flows on it
+  using Event = std::pair<double, uint32_t>;   // time, flow slot
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> starting;
+  using Finish = std::tuple<double, uint32_t, uint32_t>;  // time, slot, version
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishing;
+  double now = 0;
+
+  // Weighted max-min (progressive filling) over the component of flows and links that the
+  // flows started or ended at this instant reach through shared links (rates elsewhere do not
+  // change): the link whose capacity left per unit of weight (sum of use / penalty of its
+  // unfixed flows) is smallest fixes its flows at that level; the level only rises as links
+  // are taken, so stale heap entries are re-pushed.
+  std::vector<double> cap, weight;
+  std::vector<uint32_t> link_stamp, flow_stamp, fixed_stamp;
+  std::vector<uint32_t> comp_links, comp_flows, dirty;
+  uint32_t epoch = 0;
+  using Level = std::pair<double, uint32_t>;
+  std::priority_queue<Level, std::vector<Level>, std::greater<>> levels;
+  auto recompute = [&] {
+    ++epoch;
+    const uint32_t nlinks = static_cast<uint32_t>(link_capacity.size());
+    if (link_stamp.size() < nlinks) {
+      link_stamp.resize(nlinks, 0);
+      cap.resize(nlinks);
+      weight.resize(nlinks);
+    }
+    if (flow_stamp.size() < flows.size()) {
+      flow_stamp.resize(flows.size(), 0);
+      fixed_stamp.resize(flows.size(), 0);
+    }
+    comp_links.clear();
+    comp_flows.clear();
+    for (uint32_t l : dirty)
+      if (link_stamp[l] != epoch) {
+        link_stamp[l] = epoch;
+        comp_links.push_back(l);
+      }
+    dirty.clear();
+    for (size_t i = 0; i < comp_links.size(); ++i) {
+      for (uint32_t f : on_link[comp_links[i]]) {
+        if (flow_stamp[f] == epoch) continue;
+        flow_stamp[f] = epoch;
+        comp_flows.push_back(f);
+        const Flow& fl = flows[f];
+        for (uint32_t k = fl.first; k < fl.first + fl.count; ++k)
+          if (link_stamp[uses[k].link] != epoch) {
+            link_stamp[uses[k].link] = epoch;
+            comp_links.push_back(uses[k].link);
+          }
+      }
+    }
+    for (uint32_t l : comp_links) {
+      cap[l] = link_capacity[l];
+      weight[l] = 0;
+    }
+    for (uint32_t f : comp_flows) {
+      const Flow& fl = flows[f];
+      for (uint32_t k = fl.first; k < fl.first + fl.count; ++k) weight[uses[k].link] += uses[k].use / fl.penalty;
+    }
+    for (uint32_t l : comp_links)
+      if (weight[l] > 0) levels.emplace(cap[l] / weight[l], l);
+    for (uint32_t f : comp_flows)  // a capped flow is a constraint of its own (index nlinks + slot)
+      if (flows[f].bound < kNever) levels.emplace(flows[f].bound * flows[f].penalty, nlinks + f);
+    size_t unfixed = comp_flows.size();
+    auto fix = [&](uint32_t f, double value) {
+      fixed_stamp[f] = epoch;
+      --unfixed;
+      Flow& fl = flows[f];
+      fl.left = std::max(0.0, fl.left - fl.rate * (now - fl.since));
+      fl.since = now;
+      fl.rate = value * net.bandwidth_factor;
+      ++fl.version;
+      finishing.emplace(fl.rate > 0 ? now + fl.left / fl.rate : kNever, f, fl.version);
+      for (uint32_t k = fl.first; k < fl.first + fl.count; ++k) {
+        cap[uses[k].link] -= uses[k].use * value;
+        weight[uses[k].link] -= uses[k].use / fl.penalty;
+      }
+    };
+    while (unfixed > 0 && !levels.empty()) {
+      const auto [level, l] = levels.top();
+      levels.pop();
+      if (l >= nlinks) {
+        if (fixed_stamp[l - nlinks] != epoch) fix(l - nlinks, flows[l - nlinks].bound);
+        continue;
+      }
+      if (weight[l] <= 0) continue;  // every flow on it is fixed
+      const double current = std::max(cap[l], 0.0) / weight[l];
+      if (current > level * (1 + 1e-12)) {
+        levels.emplace(current, l);
+        continue;
+      }
+      const double at = std::max(current, level);  // the level never falls; rounding may say so
+      for (uint32_t f : on_link[l])
+        if (fixed_stamp[f] != epoch) fix(f, at / flows[f].penalty);
+      weight[l] = 0;
+    }
+    levels = {};
+  };
+  auto start_flow = [&](uint32_t f) {
+    Flow& fl = flows[f];
+    fl.since = now;
+    if (fl.count == 0) {  // no link: done at once
+      finishing.emplace(now, f, ++fl.version);
+      return;
+    }
+    if (on_link.size() < link_capacity.size()) on_link.resize(link_capacity.size());
+    for (uint32_t k = fl.first; k < fl.first + fl.count; ++k) {
+      on_link[uses[k].link].push_back(f);
+      dirty.push_back(uses[k].link);
+    }
+  };
+  auto end_flow = [&](uint32_t f) {
+    const Flow& fl = flows[f];
+    for (uint32_t k = fl.first; k < fl.first + fl.count; ++k) {
+      auto& v = on_link[uses[k].link];
+      *std::find(v.begin(), v.end(), f) = v.back();
+      v.pop_back();
+      dirty.push_back(uses[k].link);
+    }
+  };
+  auto try_send = [&](int from, int r) {  // the pair's next message, if it can leave
     Leaving m;
-    while (next_leaving(from, r, m)) {
-      double done = m.start;
-      const topo::NetLink* links = routes.links(*m.route);
-      for (uint32_t k = 0; k < m.route->count; ++k) {
-        double& busy = link_free[links[k].id];
-        busy = std::max(busy, m.start) + hold(links[k], m.bytes);
-        done = std::max(done, busy);
-      }
-      arrive(m, done);
+    if (!next_leaving(from, r, m)) return;
+    uint32_t slot;
+    if (free_slots.empty()) {
+      slot = static_cast<uint32_t>(flows.size());
+      flows.emplace_back();
+    } else {
+      slot = free_slots.back();
+      free_slots.pop_back();
     }
+    Flow& fl = flows[slot];
+    const uint32_t version = fl.version;  // a reused slot keeps counting: old entries stay stale
+    fl = Flow{from, r, m.op, m.bytes};
+    fl.version = version + 1;
+    fl.left = static_cast<double>(m.bytes);
+    std::tie(fl.first, fl.count) =
+        uses_of(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)], m.route);
+    fl.penalty = m.route->latency;
+    const topo::NetLink* links = routes.links(*m.route);
+    for (uint32_t k = 0; k < m.route->count; ++k) fl.penalty += net.weight_s / links[k].bandwidth;
+    if (fl.penalty <= 0) fl.penalty = 1;  // no latency, no weight: plain max-min
+    if (net.tcp_gamma > 0 && m.route->latency > 0) fl.bound = net.tcp_gamma / (2 * m.route->latency);
+    pairs[pair_key(from, r)].busy = true;
+    starting.emplace(now + m.route->latency * net.latency_factor, slot);
   };
-  // The messages that can leave once every op ready at one instant has been posted leave
-  // together: on a link they share, each ends when the link has carried all of them (as fair
-  // sharing ends flows that start together), not one after another.
-  std::vector<uint64_t> touched;  // pairs posted to at this instant
-  std::vector<Leaving> batch;
-  std::unordered_map<uint64_t, std::pair<double, double>> load;  // link -> (earliest start, holds)
-  auto deliver_together = [&] {
-    batch.clear();
-    load.clear();
-    std::sort(touched.begin(), touched.end());
-    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (uint64_t key : touched) {
-      Leaving m;
-      if (next_leaving(static_cast<int>(key >> 32), static_cast<int>(key & 0xffffffffu), m)) batch.push_back(m);
-    }
-    for (const Leaving& m : batch) {
-      const topo::NetLink* links = routes.links(*m.route);
-      for (uint32_t k = 0; k < m.route->count; ++k) {
-        auto [it, fresh] = load.try_emplace(links[k].id, m.start, 0.0);
-        it->second.first = std::min(it->second.first, m.start);
-        it->second.second += hold(links[k], m.bytes);
-      }
-    }
-    for (const Leaving& m : batch) {
-      double done = m.start;
-      const topo::NetLink* links = routes.links(*m.route);
-      for (uint32_t k = 0; k < m.route->count; ++k)
-        done = std::max(done, std::max(link_free[links[k].id], m.start) + load.at(links[k].id).second);
-      arrive(m, done);
-    }
-    for (const auto& [id, l] : load) {
-      double& busy = link_free[id];
-      busy = std::max(busy, l.first) + l.second;
-    }
-    // What is left behind (a pair's later messages) leaves in turn.
-    for (uint64_t key : touched) deliver(static_cast<int>(key >> 32), static_cast<int>(key & 0xffffffffu));
-    touched.clear();
+  auto arrive = [&](uint32_t slot) {
+    const Flow fl = flows[slot];
+    free_slots.push_back(slot);
+    pairs[pair_key(fl.from, fl.r)].busy = false;
+    const auto& op = s.ranks[fl.r].ops[fl.op];
+    if (op.dst.buf == BufKind::Wire) ranks[fl.r].wire[op.dst.index] = fl.bytes;
+    finish_op(fl.r, fl.op, now);
+    try_send(fl.from, fl.r);
   };
 
-  while (!queue.empty()) {
-    const auto [ready, r, i] = queue.top();
-    queue.pop();
-    Rank& st = ranks[r];
-    const auto& op = s.ranks[r].ops[i];
-    auto kernel = [&](double seconds) {
-      if (seconds <= 0) return ready;  // zero-time ops do not queue (the simulator skips them)
-      st.gpu_free = std::max(st.gpu_free, ready) + seconds;
-      return st.gpu_free;
-    };
-    switch (op.kind) {
-      case OpKind::Send: {
-        const uint64_t bytes = op.src.buf == BufKind::Wire ? st.wire[op.src.index] : op.src.count * dsize;
-        pairs[pair_key(r, op.peer)].outbox.push_back({st.seq[i], ready, bytes});
-        ++cost.messages;
-        cost.wire_bytes += bytes;
-        finish_op(r, i, ready);  // buffered: what depends on it may go on
-        touched.push_back(pair_key(r, op.peer));
-        break;
-      }
-      case OpKind::Recv:
-        pairs[pair_key(op.peer, r)].waiting[st.seq[i]] = i;
-        touched.push_back(pair_key(op.peer, r));
-        break;
-      case OpKind::Compress: {
-        const uint64_t raw = op.src.count * dsize;
-        st.wire[op.dst.index] = wire_bytes_of(codec, op.src.count, raw, ratio);
-        const double d = cal.seconds(calib::Op::Compress, codec, s.dtype, static_cast<double>(raw));
-        st.codec_s += d;
-        finish_op(r, i, kernel(d));
-        break;
-      }
-      case OpKind::Decompress: {
-        const double d = cal.seconds(calib::Op::Decompress, codec, s.dtype, static_cast<double>(op.dst.count * dsize));
-        st.codec_s += d;
-        finish_op(r, i, kernel(d));
-        break;
-      }
-      case OpKind::Reduce:
-        finish_op(r, i, kernel(cal.seconds(calib::Op::Reduce, codec, s.dtype, static_cast<double>(op.dst.count * dsize))));
-        break;
-      case OpKind::Copy: {
-        if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) st.wire[op.dst.index] = st.wire[op.src.index];
-        const bool timed = cal.has(calib::Op::Copy, "", s.dtype);
-        finish_op(r, i, timed ? kernel(cal.seconds(calib::Op::Copy, codec, s.dtype, static_cast<double>(op.dst.count * dsize)))
-                              : ready);
-        break;
+  std::vector<uint64_t> touched;  // pairs posted to at this instant
+  std::vector<uint32_t> ended;
+  while (true) {
+    while (!finishing.empty() && std::get<2>(finishing.top()) != flows[std::get<1>(finishing.top())].version)
+      finishing.pop();  // stale: the flow's rate changed since
+    const double t_op = queue.empty() ? kNever : std::get<0>(queue.top());
+    const double t_start = starting.empty() ? kNever : starting.top().first;
+    const double t_done = finishing.empty() ? kNever : std::get<0>(finishing.top());
+    const double t_next = std::min({t_op, t_start, t_done});
+    if (t_next == kNever) break;
+    now = t_next;
+    // Messages whose bytes are through arrive (in a fixed order).
+    ended.clear();
+    while (!finishing.empty() && std::get<0>(finishing.top()) <= now * (1 + 1e-12)) {
+      const auto [when, f, version] = finishing.top();
+      finishing.pop();
+      if (version != flows[f].version) continue;
+      ++flows[f].version;
+      ended.push_back(f);
+    }
+    std::sort(ended.begin(), ended.end(), [&](uint32_t a, uint32_t b) {
+      return std::tie(flows[a].from, flows[a].r) < std::tie(flows[b].from, flows[b].r);
+    });
+    for (uint32_t f : ended) end_flow(f);
+    for (uint32_t f : ended) arrive(f);
+    // Ops ready now, in order; what they post leaves once all of this instant's are posted.
+    while (!queue.empty() && std::get<0>(queue.top()) <= now) {
+      const auto [ready, r, i] = queue.top();
+      queue.pop();
+      Rank& st = ranks[r];
+      const auto& op = s.ranks[r].ops[i];
+      auto kernel = [&](double seconds) {
+        if (seconds <= 0) return now;  // zero-time ops do not queue (the simulator skips them)
+        st.gpu_free = std::max(st.gpu_free, now) + seconds;
+        return st.gpu_free;
+      };
+      switch (op.kind) {
+        case OpKind::Send: {
+          const uint64_t bytes = op.src.buf == BufKind::Wire ? st.wire[op.src.index] : op.src.count * dsize;
+          pairs[pair_key(r, op.peer)].outbox.push_back({st.seq[i], bytes});
+          ++cost.messages;
+          cost.wire_bytes += bytes;
+          finish_op(r, i, now);  // buffered: what depends on it may go on
+          touched.push_back(pair_key(r, op.peer));
+          break;
+        }
+        case OpKind::Recv:
+          pairs[pair_key(op.peer, r)].waiting[st.seq[i]] = i;
+          touched.push_back(pair_key(op.peer, r));
+          break;
+        case OpKind::Compress: {
+          const uint64_t raw = op.src.count * dsize;
+          st.wire[op.dst.index] = wire_bytes_of(codec, op.src.count, raw, ratio);
+          const double d = cal.seconds(calib::Op::Compress, codec, s.dtype, static_cast<double>(raw));
+          st.codec_s += d;
+          finish_op(r, i, kernel(d));
+          break;
+        }
+        case OpKind::Decompress: {
+          const double d = cal.seconds(calib::Op::Decompress, codec, s.dtype, static_cast<double>(op.dst.count * dsize));
+          st.codec_s += d;
+          finish_op(r, i, kernel(d));
+          break;
+        }
+        case OpKind::Reduce:
+          finish_op(r, i, kernel(cal.seconds(calib::Op::Reduce, codec, s.dtype, static_cast<double>(op.dst.count * dsize))));
+          break;
+        case OpKind::Copy: {
+          if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) st.wire[op.dst.index] = st.wire[op.src.index];
+          const bool timed = cal.has(calib::Op::Copy, "", s.dtype);
+          finish_op(r, i, timed ? kernel(cal.seconds(calib::Op::Copy, codec, s.dtype, static_cast<double>(op.dst.count * dsize)))
+                                : now);
+          break;
+        }
       }
     }
-    if (queue.empty() || std::get<0>(queue.top()) != ready) deliver_together();
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (uint64_t key : touched) try_send(static_cast<int>(key >> 32), static_cast<int>(key & 0xffffffffu));
+    touched.clear();
+    // Messages whose latency is paid start flowing.
+    while (!starting.empty() && starting.top().first <= now) {
+      start_flow(starting.top().second);
+      starting.pop();
+    }
+    if (!dirty.empty()) recompute();
   }
   if (remaining > 0) throw std::runtime_error("cost model: the schedule cannot finish (a receive is never matched)");
   for (const auto& st : ranks) cost.codec_s = std::max(cost.codec_s, st.codec_s);

@@ -1,6 +1,9 @@
-// tests/sim/test_cost_model.cpp — the cost model (shared/policy) against the simulator where
-// flows share no link inside the network (a GPU's own links may be shared): within 5% for
-// every algorithm, placement and network model tried, with and without kernel durations.
+// tests/sim/test_cost_model.cpp — the cost model (shared/policy) against the simulator: where
+// flows share no link inside the network (a GPU's own links may be shared) and where they meet
+// inside it, for every algorithm, placement and network model tried, with and without kernel
+// durations. The model evaluates SimGrid's flow model itself (weighted max-min sharing,
+// recomputed whenever a flow starts or ends), so it is held to 0.2% (measured: 0.9995-1.0000
+// over all cases); the link-by-link model before it was held to 5% and 0.93-1.12.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -35,7 +38,7 @@ double simulated(const topo::Topology& t, const sim::Call& call, const sim::Netw
 
 }  // namespace
 
-TEST_CASE("cost model within 5% of the simulator where flows share no link inside the network", "[sim][cost-model]") {
+TEST_CASE("cost model within 0.2% of the simulator where flows share no link inside the network", "[sim][cost-model]") {
   const auto derived = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
   const auto dgx = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
   const auto cluster = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
@@ -68,11 +71,22 @@ TEST_CASE("cost model within 5% of the simulator where flows share no link insid
       {"direct all-to-all per-hop", &dgx, Collective::AllToAll, "direct", Placement::PerHop, "gauss-exp", 1, {}},
       {"pairwise all-to-all", &dgx, Collective::AllToAll, "pairwise", Placement::None, "identity", 1, {}},
   };
+  // The shipped experiments' settings (latency factor 1, no cross traffic) under both models;
+  // LV08 with all of SimGrid's defaults (latency factor 13.01, cross traffic: every flow also
+  // loads its reverse route at 5%); and CM02 with a TCP-gamma small enough to cap NVLink flows
+  // (64 KiB / (2 x 1 us) = 32 GB/s).
+  std::vector<sim::NetworkModel> nets;
   for (const char* model : {"cm02", "lv08"}) {
     sim::NetworkModel net = sim::NetworkModel::defaults(model);
     net.latency_factor = 1.0;  // as the shipped experiments set it
     net.crosstraffic = false;
-    const policy::NetFactors factors{net.latency_factor, net.bandwidth_factor};
+    nets.push_back(net);
+  }
+  nets.push_back(sim::NetworkModel::defaults("lv08"));
+  nets.push_back(sim::NetworkModel::defaults("cm02"));
+  nets.back().tcp_gamma = 65536;
+  for (const auto& net : nets) {
+    const policy::NetFactors factors = net.factors();
     for (const auto& cal : {calib::zero_calibration(), derived}) {
       for (const auto& k : cases) {
         for (uint64_t bytes : {uint64_t{1} << 20, uint64_t{256} << 20}) {
@@ -94,8 +108,8 @@ TEST_CASE("cost model within 5% of the simulator where flows share no link insid
           policy::RouteCache routes(*k.topo);
           const auto pred =
               policy::predict(sched::build_schedule(b), *k.topo, cal, k.codec, call.ratio, factors, routes);
-          CAPTURE(model, cal.source, k.name, bytes, sim_s, pred.time_s);
-          CHECK(pred.time_s == Approx(sim_s).epsilon(0.05));
+          CAPTURE(net.describe(), cal.source, k.name, bytes, sim_s, pred.time_s);
+          CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
         }
       }
     }
@@ -113,7 +127,7 @@ TEST_CASE("cost model within 5% of the simulator where flows share no link insid
 // (node 0) first, then 1, ...: up to g - 1 flows shared one sender's link and each phase took
 // g(g - 1)/2 message times instead of g - 1 (64 GPUs, 1 MiB blocks, CM02: 5734 us simulated
 // against 1449 us here), which the cost model, not sharing links among flows, did not see.
-TEST_CASE("hierarchical all-to-all: closed form in the simulator, cost model within 5%", "[sim][cost-model][alltoall]") {
+TEST_CASE("hierarchical all-to-all: closed form in the simulator, cost model within 0.2%", "[sim][cost-model][alltoall]") {
   const auto derived = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
   const auto cluster = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   const int g = cluster.gpus_per_node;
@@ -124,7 +138,7 @@ TEST_CASE("hierarchical all-to-all: closed form in the simulator, cost model wit
     sim::NetworkModel net = sim::NetworkModel::defaults(model);
     net.latency_factor = 1.0;
     net.crosstraffic = false;
-    const policy::NetFactors factors{net.latency_factor, net.bandwidth_factor};
+    const policy::NetFactors factors = net.factors();
     for (int nodes : {4, 8}) {
       for (uint64_t block : {uint64_t{16} << 10, uint64_t{1} << 20}) {  // bytes from each rank to each rank
         for (const bool compressed : {false, true}) {
@@ -148,26 +162,27 @@ TEST_CASE("hierarchical all-to-all: closed form in the simulator, cost model wit
           const double closed = (g - 1) * (2 * a_nvl + m1 / b_nvl) + (nodes - 1) * (2 * a_net + m2 / b_net);
           CAPTURE(model, nodes, block, compressed, sim_s, pred.time_s, closed);
           if (!compressed && std::string(model) == "cm02") CHECK(sim_s == Approx(closed).epsilon(0.01));
-          CHECK(pred.time_s == Approx(sim_s).epsilon(0.05));
+          CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
         }
       }
     }
   }
 }
 
-// Flows that meet inside the network: the cost model charges every link of the route the
-// simulator takes (topo::sim_route), so the oversubscribed fat tree's uplinks, the torus's
-// multi-hop paths and the dragonfly's global links are shared as in SimGrid, and messages that
-// leave at the same instant end together on the links they share. Measured (model /
-// simulated, LV08 and CM02 alike): 1.000 for seven of the twelve cases, 0.998-0.999 for the
-// dragonfly's hierarchical reduce-scatter; pairwise all-to-all 0.96 (fat tree 2:1), 0.95-0.96
-// (torus) and 0.99 (dragonfly); recursive reduce-scatter across dragonfly
-// groups 1.09. Before (links taken one message after another, first come first served) the
-// dragonfly's recursive reduce-scatter was 0.73 and its hierarchical all-to-all 0.38: the
-// first flows through a shared link finished early and started their next step on a free
-// link, where max-min sharing ends them all together. Before that (only a GPU's own links
-// shared): 0.53-0.69 on the fat tree, 0.44 on torus pairwise all-to-all and 0.012-0.016 on the
-// dragonfly's recursive cases.
+// Flows that meet inside the network: the cost model shares every link of the route the
+// simulator takes (topo::sim_route) among the flows on it as SimGrid does, so the oversubscribed
+// fat tree's uplinks, the torus's multi-hop paths, the dragonfly's global links and the
+// rail-optimized cluster's spine links (pairwise and direct all-to-all on 16 GPUs of two
+// nodes) come out as simulated: 0.9995-1.0000 (model / simulated, LV08 and CM02). History, the
+// cases this file has caught: the link-by-link model (each link busy until a time; flows
+// leaving at one instant ending together) gave 0.95-0.96 for pairwise all-to-all on the 2:1
+// fat tree and the torus, 1.09 for the recursive reduce-scatter across dragonfly groups, and
+// 0.75 / 0.53 for the pairwise / direct all-to-all on 16 GPUs of the cluster, where a flow's
+// rate is held back by a bottleneck elsewhere on its route and flows start at different
+// instants. Its first version (first come, first served on each link) gave 0.73 for that
+// reduce-scatter and 0.38 for the dragonfly's hierarchical all-to-all; before it (only a GPU's
+// own links shared): 0.53-0.69 on the fat tree, 0.44 on torus pairwise all-to-all and
+// 0.012-0.016 on the dragonfly's recursive cases.
 TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tree, torus, dragonfly",
           "[sim][cost-model][contention]") {
   struct Case {
@@ -181,26 +196,26 @@ TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tr
   };
   using sched::Collective;
   const std::vector<Case> cases = {
-      {"ft 2:1 recursive RS", "fat-tree-4k-2to1.yaml", 256, Collective::ReduceScatter, "recursive", 16 << 20, 0.95, 1.05},
-      {"ft 2:1 recursive AR", "fat-tree-4k-2to1.yaml", 256, Collective::AllReduce, "recursive", 64 << 20, 0.95, 1.05},
-      {"ft 2:1 pairwise a2a", "fat-tree-4k-2to1.yaml", 128, Collective::AllToAll, "pairwise", 64 << 20, 0.95, 1.05},
-      {"ft 2:1 hierarchical AR", "fat-tree-4k-2to1.yaml", 256, Collective::AllReduce, "hierarchical", 64 << 20, 0.95,
-       1.05},
-      {"torus pairwise a2a", "torus-1k.yaml", 64, Collective::AllToAll, "pairwise", 16 << 20, 0.93, 1.05},
-      {"torus recursive AR", "torus-1k.yaml", 256, Collective::AllReduce, "recursive", 64 << 20, 0.95, 1.05},
-      {"torus hierarchical AR", "torus-1k.yaml", 256, Collective::AllReduce, "hierarchical", 64 << 20, 0.95, 1.05},
-      {"dragonfly recursive RS", "dragonfly-2k.yaml", 1024, Collective::ReduceScatter, "recursive", 16 << 20, 0.95, 1.12},
-      {"dragonfly hierarchical RS", "dragonfly-2k.yaml", 1024, Collective::ReduceScatter, "hierarchical", 16 << 20, 0.95,
-       1.05},
-      {"dragonfly recursive AG", "dragonfly-2k.yaml", 512, Collective::AllGather, "recursive", 16 << 20, 0.95, 1.05},
-      {"dragonfly pairwise a2a", "dragonfly-2k.yaml", 64, Collective::AllToAll, "pairwise", 16 << 20, 0.95, 1.05},
-      {"dragonfly hierarchical a2a", "dragonfly-2k.yaml", 64, Collective::AllToAll, "hierarchical", 16 << 20, 0.95, 1.05},
+      {"ft 2:1 recursive RS", "fat-tree-4k-2to1.yaml", 256, Collective::ReduceScatter, "recursive", 16 << 20, 0.998, 1.002},
+      {"ft 2:1 recursive AR", "fat-tree-4k-2to1.yaml", 256, Collective::AllReduce, "recursive", 64 << 20, 0.998, 1.002},
+      {"ft 2:1 pairwise a2a", "fat-tree-4k-2to1.yaml", 128, Collective::AllToAll, "pairwise", 64 << 20, 0.998, 1.002},
+      {"ft 2:1 hierarchical AR", "fat-tree-4k-2to1.yaml", 256, Collective::AllReduce, "hierarchical", 64 << 20, 0.998, 1.002},
+      {"torus pairwise a2a", "torus-1k.yaml", 64, Collective::AllToAll, "pairwise", 16 << 20, 0.998, 1.002},
+      {"torus recursive AR", "torus-1k.yaml", 256, Collective::AllReduce, "recursive", 64 << 20, 0.998, 1.002},
+      {"torus hierarchical AR", "torus-1k.yaml", 256, Collective::AllReduce, "hierarchical", 64 << 20, 0.998, 1.002},
+      {"dragonfly recursive RS", "dragonfly-2k.yaml", 1024, Collective::ReduceScatter, "recursive", 16 << 20, 0.998, 1.002},
+      {"dragonfly hierarchical RS", "dragonfly-2k.yaml", 1024, Collective::ReduceScatter, "hierarchical", 16 << 20, 0.998, 1.002},
+      {"dragonfly recursive AG", "dragonfly-2k.yaml", 512, Collective::AllGather, "recursive", 16 << 20, 0.998, 1.002},
+      {"dragonfly pairwise a2a", "dragonfly-2k.yaml", 64, Collective::AllToAll, "pairwise", 16 << 20, 0.998, 1.002},
+      {"dragonfly hierarchical a2a", "dragonfly-2k.yaml", 64, Collective::AllToAll, "hierarchical", 16 << 20, 0.998, 1.002},
+      {"cluster pairwise a2a", "h100-64gpu.yaml", 16, Collective::AllToAll, "pairwise", 64 << 20, 0.998, 1.002},
+      {"cluster direct a2a", "h100-64gpu.yaml", 16, Collective::AllToAll, "direct", 64 << 20, 0.998, 1.002},
   };
   for (const char* model : {"cm02", "lv08"}) {
     sim::NetworkModel net = sim::NetworkModel::defaults(model);
     net.latency_factor = 1.0;
     net.crosstraffic = false;
-    const policy::NetFactors factors{net.latency_factor, net.bandwidth_factor};
+    const policy::NetFactors factors = net.factors();
     std::map<std::string, std::pair<double, double>> dragonfly_rs;  // algorithm -> (simulated, model)
     for (const auto& k : cases) {
       const auto t = topo::load_topology(kRoot + "/topologies/" + k.file, k.ranks);
