@@ -32,6 +32,8 @@ struct NetworkModel {
   double tcp_gamma = 1e15;      // bytes; flows are capped at tcp_gamma / (2 x route latency)
   double weight_s = 20537;      // bytes; SimGrid's network/weight-S: a flow's sharing weight is its
                                 // route latency + weight_s / bandwidth per link (LV08; CM02: 0)
+  std::string update = "lazy";  // SimGrid's network/optim: lazy (its default: rates updated only
+                                // where marked modified) or full (every flow at every event)
   // The defaults of a model: lv08 = SimGrid's (13.01, 0.97, cross-traffic on); cm02 = (1, 1, off).
   static NetworkModel defaults(const std::string& model);
   std::string describe() const;  // one line for outputs

@@ -162,6 +162,8 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     num("tcp_gamma", e.network.tcp_gamma);
     const Node ct = net.opt("crosstraffic");
     if (ct.defined()) e.network.crosstraffic = ct.as_bool();
+    const Node up = net.opt("update");
+    if (up.defined()) e.network.update = up.as_choice({"lazy", "full"});
     net.check_no_unknown_keys();
   }
 

@@ -30,6 +30,7 @@ struct NetworkSpec {
   std::string model = "lv08";  // lv08 | cm02
   std::optional<double> latency_factor, bandwidth_factor, tcp_gamma;
   std::optional<bool> crosstraffic;
+  std::optional<std::string> update;  // SimGrid's network/optim: lazy (its default) or full
 };
 
 // EDGC over a training run (docs/WORKLOADS.md): the entropy policy's controller is fed a
