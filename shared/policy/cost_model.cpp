@@ -26,9 +26,9 @@ uint64_t wire_bytes_of(const std::string& codec, uint64_t elements, uint64_t raw
   return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
 }
 
-// An ordered pair of ints (ranks, or graph vertices: a directed link) as one key.
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
+// An ordered pair of ints (ranks, or graph vertices: a directed link) as one key.
 uint64_t pair_key(int a, int b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
 
 }  // namespace
