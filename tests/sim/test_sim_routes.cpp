@@ -115,3 +115,20 @@ TEST_CASE("sim_route lists SimGrid's links on the shipped topologies (sampled pa
     check_routes(t, pairs);
   }
 }
+
+// The pairs the policy-validation grid's 1,024-rank hierarchical plans use across nodes (one
+// GPU of each node to the same GPU of every other node), for two of the eight rails.
+TEST_CASE("sim_route lists SimGrid's links on the rails of 1,024 ranks of the contended topologies",
+          "[sim][topology][routes]") {
+  for (const char* f : {"torus-1k.yaml", "dragonfly-2k.yaml", "fat-tree-4k-2to1.yaml"}) {
+    const auto t = topo::load_topology(std::string(COMPCOLL_SOURCE_DIR) + "/topologies/" + f, 1024);
+    REQUIRE(t.gpus_per_node == 8);
+    std::vector<std::pair<int, int>> pairs;
+    for (int a = 0; a < 1024; a += 8)
+      for (int b = 0; b < 1024; b += 8)
+        if (a != b)
+          for (int l : {0, 5}) pairs.emplace_back(t.rank_to_gpu[a + l], t.rank_to_gpu[b + l]);
+    CAPTURE(f, pairs.size());
+    check_routes(t, pairs);
+  }
+}
