@@ -135,6 +135,7 @@ int run(const Args& args) {
   if (exp.network.tcp_gamma) net.tcp_gamma = *exp.network.tcp_gamma;
   if (exp.network.crosstraffic) net.crosstraffic = *exp.network.crosstraffic;
   if (exp.network.update) net.update = *exp.network.update;
+  if (exp.network.precision) net.precision = *exp.network.precision;
 
   // Check every codec and call before any simulation starts.
   for (const auto& c : exp.codecs)
@@ -199,7 +200,8 @@ int run(const Args& args) {
                                                                std::to_string(SIMGRID_VERSION_PATCH)}}},
            {"network_model", {{"model", net.model}, {"latency_factor", net.latency_factor},
                               {"bandwidth_factor", net.bandwidth_factor}, {"crosstraffic", net.crosstraffic},
-                              {"tcp_gamma", net.tcp_gamma}, {"update", net.update}}},
+                              {"tcp_gamma", net.tcp_gamma}, {"update", net.update},
+                              {"precision", net.precision}}},
            {"calibration", {{"file", cal.file}, {"device", cal.device}, {"source", cal.source},
                             {"statement", cal.statement}, {"date", cal.date}}},
            {"message_sizes", "ratio model"},

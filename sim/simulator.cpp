@@ -42,7 +42,7 @@ std::string NetworkModel::describe() const {
   std::ostringstream o;
   o << "SimGrid network/model " << (model == "cm02" ? "CM02" : "LV08") << ", latency-factor " << latency_factor
     << ", bandwidth-factor " << bandwidth_factor << ", crosstraffic " << (crosstraffic ? "on" : "off")
-    << ", TCP-gamma " << tcp_gamma << " B, update " << update;
+    << ", TCP-gamma " << tcp_gamma << " B, update " << update << ", precision " << precision << " s";
   return o.str();
 }
 
@@ -249,6 +249,7 @@ void configure(const NetworkModel& m) {
   s4u::Engine::set_config("network/TCP-gamma", m.tcp_gamma);
   s4u::Engine::set_config("network/weight-S", m.weight_s);
   s4u::Engine::set_config("network/optim:" + std::string(m.update == "full" ? "Full" : "Lazy"));
+  s4u::Engine::set_config("surf/precision", m.precision);
   s4u::Engine::set_config("contexts/stack-size", 128);  // KiB per actor: 16k ranks stay small
 }
 

@@ -34,6 +34,7 @@ struct NetworkModel {
                                 // route latency + weight_s / bandwidth per link (LV08; CM02: 0)
   std::string update = "lazy";  // SimGrid's network/optim: lazy (its default: rates updated only
                                 // where marked modified) or full (every flow at every event)
+  double precision = 1e-9;      // seconds; SimGrid's surf/precision (its default 1e-9)
   // The defaults of a model: lv08 = SimGrid's (13.01, 0.97, cross-traffic on); cm02 = (1, 1, off).
   static NetworkModel defaults(const std::string& model);
   std::string describe() const;  // one line for outputs

@@ -160,6 +160,7 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     num("latency_factor", e.network.latency_factor);
     num("bandwidth_factor", e.network.bandwidth_factor);
     num("tcp_gamma", e.network.tcp_gamma);
+    num("precision", e.network.precision);
     const Node ct = net.opt("crosstraffic");
     if (ct.defined()) e.network.crosstraffic = ct.as_bool();
     const Node up = net.opt("update");

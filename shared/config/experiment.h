@@ -28,7 +28,7 @@ struct CallSweep {
 
 struct NetworkSpec {
   std::string model = "lv08";  // lv08 | cm02
-  std::optional<double> latency_factor, bandwidth_factor, tcp_gamma;
+  std::optional<double> latency_factor, bandwidth_factor, tcp_gamma, precision;
   std::optional<bool> crosstraffic;
   std::optional<std::string> update;  // SimGrid's network/optim: lazy (its default) or full
 };

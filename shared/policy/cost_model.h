@@ -18,10 +18,10 @@
 // the flows started or ended reach through shared links.
 // tests/sim/test_cost_model.cpp: 0.9995-1.0000 of the simulated time in all 268 cases.
 // Over the 1,080 plans of experiments/policy-validation.yaml: 1,056 within 0.5%, all within
-// 0.94-1.06 (the outliers: 1,024-rank hierarchical plans on contended topologies, where
-// SimGrid's default lazy rate updates drift from exact max-min; against its full updates the
-// model was within 0.31% in the three such plans tried, but 0.955 on the dragonfly's 1,024-rank
-// hierarchical allgather; docs/POLICIES.md).
+// 0.94-1.06; the outliers, 1,024-rank hierarchical plans on contended topologies, are SimGrid's
+// default approximations (lazy rate updates, 1e-9 s time precision): with network.update: full
+// and network.precision: 1e-12 SimGrid gives the model's times to the last printed digit in
+// every case tried (docs/compcoll-sim.md, docs/POLICIES.md).
 #pragma once
 
 #include <cstdint>

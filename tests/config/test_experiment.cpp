@@ -62,6 +62,7 @@ TEST_CASE("defaults of a call and --set overrides", "[config][experiment]") {
   CHECK(o.network.model == "cm02");
   CHECK_FALSE(e.network.update.has_value());
   CHECK(load_experiment(f, {"network.model=lv08", "network.update=full"}).network.update == "full");
+  CHECK(load_experiment(f, {"network.model=lv08", "network.precision=1e-12"}).network.precision == 1e-12);
   CHECK(load_experiment(f, {"ranks=[8, 64, 1024]"}).ranks == std::vector<int>{8, 64, 1024});
   CHECK(load_experiment(f, {"ranks=0"}).ranks.empty());
 }
@@ -81,6 +82,7 @@ TEST_CASE("bad experiment files: one line naming the file and the key", "[config
        "calls.0.intra_placement: only a hierarchical allreduce"},
       {"sizes: [1MB]\n" + calls + "network: {model: lv08, latency_factor: -1}\n", "network.latency_factor: expected a positive"},
       {"sizes: [1MB]\n" + calls + "network: {model: lv08, update: eager}\n", "network.update: "},
+      {"sizes: [1MB]\n" + calls + "network: {model: lv08, precision: 0}\n", "network.precision: expected a positive"},
       {"sizes: [1MB]\n" + calls + "ratios: {fixed: {gauss-exp: 0}}\n", "ratios.fixed.gauss-exp: expected a ratio > 0"},
       {"sizes: [1MB]\ncodecs: [identity]\n", "(top level): missing key 'calls'"},
   };
