@@ -144,12 +144,18 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
   };
   std::vector<double> link_capacity;                 // by dense index: bytes/s
   std::unordered_map<uint64_t, uint32_t> dense;      // link id -> dense index
-  std::unordered_map<const RouteInfo*, std::pair<uint32_t, uint32_t>> route_uses;  // -> into uses
   std::vector<LinkUse> uses;
-  auto uses_of = [&](int src_gpu, int dst_gpu, const RouteInfo* route) {
-    auto [it, fresh] = route_uses.try_emplace(route, 0u, 0u);
+  // What a route means to a flow, worked out once per route.
+  struct RouteFlow {
+    uint32_t first = 0, count = 0;                // its link uses, in `uses`
+    double penalty = 1, bound = kNever;           // sharing weight; TCP-gamma cap on its share
+  };
+  std::unordered_map<const RouteInfo*, RouteFlow> route_flows;
+  auto flow_of = [&](int src_gpu, int dst_gpu, const RouteInfo* route) -> const RouteFlow& {
+    auto [it, fresh] = route_flows.try_emplace(route);
     if (!fresh) return it->second;
-    const uint32_t first = static_cast<uint32_t>(uses.size());
+    RouteFlow& rf = it->second;
+    rf.first = static_cast<uint32_t>(uses.size());
     auto add = [&](const RouteInfo& r, double use) {
       const topo::NetLink* links = routes.links(r);
       for (uint32_t k = 0; k < r.count; ++k) {
@@ -160,8 +166,13 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     };
     add(*route, 1.0);
     if (net.crosstraffic) add(routes.get(dst_gpu, src_gpu), 0.05);
-    it->second = {first, static_cast<uint32_t>(uses.size()) - first};
-    return it->second;
+    rf.count = static_cast<uint32_t>(uses.size()) - rf.first;
+    double penalty = route->latency;
+    const topo::NetLink* links = routes.links(*route);
+    for (uint32_t k = 0; k < route->count; ++k) penalty += net.weight_s / links[k].bandwidth;
+    if (penalty > 0) rf.penalty = penalty;  // else no latency, no weight: plain max-min
+    if (net.tcp_gamma > 0 && route->latency > 0) rf.bound = net.tcp_gamma / (2 * route->latency);
+    return rf;
   };
   struct Flow {
     int from, r;
@@ -310,13 +321,12 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     fl = Flow{from, r, m.op, m.bytes};
     fl.version = version + 1;
     fl.left = static_cast<double>(m.bytes);
-    std::tie(fl.first, fl.count) =
-        uses_of(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)], m.route);
-    fl.penalty = m.route->latency;
-    const topo::NetLink* links = routes.links(*m.route);
-    for (uint32_t k = 0; k < m.route->count; ++k) fl.penalty += net.weight_s / links[k].bandwidth;
-    if (fl.penalty <= 0) fl.penalty = 1;  // no latency, no weight: plain max-min
-    if (net.tcp_gamma > 0 && m.route->latency > 0) fl.bound = net.tcp_gamma / (2 * m.route->latency);
+    const RouteFlow& rf =
+        flow_of(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)], m.route);
+    fl.first = rf.first;
+    fl.count = rf.count;
+    fl.penalty = rf.penalty;
+    fl.bound = rf.bound;
     pairs[pair_key(from, r)].busy = true;
     starting.emplace(now + m.route->latency * net.latency_factor, slot);
   };
