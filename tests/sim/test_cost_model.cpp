@@ -19,22 +19,28 @@ namespace {
 
 const std::string kRoot = COMPCOLL_SOURCE_DIR;
 
-double simulated(const topo::Topology& t, const sim::Call& call, const sim::NetworkModel& net,
-                 const calib::Calibration& cal) {
+// The calls simulated one after another in one job (one engine); their times in order.
+std::vector<double> simulated_in_turn(const topo::Topology& t, const std::vector<sim::Call>& calls,
+                                      const sim::NetworkModel& net, const calib::Calibration& cal) {
   sim::Job job;
   job.topology = t;
   job.calibration = cal;
   job.network = net;
-  job.calls = {call};
-  double time = -1;
+  job.calls = calls;
+  std::vector<double> times(calls.size(), -1);
   const auto st = sim::simulate(job, [&](const sim::CallResult& r) {
     INFO(r.error);
     REQUIRE(r.error.empty());
-    time = r.time_s;
+    times.at(r.index) = r.time_s;
   });
   INFO(st.error);
   REQUIRE(st.error.empty());
-  return time;
+  return times;
+}
+
+double simulated(const topo::Topology& t, const sim::Call& call, const sim::NetworkModel& net,
+                 const calib::Calibration& cal) {
+  return simulated_in_turn(t, {call}, net, cal).front();
 }
 
 }  // namespace
@@ -286,19 +292,8 @@ TEST_CASE("cost model against SimGrid with full rate updates and fine time preci
     CAPTURE(k.file, alone, pred);
     CHECK(pred == Approx(alone).epsilon(1e-6));
     // With full updates the call takes the same time after a smaller one, in one engine.
-    sim::Job job;
-    job.topology = t;
-    job.calibration = calib::zero_calibration();
-    job.network = net;
     sim::Call small = call;
     small.build.count = policy::count_for(b.collective, 1000000, b.dtype, b.nranks);
-    job.calls = {small, call};
-    std::vector<double> times(2, -1);
-    const auto st = sim::simulate(job, [&](const sim::CallResult& r) {
-      REQUIRE(r.error.empty());
-      times.at(r.index) = r.time_s;
-    });
-    REQUIRE(st.error.empty());
-    CHECK(times[1] == Approx(alone).epsilon(1e-9));
+    CHECK(simulated_in_turn(t, {small, call}, net, calib::zero_calibration())[1] == Approx(alone).epsilon(1e-9));
   }
 }
