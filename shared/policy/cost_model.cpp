@@ -111,26 +111,6 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       if (--st.missing[d] == 0) queue.emplace(st.ready[d], r, d);
     }
   };
-  // The pair's next message, if its receive is posted (a rendezvous holds the ones behind it).
-  struct Leaving {
-    int from, r;
-    uint32_t op;  // the receive
-    uint64_t bytes;
-    const RouteInfo* route;
-  };
-  auto next_leaving = [&](int from, int r, Leaving& out) {
-    Pair& p = pairs[pair_key(from, r)];
-    if (p.busy || p.outbox.empty()) return false;
-    const Pending m = p.outbox.front();
-    auto w = p.waiting.find(m.seq);
-    if (w == p.waiting.end()) return false;
-    out = {from, r, w->second, m.bytes,
-           &routes.get(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)])};
-    p.waiting.erase(w);
-    p.outbox.pop_front();
-    return true;
-  };
-
   // ---- the network: SimGrid's flow model ----------------------------------------------------
   // A message first waits its route's latency (x latency_factor), then its bytes flow at the
   // rate that weighted max-min sharing gives it among the messages flowing at that moment:
@@ -305,9 +285,20 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       dirty.push_back(uses[k].link);
     }
   };
-  auto try_send = [&](int from, int r) {  // the pair's next message, if it can leave
-    Leaving m;
-    if (!next_leaving(from, r, m)) return;
+  // The pair's next message leaves if the pair's wire is free and its receive is posted (a
+  // rendezvous holds the ones behind it).
+  auto try_send = [&](int from, int r) {
+    Pair& p = pairs[pair_key(from, r)];
+    if (p.busy || p.outbox.empty()) return;
+    const Pending m = p.outbox.front();
+    auto w = p.waiting.find(m.seq);
+    if (w == p.waiting.end()) return;
+    const uint32_t recv_op = w->second;
+    p.waiting.erase(w);
+    p.outbox.pop_front();
+    p.busy = true;
+    const int src_gpu = t.rank_to_gpu[static_cast<size_t>(from)], dst_gpu = t.rank_to_gpu[static_cast<size_t>(r)];
+    const RouteInfo* route = &routes.get(src_gpu, dst_gpu);
     uint32_t slot;
     if (free_slots.empty()) {
       slot = static_cast<uint32_t>(flows.size());
@@ -318,17 +309,15 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     }
     Flow& fl = flows[slot];
     const uint32_t version = fl.version;  // a reused slot keeps counting: old entries stay stale
-    fl = Flow{from, r, m.op, m.bytes};
+    fl = Flow{from, r, recv_op, m.bytes};
     fl.version = version + 1;
     fl.left = static_cast<double>(m.bytes);
-    const RouteFlow& rf =
-        flow_of(t.rank_to_gpu[static_cast<size_t>(from)], t.rank_to_gpu[static_cast<size_t>(r)], m.route);
+    const RouteFlow& rf = flow_of(src_gpu, dst_gpu, route);
     fl.first = rf.first;
     fl.count = rf.count;
     fl.penalty = rf.penalty;
     fl.bound = rf.bound;
-    pairs[pair_key(from, r)].busy = true;
-    starting.emplace(now + m.route->latency * net.latency_factor, slot);
+    starting.emplace(now + route->latency * net.latency_factor, slot);
   };
   auto arrive = [&](uint32_t slot) {
     const Flow fl = flows[slot];
