@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "codec/codec_internal.h"
+#include "codec/exponent_avx512.h"
 #include "codec/exponent_bits.h"
 #include "codec/exponent_host.h"
 
@@ -299,6 +301,10 @@ class ExponentCodec final : public Codec {
 
   template <class L>
   static size_t encode(const uint8_t* in, uint32_t n, uint8_t* out) {
+    if constexpr (K == Kind::Gauss && std::is_same_v<L, expbits::Bf16Layout>) {
+      if (avx512::enabled())
+        if (const size_t size = avx512::encode_gauss_bf16(in, n, out)) return size;
+    }
     // Each element's key (L::key, one byte: what decides its lane-stream bits) from one
     // in-order pass the compiler vectorizes; the lanes then read keys only.
     uint8_t keys[kMaxChunkElements];
@@ -447,6 +453,11 @@ class ExponentCodec final : public Codec {
     // The fast decoders need a complete code (every bit pattern starts a code word) and no
     // extra bits (bf16, fp32). A chunk they do not accept as clean is decoded again by the
     // generic loops, which report the first bad element.
+    if constexpr (K == Kind::Gauss && std::is_same_v<L, expbits::Bf16Layout>) {
+      if (avx512::enabled() &&
+          avx512::decode_gauss_bf16(lane_stream[0], 4 * total_words, lane_table, raw, n, gauss.ref, out_bytes))
+        return {};
+    }
     if constexpr (L::kExtraBits == 0) {
       if (complete_code) {
         const uint8_t* end = in + bytes;

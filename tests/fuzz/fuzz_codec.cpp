@@ -6,27 +6,47 @@
 //   2: encode the tensor data, then apply the input's tail as byte edits to the stream, then
 //      decode: reaches deep decoder paths (lane tables, code tables, bitstreams) with streams
 //      that are valid up to the damage.
+// Where the CPU has the AVX-512 paths (codec/exponent_avx512.h), every encode and decode runs
+// a second time with them switched off, and both must agree byte for byte and error for error
+// (a differential check of the fast paths against the portable ones).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include <string>
+
 #include "codec/codec.h"
+#include "codec/exponent_avx512.h"
 #include "codec/fp8_hadamard.h"
 
 using namespace compcoll;
 
 namespace {
 
-void decode_any(const uint8_t* data, size_t size) {
+namespace simd = compcoll::detail::avx512;
+
+// Decodes with the AVX-512 paths on or off: the error, or "" and the values in *out.
+std::string decode_with(bool fast, const uint8_t* data, size_t size, std::vector<uint8_t>* out) {
+  simd::set_enabled(fast);
   try {
     const StreamInfo info = read_stream_info(data, size);
     const uint64_t bytes = info.elements * dtype_size(info.dtype);
-    if (bytes > (64u << 20)) return;  // a valid header may promise more than we allocate
-    std::vector<uint8_t> out(bytes);
-    decode(data, size, out.data(), out.size());
-  } catch (const CodecError&) {
+    if (bytes > (64u << 20)) return "too large";  // a valid header may promise more than we allocate
+    out->assign(bytes, 0);
+    decode(data, size, out->data(), out->size());
+  } catch (const CodecError& e) {
+    return e.what();
   }
+  return {};
+}
+
+void decode_any(const uint8_t* data, size_t size) {
+  std::vector<uint8_t> fast_out, portable_out;
+  const std::string fast = decode_with(true, data, size, &fast_out);
+  if (!simd::cpu_supported()) return;
+  const std::string portable = decode_with(false, data, size, &portable_out);
+  if (fast != portable || (fast.empty() && fast_out != portable_out)) std::abort();
 }
 
 }  // namespace
@@ -54,7 +74,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t es = dtype_size(dtype);
   const size_t n = split / es;
   std::vector<uint8_t> tensor(data, data + n * es);
+  simd::set_enabled(true);
   std::vector<uint8_t> stream = encode(codec, dtype, tensor.data(), n, opt);
+  if (simd::cpu_supported()) {
+    simd::set_enabled(false);
+    if (encode(codec, dtype, tensor.data(), n, opt) != stream) std::abort();
+    simd::set_enabled(true);
+  }
   if (mode == 1) {
     std::vector<uint8_t> out(tensor.size());
     decode(stream.data(), stream.size(), out.data(), out.size());

@@ -1,0 +1,473 @@
+// shared/codec/exponent_avx512.cpp — AVX-512 host paths of gauss-exp for bf16 (see the header).
+//
+// The format puts element k of a chunk in lane k mod 32, so a row of 32 elements is one
+// element of every lane: two vectors of 16 lanes. Each lane keeps its own bit position.
+//
+// Decode, per lane: a 64-bit window gathered at the lane's byte position holds >= 57 stream
+// bits; it is gathered again only when some lane of the vector holds fewer than the 18 bits
+// an element may take (an escape: 10-bit code + 8-bit exponent). A symbol is decoded by byte
+// permutes instead of table gathers: the fixed code's codes of up to 7 bits come from a
+// 128-entry table indexed by the next 7 bits (VPERMI2B); longer codes (0.6-1.9 % of the
+// elements of the bundled bf16 tensors) share two 7-bit prefixes and are finished from a
+// 32-entry table indexed by prefix and the next 4 bits (VPERMW), on a branch. Exponents come from a
+// per-chunk copy of the tables with the reference added, so no per-element arithmetic
+// remains. Lanes that read past their own words do so harmlessly (positions are clamped to a
+// padded copy of the streams) and fail the end-of-lane check, as in the portable decoder.
+//
+// Encode: one pass writes each row's raw bytes and sums the exponents for the reference; a
+// second computes every element's symbol, code and length (16-bit lanes, a row per vector),
+// joins three rows of a lane into one code of at most 54 bits (64-bit lanes) and appends it
+// to the lane's scratch stream with one 8-byte store per lane (the portable LaneWriter's
+// scheme, 8 lanes per vector); the lanes are then copied back to back.
+#include "codec/exponent_avx512.h"
+
+// GCC 12 warns about the intrinsics headers' deliberately undefined vectors (_mm512_undefined_*).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "codec/exponent_bits.h"
+#include "codec/format.h"
+
+#define COMPCOLL_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,bmi,bmi2")))
+
+#ifndef COMPCOLL_LONG_TEST
+#define COMPCOLL_LONG_TEST(x) true
+#endif
+namespace compcoll::detail::avx512 {
+namespace {
+
+using namespace format;
+
+std::atomic<int> g_switch{-1};  // -1: not yet read from the environment
+
+bool cpu_has() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") &&
+         __builtin_cpu_supports("bmi2");
+}
+
+const expbits::PrefixCode& gauss_code() {
+  static const expbits::PrefixCode pc = [] {
+    expbits::PrefixCode c{};
+    expbits::build_prefix_code(kGaussCodeLengths, kGaussSymbols, c);
+    return c;
+  }();
+  return pc;
+}
+
+constexpr uint32_t kShortBits = 7;   // first-level table: codes of up to 7 bits
+constexpr uint32_t kLongBits = 4;    // second level: the next 4 bits (codes of up to 11)
+constexpr uint32_t kLongSlots = 2;   // 7-bit prefixes that start longer codes
+constexpr uint16_t kEscMarker = 0x100;
+constexpr int kMaxElementBits = 18;  // the escape: 10-bit code + 8-bit exponent
+
+// The fixed code split into the two tables the decoder permutes from, independent of the
+// chunk: symbols and lengths. `usable` is false if the code did not fit the scheme (it does;
+// tests/codec check the decoder runs).
+struct DecodeTables {
+  bool usable = false;
+  uint32_t esc_len = 0;              // the escape's code length
+  alignas(64) uint8_t l1_len[128];   // code length, 0: a longer code starts here
+  uint8_t l1_sym[128];               // symbol, or for a longer code its prefix slot
+  alignas(64) uint16_t l2_len[32];   // slot * 16 + next 4 bits: code length (+ 8: escape)
+  uint16_t l2_sym[32];
+};
+
+const DecodeTables& decode_tables() {
+  static const DecodeTables tables = [] {
+    DecodeTables t{};
+    const expbits::PrefixCode& pc = gauss_code();
+    uint32_t slots = 0;
+    t.esc_len = pc.length[kGaussSymEsc];
+    for (uint32_t idx = 0; idx < 128; ++idx) {
+      const uint16_t e = pc.lut[idx];
+      const uint32_t len = e & 0xFu, sym = e >> 4;
+      if (len == 0) return t;  // incomplete code
+      if (len <= kShortBits) {
+        if (sym == kGaussSymEsc) return t;
+        t.l1_len[idx] = static_cast<uint8_t>(len);
+        t.l1_sym[idx] = static_cast<uint8_t>(sym);
+        continue;
+      }
+      if (slots == kLongSlots) return t;
+      const uint32_t slot = slots++;
+      t.l1_len[idx] = 0;
+      t.l1_sym[idx] = static_cast<uint8_t>(slot);
+      for (uint32_t next = 0; next < (1u << kLongBits); ++next) {
+        const uint16_t e2 = pc.lut[idx | (next << kShortBits)];
+        const uint32_t len2 = e2 & 0xFu, sym2 = e2 >> 4;
+        if (len2 <= kShortBits || len2 > kShortBits + kLongBits) return t;
+        t.l2_len[slot * 16 + next] = static_cast<uint16_t>(len2 + (sym2 == kGaussSymEsc ? 8 : 0));
+        t.l2_sym[slot * 16 + next] = static_cast<uint16_t>(sym2);
+      }
+    }
+    t.usable = true;
+    return t;
+  }();
+  return tables;
+}
+
+// Exponent of a non-escape symbol under reference ref (13 <= ref <= 247: all in range).
+inline uint32_t symbol_exponent(uint32_t sym, uint32_t ref) {
+  return sym == kGaussSymZero ? 0u : ref + sym + kGaussDMin;
+}
+
+// 16 lanes' decode state: bit position (relative to the streams' start), the next stream
+// bits (lo: the next 32, hi: the 32 after them) and how many of those 64 are valid.
+struct Lanes {
+  __m512i pos, lo, hi, valid;
+};
+
+struct DecodeRegs {
+  __m512i l1_len_a, l1_len_b, l1_exp_a, l1_exp_b, l2_len, l2_exp;
+  __m512i limit, even, odd, seven;
+  uint32_t esc_len;
+};
+
+COMPCOLL_AVX512 inline void refill(Lanes& l, const uint8_t* base, const DecodeRegs& r) {
+  const __m512i p = _mm512_min_epu32(l.pos, r.limit);
+  const __m512i off = _mm512_srli_epi32(p, 3);
+  const __m512i q0 = _mm512_i32gather_epi64(_mm512_castsi512_si256(off), base, 1);
+  const __m512i q1 = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(off, 1), base, 1);
+  const __m512i lo = _mm512_permutex2var_epi32(q0, r.even, q1);
+  const __m512i hi = _mm512_permutex2var_epi32(q0, r.odd, q1);
+  const __m512i s = _mm512_and_si512(p, r.seven);
+  l.lo = _mm512_shrdv_epi32(lo, hi, s);
+  l.hi = _mm512_srlv_epi32(hi, s);
+  l.valid = _mm512_sub_epi32(_mm512_set1_epi32(64), s);
+}
+
+// Refills only when some lane holds fewer bits than its next element may need (18: an
+// escape), so one gather serves about ten elements rather than three.
+COMPCOLL_AVX512 inline void refill_if_low(Lanes& l, const uint8_t* base, const DecodeRegs& r) {
+  if (_mm512_cmplt_epu32_mask(l.valid, _mm512_set1_epi32(kMaxElementBits))) refill(l, base, r);
+}
+
+// One element of each of the 16 lanes (only lanes in `active` advance): returns the
+// exponents, one per 32-bit lane.
+COMPCOLL_AVX512 inline __m512i decode_step(Lanes& l, const DecodeRegs& r, __mmask16 active) {
+  constexpr __mmask64 kLowBytes = 0x1111111111111111ull;
+  __m512i len = _mm512_maskz_permutex2var_epi8(kLowBytes, r.l1_len_a, l.lo, r.l1_len_b);
+  __m512i ex = _mm512_maskz_permutex2var_epi8(kLowBytes, r.l1_exp_a, l.lo, r.l1_exp_b);
+  const __mmask16 is_long = _mm512_testn_epi32_mask(len, len);
+  if (is_long) {
+    // (next 4 bits) | slot << 4, as the low word's 5 index bits.
+    const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi32(l.lo, kShortBits),
+                                                  _mm512_slli_epi32(ex, 4),
+                                                  _mm512_set1_epi32(0xF), 0xE4);
+    constexpr __mmask32 kLowWords = 0x55555555u;
+    const __m512i len2 = _mm512_maskz_permutexvar_epi16(kLowWords, idx, r.l2_len);
+    __m512i ex2 = _mm512_maskz_permutexvar_epi16(kLowWords, idx, r.l2_exp);
+    const __mmask16 esc = _mm512_mask_cmpeq_epi32_mask(is_long, ex2, _mm512_set1_epi32(kEscMarker));
+    ex2 = _mm512_mask_and_epi32(ex2, esc, _mm512_srl_epi32(l.lo, _mm_cvtsi32_si128(static_cast<int>(r.esc_len))),
+                                _mm512_set1_epi32(0xFF));
+    len = _mm512_mask_mov_epi32(len, is_long, len2);
+    ex = _mm512_mask_mov_epi32(ex, is_long, ex2);
+  }
+  len = _mm512_maskz_mov_epi32(active, len);
+  l.lo = _mm512_shrdv_epi32(l.lo, l.hi, len);
+  l.hi = _mm512_srlv_epi32(l.hi, len);
+  l.pos = _mm512_add_epi32(l.pos, len);
+  l.valid = _mm512_sub_epi32(l.valid, len);
+  return ex;
+}
+
+// A row's 32 values from the two halves' exponents and the row's raw bytes.
+COMPCOLL_AVX512 inline __m512i join_row(__m512i ea, __m512i eb, __m512i raw16) {
+  const __m512i words = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32,
+                                         30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i e16 = _mm512_permutex2var_epi16(ea, words, eb);
+  // (sign << 15 | mantissa) from the raw byte, then the exponent in bits 7..14.
+  const __m512i sign_mant = _mm512_ternarylogic_epi32(_mm512_slli_epi16(raw16, 8), raw16,
+                                                      _mm512_set1_epi16(static_cast<short>(0x807F)), 0xA8);
+  return _mm512_or_si512(sign_mant, _mm512_slli_epi16(e16, 7));
+}
+
+
+// ---- encode --------------------------------------------------------------------------------
+
+// The fixed code by symbol, as one 16-bit word: the reversed code word (bits 0..11) and its
+// length (bits 12..15). An escape's exponent is appended to its word later.
+struct EncodeTables {
+  alignas(64) uint16_t code_len[32];
+  uint32_t esc_len;
+};
+
+const EncodeTables& encode_tables() {
+  static const EncodeTables tables = [] {
+    EncodeTables t{};
+    const expbits::PrefixCode& pc = gauss_code();
+    for (uint32_t s = 0; s < kGaussSymbols; ++s)
+      t.code_len[s] = static_cast<uint16_t>(pc.code[s] | (uint32_t{pc.length[s]} << 12));
+    t.esc_len = pc.length[kGaussSymEsc];
+    return t;
+  }();
+  return tables;
+}
+
+// 8 lanes' writers: the bits not yet complete (acc, nb < 8 of them) and the address of the
+// byte they belong to, as in the portable LaneWriter.
+struct Writers {
+  __m512i acc, nb, p;
+};
+
+// Appends to each of 8 lanes a code of at most 54 bits (t, lengths len): stores each lane's
+// 8 accumulator bytes at its byte address, then moves the address past the complete bytes.
+COMPCOLL_AVX512 inline void append(Writers& w, __m512i t, __m512i len, uint64_t* vals, uint64_t* ptrs) {
+  w.acc = _mm512_or_si512(w.acc, _mm512_sllv_epi64(t, w.nb));
+  _mm512_store_si512(vals, w.acc);
+  _mm512_store_si512(ptrs, w.p);
+  w.nb = _mm512_add_epi64(w.nb, len);
+  w.p = _mm512_add_epi64(w.p, _mm512_srli_epi64(w.nb, 3));
+  w.acc = _mm512_srlv_epi64(w.acc, _mm512_and_si512(w.nb, _mm512_set1_epi64(56)));
+  w.nb = _mm512_and_si512(w.nb, _mm512_set1_epi64(7));
+}
+
+// The 32 lanes' 8-byte stores, as scalar stores: they run on the integer ports beside the
+// vector work (the compiler would otherwise turn the loop into VPSCATTERQQ, much slower
+// here; the empty asm keeps each value in a general register).
+inline void store_lanes(const uint64_t* vals, const uint64_t* ptrs) {
+  for (uint32_t j = 0; j < kLanes; ++j) {
+    uint64_t v = vals[j];
+    asm("" : "+r"(v));
+    std::memcpy(reinterpret_cast<uint8_t*>(ptrs[j]), &v, 8);
+  }
+}
+
+}  // namespace
+
+bool cpu_supported() {
+  static const bool has = cpu_has();
+  return has;
+}
+
+bool enabled() {
+  int s = g_switch.load(std::memory_order_relaxed);
+  if (s < 0) {
+    const char* env = std::getenv("COMPCOLL_HOST_SIMD");
+    s = (env != nullptr && std::strcmp(env, "0") == 0) ? 0 : 1;
+    g_switch.store(s, std::memory_order_relaxed);
+  }
+  return s == 1 && cpu_supported();
+}
+
+void set_enabled(bool on) { g_switch.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+COMPCOLL_AVX512 bool decode_gauss_bf16(const uint8_t* streams, size_t stream_bytes,
+                                       const uint8_t* lane_table, const uint8_t* raw, uint32_t n,
+                                       uint32_t ref, uint8_t* out) {
+  const DecodeTables& t = decode_tables();
+  // Every symbol's exponent ref + d must be in range; else the portable path reports it.
+  if (!t.usable || n == 0 || ref < 1u - kGaussDMin || ref + kGaussDMax > 254u) return false;
+
+  // A copy of the streams with zero padding: windows are read up to 8 bytes past a
+  // position clamped to the streams' end.
+  thread_local std::vector<uint8_t> copy;
+  constexpr size_t kPad = 64;
+  if (copy.size() < stream_bytes + kPad) copy.resize(stream_bytes + kPad);
+  std::memcpy(copy.data(), streams, stream_bytes);
+  std::memset(copy.data() + stream_bytes, 0, kPad);
+  const uint8_t* base = copy.data();
+
+  alignas(64) uint8_t l1_exp[128];
+  alignas(64) uint16_t l2_exp[32];
+  for (uint32_t i = 0; i < 128; ++i)
+    l1_exp[i] = static_cast<uint8_t>(t.l1_len[i] ? symbol_exponent(t.l1_sym[i], ref) : t.l1_sym[i]);
+  for (uint32_t i = 0; i < 32; ++i)
+    l2_exp[i] = t.l2_sym[i] == kGaussSymEsc ? kEscMarker : static_cast<uint16_t>(symbol_exponent(t.l2_sym[i], ref));
+
+  DecodeRegs r;
+  r.l1_len_a = _mm512_load_si512(t.l1_len);
+  r.l1_len_b = _mm512_load_si512(t.l1_len + 64);
+  r.l1_exp_a = _mm512_load_si512(l1_exp);
+  r.l1_exp_b = _mm512_load_si512(l1_exp + 64);
+  r.l2_len = _mm512_load_si512(t.l2_len);
+  r.l2_exp = _mm512_load_si512(l2_exp);
+  r.limit = _mm512_set1_epi32(static_cast<int>(8 * stream_bytes));
+  r.even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  r.odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  r.seven = _mm512_set1_epi32(7);
+  r.esc_len = t.esc_len;
+
+  alignas(64) uint32_t start[kLanes];
+  uint32_t words[kLanes];
+  uint32_t at = 0;
+  for (uint32_t j = 0; j < kLanes; ++j) {
+    words[j] = load_u16(lane_table + 2 * j);
+    start[j] = 32 * at;
+    at += words[j];
+  }
+  Lanes a{_mm512_load_si512(start), {}, {}}, b{_mm512_load_si512(start + 16), {}, {}};
+
+  const uint32_t full_rows = n / kLanes, rows = (n + kLanes - 1) / kLanes, tail = n % kLanes;
+  refill(a, base, r);
+  refill(b, base, r);
+  for (uint32_t row = 0; row < rows; ++row) {
+    refill_if_low(a, base, r);
+    refill_if_low(b, base, r);
+    if (row < full_rows) {
+      const __m512i ea = decode_step(a, r, 0xFFFF), eb = decode_step(b, r, 0xFFFF);
+      const __m512i raw16 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(raw + row * kLanes)));
+      _mm512_storeu_si512(out + 2 * row * kLanes, join_row(ea, eb, raw16));
+    } else {  // the last, partial row: lanes 0 .. tail-1
+      const __mmask32 live = (1u << tail) - 1;
+      const __m512i ea = decode_step(a, r, static_cast<__mmask16>(live));
+      const __m512i eb = decode_step(b, r, static_cast<__mmask16>(live >> 16));
+      const __m512i raw16 = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(live, raw + row * kLanes));
+      _mm512_mask_storeu_epi16(out + 2 * row * kLanes, live, join_row(ea, eb, raw16));
+    }
+  }
+
+  // Each lane must end exactly: its words hold the bits read plus zero padding of < 32 bits.
+  alignas(64) uint32_t pos[kLanes];
+  _mm512_store_si512(pos, a.pos);
+  _mm512_store_si512(pos + 16, b.pos);
+  for (uint32_t j = 0; j < kLanes; ++j) {
+    const uint32_t used = pos[j] - start[j];
+    if ((used + 31) / 32 != words[j]) return false;
+    if ((used & 31) != 0 && (load_u32(base + start[j] / 8 + 4 * (used / 32)) >> (used & 31)) != 0)
+      return false;
+  }
+  return true;
+}
+
+COMPCOLL_AVX512 size_t encode_gauss_bf16(const uint8_t* in, uint32_t n, uint8_t* out) {
+  if (n == 0 || n > kMaxChunkElements) return 0;
+  const EncodeTables& tab = encode_tables();
+  const uint32_t rows = (n + kLanes - 1) / kLanes, full_rows = n / kLanes, tail = n % kLanes;
+  const auto live_mask = [&](uint32_t row) -> __mmask32 {
+    return row < full_rows ? 0xFFFFFFFFu : row == full_rows && tail ? (1u << tail) - 1 : 0u;
+  };
+  const uint32_t raw_at = kChunkHeaderBytes + kLaneTableBytes;
+  uint8_t* raw = out + raw_at;
+  const __m512i byte_mask = _mm512_set1_epi16(0xFF);
+
+  // Pass 1: raw bytes (sign << 7 | mantissa) and the sum and count of normal exponents.
+  uint64_t sum = 0, count = 0;
+  for (uint32_t row0 = 0; row0 < rows; row0 += 256) {  // 16-bit sums of <= 256 rows of <= 254
+    __m512i sum16 = _mm512_setzero_si512();
+    const uint32_t row1 = std::min(rows, row0 + 256);
+    for (uint32_t row = row0; row < row1; ++row) {
+      const __mmask32 live = live_mask(row);
+      const __m512i x = _mm512_maskz_loadu_epi16(live, in + 64 * size_t{row});
+      const __m512i e = _mm512_and_si512(_mm512_srli_epi16(x, 7), byte_mask);
+      const __m512i r = _mm512_ternarylogic_epi32(x, _mm512_srli_epi16(x, 8), _mm512_set1_epi16(0x7F), 0xE4);
+      _mm256_mask_storeu_epi8(raw + kLanes * row, live, _mm512_cvtepi16_epi8(r));
+      const __mmask32 normal = _mm512_test_epi16_mask(e, e) & _mm512_cmpneq_epi16_mask(e, byte_mask);
+      sum16 = _mm512_mask_add_epi16(sum16, normal, sum16, e);
+      count += static_cast<uint32_t>(__builtin_popcount(normal));
+    }
+    // Unsigned 16-bit sums (up to 65,024) widened to 32 bits before adding them up.
+    const __m512i sum32 = _mm512_add_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(sum16)),
+                                           _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(sum16, 1)));
+    sum += static_cast<uint32_t>(_mm512_reduce_add_epi32(sum32));
+  }
+  const uint32_t ref = expbits::gauss_reference(sum, static_cast<uint32_t>(count));
+  // Outside [13, 247] some exponents near the reference are escapes by range, not by
+  // distance; the portable encoder handles such chunks.
+  if (ref < 1u - kGaussDMin || ref + kGaussDMax > 254u) return 0;
+  const uint32_t raw_bytes = align_up(n, 4);
+  std::memset(raw + n, 0, raw_bytes - n);
+
+  // Pass 2: per row, each element's symbol, code and length (16-bit lanes); per three rows
+  // and lane, one code of up to 54 bits appended to the lane's scratch stream.
+  const uint32_t max_lane_bytes = 4 * expbits::ChunkLayout<expbits::Bf16Layout>::max_lane_words(n);
+  const uint32_t stride = max_lane_bytes + 16;
+  thread_local std::vector<uint8_t> scratch;
+  if (scratch.size() < size_t{kLanes} * stride) scratch.resize(size_t{kLanes} * stride);
+  Writers w[4];
+  for (uint32_t g = 0; g < 4; ++g) {
+    w[g].acc = _mm512_setzero_si512();
+    w[g].nb = _mm512_setzero_si512();
+    const uint64_t b = reinterpret_cast<uint64_t>(scratch.data()) + uint64_t{stride} * 8 * g;
+    w[g].p = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(b)),
+                              _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi64(stride)));
+  }
+  const __m512i code_len = _mm512_load_si512(tab.code_len);
+  const __m512i base = _mm512_set1_epi16(static_cast<short>(ref + kGaussDMin));
+  const __m512i twenty = _mm512_set1_epi16(kGaussSymZero), esc_sym = _mm512_set1_epi16(kGaussSymEsc);
+  alignas(64) uint16_t cl[3][kLanes];   // code | length << 12, per row of the three
+  alignas(64) uint16_t esc[3][kLanes];  // an escape's exponent, else 0
+  alignas(64) uint64_t vals[kLanes], ptrs[kLanes];
+  for (uint32_t row0 = 0; row0 < rows; row0 += 3) {
+    bool any_esc = false;
+    for (uint32_t t = 0; t < 3; ++t) {
+      const uint32_t row = row0 + t;
+      const __mmask32 live = row < rows ? live_mask(row) : 0;
+      const __m512i x = _mm512_maskz_loadu_epi16(live, in + 64 * size_t{row < rows ? row : 0});
+      const __m512i e = _mm512_and_si512(_mm512_srli_epi16(x, 7), byte_mask);
+      const __m512i d = _mm512_sub_epi16(e, base);
+      const __mmask32 near = _mm512_cmplt_epu16_mask(d, twenty);
+      const __mmask32 zero = _mm512_testn_epi16_mask(e, e);
+      const __m512i sym = _mm512_mask_mov_epi16(_mm512_mask_mov_epi16(esc_sym, zero, twenty), near, d);
+      _mm512_store_si512(cl[t], _mm512_maskz_permutexvar_epi16(live, sym, code_len));
+      const __mmask32 is_esc = live & ~(near | zero);
+      _mm512_store_si512(esc[t], _mm512_maskz_mov_epi16(is_esc, e));
+      any_esc |= is_esc != 0;
+    }
+    for (uint32_t g = 0; g < 4; ++g) {
+      __m512i c[3], l[3];
+      for (uint32_t t = 0; t < 3; ++t) {
+        const __m512i v = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(cl[t] + 8 * g)));
+        l[t] = _mm512_srli_epi64(v, 12);
+        c[t] = _mm512_and_si512(v, _mm512_set1_epi64(0xFFF));
+        if (any_esc) {
+          const __m512i ex = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(esc[t] + 8 * g)));
+          const __mmask8 k = _mm512_test_epi64_mask(ex, ex);
+          c[t] = _mm512_mask_or_epi64(c[t], k, c[t], _mm512_sll_epi64(ex, _mm_cvtsi32_si128(static_cast<int>(tab.esc_len))));
+          l[t] = _mm512_mask_add_epi64(l[t], k, l[t], _mm512_set1_epi64(8));
+        }
+      }
+      const __m512i l01 = _mm512_add_epi64(l[0], l[1]);
+      const __m512i code = _mm512_ternarylogic_epi64(c[0], _mm512_sllv_epi64(c[1], l[0]),
+                                                     _mm512_sllv_epi64(c[2], l01), 0xFE);
+      append(w[g], code, _mm512_add_epi64(l01, l[2]), vals + 8 * g, ptrs + 8 * g);
+    }
+    store_lanes(vals, ptrs);
+  }
+  // The incomplete last bytes, zero-padded to 8 bytes, and each lane's word count.
+  alignas(64) uint64_t nbs[kLanes];
+  for (uint32_t g = 0; g < 4; ++g) {
+    _mm512_store_si512(vals + 8 * g, w[g].acc);
+    _mm512_store_si512(ptrs + 8 * g, w[g].p);
+    _mm512_store_si512(nbs + 8 * g, w[g].nb);
+  }
+  uint32_t words[kLanes];
+  size_t total = 0;
+  for (uint32_t j = 0; j < kLanes; ++j) {
+    uint8_t* p = reinterpret_cast<uint8_t*>(ptrs[j]);
+    std::memcpy(p, &vals[j], 8);
+    const uint64_t bits = 8 * static_cast<uint64_t>(p - (scratch.data() + size_t{j} * stride)) + nbs[j];
+    words[j] = static_cast<uint32_t>((bits + 31) / 32);
+    total += words[j];
+  }
+  const size_t coded = raw_at + raw_bytes + 4 * total;
+  const size_t stored = expbits::ChunkLayout<expbits::Bf16Layout>::stored_bytes(n);
+  if (coded >= stored) {  // the stored form, as the portable encoder writes it
+    std::memset(out, 0, stored);
+    out[0] = kModeStored;
+    std::memcpy(out + kChunkHeaderBytes, in, size_t{n} * 2);
+    return stored;
+  }
+  out[0] = kModeCoded;
+  out[1] = static_cast<uint8_t>(ref);
+  out[2] = out[3] = 0;
+  uint8_t* stream = out + raw_at + raw_bytes;
+  for (uint32_t j = 0; j < kLanes; ++j) {
+    store_u16(out + kChunkHeaderBytes + 2 * j, static_cast<uint16_t>(words[j]));
+    std::memcpy(stream, scratch.data() + size_t{j} * stride, 4 * size_t{words[j]});
+    stream += 4 * size_t{words[j]};
+  }
+  return coded;
+}
+
+}  // namespace compcoll::detail::avx512
