@@ -113,7 +113,8 @@ class HostDevice : public CalibrationDevice {
             {"threads_used", "1"},
             {"loadavg_at_start", loadavg_},
             {"kernel", std::string(u.sysname) + " " + u.release + " " + u.machine},
-            {"compiler", __VERSION__}};
+            {"compiler", __VERSION__},
+            {"host_codec_path", std::string(host_codec_path())}};
   }
   std::string method() const override {
     return "host codecs (compcoll::encode/decode), reduce_add and memcpy on one thread; steady_clock "

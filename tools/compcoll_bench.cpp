@@ -106,6 +106,8 @@ class RowPrinter {
     if (json_) return;
     std::printf("# compcoll-bench codec: ratio = original / compressed bytes; bound = order-0 exponent-entropy bound\n");
     std::printf("# lossy codecs: check = decodes, finite stays finite; maxabs, relL2 = their error\n");
+    std::printf("# host codec path: %s (COMPCOLL_HOST_SIMD=0 selects the portable one; docs/compcoll-bench.md)\n",
+                std::string(host_codec_path()).c_str());
     std::printf("%-44s %-20s %5s %11s %7s %7s %9s %9s %9s %6s %10s %8s\n", "# file", "codec", "type",
                 "elements", "ratio", "bound", "enc", "dec", "memcpy", "check", "maxabs", "relL2");
     std::printf("%-44s %-20s %5s %11s %7s %7s %9s %9s %9s %6s %10s %8s\n", "#", "", "", "(count)", "", "",
@@ -115,11 +117,11 @@ class RowPrinter {
     if (json_) {
       std::printf("{\"file\": \"%s\", \"codec\": \"%s\", \"dtype\": \"%s\", \"elements\": %zu, "
                   "\"ratio\": %.5f, \"bound\": %.5f, \"encode_gbps\": %.4f, \"decode_gbps\": %.4f, "
-                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f%s}\n",
+                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f, \"host_path\": \"%s\"%s}\n",
                   json_escape(r.file).c_str(), r.codec.c_str(), std::string(dtype_name(r.dtype)).c_str(),
                   r.elements, r.ratio, r.bound, r.encode_gbps, r.decode_gbps,
                   r.max_abs >= 0 ? "null" : r.check == "OK" ? "true" : (r.check == "FAILED" ? "false" : "null"),
-                  r.memcpy_gbps, lossy_json(r).c_str());
+                  r.memcpy_gbps, std::string(host_codec_path()).c_str(), lossy_json(r).c_str());
     } else {
       char err[32] = "         -        -";
       if (r.max_abs >= 0) std::snprintf(err, sizeof err, "%10.3g %8.5f", r.max_abs, r.rel_l2);

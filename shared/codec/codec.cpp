@@ -6,6 +6,7 @@
 
 #include "codec/codec.h"
 #include "codec/codec_internal.h"
+#include "codec/exponent_avx512.h"
 #include "codec/fp8_hadamard.h"
 
 namespace compcoll {
@@ -232,5 +233,7 @@ StreamInfo decode(const void* stream, size_t bytes, void* out, size_t out_capaci
   decode_range(info, stream, 0, info.chunk_count, out, out_capacity);
   return info;
 }
+
+std::string_view host_codec_path() { return detail::avx512::enabled() ? "avx512" : "portable"; }
 
 }  // namespace compcoll

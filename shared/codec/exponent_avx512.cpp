@@ -1,4 +1,5 @@
-// shared/codec/exponent_avx512.cpp — AVX-512 host paths of gauss-exp for bf16 (see the header).
+// shared/codec/exponent_avx512.cpp — AVX-512 host paths of gauss-exp for bf16 and fp32 (see the
+// header).
 //
 // The format puts element k of a chunk in lane k mod 32, so a row of 32 elements is one
 // element of every lane: two vectors of 16 lanes. Each lane keeps its own bit position.
@@ -35,11 +36,9 @@
 #include "codec/format.h"
 
 #define COMPCOLL_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,bmi,bmi2")))
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,popcnt")))
 
-#ifndef COMPCOLL_LONG_TEST
-#define COMPCOLL_LONG_TEST(x) true
-#endif
+
 namespace compcoll::detail::avx512 {
 namespace {
 
@@ -52,7 +51,7 @@ bool cpu_has() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
          __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") &&
-         __builtin_cpu_supports("bmi2");
+         __builtin_cpu_supports("popcnt");
 }
 
 const expbits::PrefixCode& gauss_code() {
@@ -88,6 +87,7 @@ const DecodeTables& decode_tables() {
     const expbits::PrefixCode& pc = gauss_code();
     uint32_t slots = 0;
     t.esc_len = pc.length[kGaussSymEsc];
+    if (t.esc_len + 8 > kMaxElementBits) return t;
     for (uint32_t idx = 0; idx < 128; ++idx) {
       const uint16_t e = pc.lut[idx];
       const uint32_t len = e & 0xFu, sym = e >> 4;
@@ -181,17 +181,101 @@ COMPCOLL_AVX512 inline __m512i decode_step(Lanes& l, const DecodeRegs& r, __mmas
   return ex;
 }
 
-// A row's 32 values from the two halves' exponents and the row's raw bytes.
-COMPCOLL_AVX512 inline __m512i join_row(__m512i ea, __m512i eb, __m512i raw16) {
-  const __m512i words = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32,
-                                         30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i e16 = _mm512_permutex2var_epi16(ea, words, eb);
-  // (sign << 15 | mantissa) from the raw byte, then the exponent in bits 7..14.
-  const __m512i sign_mant = _mm512_ternarylogic_epi32(_mm512_slli_epi16(raw16, 8), raw16,
-                                                      _mm512_set1_epi16(static_cast<short>(0x807F)), 0xA8);
-  return _mm512_or_si512(sign_mant, _mm512_slli_epi16(e16, 7));
-}
+// What differs between the dtypes, one row (32 elements) at a time: the exponent fields,
+// the raw section (R bytes per element) and joining both back into values. Lanes past
+// `live` (the last, partial row) are neither read nor written.
+template <class L>
+struct Rows;
 
+template <>
+struct Rows<expbits::Bf16Layout> {
+  // The row's exponent fields, one per 16-bit lane (0 past `live`).
+  COMPCOLL_AVX512 static __m512i exponents(const uint8_t* in, uint32_t row, __mmask32 live) {
+    const __m512i x = _mm512_maskz_loadu_epi16(live, in + 64 * size_t{row});
+    return _mm512_and_si512(_mm512_srli_epi16(x, 7), _mm512_set1_epi16(0xFF));
+  }
+  // The same, and the row's raw bytes (sign << 7 | mantissa) written to the raw section.
+  COMPCOLL_AVX512 static __m512i split(const uint8_t* in, uint32_t row, __mmask32 live, uint8_t* raw) {
+    const __m512i x = _mm512_maskz_loadu_epi16(live, in + 64 * size_t{row});
+    const __m512i r = _mm512_ternarylogic_epi32(x, _mm512_srli_epi16(x, 8), _mm512_set1_epi16(0x7F), 0xE4);
+    _mm256_mask_storeu_epi8(raw + kLanes * row, live, _mm512_cvtepi16_epi8(r));
+    return _mm512_and_si512(_mm512_srli_epi16(x, 7), _mm512_set1_epi16(0xFF));
+  }
+  // Stores the row's values from the two halves' exponents (32-bit lanes) and its raw bytes.
+  COMPCOLL_AVX512 static void join(uint8_t* out, uint32_t row, __mmask32 live, __m512i ea, __m512i eb,
+                                   const uint8_t* raw) {
+    const __m512i words = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32,
+                                           30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i e16 = _mm512_permutex2var_epi16(ea, words, eb);
+    const __m512i r = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(live, raw + kLanes * row));
+    // (sign << 15 | mantissa) from the raw byte, then the exponent in bits 7..14.
+    const __m512i sign_mant = _mm512_ternarylogic_epi32(_mm512_slli_epi16(r, 8), r,
+                                                        _mm512_set1_epi16(static_cast<short>(0x807F)), 0xA8);
+    _mm512_mask_storeu_epi16(out + 64 * size_t{row}, live, _mm512_or_si512(sign_mant, _mm512_slli_epi16(e16, 7)));
+  }
+};
+
+template <>
+struct Rows<expbits::Fp32Layout> {
+  // Byte k of 16 packed 24-bit raw values <-> byte k of 16 32-bit lanes (the top byte zero).
+  COMPCOLL_AVX512 static __m512i pack3() {
+    alignas(64) uint8_t idx[64] = {};
+    for (uint32_t i = 0; i < 16; ++i)
+      for (uint32_t j = 0; j < 3; ++j) idx[3 * i + j] = static_cast<uint8_t>(4 * i + j);
+    return _mm512_load_si512(idx);
+  }
+  COMPCOLL_AVX512 static __m512i unpack3() {
+    alignas(64) uint8_t idx[64] = {};
+    for (uint32_t i = 0; i < 16; ++i)
+      for (uint32_t j = 0; j < 3; ++j) idx[4 * i + j] = static_cast<uint8_t>(3 * i + j);
+    return _mm512_load_si512(idx);
+  }
+  static constexpr __mmask64 kLow3 = 0x7777777777777777ull;  // bytes 0..2 of each 32-bit lane
+  // Raw-section bytes of the first c elements of a half row.
+  static __mmask64 raw_mask(__mmask16 live) {
+    const uint32_t c = static_cast<uint32_t>(__builtin_popcount(live));  // live is a prefix
+    return c == 16 ? (1ull << 48) - 1 : (1ull << (3 * c)) - 1;
+  }
+  COMPCOLL_AVX512 static __m512i exponents_of(__m512i x0, __m512i x1) {
+    const __m512i e0 = _mm512_and_si512(_mm512_srli_epi32(x0, 23), _mm512_set1_epi32(0xFF));
+    const __m512i e1 = _mm512_and_si512(_mm512_srli_epi32(x1, 23), _mm512_set1_epi32(0xFF));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(e0)), _mm512_cvtepi32_epi16(e1), 1);
+  }
+  COMPCOLL_AVX512 static __m512i exponents(const uint8_t* in, uint32_t row, __mmask32 live) {
+    const uint8_t* p = in + 128 * size_t{row};
+    return exponents_of(_mm512_maskz_loadu_epi32(static_cast<__mmask16>(live), p),
+                        _mm512_maskz_loadu_epi32(static_cast<__mmask16>(live >> 16), p + 64));
+  }
+  COMPCOLL_AVX512 static __m512i split(const uint8_t* in, uint32_t row, __mmask32 live, uint8_t* raw) {
+    const uint8_t* p = in + 128 * size_t{row};
+    const __m512i x[2] = {_mm512_maskz_loadu_epi32(static_cast<__mmask16>(live), p),
+                          _mm512_maskz_loadu_epi32(static_cast<__mmask16>(live >> 16), p + 64)};
+    const __m512i pack = pack3();
+    for (uint32_t h = 0; h < 2; ++h) {
+      // sign << 23 | mantissa: 24 bits, then 3 bytes per element.
+      const __m512i r = _mm512_ternarylogic_epi32(x[h], _mm512_srli_epi32(x[h], 8), _mm512_set1_epi32(0x7FFFFF), 0xE4);
+      _mm512_mask_storeu_epi8(raw + 96 * size_t{row} + 48 * h, raw_mask(static_cast<__mmask16>(live >> (16 * h))),
+                              _mm512_permutexvar_epi8(pack, r));
+    }
+    return exponents_of(x[0], x[1]);
+  }
+  COMPCOLL_AVX512 static void join(uint8_t* out, uint32_t row, __mmask32 live, __m512i ea, __m512i eb,
+                                   const uint8_t* raw) {
+    const __m512i unpack = unpack3();
+    const __m512i e[2] = {ea, eb};
+    for (uint32_t h = 0; h < 2; ++h) {
+      const __mmask16 lh = static_cast<__mmask16>(live >> (16 * h));
+      const __m512i packed = _mm512_maskz_loadu_epi8(raw_mask(lh), raw + 96 * size_t{row} + 48 * h);
+      const __m512i r = _mm512_maskz_permutexvar_epi8(kLow3, unpack, packed);
+      // Sign from bit 23 to bit 31, mantissa bits 0..22, then the exponent in bits 23..30.
+      const __m512i t = _mm512_ternarylogic_epi32(_mm512_slli_epi32(r, 8), r,
+                                                  _mm512_set1_epi32(static_cast<int>(0x80000000u)), 0xE4);
+      const __m512i v = _mm512_ternarylogic_epi32(t, _mm512_slli_epi32(e[h], 23),
+                                                  _mm512_set1_epi32(static_cast<int>(0x807FFFFFu)), 0xEC);
+      _mm512_mask_storeu_epi32(out + 128 * size_t{row} + 64 * h, lh, v);
+    }
+  }
+};
 
 // ---- encode --------------------------------------------------------------------------------
 
@@ -262,9 +346,11 @@ bool enabled() {
 
 void set_enabled(bool on) { g_switch.store(on ? 1 : 0, std::memory_order_relaxed); }
 
-COMPCOLL_AVX512 bool decode_gauss_bf16(const uint8_t* streams, size_t stream_bytes,
-                                       const uint8_t* lane_table, const uint8_t* raw, uint32_t n,
-                                       uint32_t ref, uint8_t* out) {
+namespace {
+
+template <class L>
+COMPCOLL_AVX512 bool decode_gauss_impl(const uint8_t* streams, size_t stream_bytes, const uint8_t* lane_table,
+                                       const uint8_t* raw, uint32_t n, uint32_t ref, uint8_t* out) {
   const DecodeTables& t = decode_tables();
   // Every symbol's exponent ref + d must be in range; else the portable path reports it.
   if (!t.usable || n == 0 || ref < 1u - kGaussDMin || ref + kGaussDMax > 254u) return false;
@@ -314,17 +400,10 @@ COMPCOLL_AVX512 bool decode_gauss_bf16(const uint8_t* streams, size_t stream_byt
   for (uint32_t row = 0; row < rows; ++row) {
     refill_if_low(a, base, r);
     refill_if_low(b, base, r);
-    if (row < full_rows) {
-      const __m512i ea = decode_step(a, r, 0xFFFF), eb = decode_step(b, r, 0xFFFF);
-      const __m512i raw16 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(raw + row * kLanes)));
-      _mm512_storeu_si512(out + 2 * row * kLanes, join_row(ea, eb, raw16));
-    } else {  // the last, partial row: lanes 0 .. tail-1
-      const __mmask32 live = (1u << tail) - 1;
-      const __m512i ea = decode_step(a, r, static_cast<__mmask16>(live));
-      const __m512i eb = decode_step(b, r, static_cast<__mmask16>(live >> 16));
-      const __m512i raw16 = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(live, raw + row * kLanes));
-      _mm512_mask_storeu_epi16(out + 2 * row * kLanes, live, join_row(ea, eb, raw16));
-    }
+    const __mmask32 live = row < full_rows ? 0xFFFFFFFFu : (1u << tail) - 1;  // the last row: 0 .. tail-1
+    const __m512i ea = decode_step(a, r, static_cast<__mmask16>(live));
+    const __m512i eb = decode_step(b, r, static_cast<__mmask16>(live >> 16));
+    Rows<L>::join(out, row, live, ea, eb, raw);
   }
 
   // Each lane must end exactly: its words hold the bits read plus zero padding of < 32 bits.
@@ -340,7 +419,8 @@ COMPCOLL_AVX512 bool decode_gauss_bf16(const uint8_t* streams, size_t stream_byt
   return true;
 }
 
-COMPCOLL_AVX512 size_t encode_gauss_bf16(const uint8_t* in, uint32_t n, uint8_t* out) {
+template <class L>
+COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t* out) {
   if (n == 0 || n > kMaxChunkElements) return 0;
   const EncodeTables& tab = encode_tables();
   const uint32_t rows = (n + kLanes - 1) / kLanes, full_rows = n / kLanes, tail = n % kLanes;
@@ -350,18 +430,15 @@ COMPCOLL_AVX512 size_t encode_gauss_bf16(const uint8_t* in, uint32_t n, uint8_t*
   const uint32_t raw_at = kChunkHeaderBytes + kLaneTableBytes;
   uint8_t* raw = out + raw_at;
   const __m512i byte_mask = _mm512_set1_epi16(0xFF);
+  using Layout = expbits::ChunkLayout<L>;
 
-  // Pass 1: raw bytes (sign << 7 | mantissa) and the sum and count of normal exponents.
+  // Pass 1: the raw section and the sum and count of normal exponents.
   uint64_t sum = 0, count = 0;
   for (uint32_t row0 = 0; row0 < rows; row0 += 256) {  // 16-bit sums of <= 256 rows of <= 254
     __m512i sum16 = _mm512_setzero_si512();
     const uint32_t row1 = std::min(rows, row0 + 256);
     for (uint32_t row = row0; row < row1; ++row) {
-      const __mmask32 live = live_mask(row);
-      const __m512i x = _mm512_maskz_loadu_epi16(live, in + 64 * size_t{row});
-      const __m512i e = _mm512_and_si512(_mm512_srli_epi16(x, 7), byte_mask);
-      const __m512i r = _mm512_ternarylogic_epi32(x, _mm512_srli_epi16(x, 8), _mm512_set1_epi16(0x7F), 0xE4);
-      _mm256_mask_storeu_epi8(raw + kLanes * row, live, _mm512_cvtepi16_epi8(r));
+      const __m512i e = Rows<L>::split(in, row, live_mask(row), raw);
       const __mmask32 normal = _mm512_test_epi16_mask(e, e) & _mm512_cmpneq_epi16_mask(e, byte_mask);
       sum16 = _mm512_mask_add_epi16(sum16, normal, sum16, e);
       count += static_cast<uint32_t>(__builtin_popcount(normal));
@@ -375,12 +452,12 @@ COMPCOLL_AVX512 size_t encode_gauss_bf16(const uint8_t* in, uint32_t n, uint8_t*
   // Outside [13, 247] some exponents near the reference are escapes by range, not by
   // distance; the portable encoder handles such chunks.
   if (ref < 1u - kGaussDMin || ref + kGaussDMax > 254u) return 0;
-  const uint32_t raw_bytes = align_up(n, 4);
-  std::memset(raw + n, 0, raw_bytes - n);
+  const uint32_t raw_bytes = Layout::raw_bytes(n);
+  std::memset(raw + n * L::kRawBytes, 0, raw_bytes - n * L::kRawBytes);
 
   // Pass 2: per row, each element's symbol, code and length (16-bit lanes); per three rows
   // and lane, one code of up to 54 bits appended to the lane's scratch stream.
-  const uint32_t max_lane_bytes = 4 * expbits::ChunkLayout<expbits::Bf16Layout>::max_lane_words(n);
+  const uint32_t max_lane_bytes = 4 * Layout::max_lane_words(n);
   const uint32_t stride = max_lane_bytes + 16;
   thread_local std::vector<uint8_t> scratch;
   if (scratch.size() < size_t{kLanes} * stride) scratch.resize(size_t{kLanes} * stride);
@@ -403,8 +480,7 @@ COMPCOLL_AVX512 size_t encode_gauss_bf16(const uint8_t* in, uint32_t n, uint8_t*
     for (uint32_t t = 0; t < 3; ++t) {
       const uint32_t row = row0 + t;
       const __mmask32 live = row < rows ? live_mask(row) : 0;
-      const __m512i x = _mm512_maskz_loadu_epi16(live, in + 64 * size_t{row < rows ? row : 0});
-      const __m512i e = _mm512_and_si512(_mm512_srli_epi16(x, 7), byte_mask);
+      const __m512i e = Rows<L>::exponents(in, row < rows ? row : 0, live);
       const __m512i d = _mm512_sub_epi16(e, base);
       const __mmask32 near = _mm512_cmplt_epu16_mask(d, twenty);
       const __mmask32 zero = _mm512_testn_epi16_mask(e, e);
@@ -451,11 +527,11 @@ COMPCOLL_AVX512 size_t encode_gauss_bf16(const uint8_t* in, uint32_t n, uint8_t*
     total += words[j];
   }
   const size_t coded = raw_at + raw_bytes + 4 * total;
-  const size_t stored = expbits::ChunkLayout<expbits::Bf16Layout>::stored_bytes(n);
+  const size_t stored = Layout::stored_bytes(n);
   if (coded >= stored) {  // the stored form, as the portable encoder writes it
     std::memset(out, 0, stored);
     out[0] = kModeStored;
-    std::memcpy(out + kChunkHeaderBytes, in, size_t{n} * 2);
+    std::memcpy(out + kChunkHeaderBytes, in, size_t{n} * sizeof(typename L::Bits));
     return stored;
   }
   out[0] = kModeCoded;
@@ -468,6 +544,31 @@ COMPCOLL_AVX512 size_t encode_gauss_bf16(const uint8_t* in, uint32_t n, uint8_t*
     stream += 4 * size_t{words[j]};
   }
   return coded;
+}
+
+}  // namespace
+
+// The target attribute does not carry over to template instantiations reliably, so each
+// public specialization is an ordinary function that carries it.
+template <>
+COMPCOLL_AVX512 bool decode_gauss<expbits::Bf16Layout>(const uint8_t* streams, size_t stream_bytes,
+                                                       const uint8_t* lane_table, const uint8_t* raw,
+                                                       uint32_t n, uint32_t ref, uint8_t* out) {
+  return decode_gauss_impl<expbits::Bf16Layout>(streams, stream_bytes, lane_table, raw, n, ref, out);
+}
+template <>
+COMPCOLL_AVX512 bool decode_gauss<expbits::Fp32Layout>(const uint8_t* streams, size_t stream_bytes,
+                                                       const uint8_t* lane_table, const uint8_t* raw,
+                                                       uint32_t n, uint32_t ref, uint8_t* out) {
+  return decode_gauss_impl<expbits::Fp32Layout>(streams, stream_bytes, lane_table, raw, n, ref, out);
+}
+template <>
+COMPCOLL_AVX512 size_t encode_gauss<expbits::Bf16Layout>(const uint8_t* in, uint32_t n, uint8_t* out) {
+  return encode_gauss_impl<expbits::Bf16Layout>(in, n, out);
+}
+template <>
+COMPCOLL_AVX512 size_t encode_gauss<expbits::Fp32Layout>(const uint8_t* in, uint32_t n, uint8_t* out) {
+  return encode_gauss_impl<expbits::Fp32Layout>(in, n, out);
 }
 
 }  // namespace compcoll::detail::avx512

@@ -234,6 +234,11 @@ bool finish_lanes(LaneCursor* c, Step step) {
 
 enum class Kind { Gauss, Entropy };
 
+// gauss-exp dtypes with an AVX-512 path (codec/exponent_avx512.h), taken where the CPU has it.
+template <class L>
+constexpr bool kHasAvx512Path =
+    std::is_same_v<L, expbits::Bf16Layout> || std::is_same_v<L, expbits::Fp32Layout>;
+
 template <Kind K>
 class ExponentCodec final : public Codec {
  public:
@@ -301,9 +306,9 @@ class ExponentCodec final : public Codec {
 
   template <class L>
   static size_t encode(const uint8_t* in, uint32_t n, uint8_t* out) {
-    if constexpr (K == Kind::Gauss && std::is_same_v<L, expbits::Bf16Layout>) {
+    if constexpr (K == Kind::Gauss && kHasAvx512Path<L>) {
       if (avx512::enabled())
-        if (const size_t size = avx512::encode_gauss_bf16(in, n, out)) return size;
+        if (const size_t size = avx512::encode_gauss<L>(in, n, out)) return size;
     }
     // Each element's key (L::key, one byte: what decides its lane-stream bits) from one
     // in-order pass the compiler vectorizes; the lanes then read keys only.
@@ -453,9 +458,9 @@ class ExponentCodec final : public Codec {
     // The fast decoders need a complete code (every bit pattern starts a code word) and no
     // extra bits (bf16, fp32). A chunk they do not accept as clean is decoded again by the
     // generic loops, which report the first bad element.
-    if constexpr (K == Kind::Gauss && std::is_same_v<L, expbits::Bf16Layout>) {
+    if constexpr (K == Kind::Gauss && kHasAvx512Path<L>) {
       if (avx512::enabled() &&
-          avx512::decode_gauss_bf16(lane_stream[0], 4 * total_words, lane_table, raw, n, gauss.ref, out_bytes))
+          avx512::decode_gauss<L>(lane_stream[0], 4 * total_words, lane_table, raw, n, gauss.ref, out_bytes))
         return {};
     }
     if constexpr (L::kExtraBits == 0) {

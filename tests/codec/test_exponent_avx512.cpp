@@ -1,4 +1,4 @@
-// tests/codec/test_exponent_avx512.cpp — the AVX-512 gauss-exp bf16 paths
+// tests/codec/test_exponent_avx512.cpp — the AVX-512 gauss-exp paths (bf16, fp32)
 // (codec/exponent_avx512.cpp) against the portable host paths: the same stream bytes for
 // every size, chunk size and kind of value; the same values from every stream; and on
 // damaged streams the same error, word for word. On a CPU without the instructions every
@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "codec/codec.h"
 #include "codec/exponent_avx512.h"
+#include "codec/exponent_bits.h"
 #include "codec/format.h"
 #include "io/tensor_file.h"
 #include "test_util.h"
@@ -34,13 +36,13 @@ struct SimdSwitch {
   ~SimdSwitch() { simd::set_enabled(true); }
 };
 
-// n bf16 values of a kind: 0 Gaussian, 1 heavy tails (escapes), 2 a third zeros, 3 tiny
-// values (reference below 13: portable encoder), 4 Inf / NaN / -0 sprinkled, 5 one value,
-// 6 uniform random bits (stored chunks), 7 huge values (reference above 247).
-std::vector<uint8_t> bf16_of_kind(size_t n, int kind, uint64_t seed) {
-  if (kind == 6) return test::random_bytes(2 * n, seed);
+// n values of a kind: 0 Gaussian, 1 heavy tails (escapes), 2 a third zeros, 3 tiny values
+// (reference below 13: portable encoder), 4 Inf / NaN / -0 sprinkled, 5 one value, 6 uniform
+// random bits (stored chunks), 7 huge values (reference above 247).
+std::vector<uint8_t> values_of_kind(DType dtype, size_t n, int kind, uint64_t seed) {
+  if (kind == 6) return test::random_bytes(dtype_size(dtype) * n, seed);
   test::SplitMix64 rng{seed};
-  std::vector<uint8_t> out(2 * n);
+  std::vector<uint8_t> out(dtype_size(dtype) * n);
   for (size_t i = 0; i < n; ++i) {
     double v = rng.normal();
     switch (kind) {
@@ -58,16 +60,16 @@ std::vector<uint8_t> bf16_of_kind(size_t n, int kind, uint64_t seed) {
       case 7: v *= 1e37; break;
       default: v = 1.5; break;
     }
-    store_from_float(DType::BF16, out.data(), i, static_cast<float>(v));
+    store_from_float(dtype, out.data(), i, static_cast<float>(v));
   }
   return out;
 }
 
-std::vector<uint8_t> encode_with(bool on, const std::vector<uint8_t>& in, uint32_t chunk) {
+std::vector<uint8_t> encode_with(bool on, DType dtype, const std::vector<uint8_t>& in, uint32_t chunk) {
   simd::set_enabled(on);
   EncodeOptions opt;
   opt.chunk_elements = chunk;
-  return encode(*find_codec("gauss-exp"), DType::BF16, in.data(), in.size() / 2, opt);
+  return encode(*find_codec("gauss-exp"), dtype, in.data(), in.size() / dtype_size(dtype), opt);
 }
 
 // decode() with the switch as given: the error message, or "" and the values in *out.
@@ -81,9 +83,9 @@ std::string decode_with(bool on, const std::vector<uint8_t>& stream, size_t byte
   return {};
 }
 
-void check_same(const std::vector<uint8_t>& in, uint32_t chunk) {
-  const auto portable = encode_with(false, in, chunk);
-  const auto fast = encode_with(true, in, chunk);
+void check_same(DType dtype, const std::vector<uint8_t>& in, uint32_t chunk) {
+  const auto portable = encode_with(false, dtype, in, chunk);
+  const auto fast = encode_with(true, dtype, in, chunk);
   REQUIRE(fast == portable);
   std::vector<uint8_t> a(in.size(), 0x11), b(in.size(), 0x22);
   CHECK(decode_with(false, fast, in.size(), &a).empty());
@@ -94,76 +96,93 @@ void check_same(const std::vector<uint8_t>& in, uint32_t chunk) {
 
 }  // namespace
 
-TEST_CASE("AVX-512 gauss-exp bf16 runs on coded chunks", "[codec]") {
+TEST_CASE("AVX-512 gauss-exp runs on coded chunks", "[codec]") {
   SKIP_WITHOUT_AVX512();
   SimdSwitch guard;
   // Called directly, so a silent fallback to the portable paths would fail here.
-  const auto in = test::gaussian_bytes(DType::BF16, format::kDefaultChunkElements, 0.02, 5);
-  std::vector<uint8_t> chunk(4 * in.size());
-  const size_t size = simd::encode_gauss_bf16(in.data(), format::kDefaultChunkElements, chunk.data());
-  REQUIRE(size > 0);
-  REQUIRE(chunk[0] == format::kModeCoded);
-  const size_t streams_at = format::kChunkHeaderBytes + format::kLaneTableBytes + format::kDefaultChunkElements;
-  std::vector<uint8_t> out(in.size());
-  CHECK(simd::decode_gauss_bf16(chunk.data() + streams_at, size - streams_at,
-                                chunk.data() + format::kChunkHeaderBytes,
-                                chunk.data() + format::kChunkHeaderBytes + format::kLaneTableBytes,
-                                format::kDefaultChunkElements, chunk[1], out.data()));
-  CHECK(out == in);
-  // A reference the fixed range cannot serve is left to the portable encoder.
-  const auto tiny = bf16_of_kind(1024, 3, 6);
-  CHECK(simd::encode_gauss_bf16(tiny.data(), 1024, chunk.data()) == 0);
+  const auto run = [](auto layout, DType dtype) {
+    using L = decltype(layout);
+    constexpr uint32_t n = format::kDefaultChunkElements;
+    const auto in = test::gaussian_bytes(dtype, n, 0.02, 5);
+    std::vector<uint8_t> chunk(2 * in.size());
+    const size_t size = simd::encode_gauss<L>(in.data(), n, chunk.data());
+    REQUIRE(size > 0);
+    REQUIRE(chunk[0] == format::kModeCoded);
+    const size_t raw_at = format::kChunkHeaderBytes + format::kLaneTableBytes;
+    const size_t streams_at = raw_at + expbits::ChunkLayout<L>::raw_bytes(n);
+    std::vector<uint8_t> out(in.size());
+    CHECK(simd::decode_gauss<L>(chunk.data() + streams_at, size - streams_at, chunk.data() + format::kChunkHeaderBytes,
+                                chunk.data() + raw_at, n, chunk[1], out.data()));
+    CHECK(out == in);
+    // A reference the fixed range cannot serve is left to the portable encoder.
+    const auto tiny = values_of_kind(dtype, 1024, 3, 6);
+    CHECK(simd::encode_gauss<L>(tiny.data(), 1024, chunk.data()) == 0);
+  };
+  run(expbits::Bf16Layout{}, DType::BF16);
+  run(expbits::Fp32Layout{}, DType::FP32);
 }
 
-TEST_CASE("AVX-512 gauss-exp bf16 writes and reads the portable bytes", "[codec]") {
+TEST_CASE("AVX-512 gauss-exp writes and reads the portable bytes", "[codec]") {
   SKIP_WITHOUT_AVX512();
   SimdSwitch guard;
+  const DType dtype = GENERATE(DType::BF16, DType::FP32);
   const uint32_t chunk = GENERATE(32u, 96u, 1024u, format::kDefaultChunkElements, format::kMaxChunkElements);
   const int kind = GENERATE(0, 1, 2, 3, 4, 5, 6, 7);
-  CAPTURE(chunk, kind);
-  std::vector<size_t> sizes = {0, 1, 31, 32, 33, 64, 65, 95, 97, chunk - 1, chunk, chunk + 1,
+  CAPTURE(dtype_name(dtype), chunk, kind);
+  std::vector<size_t> sizes = {0, 1, 15, 16, 17, 31, 32, 33, 64, 65, 95, 97, chunk - 1, chunk, chunk + 1,
                                2 * size_t{chunk} + 17};
   test::SplitMix64 rng{static_cast<uint64_t>(chunk) * 31 + kind};
   for (int i = 0; i < 3; ++i) sizes.push_back(rng.next() % (3 * size_t{chunk}));
   for (size_t n : sizes) {
     CAPTURE(n);
-    check_same(bf16_of_kind(n, kind, n * 13 + kind), chunk);
+    check_same(dtype, values_of_kind(dtype, n, kind, n * 13 + kind), chunk);
   }
 }
 
-TEST_CASE("AVX-512 gauss-exp bf16 on every bit pattern and the real tensors", "[codec]") {
+TEST_CASE("AVX-512 gauss-exp on every exponent, bf16 bit pattern and real tensor", "[codec]") {
   SKIP_WITHOUT_AVX512();
   SimdSwitch guard;
   std::vector<uint8_t> all(65536 * 2);
   for (uint32_t v = 0; v < 65536; ++v) format::store_u16(all.data() + 2 * v, static_cast<uint16_t>(v));
-  check_same(all, format::kDefaultChunkElements);
-  // Every exponent next to an ordinary reference: chunks of Gaussians with one of each.
-  auto mixed = test::gaussian_bytes(DType::BF16, 4096, 1.0, 8);
-  for (uint32_t e = 0; e < 256; ++e) format::store_u16(mixed.data() + 2 * (e * 13), static_cast<uint16_t>(e << 7 | (e & 0x7F)));
-  check_same(mixed, 1024);
+  check_same(DType::BF16, all, format::kDefaultChunkElements);
+  // Every exponent (with random sign and mantissa) next to an ordinary reference.
+  test::SplitMix64 rng{8};
+  auto bf16 = test::gaussian_bytes(DType::BF16, 4096, 1.0, 8);
+  auto fp32 = test::gaussian_bytes(DType::FP32, 4096, 1.0, 8);
+  for (uint32_t e = 0; e < 256; ++e) {
+    const uint32_t r = static_cast<uint32_t>(rng.next());
+    format::store_u16(bf16.data() + 2 * (e * 13), static_cast<uint16_t>((r & 0x807F) | e << 7));
+    format::store_u32(fp32.data() + 4 * (e * 13), (r & 0x807FFFFFu) | e << 23);
+  }
+  check_same(DType::BF16, bf16, 1024);
+  check_same(DType::FP32, fp32, 1024);
   int files = 0;
   for (const auto& path : test::real_tensor_files()) {
-    if (path.filename().string().find(".bf16.") == std::string::npos) continue;
-    CAPTURE(path.filename().string());
-    for (const TensorData& t : load_tensors(path.string(), DType::BF16)) {
-      check_same(t.bytes, format::kDefaultChunkElements);
+    const std::string name = path.filename().string();
+    const bool is_bf16 = name.find(".bf16.") != std::string::npos;
+    CAPTURE(name);
+    for (const TensorData& t : load_tensors(path.string(), is_bf16 ? std::optional(DType::BF16) : std::nullopt)) {
+      if (t.dtype == DType::FP16) continue;
+      check_same(t.dtype, t.bytes, format::kDefaultChunkElements);
       ++files;
     }
   }
-  if (files == 0) WARN("SKIPPED: no bf16 tensors under " << test::test_data_dir());
+  if (files == 0) WARN("SKIPPED: no tensors under " << test::test_data_dir());
 }
 
-TEST_CASE("AVX-512 gauss-exp bf16 reports damage exactly as the portable decoder", "[codec]") {
+TEST_CASE("AVX-512 gauss-exp reports damage exactly as the portable decoder", "[codec]") {
   SKIP_WITHOUT_AVX512();
   SimdSwitch guard;
+  const DType dtype = GENERATE(DType::BF16, DType::FP32);
   const int kind = GENERATE(0, 2, 4, 5);  // kinds whose chunk is coded, not stored
   const uint32_t n = GENERATE(1000u, 4096u);
-  CAPTURE(kind, n);
-  const auto in = bf16_of_kind(n, kind, 77 + kind);
-  const auto clean = encode_with(true, in, format::align_up(n, format::kLanes));
+  CAPTURE(dtype_name(dtype), kind, n);
+  const auto in = values_of_kind(dtype, n, kind, 77 + kind);
+  const auto clean = encode_with(true, dtype, in, format::align_up(n, format::kLanes));
   const size_t chunk_at = format::kHeaderBytes + format::kOffsetEntryBytes;
   REQUIRE(clean[chunk_at] == format::kModeCoded);
-  const size_t streams_at = chunk_at + format::kChunkHeaderBytes + format::kLaneTableBytes + format::align_up(n, 4);
+  const size_t raw_at = chunk_at + format::kChunkHeaderBytes + format::kLaneTableBytes;
+  const size_t streams_at = raw_at + format::align_up(n * (dtype == DType::BF16 ? 1 : 3), 4);
   test::SplitMix64 rng{n + 3u * kind};
   int failures = 0, decoded = 0;
   for (int trial = 0; trial < 200; ++trial) {
@@ -172,7 +191,7 @@ TEST_CASE("AVX-512 gauss-exp bf16 reports damage exactly as the portable decoder
     const int flips = 1 + static_cast<int>(rng.next() % 4);
     for (int f = 0; f < flips; ++f) {
       // Mostly the lane streams; sometimes the reference or the raw section.
-      const size_t from = trial % 7 == 6 ? chunk_at + 1 : trial % 7 == 5 ? chunk_at + 68 : streams_at;
+      const size_t from = trial % 7 == 6 ? chunk_at + 1 : trial % 7 == 5 ? raw_at : streams_at;
       const size_t at = from + rng.next() % (trial % 7 == 6 ? 1 : stream.size() - from);
       stream[at] ^= static_cast<uint8_t>(1u << (rng.next() % 8));
     }
