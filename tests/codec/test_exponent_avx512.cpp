@@ -5,9 +5,6 @@
 // case says SKIPPED.
 #include <catch2/catch.hpp>
 
-#include <cmath>
-#include <cstring>
-#include <limits>
 #include <optional>
 #include <string>
 
@@ -36,34 +33,7 @@ struct SimdSwitch {
   ~SimdSwitch() { simd::set_enabled(true); }
 };
 
-// n values of a kind: 0 Gaussian, 1 heavy tails (escapes), 2 a third zeros, 3 tiny values
-// (reference below 13: portable encoder), 4 Inf / NaN / -0 sprinkled, 5 one value, 6 uniform
-// random bits (stored chunks), 7 huge values (reference above 247).
-std::vector<uint8_t> values_of_kind(DType dtype, size_t n, int kind, uint64_t seed) {
-  if (kind == 6) return test::random_bytes(dtype_size(dtype) * n, seed);
-  test::SplitMix64 rng{seed};
-  std::vector<uint8_t> out(dtype_size(dtype) * n);
-  for (size_t i = 0; i < n; ++i) {
-    double v = rng.normal();
-    switch (kind) {
-      case 0: v *= 0.02; break;
-      case 1: v *= std::exp(rng.normal() * 6); break;
-      case 2: v = rng.uniform() < 0.33 ? 0.0 : v; break;
-      case 3: v *= 1e-36; break;
-      case 4: {
-        const double u = rng.uniform();
-        if (u < 0.01) v = std::numeric_limits<double>::infinity();
-        else if (u < 0.02) v = std::numeric_limits<double>::quiet_NaN();
-        else if (u < 0.03) v = -0.0;
-        break;
-      }
-      case 7: v *= 1e37; break;
-      default: v = 1.5; break;
-    }
-    store_from_float(dtype, out.data(), i, static_cast<float>(v));
-  }
-  return out;
-}
+using test::values_of_kind;  // kinds 0..7; 3 (tiny) has references below 13
 
 std::vector<uint8_t> encode_with(bool on, DType dtype, const std::vector<uint8_t>& in, uint32_t chunk) {
   simd::set_enabled(on);

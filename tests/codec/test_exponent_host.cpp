@@ -19,31 +19,7 @@ using namespace compcoll;
 
 namespace {
 
-// n values of a kind: 0 Gaussian, 1 heavy tails (many gauss-exp escapes), 2 a third zeros,
-// 3 subnormals and tiny values, 4 Inf / NaN / -0 sprinkled, 5 one value.
-std::vector<uint8_t> values_of_kind(DType dtype, size_t n, int kind, uint64_t seed) {
-  test::SplitMix64 rng{seed};
-  std::vector<uint8_t> out(n * dtype_size(dtype));
-  for (size_t i = 0; i < n; ++i) {
-    double v = rng.normal();
-    switch (kind) {
-      case 0: v *= 0.02; break;
-      case 1: v *= std::exp(rng.normal() * 6); break;
-      case 2: v = rng.uniform() < 0.33 ? 0.0 : v; break;
-      case 3: v *= dtype == DType::FP16 ? 1e-6 : 1e-39; break;
-      case 4: {
-        const double u = rng.uniform();
-        if (u < 0.01) v = std::numeric_limits<double>::infinity();
-        else if (u < 0.02) v = std::numeric_limits<double>::quiet_NaN();
-        else if (u < 0.03) v = -0.0;
-        break;
-      }
-      default: v = 1.5; break;
-    }
-    store_from_float(dtype, out.data(), i, static_cast<float>(v));
-  }
-  return out;
-}
+using test::values_of_kind;
 
 // One coded chunk's tables, rebuilt with the shared functions.
 struct ChunkTables {
