@@ -147,7 +147,7 @@ COMPCOLL_AVX512 inline void refill(Lanes& l, const uint8_t* base, const DecodeRe
 }
 
 // Refills only when some lane holds fewer bits than its next element may need (18: an
-// escape), so one gather serves about ten elements rather than three.
+// escape), so a gather usually serves several rows rather than a fixed three.
 COMPCOLL_AVX512 inline void refill_if_low(Lanes& l, const uint8_t* base, const DecodeRegs& r) {
   if (_mm512_cmplt_epu32_mask(l.valid, _mm512_set1_epi32(kMaxElementBits))) refill(l, base, r);
 }
@@ -160,7 +160,8 @@ COMPCOLL_AVX512 inline __m512i decode_step(Lanes& l, const DecodeRegs& r, __mmas
   __m512i ex = _mm512_maskz_permutex2var_epi8(kLowBytes, r.l1_exp_a, l.lo, r.l1_exp_b);
   const __mmask16 is_long = _mm512_testn_epi32_mask(len, len);
   if (is_long) {
-    // (next 4 bits) | slot << 4, as the low word's 5 index bits.
+    // (next 4 bits) | slot << 4, as the low word's 5 index bits (ternary 0xE4: C ? A : B,
+    // bit by bit, with C = 0xF).
     const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi32(l.lo, kShortBits),
                                                   _mm512_slli_epi32(ex, 4),
                                                   _mm512_set1_epi32(0xF), 0xE4);
@@ -217,19 +218,20 @@ struct Rows<expbits::Bf16Layout> {
 
 template <>
 struct Rows<expbits::Fp32Layout> {
-  // Byte k of 16 packed 24-bit raw values <-> byte k of 16 32-bit lanes (the top byte zero).
-  COMPCOLL_AVX512 static __m512i pack3() {
-    alignas(64) uint8_t idx[64] = {};
+  // Byte permutes between 16 packed 24-bit raw values (48 bytes) and 16 32-bit lanes.
+  struct Permutes {
+    alignas(64) uint8_t pack[64];    // lane bytes 0..2 -> packed
+    alignas(64) uint8_t unpack[64];  // packed -> lane bytes 0..2 (byte 3 masked to zero)
+  };
+  static constexpr Permutes kPermutes = [] {
+    Permutes p{};
     for (uint32_t i = 0; i < 16; ++i)
-      for (uint32_t j = 0; j < 3; ++j) idx[3 * i + j] = static_cast<uint8_t>(4 * i + j);
-    return _mm512_load_si512(idx);
-  }
-  COMPCOLL_AVX512 static __m512i unpack3() {
-    alignas(64) uint8_t idx[64] = {};
-    for (uint32_t i = 0; i < 16; ++i)
-      for (uint32_t j = 0; j < 3; ++j) idx[4 * i + j] = static_cast<uint8_t>(3 * i + j);
-    return _mm512_load_si512(idx);
-  }
+      for (uint32_t j = 0; j < 3; ++j) {
+        p.pack[3 * i + j] = static_cast<uint8_t>(4 * i + j);
+        p.unpack[4 * i + j] = static_cast<uint8_t>(3 * i + j);
+      }
+    return p;
+  }();
   static constexpr __mmask64 kLow3 = 0x7777777777777777ull;  // bytes 0..2 of each 32-bit lane
   // Raw-section bytes of the first c elements of a half row.
   static __mmask64 raw_mask(__mmask16 live) {
@@ -250,7 +252,7 @@ struct Rows<expbits::Fp32Layout> {
     const uint8_t* p = in + 128 * size_t{row};
     const __m512i x[2] = {_mm512_maskz_loadu_epi32(static_cast<__mmask16>(live), p),
                           _mm512_maskz_loadu_epi32(static_cast<__mmask16>(live >> 16), p + 64)};
-    const __m512i pack = pack3();
+    const __m512i pack = _mm512_load_si512(kPermutes.pack);
     for (uint32_t h = 0; h < 2; ++h) {
       // sign << 23 | mantissa: 24 bits, then 3 bytes per element.
       const __m512i r = _mm512_ternarylogic_epi32(x[h], _mm512_srli_epi32(x[h], 8), _mm512_set1_epi32(0x7FFFFF), 0xE4);
@@ -261,7 +263,7 @@ struct Rows<expbits::Fp32Layout> {
   }
   COMPCOLL_AVX512 static void join(uint8_t* out, uint32_t row, __mmask32 live, __m512i ea, __m512i eb,
                                    const uint8_t* raw) {
-    const __m512i unpack = unpack3();
+    const __m512i unpack = _mm512_load_si512(kPermutes.unpack);
     const __m512i e[2] = {ea, eb};
     for (uint32_t h = 0; h < 2; ++h) {
       const __mmask16 lh = static_cast<__mmask16>(live >> (16 * h));
@@ -392,7 +394,7 @@ COMPCOLL_AVX512 bool decode_gauss_impl(const uint8_t* streams, size_t stream_byt
     start[j] = 32 * at;
     at += words[j];
   }
-  Lanes a{_mm512_load_si512(start), {}, {}}, b{_mm512_load_si512(start + 16), {}, {}};
+  Lanes a{_mm512_load_si512(start), {}, {}, {}}, b{_mm512_load_si512(start + 16), {}, {}, {}};  // refilled below
 
   const uint32_t full_rows = n / kLanes, rows = (n + kLanes - 1) / kLanes, tail = n % kLanes;
   refill(a, base, r);
