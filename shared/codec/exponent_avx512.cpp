@@ -23,7 +23,9 @@
 #include "codec/exponent_avx512.h"
 
 // GCC 12 warns about the intrinsics headers' deliberately undefined vectors (_mm512_undefined_*).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
