@@ -68,8 +68,13 @@ const expbits::PrefixCode& gauss_code() {
 constexpr uint32_t kShortBits = 7;   // first-level table: codes of up to 7 bits
 constexpr uint32_t kLongBits = 4;    // second level: the next 4 bits (codes of up to 11)
 constexpr uint32_t kLongSlots = 2;   // 7-bit prefixes that start longer codes
-constexpr uint16_t kEscMarker = 0x100;
-constexpr int kMaxElementBits = 18;  // the escape: 10-bit code + 8-bit exponent
+// Per-chunk exponent tables: what a decoded symbol stands for besides an exponent.
+constexpr uint8_t kBadShort = 0xFF;     // first level: ref + d out of range
+constexpr uint16_t kEscMarker = 0x100;  // second level: an escape (its exponent follows)
+constexpr uint16_t kBadLong = 0x200;    // second level: ref + d out of range
+// Longest element: the escape's 10-bit code, then an 8-bit exponent (bf16, fp32) or a 5-bit
+// exponent and 3 extra bits (fp16).
+constexpr int kMaxElementBits = 18;
 
 // The fixed code split into the two tables the decoder permutes from, independent of the
 // chunk: symbols and lengths. `usable` is false if the code did not fit the scheme (it does;
@@ -79,7 +84,7 @@ struct DecodeTables {
   uint32_t esc_len = 0;              // the escape's code length
   alignas(64) uint8_t l1_len[128];   // code length, 0: a longer code starts here
   uint8_t l1_sym[128];               // symbol, or for a longer code its prefix slot
-  alignas(64) uint16_t l2_len[32];   // slot * 16 + next 4 bits: code length (+ 8: escape)
+  uint16_t l2_len[32];               // slot * 16 + next 4 bits: code length
   uint16_t l2_sym[32];
 };
 
@@ -89,7 +94,7 @@ const DecodeTables& decode_tables() {
     const expbits::PrefixCode& pc = gauss_code();
     uint32_t slots = 0;
     t.esc_len = pc.length[kGaussSymEsc];
-    if (t.esc_len + 8 > kMaxElementBits) return t;
+    if (t.esc_len + 8 > kMaxElementBits) return t;  // an escape's exponent and extra bits: <= 8
     for (uint32_t idx = 0; idx < 128; ++idx) {
       const uint16_t e = pc.lut[idx];
       const uint32_t len = e & 0xFu, sym = e >> 4;
@@ -108,7 +113,7 @@ const DecodeTables& decode_tables() {
         const uint16_t e2 = pc.lut[idx | (next << kShortBits)];
         const uint32_t len2 = e2 & 0xFu, sym2 = e2 >> 4;
         if (len2 <= kShortBits || len2 > kShortBits + kLongBits) return t;
-        t.l2_len[slot * 16 + next] = static_cast<uint16_t>(len2 + (sym2 == kGaussSymEsc ? 8 : 0));
+        t.l2_len[slot * 16 + next] = static_cast<uint16_t>(len2);
         t.l2_sym[slot * 16 + next] = static_cast<uint16_t>(sym2);
       }
     }
@@ -118,9 +123,11 @@ const DecodeTables& decode_tables() {
   return tables;
 }
 
-// Exponent of a non-escape symbol under reference ref (13 <= ref <= 247: all in range).
-inline uint32_t symbol_exponent(uint32_t sym, uint32_t ref) {
-  return sym == kGaussSymZero ? 0u : ref + sym + kGaussDMin;
+// Exponent of a non-escape symbol under reference ref, or -1 where ref + d is out of range
+// (the portable decoder's kBadExponent).
+template <class L>
+int symbol_exponent(uint32_t sym, uint32_t ref) {
+  return expbits::GaussSymbols{ref}.exponent<L>(sym);
 }
 
 // 16 lanes' decode state: bit position (relative to the streams' start), the next stream
@@ -134,6 +141,9 @@ struct DecodeRegs {
   __m512i limit, even, odd, seven;
   uint32_t esc_len;
 };
+
+// The number of ones in a mask that is a prefix (lanes 0 .. c-1).
+inline uint32_t prefix_count(uint32_t live) { return static_cast<uint32_t>(__builtin_popcount(live)); }
 
 COMPCOLL_AVX512 inline void refill(Lanes& l, const uint8_t* base, const DecodeRegs& r) {
   const __m512i p = _mm512_min_epu32(l.pos, r.limit);
@@ -155,12 +165,17 @@ COMPCOLL_AVX512 inline void refill_if_low(Lanes& l, const uint8_t* base, const D
 }
 
 // One element of each of the 16 lanes (only lanes in `active` advance): returns the
-// exponents, one per 32-bit lane.
-COMPCOLL_AVX512 inline __m512i decode_step(Lanes& l, const DecodeRegs& r, __mmask16 active) {
+// exponent, and for fp16 the extra bits << 8, one per 32-bit lane. With kCheck (a chunk whose
+// reference puts some symbols out of range), active lanes that decode such a symbol are
+// added to *bad.
+template <class L, bool kCheck>
+COMPCOLL_AVX512 inline __m512i decode_step(Lanes& l, const DecodeRegs& r, __mmask16 active, __mmask16* bad) {
   constexpr __mmask64 kLowBytes = 0x1111111111111111ull;
   __m512i len = _mm512_maskz_permutex2var_epi8(kLowBytes, r.l1_len_a, l.lo, r.l1_len_b);
   __m512i ex = _mm512_maskz_permutex2var_epi8(kLowBytes, r.l1_exp_a, l.lo, r.l1_exp_b);
   const __mmask16 is_long = _mm512_testn_epi32_mask(len, len);
+  if constexpr (kCheck)
+    *bad |= _mm512_mask_cmpeq_epi32_mask(active & ~is_long, ex, _mm512_set1_epi32(kBadShort));
   if (is_long) {
     // (next 4 bits) | slot << 4, as the low word's 5 index bits (ternary 0xE4: C ? A : B,
     // bit by bit, with C = 0xF).
@@ -170,11 +185,18 @@ COMPCOLL_AVX512 inline __m512i decode_step(Lanes& l, const DecodeRegs& r, __mmas
     constexpr __mmask32 kLowWords = 0x55555555u;
     const __m512i len2 = _mm512_maskz_permutexvar_epi16(kLowWords, idx, r.l2_len);
     __m512i ex2 = _mm512_maskz_permutexvar_epi16(kLowWords, idx, r.l2_exp);
+    if constexpr (kCheck)
+      *bad |= _mm512_mask_cmpeq_epi32_mask(active & is_long, ex2, _mm512_set1_epi32(kBadLong));
     const __mmask16 esc = _mm512_mask_cmpeq_epi32_mask(is_long, ex2, _mm512_set1_epi32(kEscMarker));
     ex2 = _mm512_mask_and_epi32(ex2, esc, _mm512_srl_epi32(l.lo, _mm_cvtsi32_si128(static_cast<int>(r.esc_len))),
-                                _mm512_set1_epi32(0xFF));
+                                _mm512_set1_epi32((1 << L::kExpBits) - 1));
     len = _mm512_mask_mov_epi32(len, is_long, len2);
     ex = _mm512_mask_mov_epi32(ex, is_long, ex2);
+  }
+  if constexpr (L::kExtraBits != 0) {  // fp16: sign, mantissa bits 9 and 8 after the code
+    const __m512i extra = _mm512_and_si512(_mm512_srlv_epi32(l.lo, len), _mm512_set1_epi32((1 << L::kExtraBits) - 1));
+    ex = _mm512_or_si512(ex, _mm512_slli_epi32(extra, 8));
+    len = _mm512_add_epi32(len, _mm512_set1_epi32(L::kExtraBits));
   }
   len = _mm512_maskz_mov_epi32(active, len);
   l.lo = _mm512_shrdv_epi32(l.lo, l.hi, len);
@@ -237,7 +259,7 @@ struct Rows<expbits::Fp32Layout> {
   static constexpr __mmask64 kLow3 = 0x7777777777777777ull;  // bytes 0..2 of each 32-bit lane
   // Raw-section bytes of the first c elements of a half row.
   static __mmask64 raw_mask(__mmask16 live) {
-    const uint32_t c = static_cast<uint32_t>(__builtin_popcount(live));  // live is a prefix
+    const uint32_t c = prefix_count(live);
     return c == 16 ? (1ull << 48) - 1 : (1ull << (3 * c)) - 1;
   }
   COMPCOLL_AVX512 static __m512i exponents_of(__m512i x0, __m512i x1) {
@@ -278,6 +300,44 @@ struct Rows<expbits::Fp32Layout> {
                                                   _mm512_set1_epi32(static_cast<int>(0x807FFFFFu)), 0xEC);
       _mm512_mask_storeu_epi32(out + 128 * size_t{row} + 64 * h, lh, v);
     }
+  }
+};
+
+template <>
+struct Rows<expbits::Fp16Layout> {
+  static constexpr uint32_t kExpMask = (1u << expbits::Fp16Layout::kExpBits) - 1;
+  COMPCOLL_AVX512 static __m512i load(const uint8_t* in, uint32_t row, __mmask32 live) {
+    return _mm512_maskz_loadu_epi16(live, in + 64 * size_t{row});
+  }
+  COMPCOLL_AVX512 static __m512i exponents(const uint8_t* in, uint32_t row, __mmask32 live) {
+    return _mm512_and_si512(_mm512_srli_epi16(load(in, row, live), 10), _mm512_set1_epi16(kExpMask));
+  }
+  // The extra bits of the lane stream: sign << 2 | mantissa bits 9..8, per 16-bit lane.
+  COMPCOLL_AVX512 static __m512i extras(const uint8_t* in, uint32_t row, __mmask32 live) {
+    const __m512i high = _mm512_srli_epi16(load(in, row, live), 8);  // sign, exponent, mantissa 9..8
+    // Ternary 0xD8 (C ? B : A) with C = 0x3: bits 1..0 from high, bit 2 (the sign) from high >> 5.
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi16(high, 5), high, _mm512_set1_epi16(0x3), 0xD8);
+  }
+  // Raw byte: mantissa bits 7..0.
+  COMPCOLL_AVX512 static __m512i split(const uint8_t* in, uint32_t row, __mmask32 live, uint8_t* raw) {
+    const __m512i x = load(in, row, live);
+    _mm256_mask_storeu_epi8(raw + kLanes * row, live, _mm512_cvtepi16_epi8(x));
+    return _mm512_and_si512(_mm512_srli_epi16(x, 10), _mm512_set1_epi16(kExpMask));
+  }
+  // ea, eb: exponent | extra << 8 per 32-bit lane.
+  COMPCOLL_AVX512 static void join(uint8_t* out, uint32_t row, __mmask32 live, __m512i ea, __m512i eb,
+                                   const uint8_t* raw) {
+    const __m512i words = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32,
+                                           30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i k = _mm512_permutex2var_epi16(ea, words, eb);  // e in bits 0..4, extra in 8..10
+    const __m512i r = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(live, raw + kLanes * row));
+    // Bit 15: the extra's sign (bit 10 of k); bits 8..9: mantissa 9..8 (same place in k);
+    // bits 10..14: the exponent; bits 0..7: the raw byte.
+    const __m512i sign_m98 = _mm512_ternarylogic_epi32(_mm512_slli_epi16(k, 5), k,
+                                                       _mm512_set1_epi16(static_cast<short>(0x8000)), 0xE4);
+    const __m512i v = _mm512_ternarylogic_epi32(sign_m98, _mm512_slli_epi16(k, 10),
+                                                _mm512_set1_epi16(static_cast<short>(0x8300)), 0xEC);
+    _mm512_mask_storeu_epi16(out + 64 * size_t{row}, live, _mm512_or_si512(v, r));
   }
 };
 
@@ -352,12 +412,31 @@ void set_enabled(bool on) { g_switch.store(on ? 1 : 0, std::memory_order_relaxed
 
 namespace {
 
+// The rows of a chunk, two vectors of lanes at a time; false if some lane decoded a symbol
+// out of range (only looked for with kCheck).
+template <class L, bool kCheck>
+COMPCOLL_AVX512 bool decode_rows(Lanes& a, Lanes& b, const uint8_t* base, const DecodeRegs& r, uint32_t n,
+                                 const uint8_t* raw, uint8_t* out) {
+  const uint32_t full_rows = n / kLanes, rows = (n + kLanes - 1) / kLanes, tail = n % kLanes;
+  __mmask16 bad = 0;
+  refill(a, base, r);
+  refill(b, base, r);
+  for (uint32_t row = 0; row < rows; ++row) {
+    refill_if_low(a, base, r);
+    refill_if_low(b, base, r);
+    const __mmask32 live = row < full_rows ? 0xFFFFFFFFu : (1u << tail) - 1;  // the last row: 0 .. tail-1
+    const __m512i ea = decode_step<L, kCheck>(a, r, static_cast<__mmask16>(live), &bad);
+    const __m512i eb = decode_step<L, kCheck>(b, r, static_cast<__mmask16>(live >> 16), &bad);
+    Rows<L>::join(out, row, live, ea, eb, raw);
+  }
+  return bad == 0;
+}
+
 template <class L>
 COMPCOLL_AVX512 bool decode_gauss_impl(const uint8_t* streams, size_t stream_bytes, const uint8_t* lane_table,
                                        const uint8_t* raw, uint32_t n, uint32_t ref, uint8_t* out) {
   const DecodeTables& t = decode_tables();
-  // Every symbol's exponent ref + d must be in range; else the portable path reports it.
-  if (!t.usable || n == 0 || ref < 1u - kGaussDMin || ref + kGaussDMax > 254u) return false;
+  if (!t.usable || n == 0) return false;
 
   // A copy of the streams with zero padding: windows are read up to 8 bytes past a
   // position clamped to the streams' end.
@@ -368,19 +447,35 @@ COMPCOLL_AVX512 bool decode_gauss_impl(const uint8_t* streams, size_t stream_byt
   std::memset(copy.data() + stream_bytes, 0, kPad);
   const uint8_t* base = copy.data();
 
+  // The tables with this chunk's reference folded in. Where ref + d leaves the exponent
+  // range for some symbols (references below 13, or near the top), they are marked and
+  // every decoded symbol is checked.
   alignas(64) uint8_t l1_exp[128];
-  alignas(64) uint16_t l2_exp[32];
-  for (uint32_t i = 0; i < 128; ++i)
-    l1_exp[i] = static_cast<uint8_t>(t.l1_len[i] ? symbol_exponent(t.l1_sym[i], ref) : t.l1_sym[i]);
-  for (uint32_t i = 0; i < 32; ++i)
-    l2_exp[i] = t.l2_sym[i] == kGaussSymEsc ? kEscMarker : static_cast<uint16_t>(symbol_exponent(t.l2_sym[i], ref));
+  alignas(64) uint16_t l2_exp[32], l2_len[32];
+  bool check = false;
+  for (uint32_t i = 0; i < 128; ++i) {
+    if (t.l1_len[i] == 0) {
+      l1_exp[i] = t.l1_sym[i];  // the slot of a longer code
+      continue;
+    }
+    const int e = symbol_exponent<L>(t.l1_sym[i], ref);
+    check |= e < 0;
+    l1_exp[i] = e < 0 ? kBadShort : static_cast<uint8_t>(e);
+  }
+  for (uint32_t i = 0; i < 32; ++i) {
+    const bool esc = t.l2_sym[i] == kGaussSymEsc;
+    const int e = esc ? 0 : symbol_exponent<L>(t.l2_sym[i], ref);
+    check |= e < 0;
+    l2_exp[i] = esc ? kEscMarker : e < 0 ? kBadLong : static_cast<uint16_t>(e);
+    l2_len[i] = static_cast<uint16_t>(t.l2_len[i] + (esc ? L::kExpBits : 0));
+  }
 
   DecodeRegs r;
   r.l1_len_a = _mm512_load_si512(t.l1_len);
   r.l1_len_b = _mm512_load_si512(t.l1_len + 64);
   r.l1_exp_a = _mm512_load_si512(l1_exp);
   r.l1_exp_b = _mm512_load_si512(l1_exp + 64);
-  r.l2_len = _mm512_load_si512(t.l2_len);
+  r.l2_len = _mm512_load_si512(l2_len);
   r.l2_exp = _mm512_load_si512(l2_exp);
   r.limit = _mm512_set1_epi32(static_cast<int>(8 * stream_bytes));
   r.even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -396,19 +491,10 @@ COMPCOLL_AVX512 bool decode_gauss_impl(const uint8_t* streams, size_t stream_byt
     start[j] = 32 * at;
     at += words[j];
   }
-  Lanes a{_mm512_load_si512(start), {}, {}, {}}, b{_mm512_load_si512(start + 16), {}, {}, {}};  // refilled below
-
-  const uint32_t full_rows = n / kLanes, rows = (n + kLanes - 1) / kLanes, tail = n % kLanes;
-  refill(a, base, r);
-  refill(b, base, r);
-  for (uint32_t row = 0; row < rows; ++row) {
-    refill_if_low(a, base, r);
-    refill_if_low(b, base, r);
-    const __mmask32 live = row < full_rows ? 0xFFFFFFFFu : (1u << tail) - 1;  // the last row: 0 .. tail-1
-    const __m512i ea = decode_step(a, r, static_cast<__mmask16>(live));
-    const __m512i eb = decode_step(b, r, static_cast<__mmask16>(live >> 16));
-    Rows<L>::join(out, row, live, ea, eb, raw);
-  }
+  Lanes a{_mm512_load_si512(start), {}, {}, {}}, b{_mm512_load_si512(start + 16), {}, {}, {}};  // refilled first
+  const bool in_range = check ? decode_rows<L, true>(a, b, base, r, n, raw, out)
+                              : decode_rows<L, false>(a, b, base, r, n, raw, out);
+  if (!in_range) return false;
 
   // Each lane must end exactly: its words hold the bits read plus zero padding of < 32 bits.
   alignas(64) uint32_t pos[kLanes];
@@ -433,7 +519,7 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
   };
   const uint32_t raw_at = kChunkHeaderBytes + kLaneTableBytes;
   uint8_t* raw = out + raw_at;
-  const __m512i byte_mask = _mm512_set1_epi16(0xFF);
+  const __m512i all_ones = _mm512_set1_epi16((1 << L::kExpBits) - 1);  // Inf / NaN
   using Layout = expbits::ChunkLayout<L>;
 
   // Pass 1: the raw section and the sum and count of normal exponents.
@@ -443,7 +529,7 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
     const uint32_t row1 = std::min(rows, row0 + 256);
     for (uint32_t row = row0; row < row1; ++row) {
       const __m512i e = Rows<L>::split(in, row, live_mask(row), raw);
-      const __mmask32 normal = _mm512_test_epi16_mask(e, e) & _mm512_cmpneq_epi16_mask(e, byte_mask);
+      const __mmask32 normal = _mm512_test_epi16_mask(e, e) & _mm512_cmpneq_epi16_mask(e, all_ones);
       sum16 = _mm512_mask_add_epi16(sum16, normal, sum16, e);
       count += static_cast<uint32_t>(__builtin_popcount(normal));
     }
@@ -453,9 +539,6 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
     sum += static_cast<uint32_t>(_mm512_reduce_add_epi32(sum32));
   }
   const uint32_t ref = expbits::gauss_reference(sum, static_cast<uint32_t>(count));
-  // Outside [13, 247] some exponents near the reference are escapes by range, not by
-  // distance; the portable encoder handles such chunks.
-  if (ref < 1u - kGaussDMin || ref + kGaussDMax > 254u) return 0;
   const uint32_t raw_bytes = Layout::raw_bytes(n);
   std::memset(raw + n * L::kRawBytes, 0, raw_bytes - n * L::kRawBytes);
 
@@ -478,6 +561,7 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
   const __m512i twenty = _mm512_set1_epi16(kGaussSymZero), esc_sym = _mm512_set1_epi16(kGaussSymEsc);
   alignas(64) uint16_t cl[3][kLanes];   // code | length << 12, per row of the three
   alignas(64) uint16_t esc[3][kLanes];  // an escape's exponent, else 0
+  alignas(64) uint16_t extra[3][kLanes];  // fp16: the extra bits
   alignas(64) uint64_t vals[kLanes], ptrs[kLanes];
   for (uint32_t row0 = 0; row0 < rows; row0 += 3) {
     bool any_esc = false;
@@ -486,13 +570,16 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
       const __mmask32 live = row < rows ? live_mask(row) : 0;
       const __m512i e = Rows<L>::exponents(in, row < rows ? row : 0, live);
       const __m512i d = _mm512_sub_epi16(e, base);
-      const __mmask32 near = _mm512_cmplt_epu16_mask(d, twenty);
       const __mmask32 zero = _mm512_testn_epi16_mask(e, e);
+      // ref + d for d in [-12, 7], exponent neither 0 nor all ones (GaussSymbols::symbol).
+      const __mmask32 near = _mm512_cmplt_epu16_mask(d, twenty) & ~zero & _mm512_cmpneq_epi16_mask(e, all_ones);
       const __m512i sym = _mm512_mask_mov_epi16(_mm512_mask_mov_epi16(esc_sym, zero, twenty), near, d);
       _mm512_store_si512(cl[t], _mm512_maskz_permutexvar_epi16(live, sym, code_len));
       const __mmask32 is_esc = live & ~(near | zero);
       _mm512_store_si512(esc[t], _mm512_maskz_mov_epi16(is_esc, e));
       any_esc |= is_esc != 0;
+      if constexpr (L::kExtraBits != 0)
+        _mm512_store_si512(extra[t], Rows<L>::extras(in, row < rows ? row : 0, live));
     }
     for (uint32_t g = 0; g < 4; ++g) {
       __m512i c[3], l[3];
@@ -504,7 +591,13 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
           const __m512i ex = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(esc[t] + 8 * g)));
           const __mmask8 k = _mm512_test_epi64_mask(ex, ex);
           c[t] = _mm512_mask_or_epi64(c[t], k, c[t], _mm512_sll_epi64(ex, _mm_cvtsi32_si128(static_cast<int>(tab.esc_len))));
-          l[t] = _mm512_mask_add_epi64(l[t], k, l[t], _mm512_set1_epi64(8));
+          l[t] = _mm512_mask_add_epi64(l[t], k, l[t], _mm512_set1_epi64(L::kExpBits));
+        }
+        if constexpr (L::kExtraBits != 0) {  // after the code (and escape), live elements only
+          const __m512i x = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(extra[t] + 8 * g)));
+          const __mmask8 live = _mm512_test_epi64_mask(l[t], l[t]);  // every code has a length
+          c[t] = _mm512_or_si512(c[t], _mm512_sllv_epi64(x, l[t]));
+          l[t] = _mm512_mask_add_epi64(l[t], live, l[t], _mm512_set1_epi64(L::kExtraBits));
         }
       }
       const __m512i l01 = _mm512_add_epi64(l[0], l[1]);
@@ -573,6 +666,16 @@ COMPCOLL_AVX512 size_t encode_gauss<expbits::Bf16Layout>(const uint8_t* in, uint
 template <>
 COMPCOLL_AVX512 size_t encode_gauss<expbits::Fp32Layout>(const uint8_t* in, uint32_t n, uint8_t* out) {
   return encode_gauss_impl<expbits::Fp32Layout>(in, n, out);
+}
+template <>
+COMPCOLL_AVX512 bool decode_gauss<expbits::Fp16Layout>(const uint8_t* streams, size_t stream_bytes,
+                                                       const uint8_t* lane_table, const uint8_t* raw,
+                                                       uint32_t n, uint32_t ref, uint8_t* out) {
+  return decode_gauss_impl<expbits::Fp16Layout>(streams, stream_bytes, lane_table, raw, n, ref, out);
+}
+template <>
+COMPCOLL_AVX512 size_t encode_gauss<expbits::Fp16Layout>(const uint8_t* in, uint32_t n, uint8_t* out) {
+  return encode_gauss_impl<expbits::Fp16Layout>(in, n, out);
 }
 
 }  // namespace compcoll::detail::avx512

@@ -57,5 +57,10 @@ template <>
 size_t encode_gauss<expbits::Bf16Layout>(const uint8_t*, uint32_t, uint8_t*);
 template <>
 size_t encode_gauss<expbits::Fp32Layout>(const uint8_t*, uint32_t, uint8_t*);
+template <>
+bool decode_gauss<expbits::Fp16Layout>(const uint8_t*, size_t, const uint8_t*, const uint8_t*, uint32_t,
+                                       uint32_t, uint8_t*);
+template <>
+size_t encode_gauss<expbits::Fp16Layout>(const uint8_t*, uint32_t, uint8_t*);
 
 }  // namespace compcoll::detail::avx512

@@ -236,8 +236,9 @@ enum class Kind { Gauss, Entropy };
 
 // gauss-exp dtypes with an AVX-512 path (codec/exponent_avx512.h), taken where the CPU has it.
 template <class L>
-constexpr bool kHasAvx512Path =
-    std::is_same_v<L, expbits::Bf16Layout> || std::is_same_v<L, expbits::Fp32Layout>;
+constexpr bool kHasAvx512Path = std::is_same_v<L, expbits::Bf16Layout> ||
+                                std::is_same_v<L, expbits::Fp16Layout> ||
+                                std::is_same_v<L, expbits::Fp32Layout>;
 
 template <Kind K>
 class ExponentCodec final : public Codec {
