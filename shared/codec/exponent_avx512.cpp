@@ -415,9 +415,11 @@ namespace {
 // The rows of a chunk, two vectors of lanes at a time; false if some lane decoded a symbol
 // out of range (only looked for with kCheck).
 template <class L, bool kCheck>
-COMPCOLL_AVX512 bool decode_rows(Lanes& a, Lanes& b, const uint8_t* base, const DecodeRegs& r, uint32_t n,
-                                 const uint8_t* raw, uint8_t* out) {
+COMPCOLL_AVX512 bool decode_rows(Lanes& a_out, Lanes& b_out, const uint8_t* base, const DecodeRegs& r_in,
+                                 uint32_t n, const uint8_t* raw, uint8_t* out) {
   const uint32_t full_rows = n / kLanes, rows = (n + kLanes - 1) / kLanes, tail = n % kLanes;
+  Lanes a = a_out, b = b_out;  // locals, so that they stay in registers
+  const DecodeRegs r = r_in;
   __mmask16 bad = 0;
   refill(a, base, r);
   refill(b, base, r);
@@ -429,6 +431,8 @@ COMPCOLL_AVX512 bool decode_rows(Lanes& a, Lanes& b, const uint8_t* base, const 
     const __m512i eb = decode_step<L, kCheck>(b, r, static_cast<__mmask16>(live >> 16), &bad);
     Rows<L>::join(out, row, live, ea, eb, raw);
   }
+  a_out = a;
+  b_out = b;
   return bad == 0;
 }
 
