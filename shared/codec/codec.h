@@ -105,8 +105,8 @@ struct ExponentEntropy {
 ExponentEntropy exponent_entropy(DType dtype, const void* data, uint64_t elements);
 
 // Which host implementation the codecs run here: "avx512" where the CPU has AVX-512
-// F/BW/VL/DQ/VBMI/VBMI2 and the environment does not set COMPCOLL_HOST_SIMD=0 (gauss-exp on
-// bf16 and fp32 then takes vector paths that write and read the same bytes), else "portable".
+// F/BW/VL/DQ/VBMI/VBMI2 and the environment does not set COMPCOLL_HOST_SIMD=0 (gauss-exp then
+// takes vector paths that write and read the same bytes), else "portable".
 // Benchmarks and calibration files record it.
 std::string_view host_codec_path();
 

@@ -1,19 +1,22 @@
-// shared/codec/exponent_avx512.cpp — AVX-512 host paths of gauss-exp for bf16 and fp32 (see the
-// header).
+// shared/codec/exponent_avx512.cpp — AVX-512 host paths of gauss-exp for bf16, fp16 and fp32
+// (see the header).
 //
 // The format puts element k of a chunk in lane k mod 32, so a row of 32 elements is one
 // element of every lane: two vectors of 16 lanes. Each lane keeps its own bit position.
 //
 // Decode, per lane: a 64-bit window gathered at the lane's byte position holds >= 57 stream
 // bits; it is gathered again only when some lane of the vector holds fewer than the 18 bits
-// an element may take (an escape: 10-bit code + 8-bit exponent). A symbol is decoded by byte
-// permutes instead of table gathers: the fixed code's codes of up to 7 bits come from a
-// 128-entry table indexed by the next 7 bits (VPERMI2B); longer codes (0.6-1.9 % of the
-// elements of the bundled bf16 tensors) share two 7-bit prefixes and are finished from a
-// 32-entry table indexed by prefix and the next 4 bits (VPERMW), on a branch. Exponents come from a
-// per-chunk copy of the tables with the reference added, so no per-element arithmetic
-// remains. Lanes that read past their own words do so harmlessly (positions are clamped to a
-// padded copy of the streams) and fail the end-of-lane check, as in the portable decoder.
+// an element may take (the escape's 10-bit code, then 8 exponent bits, or 5 and fp16's 3
+// extra bits). A symbol is decoded by byte permutes instead of table gathers: the fixed
+// code's codes of up to 7 bits come from a 128-entry table indexed by the next 7 bits
+// (VPERMI2B); longer codes (0.6-1.9 % of the elements of the bundled bf16 tensors) share two
+// 7-bit prefixes and are finished, on a branch, from a 32-entry table indexed by prefix and
+// the next 4 bits (VPERMW). Exponents come from a per-chunk copy of the tables with the
+// reference added, so no per-element arithmetic remains; where the reference puts some
+// symbols' exponents out of range (fp16's usual references, extreme ones elsewhere), those
+// entries are marked and each element is checked. Lanes that read past their own words do so
+// harmlessly (positions are clamped to a padded copy of the streams) and fail the end-of-lane
+// check, as in the portable decoder.
 //
 // Encode: one pass writes each row's raw bytes and sums the exponents for the reference; a
 // second computes every element's symbol, code and length (16-bit lanes, a row per vector),

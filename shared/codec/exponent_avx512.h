@@ -1,4 +1,5 @@
-// shared/codec/exponent_avx512.h — AVX-512 host paths of gauss-exp for bf16 and fp32 (host-only).
+// shared/codec/exponent_avx512.h — AVX-512 host paths of gauss-exp for bf16, fp16 and fp32
+// (host-only).
 // They write and read exactly the bits of docs/FORMAT.md, like the portable host paths of
 // codec/exponent_codec.cpp, but 16 lanes of a chunk per instruction: the 32 lanes of the
 // format are two vectors. They run only where the CPU has AVX-512 F/BW/VL/DQ, VBMI and VBMI2
@@ -27,7 +28,7 @@ void set_enabled(bool on);
 // Whether the CPU has the instructions, whatever the switch says.
 bool cpu_supported();
 
-// L is expbits::Bf16Layout or expbits::Fp32Layout (the only instantiations).
+// L is expbits::Bf16Layout, Fp16Layout or Fp32Layout (the only specializations).
 //
 // Decodes the lane streams of a coded gauss-exp chunk of n elements (n >= 1): `streams` holds
 // all 32 lanes' words back to back (stream_bytes in all, already checked against the lane
@@ -41,9 +42,8 @@ bool decode_gauss(const uint8_t* streams, size_t stream_bytes, const uint8_t* la
 
 // Encodes a gauss-exp chunk of n elements (1 <= n <= kMaxChunkElements) from `in` into `out`
 // (room for the codec's max_chunk_bytes): the coded form, or the stored form when coding would
-// not make it smaller — the same bytes as the portable encoder. Returns its size, or 0 when
-// the chunk's reference exponent lies outside [13, 247] (then some exponents next to it are
-// out of range and the portable encoder codes the chunk; nothing useful is left in out).
+// not make it smaller — the same bytes as the portable encoder. Returns its size (0 only for
+// n outside [1, kMaxChunkElements]).
 template <class L>
 size_t encode_gauss(const uint8_t* in, uint32_t n, uint8_t* out);
 

@@ -3,7 +3,8 @@
 // code built from the chunk's exponent histogram and stored in the chunk). The bit logic is
 // codec/exponent_bits.h, shared with the CUDA kernels; this file walks chunks and lanes and,
 // for speed on one core, writes and reads the very same lane bits with wider loops ("host
-// fast paths" below).
+// fast paths" below). Where the CPU has AVX-512, gauss-exp chunks go to the vector paths of
+// codec/exponent_avx512.h first; these portable paths stay the reference and the fallback.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -456,14 +457,16 @@ class ExponentCodec final : public Codec {
     lane_stream[0] = in + streams_at;
     for (uint32_t lane = 1; lane < kLanes; ++lane)
       lane_stream[lane] = lane_stream[lane - 1] + 4 * load_u16(lane_table + 2 * (lane - 1));
-    // The fast decoders need a complete code (every bit pattern starts a code word) and no
-    // extra bits (bf16, fp32). A chunk they do not accept as clean is decoded again by the
-    // generic loops, which report the first bad element.
+    // gauss-exp first tries the AVX-512 decoder where the CPU has it; a chunk it does not
+    // accept as clean goes on to the portable decoders below.
     if constexpr (K == Kind::Gauss && kHasAvx512Path<L>) {
       if (avx512::enabled() &&
           avx512::decode_gauss<L>(lane_stream[0], 4 * total_words, lane_table, raw, n, gauss.ref, out_bytes))
         return {};
     }
+    // The fast decoders need a complete code (every bit pattern starts a code word) and no
+    // extra bits (bf16, fp32). A chunk they do not accept as clean is decoded again by the
+    // generic loops, which report the first bad element.
     if constexpr (L::kExtraBits == 0) {
       if (complete_code) {
         const uint8_t* end = in + bytes;

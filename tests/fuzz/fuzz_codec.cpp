@@ -12,9 +12,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
-
 #include <string>
+#include <vector>
 
 #include "codec/codec.h"
 #include "codec/exponent_avx512.h"
