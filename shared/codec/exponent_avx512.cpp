@@ -654,35 +654,20 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
 
 // The target attribute does not carry over to template instantiations reliably, so each
 // public specialization is an ordinary function that carries it.
-template <>
-COMPCOLL_AVX512 bool decode_gauss<expbits::Bf16Layout>(const uint8_t* streams, size_t stream_bytes,
-                                                       const uint8_t* lane_table, const uint8_t* raw,
-                                                       uint32_t n, uint32_t ref, uint8_t* out) {
-  return decode_gauss_impl<expbits::Bf16Layout>(streams, stream_bytes, lane_table, raw, n, ref, out);
-}
-template <>
-COMPCOLL_AVX512 bool decode_gauss<expbits::Fp32Layout>(const uint8_t* streams, size_t stream_bytes,
-                                                       const uint8_t* lane_table, const uint8_t* raw,
-                                                       uint32_t n, uint32_t ref, uint8_t* out) {
-  return decode_gauss_impl<expbits::Fp32Layout>(streams, stream_bytes, lane_table, raw, n, ref, out);
-}
-template <>
-COMPCOLL_AVX512 size_t encode_gauss<expbits::Bf16Layout>(const uint8_t* in, uint32_t n, uint8_t* out) {
-  return encode_gauss_impl<expbits::Bf16Layout>(in, n, out);
-}
-template <>
-COMPCOLL_AVX512 size_t encode_gauss<expbits::Fp32Layout>(const uint8_t* in, uint32_t n, uint8_t* out) {
-  return encode_gauss_impl<expbits::Fp32Layout>(in, n, out);
-}
-template <>
-COMPCOLL_AVX512 bool decode_gauss<expbits::Fp16Layout>(const uint8_t* streams, size_t stream_bytes,
-                                                       const uint8_t* lane_table, const uint8_t* raw,
-                                                       uint32_t n, uint32_t ref, uint8_t* out) {
-  return decode_gauss_impl<expbits::Fp16Layout>(streams, stream_bytes, lane_table, raw, n, ref, out);
-}
-template <>
-COMPCOLL_AVX512 size_t encode_gauss<expbits::Fp16Layout>(const uint8_t* in, uint32_t n, uint8_t* out) {
-  return encode_gauss_impl<expbits::Fp16Layout>(in, n, out);
-}
+#define COMPCOLL_AVX512_SPECIALIZE(LAYOUT)                                                          \
+  template <>                                                                                      \
+  COMPCOLL_AVX512 bool decode_gauss<LAYOUT>(const uint8_t* streams, size_t stream_bytes,           \
+                                            const uint8_t* lane_table, const uint8_t* raw,         \
+                                            uint32_t n, uint32_t ref, uint8_t* out) {              \
+    return decode_gauss_impl<LAYOUT>(streams, stream_bytes, lane_table, raw, n, ref, out);         \
+  }                                                                                                \
+  template <>                                                                                      \
+  COMPCOLL_AVX512 size_t encode_gauss<LAYOUT>(const uint8_t* in, uint32_t n, uint8_t* out) {      \
+    return encode_gauss_impl<LAYOUT>(in, n, out);                                                  \
+  }
+COMPCOLL_AVX512_SPECIALIZE(expbits::Bf16Layout)
+COMPCOLL_AVX512_SPECIALIZE(expbits::Fp16Layout)
+COMPCOLL_AVX512_SPECIALIZE(expbits::Fp32Layout)
+#undef COMPCOLL_AVX512_SPECIALIZE
 
 }  // namespace compcoll::detail::avx512
