@@ -94,6 +94,11 @@ TEST_CASE("AVX-512 gauss-exp runs on coded chunks", "[codec]") {
   }
   run(expbits::Bf16Layout{}, DType::BF16, 3);  // fp16's tiny values are all zeros and subnormals: stored
   run(expbits::Fp32Layout{}, DType::FP32, 3);
+  // The switch, as the codecs and the bench see it.
+  simd::set_enabled(false);
+  CHECK(host_codec_path() == "portable");
+  simd::set_enabled(true);
+  CHECK(host_codec_path() == "avx512");
 }
 
 TEST_CASE("AVX-512 gauss-exp writes and reads the portable bytes", "[codec]") {
