@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "codec/exponent_bits.h"
+#include "codec/exponent_host.h"
 #include "codec/format.h"
 
 #define COMPCOLL_AVX512 \
@@ -59,14 +60,6 @@ bool cpu_has() {
          __builtin_cpu_supports("popcnt");
 }
 
-const expbits::PrefixCode& gauss_code() {
-  static const expbits::PrefixCode pc = [] {
-    expbits::PrefixCode c{};
-    expbits::build_prefix_code(kGaussCodeLengths, kGaussSymbols, c);
-    return c;
-  }();
-  return pc;
-}
 
 constexpr uint32_t kShortBits = 7;   // first-level table: codes of up to 7 bits
 constexpr uint32_t kLongBits = 4;    // second level: the next 4 bits (codes of up to 11)
@@ -94,7 +87,7 @@ struct DecodeTables {
 const DecodeTables& decode_tables() {
   static const DecodeTables tables = [] {
     DecodeTables t{};
-    const expbits::PrefixCode& pc = gauss_code();
+    const expbits::PrefixCode& pc = expbits::host::gauss_prefix_code();
     uint32_t slots = 0;
     t.esc_len = pc.length[kGaussSymEsc];
     if (t.esc_len + 8 > kMaxElementBits) return t;  // an escape's exponent and extra bits: <= 8
@@ -124,13 +117,6 @@ const DecodeTables& decode_tables() {
     return t;
   }();
   return tables;
-}
-
-// Exponent of a non-escape symbol under reference ref, or -1 where ref + d is out of range
-// (the portable decoder's kBadExponent).
-template <class L>
-int symbol_exponent(uint32_t sym, uint32_t ref) {
-  return expbits::GaussSymbols{ref}.exponent<L>(sym);
 }
 
 // 16 lanes' decode state: bit position (relative to the streams' start), the next stream
@@ -356,7 +342,7 @@ struct EncodeTables {
 const EncodeTables& encode_tables() {
   static const EncodeTables tables = [] {
     EncodeTables t{};
-    const expbits::PrefixCode& pc = gauss_code();
+    const expbits::PrefixCode& pc = expbits::host::gauss_prefix_code();
     for (uint32_t s = 0; s < kGaussSymbols; ++s)
       t.code_len[s] = static_cast<uint16_t>(pc.code[s] | (uint32_t{pc.length[s]} << 12));
     t.esc_len = pc.length[kGaussSymEsc];
@@ -456,7 +442,8 @@ COMPCOLL_AVX512 bool decode_gauss_impl(const uint8_t* streams, size_t stream_byt
 
   // The tables with this chunk's reference folded in. Where ref + d leaves the exponent
   // range for some symbols (references below 13, or near the top), they are marked and
-  // every decoded symbol is checked.
+  // every decoded symbol is checked. GaussSymbols::exponent gives -1 for those.
+  const expbits::GaussSymbols syms{ref};
   alignas(64) uint8_t l1_exp[128];
   alignas(64) uint16_t l2_exp[32], l2_len[32];
   bool check = false;
@@ -465,13 +452,13 @@ COMPCOLL_AVX512 bool decode_gauss_impl(const uint8_t* streams, size_t stream_byt
       l1_exp[i] = t.l1_sym[i];  // the slot of a longer code
       continue;
     }
-    const int e = symbol_exponent<L>(t.l1_sym[i], ref);
+    const int e = syms.exponent<L>(t.l1_sym[i]);
     check |= e < 0;
     l1_exp[i] = e < 0 ? kBadShort : static_cast<uint8_t>(e);
   }
   for (uint32_t i = 0; i < 32; ++i) {
     const bool esc = t.l2_sym[i] == kGaussSymEsc;
-    const int e = esc ? 0 : symbol_exponent<L>(t.l2_sym[i], ref);
+    const int e = esc ? 0 : syms.exponent<L>(t.l2_sym[i]);
     check |= e < 0;
     l2_exp[i] = esc ? kEscMarker : e < 0 ? kBadLong : static_cast<uint16_t>(e);
     l2_len[i] = static_cast<uint16_t>(t.l2_len[i] + (esc ? L::kExpBits : 0));

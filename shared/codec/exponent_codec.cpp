@@ -24,14 +24,7 @@ using expbits::ChunkLayout;
 using expbits::LaneStatus;
 using expbits::PrefixCode;
 
-const PrefixCode& gauss_prefix_code() {
-  static const PrefixCode pc = [] {
-    PrefixCode c{};
-    expbits::build_prefix_code(kGaussCodeLengths, kGaussSymbols, c);
-    return c;
-  }();
-  return pc;
-}
+using expbits::host::gauss_prefix_code;
 
 std::string lane_error(LaneStatus st, uint32_t lane, uint32_t element) {
   const std::string where = "lane " + std::to_string(lane) + " element " + std::to_string(element);

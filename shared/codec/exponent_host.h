@@ -54,4 +54,15 @@ inline bool build_prefix_code(const uint8_t* lengths, uint32_t nsym, PrefixCode&
   return true;
 }
 
+// gauss-exp's fixed code (format::kGaussCodeLengths), built once for the whole program and
+// shared by the host paths (the portable ones and the AVX-512 ones).
+inline const PrefixCode& gauss_prefix_code() {
+  static const PrefixCode pc = [] {
+    PrefixCode c{};
+    expbits::build_prefix_code(format::kGaussCodeLengths, format::kGaussSymbols, c);
+    return c;
+  }();
+  return pc;
+}
+
 }  // namespace compcoll::expbits::host
