@@ -106,6 +106,24 @@ Schedule ring_reduce_scatter(int nranks, uint64_t count, DType dtype, Placement 
 Schedule ring_allgather(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None,
                         const Pipelining& pipe = {});
 
+// Rail rings: NCCL's rings on a cluster of nodes x gpus_per_node ranks (rank = node * g +
+// local, local rank l on rail l: its NIC and leaf switch). Channel c is a ring that visits
+// every GPU of a node before it moves on, in local order c, c+1, ... on even nodes and c-1,
+// c-2, ... on odd ones, so every hop between nodes goes from a GPU to the GPU of the same rail
+// (closing a ring over an odd number of nodes is the one hop that changes rail), and channels
+// c = 0..g-1 leave and enter every node on g different rails: all NICs carry traffic at once,
+// where a flat ring leaves each node through one. pipe.channels rings (channel c uses rail
+// ring c mod g) each take their share of the data; chunks pipeline as in the flat rings.
+// Layouts, steps, bytes and placements as ring_allreduce / ring_reduce_scatter /
+// ring_allgather; with one node, channels rotate the ring inside it.
+std::vector<int> rail_ring_members(int nodes, int gpus_per_node, int channel);
+Schedule rail_ring_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype,
+                             Placement placement = Placement::None, const Pipelining& pipe = {});
+Schedule rail_ring_reduce_scatter(int nodes, int gpus_per_node, uint64_t count, DType dtype,
+                                  Placement placement = Placement::None, const Pipelining& pipe = {});
+Schedule rail_ring_allgather(int nodes, int gpus_per_node, uint64_t count, DType dtype,
+                             Placement placement = Placement::None, const Pipelining& pipe = {});
+
 // Recursive halving/doubling allreduce (Rabenseifner): reduce-scatter by recursive halving,
 // allgather by recursive doubling, 2·log2(n) steps and 2(n-1)/n of the data per rank for n a
 // power of two. Otherwise the first 2·(n - 2^k) ranks pair up: even ones hand their data to

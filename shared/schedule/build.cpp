@@ -55,9 +55,9 @@ Placement parse_placement(std::string_view n) {
 
 std::vector<std::string> algorithm_names(Collective c) {
   switch (c) {
-    case Collective::AllReduce: return {"ring", "recursive", "tree", "hierarchical"};
+    case Collective::AllReduce: return {"ring", "rail-ring", "recursive", "tree", "hierarchical"};
     case Collective::ReduceScatter:
-    case Collective::AllGather: return {"ring", "recursive", "hierarchical"};
+    case Collective::AllGather: return {"ring", "rail-ring", "recursive", "hierarchical"};
     case Collective::Broadcast: return {"tree", "chain"};
     case Collective::AllToAll: return {"direct", "pairwise", "hierarchical"};
   }
@@ -72,6 +72,7 @@ Schedule dispatch(const BuildSpec& s) {
   switch (s.collective) {
     case Collective::AllReduce:
       if (a == "ring") return ring_allreduce(s.nranks, s.count, s.dtype, s.placement, s.pipe);
+      if (a == "rail-ring") return rail_ring_allreduce(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
       if (a == "hierarchical")
         return hierarchical_allreduce(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, parse_inter(s.inter),
                                       s.pipe, s.intra_placement);
@@ -81,12 +82,15 @@ Schedule dispatch(const BuildSpec& s) {
       break;
     case Collective::ReduceScatter:
       if (a == "ring") return ring_reduce_scatter(s.nranks, s.count, s.dtype, s.placement, s.pipe);
+      if (a == "rail-ring")
+        return rail_ring_reduce_scatter(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
       no_pipelining(s);
       if (a == "recursive") return recursive_reduce_scatter(s.nranks, s.count, s.dtype, s.placement);
       if (a == "hierarchical") return hierarchical_reduce_scatter(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement);
       break;
     case Collective::AllGather:
       if (a == "ring") return ring_allgather(s.nranks, s.count, s.dtype, s.placement, s.pipe);
+      if (a == "rail-ring") return rail_ring_allgather(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
       no_pipelining(s);
       if (a == "recursive") return recursive_allgather(s.nranks, s.count, s.dtype, s.placement);
       if (a == "hierarchical") return hierarchical_allgather(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement);

@@ -22,7 +22,7 @@ struct BuildSpec {
   uint64_t count = 0;
   DType dtype = DType::BF16;
   Pipelining pipe{};             // ring allreduce / reduce-scatter / allgather, hierarchical allreduce, chain broadcast (chunks)
-  int gpus_per_node = 1;         // hierarchical algorithms: nranks must be a multiple
+  int gpus_per_node = 1;         // hierarchical algorithms and rail rings: nranks must be a multiple
   std::string inter = "ring";    // hierarchical allreduce across nodes: ring | recursive | tree
   std::optional<Placement> intra_placement;  // hierarchical allreduce inside nodes (default: placement)
   int root = 0;                  // broadcast
@@ -31,10 +31,10 @@ struct BuildSpec {
 
 // The schedule the spec names (not validated: validate() it where needed). Algorithms, by
 // collective (algorithm_names()):
-//   allreduce       ring (pipe), recursive, tree, hierarchical (gpus_per_node, inter, pipe;
-//                   inter "tree" without pipelining)
-//   reduce-scatter  ring (pipe), recursive, hierarchical (gpus_per_node)
-//   allgather       ring (pipe), recursive, hierarchical (gpus_per_node)
+//   allreduce       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, tree,
+//                   hierarchical (gpus_per_node, inter, pipe; inter "tree" without pipelining)
+//   reduce-scatter  ring (pipe), rail-ring (gpus_per_node, pipe), recursive, hierarchical (gpus_per_node)
+//   allgather       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, hierarchical (gpus_per_node)
 //   broadcast       tree, chain (root; pipe.chunks, channels 1)
 //   all-to-all      direct, pairwise, hierarchical (gpus_per_node; counts or uniform count)
 // pipe must be {1, 1} where no pipelining is listed; inter is read by the hierarchical

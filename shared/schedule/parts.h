@@ -30,13 +30,15 @@ struct Part {
   int sub = 1;
   uint32_t scratch = 0;
   uint32_t pieces = 1, piece = 0;
+  std::vector<int> order{};
 
   int size() const { return static_cast<int>(members.size()); }
   // Element range, relative to base, of algorithm blocks [lo, hi).
   Block blocks(int lo, int hi) const { return blocks_of(count, size() * sub, lo * sub, hi * sub); }
   // Element range of (this part's piece of) algorithm block b.
   Block block(int b) const {
-    const Block whole = blocks(b, b + 1);
+    const int at = order.empty() ? b : order[static_cast<size_t>(b)];
+    const Block whole = blocks(at, at + 1);
     if (pieces == 1) return whole;
     const Block p = block_of(whole.count(), static_cast<int>(pieces), static_cast<int>(piece));
     return {whole.begin + p.begin, whole.begin + p.end};

@@ -1,5 +1,7 @@
 // shared/schedule/ring.cpp — ring algorithms: a ring over a part (parts.h) and the flat ring
 // allreduce, reduce-scatter and allgather built from it; also the block and placement helpers.
+#include <functional>
+
 #include "schedule/parts.h"
 
 namespace compcoll::sched {
@@ -131,28 +133,36 @@ namespace {
 
 using namespace detail;
 
-Schedule ring_base(Collective c, const char* what, int n, uint64_t count, DType dtype, Placement placement,
-                   const Pipelining& pipe) {
+// The members of a ring, by channel: the rank order (flat rings) or a rail ring.
+using RingOf = std::function<std::vector<int>(uint32_t channel)>;
+
+Schedule ring_base(Collective c, const char* name, const char* what, int n, uint64_t count, DType dtype,
+                   Placement placement, const Pipelining& pipe) {
   if (n < 1) throw ScheduleError(std::string(what) + ": group size must be >= 1, got " + std::to_string(n));
   check_pipelining(what, pipe);
-  Schedule s = make_schedule(c, "ring", placement, n, count, dtype);
+  Schedule s = make_schedule(c, name, placement, n, count, dtype);
   if (pipe.chunks > 1 || pipe.channels > 1)
     s.algorithm += " chunks=" + std::to_string(pipe.chunks) + " channels=" + std::to_string(pipe.channels);
   return s;
 }
 
-}  // namespace
+// Algorithm block b of a ring over `members` is block members[b], so that member i owns rank
+// members[i]'s block (reduce-scatter and allgather keep the layout whatever the ring order).
+std::vector<int> layout_order(const std::vector<int>& members) {
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i] != static_cast<int>(i)) return members;
+  return {};
+}
 
-Schedule ring_allreduce(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
-  Schedule s = ring_base(Collective::AllReduce, "ring_allreduce", n, count, dtype, placement, pipe);
+Schedule allreduce_rings(Schedule s, uint64_t count, Placement placement, const Pipelining& pipe,
+                         const RingOf& ring_of) {
   allreduce_prologue(s, count);
   // Piece (channel c, chunk j) = part c*chunks+j of the data, its own ring with its own
   // receive buffer and chain; chunk j runs j steps behind chunk 0, so the chunks of a channel
   // follow each other through the ring (pipelining) and channels run side by side.
-  const Part whole{whole_group(n)};
   const Chains start = chains_after_last(s);
   pipelined(s, count, pipe, [&](const Block& piece, uint32_t index, uint32_t delay) {
-    Part part = whole;
+    Part part{ring_of(index / pipe.chunks)};
     part.base = piece.begin;
     part.count = piece.count();
     part.scratch = index;
@@ -162,18 +172,19 @@ Schedule ring_allreduce(int n, uint64_t count, DType dtype, Placement placement,
   return s;
 }
 
-Schedule ring_reduce_scatter(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
+Schedule reduce_scatter_rings(Schedule s, int n, uint64_t count, Placement placement, const Pipelining& pipe,
+                              const RingOf& ring_of) {
   if (placement == Placement::CompressOnce || placement == Placement::ZipCCL)
     throw ScheduleError("ring_reduce_scatter: placement " + std::string(placement_name(placement)) +
                         " does not apply (blocks change at every hop); use none or per-hop");
-  Schedule s = ring_base(Collective::ReduceScatter, "ring_reduce_scatter", n, count, dtype, placement, pipe);
   // Scratch 0 accumulates the whole vector; pieces receive into scratch 1, 2, ...
   reduce_scatter_prologue(s, count);
   // Pipelined pieces split every block (piece i of block b), so rank r still ends with block r.
   const Chains start = chains_after_last(s);
   uint32_t steps = 0;
   const auto ends = pipelined(s, count, pipe, [&](const Block&, uint32_t index, uint32_t delay) {
-    Part part{whole_group(n), 0, count, BufKind::Scratch, 0, 1, 1 + index, pipe.chunks * pipe.channels, index};
+    Part part{ring_of(index / pipe.chunks), 0, count, BufKind::Scratch, 0, 1, 1 + index, pipe.chunks * pipe.channels, index};
+    part.order = layout_order(part.members);
     Chains chains = start;
     steps = std::max(steps, ring_reduce_scatter_part(s, part, 0, placement == Placement::PerHop, delay, chains));
   });
@@ -189,18 +200,83 @@ Schedule ring_reduce_scatter(int n, uint64_t count, DType dtype, Placement place
   return s;
 }
 
-Schedule ring_allgather(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
+Schedule allgather_rings(Schedule s, uint64_t count, Placement placement, const Pipelining& pipe,
+                         const RingOf& ring_of) {
   if (placement == Placement::ZipCCL)
     throw ScheduleError("ring_allgather: placement zipccl is for allreduce; use none, per-hop or compress-once");
-  Schedule s = ring_base(Collective::AllGather, "ring_allgather", n, count, dtype, placement, pipe);
   allgather_prologue(s, count);
   const Chains start = chains_after_last(s);
   pipelined(s, count, pipe, [&](const Block&, uint32_t index, uint32_t delay) {
-    Part part{whole_group(n), 0, count, BufKind::Output, 0, 1, index, pipe.chunks * pipe.channels, index};
+    Part part{ring_of(index / pipe.chunks), 0, count, BufKind::Output, 0, 1, index, pipe.chunks * pipe.channels, index};
+    part.order = layout_order(part.members);
     Chains chains = start;
     ring_allgather_part(s, part, 0, placement, delay, chains);
   });
   return s;
+}
+
+RingOf flat_ring(int n) {
+  return [n](uint32_t) { return whole_group(n); };
+}
+
+RingOf rail_rings(const char* what, int nodes, int g) {
+  if (nodes < 1 || g < 1)
+    throw ScheduleError(std::string(what) + ": expected at least one node of at least one GPU, got " +
+                        std::to_string(nodes) + " x " + std::to_string(g));
+  return [nodes, g](uint32_t channel) { return rail_ring_members(nodes, g, static_cast<int>(channel)); };
+}
+
+}  // namespace
+
+std::vector<int> rail_ring_members(int nodes, int g, int channel) {
+  std::vector<int> m;
+  m.reserve(static_cast<size_t>(nodes) * static_cast<size_t>(g));
+  const int c = ((channel % g) + g) % g;
+  for (int k = 0; k < nodes; ++k)
+    for (int i = 0; i < g; ++i) {
+      // Even nodes: c, c+1, ..., c-1 (leave on rail c-1); odd nodes: c-1, c-2, ..., c (enter
+      // on rail c-1, leave on rail c). Every hop between nodes stays on one rail, except the
+      // hop that closes a ring over an odd number of nodes.
+      const int local = k % 2 == 0 ? (c + i) % g : (((c - 1 - i) % g) + g) % g;
+      m.push_back(k * g + local);
+    }
+  return m;
+}
+
+Schedule ring_allreduce(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
+  Schedule s = ring_base(Collective::AllReduce, "ring", "ring_allreduce", n, count, dtype, placement, pipe);
+  return allreduce_rings(std::move(s), count, placement, pipe, flat_ring(n));
+}
+
+Schedule ring_reduce_scatter(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
+  Schedule s = ring_base(Collective::ReduceScatter, "ring", "ring_reduce_scatter", n, count, dtype, placement, pipe);
+  return reduce_scatter_rings(std::move(s), n, count, placement, pipe, flat_ring(n));
+}
+
+Schedule ring_allgather(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
+  Schedule s = ring_base(Collective::AllGather, "ring", "ring_allgather", n, count, dtype, placement, pipe);
+  return allgather_rings(std::move(s), count, placement, pipe, flat_ring(n));
+}
+
+Schedule rail_ring_allreduce(int nodes, int g, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
+  const RingOf rings = rail_rings("rail_ring_allreduce", nodes, g);
+  Schedule s = ring_base(Collective::AllReduce, "rail-ring", "rail_ring_allreduce", nodes * g, count, dtype, placement, pipe);
+  return allreduce_rings(std::move(s), count, placement, pipe, rings);
+}
+
+Schedule rail_ring_reduce_scatter(int nodes, int g, uint64_t count, DType dtype, Placement placement,
+                                  const Pipelining& pipe) {
+  const RingOf rings = rail_rings("rail_ring_reduce_scatter", nodes, g);
+  Schedule s = ring_base(Collective::ReduceScatter, "rail-ring", "rail_ring_reduce_scatter", nodes * g, count, dtype,
+                         placement, pipe);
+  return reduce_scatter_rings(std::move(s), nodes * g, count, placement, pipe, rings);
+}
+
+Schedule rail_ring_allgather(int nodes, int g, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
+  const RingOf rings = rail_rings("rail_ring_allgather", nodes, g);
+  Schedule s =
+      ring_base(Collective::AllGather, "rail-ring", "rail_ring_allgather", nodes * g, count, dtype, placement, pipe);
+  return allgather_rings(std::move(s), count, placement, pipe, rings);
 }
 
 }  // namespace compcoll::sched

@@ -1,0 +1,129 @@
+// tests/schedule/test_rail_ring.cpp — NCCL's rings over the rails of a cluster: exact results
+// and the ring's block layout for every channel count, which GPU each ring leaves and enters a
+// node through, and the same bytes per rank as the flat ring.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "schedule/algorithms.h"
+#include "schedule/build.h"
+#include "schedule/exact.h"
+#include "schedule/reference_executor.h"
+#include "test_util.h"
+
+using namespace compcoll;
+using namespace compcoll::sched;
+using test::encode_values;
+
+namespace {
+
+const std::vector<std::pair<int, int>> kShapes = {{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 4}, {3, 2}, {3, 4}, {4, 8}};
+
+}  // namespace
+
+TEST_CASE("rail rings: every member once, each node's GPUs together, hops between nodes on one rail",
+          "[schedule][rail-ring]") {
+  for (auto [nodes, g] : kShapes) {
+    std::map<int, int> rail_uses_out, rail_uses_in;  // over channels 0..g-1: rail -> hops
+    for (int c = 0; c < g; ++c) {
+      CAPTURE(nodes, g, c);
+      const auto m = rail_ring_members(nodes, g, c);
+      REQUIRE(m.size() == static_cast<size_t>(nodes * g));
+      REQUIRE(std::set<int>(m.begin(), m.end()).size() == m.size());
+      for (int i = 0; i < nodes * g; ++i) REQUIRE(m[i] / g == i / g);  // a node's GPUs in a row, nodes in order
+      for (int k = 0; k < nodes && nodes > 1; ++k) {
+        const int leave = m[(k + 1) * g - 1], enter = m[((k + 1) % nodes) * g];
+        const bool closing = k + 1 == nodes;
+        if (!closing || nodes % 2 == 0) CHECK(leave % g == enter % g);
+        ++rail_uses_out[leave % g];
+        ++rail_uses_in[enter % g];
+      }
+    }
+    // g channels leave and enter every node on g different rails: each rail carries the same
+    // number of hops (one per node and channel).
+    if (nodes > 1) {
+      CHECK(rail_uses_out.size() == static_cast<size_t>(g));
+      CHECK(rail_uses_in.size() == static_cast<size_t>(g));
+      for (auto [rail, uses] : rail_uses_out) CHECK(uses == nodes);
+      for (auto [rail, uses] : rail_uses_in) CHECK(uses == nodes);
+    }
+  }
+}
+
+TEST_CASE("rail-ring allreduce, reduce-scatter and allgather are exact and keep the ring's layout",
+          "[schedule][rail-ring]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("gauss-exp");
+  opt.encode.chunk_elements = 32;
+  for (auto [nodes, g] : kShapes) {
+    const int n = nodes * g;
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(n + 1), uint64_t{1003}}) {
+      const auto e = test::exact_inputs(DType::BF16, n, count);
+      for (Pipelining pipe : {Pipelining{1, 1}, Pipelining{1, static_cast<uint32_t>(g)}, Pipelining{2, 3}}) {
+        for (Placement p : {Placement::None, Placement::PerHop, Placement::CompressOnce, Placement::ZipCCL}) {
+          CAPTURE(nodes, g, count, pipe.chunks, pipe.channels, placement_name(p));
+          const Schedule ar = rail_ring_allreduce(nodes, g, count, DType::BF16, p, pipe);
+          validate(ar);
+          const auto out = run_reference(ar, e.inputs, opt);
+          for (int r = 0; r < n; ++r) REQUIRE(out[r] == encode_values(DType::BF16, e.sum));
+          if (p == Placement::None || p == Placement::PerHop) {
+            const Schedule rs = rail_ring_reduce_scatter(nodes, g, count, DType::BF16, p, pipe);
+            validate(rs);
+            const auto got = run_reference(rs, e.inputs, opt);
+            for (int r = 0; r < n; ++r) REQUIRE(got[r] == test::encoded_block(DType::BF16, e.sum, n, r));
+          }
+          if (p != Placement::ZipCCL) {
+            const Schedule ag = rail_ring_allgather(nodes, g, count, DType::BF16, p, pipe);
+            validate(ag);
+            const auto got = run_reference(ag, e.blocks, opt);
+            for (int r = 0; r < n; ++r) REQUIRE(got[r] == encode_values(DType::BF16, e.gathered));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("rail rings send what the flat ring sends, and cross nodes on every rail", "[schedule][rail-ring][cost]") {
+  const int nodes = 4, g = 8, n = nodes * g;
+  const uint64_t count = 1 << 16;
+  const Pipelining pipe{1, static_cast<uint32_t>(g)};
+  const Schedule flat = ring_allreduce(n, count, DType::BF16, Placement::None, pipe);
+  const Schedule rail = rail_ring_allreduce(nodes, g, count, DType::BF16, Placement::None, pipe);
+  CHECK(step_bytes(rail).sent_bytes == step_bytes(flat).sent_bytes);
+  CHECK(step_bytes(rail).steps == step_bytes(flat).steps);
+  // Sends between nodes: the flat ring's leave every node from its last GPU only; the rail
+  // rings' from every GPU, to the GPU of the same rail.
+  auto senders_across = [&](const Schedule& s) {
+    std::set<int> locals;
+    for (int r = 0; r < n; ++r)
+      for (const Op& op : s.ranks[r].ops)
+        if (op.kind == OpKind::Send && op.peer / g != r / g) {
+          locals.insert(r % g);
+          if (&s == &rail) CHECK(op.peer % g == r % g);
+        }
+    return locals;
+  };
+  CHECK(senders_across(flat) == std::set<int>{g - 1});
+  CHECK(senders_across(rail).size() == static_cast<size_t>(g));
+}
+
+TEST_CASE("rail-ring by name: whole nodes required", "[schedule][rail-ring]") {
+  BuildSpec b;
+  b.algorithm = "rail-ring";
+  b.nranks = 16;
+  b.gpus_per_node = 8;
+  b.count = 100;
+  b.pipe.channels = 8;
+  for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather}) {
+    b.collective = c;
+    CHECK(build_schedule(b).algorithm.rfind("rail-ring/none", 0) == 0);
+  }
+  b.gpus_per_node = 3;
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("not whole nodes of 3"));
+  b.collective = Collective::AllToAll;
+  b.gpus_per_node = 8;
+  b.pipe.channels = 1;
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("unknown all-to-all algorithm 'rail-ring'"));
+}
