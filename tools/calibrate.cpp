@@ -1,10 +1,12 @@
 // tools/calibrate.cpp — the `calibrate` subcommand of compcoll-bench and its host device.
 //   compcoll-bench calibrate [--device host|cuda] --out FILE.yaml [--max-bytes N] [--min-time S]
-//                            [--quick] [--data DIR]
+//                            [--quick] [--data DIR] [--dtype LIST] [--codec LIST] [--ops LIST]
 // For each dtype the bundled training tensors of that dtype (tests/data) are concatenated and
-// tiled to the largest size; every point times a prefix of that buffer. Rows are printed as
-// they are measured; the file is written (atomically) only when every check passed.
-// Errors in the arguments or the inputs: one line on stderr, exit 2.
+// tiled to the largest size once; every point times a prefix of that buffer. Rows are printed
+// as they are measured. The file is rewritten (atomically: FILE.tmp, then renamed) after every
+// finished curve with every curve so far whose checks passed: `complete: false` and a
+// `missing` list until the last curve, `complete: true` then. A run killed at any point leaves
+// a valid file. Errors in the arguments or the inputs: one line on stderr, exit 2.
 #include "calibrate.h"
 
 #include <sys/utsname.h>
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -84,13 +87,6 @@ Measurement median_seconds(const std::function<void()>& fn, const TimingOptions&
   return m;
 }
 
-int64_t count_wrong(DType dtype, const uint8_t* a, const uint8_t* b, uint64_t bytes) {
-  const size_t es = dtype_size(dtype);
-  int64_t wrong = 0;
-  for (uint64_t i = 0; i < bytes; i += es) wrong += std::memcmp(a + i, b + i, es) != 0;
-  return wrong;
-}
-
 // Host codecs, reduce_add and memcpy on one thread, on host buffers.
 class HostDevice : public CalibrationDevice {
  public:
@@ -128,6 +124,8 @@ class HostDevice : public CalibrationDevice {
     stream_.assign(cap, 0);
     out_.assign(input.size(), 0);
     encoded_ = {};
+    checked_.clear();
+    reference_.reset(nullptr, dtype, input.data(), input.size());
   }
   Measurement measure(calib::Op op, const Codec* codec, uint64_t bytes, const TimingOptions& opt) override {
     const uint8_t* in = input_->data();
@@ -154,23 +152,31 @@ class HostDevice : public CalibrationDevice {
     switch (op) {
       case calib::Op::Compress:
       case calib::Op::Decompress: {
+        // One check per codec and size serves both ops: the same encode and decode.
+        const auto done = checked_.find({codec, elements});
+        if (done != checked_.end()) {
+          m.wrong = done->second;
+          break;
+        }
         encode_prefix(*codec, elements);
         std::memset(out_.data(), 0x5A, bytes);
         const std::vector<uint8_t> exact(stream_.begin(), stream_.begin() + encoded_.size);
         try {
           decode(exact.data(), exact.size(), out_.data(), bytes);
-          // A lossy codec (fp8-hadamard) is checked against a fresh, independent round trip:
-          // its output is deterministic (its error bounds are the codec tests' business).
-          std::vector<uint8_t> want;
+          // A lossy codec (fp8-hadamard) is checked against a separate round trip of the same
+          // elements, coded in pieces of whole chunks on several threads (RoundTripReference):
+          // its output is deterministic and chunk by chunk (its error bounds are the codec
+          // tests' business).
+          const uint8_t* want = in;
           if (!codec->lossless()) {
-            const std::vector<uint8_t> again = encode(*codec, dtype_, in, elements);
-            want.resize(bytes);
-            decode(again.data(), again.size(), want.data(), bytes);
+            if (reference_.codec() != codec) reference_.reset(codec, dtype_, in, input_->size());
+            want = reference_.get(bytes);
           }
-          m.wrong = count_wrong(dtype_, out_.data(), codec->lossless() ? in : want.data(), bytes);
+          m.wrong = count_wrong(dtype_, out_.data(), want, bytes);
         } catch (const CodecError&) {
           m.wrong = static_cast<int64_t>(elements);
         }
+        checked_[{codec, elements}] = m.wrong;
         break;
       }
       case calib::Op::Reduce:
@@ -240,9 +246,13 @@ class HostDevice : public CalibrationDevice {
   const std::vector<uint8_t>* input_ = nullptr;
   std::vector<uint8_t> stream_, out_;
   Encoded encoded_;
+  std::map<std::pair<const Codec*, uint64_t>, int64_t> checked_;  // (codec, elements) -> wrong
+  RoundTripReference reference_;
 };
 
 // ---- the driver --------------------------------------------------------------------------
+
+constexpr calib::Op kOps[] = {calib::Op::Compress, calib::Op::Decompress, calib::Op::Reduce, calib::Op::Copy};
 
 struct Options {
   std::string device = "host";
@@ -251,25 +261,67 @@ struct Options {
   std::optional<double> min_time;
   bool quick = false;
   std::string data_dir = COMPCOLL_DEFAULT_DATA_DIR;
+  // The selection, in the order of a full run; all by default.
+  std::vector<DType> dtypes;
+  std::vector<const Codec*> codecs;
+  std::vector<calib::Op> ops;
+  bool selected = false;  // some of --dtype, --codec, --ops was given
 };
 
 const char* const kUsage =
     "usage: compcoll-bench calibrate [--device host|cuda] --out FILE.yaml [--max-bytes N]\n"
     "                                [--min-time SECONDS] [--quick] [--data DIR]\n"
+    "                                [--dtype LIST] [--codec LIST] [--ops LIST]\n"
     "  --device     where the kernels run (default host: one CPU thread)\n"
-    "  --out        the calibration file to write (docs/CALIBRATION.md)\n"
+    "  --out        the calibration file to write (docs/CALIBRATION.md); rewritten after every finished\n"
+    "               curve, with complete: false until the run ends (an existing FILE is moved to FILE.bak)\n"
     "  --max-bytes  largest size timed (default 1GiB; 4KiB at least; KB/MB/GB = 10^3.., K/KiB/M/MiB/G/GiB = 2^10..)\n"
     "  --min-time   seconds of timed runs per point, at least (default 0.1, with --quick 0.01)\n"
     "  --quick      sizes in powers of 4 instead of 2, 3 samples per point instead of 5\n"
-    "  --data       directory of the real tensors (default the bundled tests/data)\n";
+    "  --data       directory of the real tensors (default the bundled tests/data)\n"
+    "  --dtype      only these element types: bf16, fp16, fp32 (repeatable or a comma list; default all)\n"
+    "  --codec      only these codecs' compress and decompress curves: identity, gauss-exp, entropy-exp,\n"
+    "               fp8-hadamard, or all (repeatable or a comma list; default all)\n"
+    "  --ops        only these ops: compress, decompress, reduce, copy (repeatable or a comma list;\n"
+    "               default all; --ops compress,decompress measures no reduce or copy curve)\n"
+    "  Curves are measured in a fixed order whatever the order of the lists: per dtype (bf16, fp16,\n"
+    "  fp32) every selected codec (identity, gauss-exp, entropy-exp, fp8-hadamard), then reduce; copy\n"
+    "  (dtype any) after the first dtype.\n";
 
 [[noreturn]] void fail(const std::string& msg) {
   std::fprintf(stderr, "compcoll-bench calibrate: %s\n", msg.c_str());
   std::exit(2);
 }
 
+// "a,b, c" -> {"a", "b", "c"}; an empty item is an error of `flag`.
+std::vector<std::string> split_list(const std::string& flag, const std::string& v, const std::string& expected) {
+  std::vector<std::string> items;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = v.find(',', at);
+    std::string item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) fail(flag + ": expected " + expected + ", got \"" + v + "\"");
+    items.push_back(item);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return items;
+}
+
+std::string codec_list() {
+  std::string list;
+  for (auto n : codec_names()) list += std::string(list.empty() ? "" : ", ") + std::string(n);
+  return list;
+}
+
 Options parse_args(int argc, char** argv) {
   Options opt;
+  std::vector<bool> dtype_on(std::size(kDTypes), false), op_on(std::size(kOps), false);
+  const std::vector<std::string_view> names = codec_names();
+  std::vector<bool> codec_on(names.size(), false);
+  bool any_dtype = false, any_codec = false, any_op = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -301,6 +353,32 @@ Options parse_args(int argc, char** argv) {
       opt.quick = true;
     } else if (a == "--data") {
       opt.data_dir = value();
+    } else if (a == "--dtype") {
+      const std::string expected = "bf16, fp16 or fp32 (or a comma list of them)";
+      for (const std::string& item : split_list(a, value(), expected)) {
+        const std::optional<DType> t = parse_dtype(item);
+        if (!t) fail("--dtype: expected " + expected + ", got \"" + item + "\"");
+        for (size_t k = 0; k < std::size(kDTypes); ++k) dtype_on[k] = dtype_on[k] || kDTypes[k] == *t;
+      }
+      any_dtype = true;
+    } else if (a == "--codec") {
+      const std::string expected = codec_list() + " or all (or a comma list of them)";
+      for (const std::string& item : split_list(a, value(), expected)) {
+        const auto it = std::find(names.begin(), names.end(), item);
+        if (item == "all") codec_on.assign(names.size(), true);
+        else if (it == names.end()) fail("--codec: expected " + expected + ", got \"" + item + "\"");
+        else codec_on[it - names.begin()] = true;
+      }
+      any_codec = true;
+    } else if (a == "--ops") {
+      const std::string expected = "compress, decompress, reduce or copy (or a comma list of them)";
+      for (const std::string& item : split_list(a, value(), expected)) {
+        size_t k = 0;
+        while (k < std::size(kOps) && item != calib::op_name(kOps[k])) ++k;
+        if (k == std::size(kOps)) fail("--ops: expected " + expected + ", got \"" + item + "\"");
+        op_on[k] = true;
+      }
+      any_op = true;
     } else if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -309,6 +387,16 @@ Options parse_args(int argc, char** argv) {
     }
   }
   if (opt.out.empty()) fail("missing --out FILE.yaml (see compcoll-bench calibrate --help)");
+  for (size_t k = 0; k < std::size(kDTypes); ++k)
+    if (!any_dtype || dtype_on[k]) opt.dtypes.push_back(kDTypes[k]);
+  for (size_t k = 0; k < names.size(); ++k)
+    if (!any_codec || codec_on[k]) opt.codecs.push_back(find_codec(names[k]));
+  for (size_t k = 0; k < std::size(kOps); ++k)
+    if (!any_op || op_on[k]) opt.ops.push_back(kOps[k]);
+  const auto has_op = [&](calib::Op op) { return std::find(opt.ops.begin(), opt.ops.end(), op) != opt.ops.end(); };
+  if (any_codec && !has_op(calib::Op::Compress) && !has_op(calib::Op::Decompress))
+    fail("--codec: --ops selects neither compress nor decompress, so no codec is measured");
+  opt.selected = any_dtype || any_codec || any_op;
   return opt;
 }
 
@@ -369,9 +457,141 @@ struct CurveKey {
   bool operator<(const CurveKey& o) const {
     return std::tie(op, codec, dtype) < std::tie(o.op, o.codec, o.dtype);
   }
+  bool operator==(const CurveKey& o) const { return !(*this < o) && !(o < *this); }
+  // "compress gauss-exp bf16", "reduce fp32", "copy any": the file's `missing:` entries.
+  std::string name() const {
+    return std::string(calib::op_name(op)) + (codec.empty() ? "" : " " + codec) + " " + dtype;
+  }
 };
 
+// The curves of `keys` in words, grouped by dtype: "bf16: fp8-hadamard compress and
+// decompress, reduce; fp16: every curve (9); copy (any)". `all` is every curve the run was
+// asked for, so a dtype none of whose curves is done reads "every curve".
+std::string describe_curves(const std::vector<CurveKey>& keys, const std::vector<CurveKey>& all) {
+  std::vector<std::string> parts;
+  for (const char* dt : {"bf16", "fp16", "fp32", "any"}) {
+    std::vector<CurveKey> mine;
+    for (const CurveKey& k : keys)
+      if (k.dtype == dt) mine.push_back(k);
+    if (mine.empty()) continue;
+    const size_t of = std::count_if(all.begin(), all.end(), [&](const CurveKey& k) { return k.dtype == dt; });
+    if (std::string(dt) == "any") {
+      parts.push_back("copy (dtype any)");
+      continue;
+    }
+    if (mine.size() == of && of > 1) {
+      parts.push_back(std::string(dt) + ": every curve (" + std::to_string(of) + ")");
+      continue;
+    }
+    std::vector<std::string> items;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const CurveKey& k = mine[i];
+      if (k.op == calib::Op::Reduce || k.op == calib::Op::Copy) {
+        items.push_back(std::string(calib::op_name(k.op)));
+        continue;
+      }
+      // compress and decompress of one codec, when both are there, as one item.
+      const bool both = k.op == calib::Op::Compress &&
+                        std::any_of(mine.begin(), mine.end(), [&](const CurveKey& o) {
+                          return o.op == calib::Op::Decompress && o.codec == k.codec;
+                        });
+      if (k.op == calib::Op::Decompress &&
+          std::any_of(mine.begin(), mine.end(), [&](const CurveKey& o) { return o.op == calib::Op::Compress && o.codec == k.codec; }))
+        continue;
+      items.push_back(k.codec + (both ? " compress and decompress" : " " + std::string(calib::op_name(k.op))));
+    }
+    std::string joined;
+    for (const std::string& it : items) joined += (joined.empty() ? "" : ", ") + it;
+    parts.push_back(std::string(dt) + ": " + joined);
+  }
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) fail("--out: cannot write " + tmp + " (" + std::strerror(errno) + ")");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) fail("--out: cannot rename " + tmp + " to " + path + " (" + ec.message() + ")");
+}
+
 }  // namespace
+
+int64_t count_wrong(DType dtype, const uint8_t* a, const uint8_t* b, uint64_t bytes) {
+  if (bytes == 0 || std::memcmp(a, b, bytes) == 0) return 0;
+  int64_t wrong = 0;
+  if (dtype_size(dtype) == 4) {
+    for (uint64_t i = 0; i + 4 <= bytes; i += 4) {
+      uint32_t x, y;
+      std::memcpy(&x, a + i, 4);
+      std::memcpy(&y, b + i, 4);
+      wrong += x != y;
+    }
+  } else {
+    for (uint64_t i = 0; i + 2 <= bytes; i += 2) {
+      uint16_t x, y;
+      std::memcpy(&x, a + i, 2);
+      std::memcpy(&y, b + i, 2);
+      wrong += x != y;
+    }
+  }
+  return wrong;
+}
+
+void RoundTripReference::reset(const Codec* codec, DType dtype, const uint8_t* input, uint64_t capacity) {
+  codec_ = codec;
+  dtype_ = dtype;
+  input_ = input;
+  out_.resize(capacity);
+  whole_ = 0;
+}
+
+const uint8_t* RoundTripReference::get(uint64_t bytes) {
+  if (!codec_) throw CodecError("RoundTripReference: no codec", 0);
+  if (bytes > out_.size()) throw CodecError("RoundTripReference: prefix longer than the input", 0);
+  const uint64_t es = dtype_size(dtype_);
+  const uint64_t chunk_bytes = uint64_t{format::kDefaultChunkElements} * es;
+  // Whole chunks of the last prefix that lie inside this one stay; the rest is coded anew.
+  whole_ = std::min(whole_, bytes / chunk_bytes * chunk_bytes);
+  const uint64_t first = whole_ / es, end = bytes / es;
+  if (end > first) {
+    const uint64_t chunks = (end - first + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
+    const unsigned hw = threads_ ? threads_ : std::clamp(std::thread::hardware_concurrency(), 1u, 64u);
+    // Pieces of at least 4 chunks, so that small prefixes do not pay for threads.
+    const uint64_t pieces = std::max<uint64_t>(1, std::min<uint64_t>(hw, chunks / 4));
+    const uint64_t per_piece = (chunks + pieces - 1) / pieces * format::kDefaultChunkElements;
+    std::vector<std::exception_ptr> errors(pieces);
+    auto code = [&](uint64_t p) {
+      try {
+        const uint64_t a = first + p * per_piece, b = std::min(end, a + per_piece);
+        if (a >= b) return;
+        const std::vector<uint8_t> stream = encode(*codec_, dtype_, input_ + a * es, b - a);
+        decode(stream.data(), stream.size(), out_.data() + a * es, (b - a) * es);
+      } catch (...) {
+        errors[p] = std::current_exception();
+      }
+    };
+    if (pieces == 1) {
+      code(0);
+    } else {
+      std::vector<std::thread> workers;
+      for (uint64_t p = 1; p < pieces; ++p) workers.emplace_back(code, p);
+      code(0);
+      for (std::thread& w : workers) w.join();
+    }
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+  whole_ = bytes / chunk_bytes * chunk_bytes;
+  return out_.data();
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -417,57 +637,30 @@ int run_calibrate(int argc, char** argv) {
 
   // Every input is read before the first row, so a bad --data fails at once.
   std::vector<std::pair<std::vector<uint8_t>, std::vector<std::string>>> pools;
-  for (DType dtype : kDTypes) pools.push_back(tensor_pool(opt.data_dir, dtype));
+  for (DType dtype : opt.dtypes) pools.push_back(tensor_pool(opt.data_dir, dtype));
+
+  const auto has_op = [&](calib::Op op) { return std::find(opt.ops.begin(), opt.ops.end(), op) != opt.ops.end(); };
+  // Every curve this run is asked for, in the order it measures them.
+  std::vector<CurveKey> wanted;
+  for (DType dtype : opt.dtypes) {
+    const std::string dt(dtype_name(dtype));
+    for (const Codec* codec : opt.codecs)
+      for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress})
+        if (has_op(op)) wanted.push_back({op, std::string(codec->name()), dt});
+    if (has_op(calib::Op::Reduce)) wanted.push_back({calib::Op::Reduce, "", dt});
+    if (has_op(calib::Op::Copy) && dtype == opt.dtypes.front()) wanted.push_back({calib::Op::Copy, "", "any"});
+  }
 
   std::printf("# compcoll-bench calibrate: %s (%s), sizes %s to %s, median of >= %d samples and >= %g s per point\n",
               device->name().c_str(), opt.device.c_str(), human_bytes(sizes.front()).c_str(),
               human_bytes(largest).c_str(), timing.min_samples, timing.min_time);
+  std::printf("# %zu curves; %s is rewritten after each one\n", wanted.size(), opt.out.c_str());
   std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s\n", "# size", "type", "op", "codec", "time", "algbw",
               "samples", "#wrong");
   std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s\n", "# (B)", "", "", "", "(us)", "(GB/s)", "", "");
   std::fflush(stdout);
 
-  std::map<CurveKey, std::vector<std::pair<uint64_t, double>>> curves;
-  std::ostringstream inputs;
-  bool ok = true;
-  const auto start = Clock::now();
-  auto row = [&](calib::Op op, const Codec* codec, DType dtype, const std::string& curve_dtype, uint64_t bytes) {
-    const Measurement m = device->measure(op, codec, bytes, timing);
-    const std::string codec_name = codec ? std::string(codec->name()) : "-";
-    std::printf("%12llu %5s %-10s %-12s %12.3f %9.3f %8d %7s\n", static_cast<unsigned long long>(bytes),
-                std::string(dtype_name(dtype)).c_str(), std::string(calib::op_name(op)).c_str(), codec_name.c_str(),
-                m.seconds * 1e6, m.seconds > 0 ? bytes / m.seconds / 1e9 : 0.0, m.samples,
-                m.wrong < 0 ? "-" : std::to_string(m.wrong).c_str());
-    std::fflush(stdout);
-    ok &= m.wrong <= 0;
-    curves[{op, codec ? codec_name : "", curve_dtype}].emplace_back(bytes, m.seconds);
-  };
-  for (size_t d = 0; d < std::size(kDTypes); ++d) {
-    const DType dtype = kDTypes[d];
-    const auto& [pool, files] = pools[d];
-    inputs << " " << dtype_name(dtype) << ": " << files.size() << " files, " << pool.size() << " bytes"
-           << (dtype == DType::FP16 ? " (the fp32 files rounded to nearest even)" : "") << ";";
-    const std::vector<uint8_t> input = tile(pool, largest);
-    device->load(dtype, input);
-    for (auto name : codec_names()) {
-      const Codec* codec = find_codec(name);
-      for (uint64_t b : sizes) {
-        row(calib::Op::Compress, codec, dtype, std::string(dtype_name(dtype)), b);
-        row(calib::Op::Decompress, codec, dtype, std::string(dtype_name(dtype)), b);
-      }
-    }
-    for (uint64_t b : sizes) row(calib::Op::Reduce, nullptr, dtype, std::string(dtype_name(dtype)), b);
-    // A copy moves bytes whatever they hold: measured once, on the bf16 input, for any dtype.
-    if (dtype == DType::BF16)
-      for (uint64_t b : sizes) row(calib::Op::Copy, nullptr, dtype, "any", b);
-  }
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!ok) {
-    std::printf("# FAILED: a correctness check failed; %s not written\n", opt.out.c_str());
-    return 1;
-  }
-
-  // ---- the file ----
+  // ---- what goes into the file ----
   char date[32], stamp[32];
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
@@ -476,58 +669,181 @@ int run_calibrate(int argc, char** argv) {
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
   std::string command = "compcoll-bench";
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  std::ostringstream inputs;
+  for (size_t d = 0; d < opt.dtypes.size(); ++d)
+    inputs << " " << dtype_name(opt.dtypes[d]) << ": " << pools[d].second.size() << " files, " << pools[d].first.size()
+           << " bytes" << (opt.dtypes[d] == DType::FP16 ? " (the fp32 files rounded to nearest even)" : "") << ";";
+  std::string selection;
+  if (opt.selected) {
+    const auto join = [](const auto& items, auto name) {
+      std::string s;
+      for (const auto& x : items) s += (s.empty() ? "" : ", ") + std::string(name(x));
+      return s;
+    };
+    selection = " Selection (--dtype, --codec, --ops): dtypes " +
+                join(opt.dtypes, [](DType t) { return dtype_name(t); }) + "; codecs " +
+                join(opt.codecs, [](const Codec* c) { return c->name(); }) + "; ops " +
+                join(opt.ops, [](calib::Op op) { return calib::op_name(op); }) +
+                "; the run was asked for these curves only (" + std::to_string(wanted.size()) + ").";
+  }
 
-  std::ostringstream statement;
-  statement << "MEASURED by compcoll-bench calibrate --device " << opt.device << " (compcoll " << COMPCOLL_VERSION
-            << ") in " << std::lround(elapsed) << " s. " << device->method() << ". Each point: one untimed warm-up, "
-            << "then the median of at least " << timing.min_samples << " samples and " << timing.min_time
-            << " s of samples; a separate untimed pass checks every result (round trip bit-exact, reduce x + x = 2x, "
-            << "copy). Sizes " << human_bytes(sizes.front()) << " to " << human_bytes(largest) << " in powers of "
-            << (opt.quick ? 4 : 2)
-            << (largest < (uint64_t{1} << 30) ? " (capped by --max-bytes below 1 GiB)" : "")
-            << "; bytes are always the uncompressed bytes. Inputs: the real training tensors of "
-            << (opt.data_dir == COMPCOLL_DEFAULT_DATA_DIR ? std::string("tests/data (README there)") : opt.data_dir)
-            << ", per dtype concatenated in file-name order and tiled to the largest size; each "
-            << "point times the prefix of that buffer (small sizes therefore hold one kind of tensor and run "
-            << "cache-warm):" << inputs.str()
-            << " reduce: dst += src over the given bytes of each (16-bit types add in fp32 and round to nearest "
-            << "even). copy: memcpy of the bf16 input, charged for any dtype. identity curves are measured for "
-            << "completeness; the simulator charges identity no time.";
+  std::map<CurveKey, std::vector<std::pair<uint64_t, double>>> curves;  // finished curves whose checks passed
+  std::vector<CurveKey> failed;                                         // finished curves with a failed check
+  bool moved_old = false;
+  const auto start = Clock::now();
 
-  std::ostringstream y;
-  y << "# MEASURED, written by `" << command << "` on " << stamp << ".\n"
-    << "# Durations in seconds per uncompressed bytes; see docs/CALIBRATION.md.\n";
-  y << "device: " << yaml_quote(device->name()) << "\n";
-  y << "source: measured\n";
-  y << "date: " << date << "\n";
-  y << "statement: " << yaml_quote(statement.str()) << "\n";
-  y << "machine:\n";
-  for (const auto& [k, v] : device->machine()) y << "  " << k << ": " << yaml_quote(v) << "\n";
-  y << "  compcoll_version: " << yaml_quote(COMPCOLL_VERSION) << "\n";
-  y << "  command: " << yaml_quote(command) << "\n";
-  y << "  measured_at: " << yaml_quote(stamp) << "\n";
-  y << "curves:\n";
-  char num[64];
-  for (const auto& [key, points] : curves) {
-    y << "  - {op: " << calib::op_name(key.op);
-    if (!key.codec.empty()) y << ", codec: " << key.codec;
-    y << ", dtype: " << key.dtype << ", points: [";
-    for (size_t i = 0; i < points.size(); ++i) {
-      std::snprintf(num, sizeof num, "%s[%llu, %.5g]", i ? ", " : "", static_cast<unsigned long long>(points[i].first),
-                    points[i].second);
-      y << num;
+  // Writes the file with every finished curve that passed its checks; complete: true only
+  // when those are all the curves the run was asked for. Atomic: FILE.tmp, then renamed.
+  const auto save = [&](bool finished) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    std::vector<CurveKey> missing;
+    for (const CurveKey& k : wanted)
+      if (!curves.count(k)) missing.push_back(k);
+    const bool complete = missing.empty();
+    std::ostringstream statement;
+    if (!complete) {
+      std::vector<CurveKey> not_measured;
+      for (const CurveKey& k : missing)
+        if (std::find(failed.begin(), failed.end(), k) == failed.end()) not_measured.push_back(k);
+      statement << "PARTIAL (complete: false): " << curves.size() << " of the " << wanted.size()
+                << " curves this run was asked for. ";
+      if (!not_measured.empty())
+        statement << (finished ? "Not measured: "
+                                     : "Not yet measured when this file was written (the run rewrites it after every "
+                                       "finished curve; if this is its last version, the run stopped before these): ")
+                  << describe_curves(not_measured, wanted) << ". ";
+      if (!failed.empty())
+        statement << "Left out because a correctness check FAILED: " << describe_curves(failed, wanted) << ". ";
     }
-    y << "]}\n";
+    statement << "MEASURED by compcoll-bench calibrate --device " << opt.device << " (compcoll " << COMPCOLL_VERSION
+              << ") " << (complete || finished ? "in " : "after ") << std::lround(elapsed) << " s. " << device->method()
+              << ". Each point: one untimed warm-up, then the median of at least " << timing.min_samples
+              << " samples and " << timing.min_time
+              << " s of samples; a separate untimed pass checks every result (round trip bit-exact, lossy codecs "
+              << "against the host round trip, reduce x + x = 2x, copy). Sizes " << human_bytes(sizes.front()) << " to "
+              << human_bytes(largest) << " in powers of " << (opt.quick ? 4 : 2)
+              << (largest < (uint64_t{1} << 30) ? " (capped by --max-bytes below 1 GiB)" : "")
+              << "; bytes are always the uncompressed bytes." << selection << " Inputs: the real training tensors of "
+              << (opt.data_dir == COMPCOLL_DEFAULT_DATA_DIR ? std::string("tests/data (README there)") : opt.data_dir)
+              << ", per dtype concatenated in file-name order and tiled to the largest size; each "
+              << "point times the prefix of that buffer (small sizes therefore hold one kind of tensor and run "
+              << "cache-warm):" << inputs.str()
+              << " reduce: dst += src over the given bytes of each (16-bit types add in fp32 and round to nearest "
+              << "even). copy: memcpy of the " << dtype_name(opt.dtypes.front())
+              << " input, charged for any dtype. identity curves are measured for "
+              << "completeness; the simulator charges identity no time.";
+
+    std::ostringstream y;
+    y << "# MEASURED, written by `" << command << "` (started " << stamp << ").\n";
+    if (!complete)
+      y << "# PARTIAL: " << curves.size() << " of " << wanted.size()
+        << " curves (complete: false; `missing` lists the others).\n";
+    y << "# Durations in seconds per uncompressed bytes; see docs/CALIBRATION.md.\n";
+    y << "device: " << yaml_quote(device->name()) << "\n";
+    y << "source: measured\n";
+    y << "complete: " << (complete ? "true" : "false") << "\n";
+    if (!complete) {
+      y << "missing:\n";
+      for (const CurveKey& k : missing) y << "  - " << yaml_quote(k.name()) << "\n";
+    }
+    y << "date: " << date << "\n";
+    y << "statement: " << yaml_quote(statement.str()) << "\n";
+    y << "machine:\n";
+    for (const auto& [k, v] : device->machine()) y << "  " << k << ": " << yaml_quote(v) << "\n";
+    y << "  compcoll_version: " << yaml_quote(COMPCOLL_VERSION) << "\n";
+    y << "  command: " << yaml_quote(command) << "\n";
+    y << "  measured_at: " << yaml_quote(stamp) << "\n";
+    y << "curves:" << (curves.empty() ? " []" : "") << "\n";
+    char num[64];
+    for (const auto& [key, points] : curves) {
+      y << "  - {op: " << calib::op_name(key.op);
+      if (!key.codec.empty()) y << ", codec: " << key.codec;
+      y << ", dtype: " << key.dtype << ", points: [";
+      for (size_t i = 0; i < points.size(); ++i) {
+        std::snprintf(num, sizeof num, "%s[%llu, %.5g]", i ? ", " : "", static_cast<unsigned long long>(points[i].first),
+                      points[i].second);
+        y << num;
+      }
+      y << "]}\n";
+    }
+    // The first write replaces the file: an older one at that name is kept as FILE.bak.
+    if (!moved_old && std::filesystem::exists(opt.out)) {
+      std::error_code ec;
+      std::filesystem::rename(opt.out, opt.out + ".bak", ec);
+      if (ec) fail("--out: cannot move the existing " + opt.out + " to " + opt.out + ".bak (" + ec.message() + ")");
+      std::printf("# moved the existing %s to %s.bak\n", opt.out.c_str(), opt.out.c_str());
+    }
+    moved_old = true;
+    write_atomically(opt.out, y.str());
+    if (!finished)
+      std::printf("# saved %s: %zu of %zu curves (complete: %s), %.0f s\n", opt.out.c_str(), curves.size(),
+                  wanted.size(), complete ? "true" : "false", elapsed);
+    std::fflush(stdout);
+  };
+
+  std::map<CurveKey, std::pair<bool, std::vector<std::pair<uint64_t, double>>>> in_progress;  // ok, points
+  auto row = [&](calib::Op op, const Codec* codec, DType dtype, const std::string& curve_dtype, uint64_t bytes) {
+    const Measurement m = device->measure(op, codec, bytes, timing);
+    const std::string codec_name = codec ? std::string(codec->name()) : "-";
+    std::printf("%12llu %5s %-10s %-12s %12.3f %9.3f %8d %7s\n", static_cast<unsigned long long>(bytes),
+                std::string(dtype_name(dtype)).c_str(), std::string(calib::op_name(op)).c_str(), codec_name.c_str(),
+                m.seconds * 1e6, m.seconds > 0 ? bytes / m.seconds / 1e9 : 0.0, m.samples,
+                m.wrong < 0 ? "-" : std::to_string(m.wrong).c_str());
+    std::fflush(stdout);
+    auto [it, fresh] = in_progress.try_emplace({op, codec ? codec_name : "", curve_dtype});
+    if (fresh) it->second.first = true;
+    it->second.first = it->second.first && m.wrong <= 0;
+    it->second.second.emplace_back(bytes, m.seconds);
+  };
+  // The curves in progress are finished: those that passed go into the file, which is saved.
+  const auto finish = [&] {
+    if (in_progress.empty()) return;
+    for (auto& [key, state] : in_progress) {
+      if (state.first) curves[key] = std::move(state.second);
+      else failed.push_back(key);
+    }
+    in_progress.clear();
+    // The last curve is written by the end of the run, with its final line.
+    if (!curves.empty() && curves.size() + failed.size() < wanted.size()) save(false);
+  };
+
+  for (size_t d = 0; d < opt.dtypes.size(); ++d) {
+    const DType dtype = opt.dtypes[d];
+    const std::string dt(dtype_name(dtype));
+    {
+      // The tiled input is made once per dtype; every point times a prefix of it.
+      const std::vector<uint8_t> input = tile(pools[d].first, largest);
+      device->load(dtype, input);
+      for (const Codec* codec : opt.codecs) {
+        if (!has_op(calib::Op::Compress) && !has_op(calib::Op::Decompress)) break;
+        for (uint64_t b : sizes)
+          for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress})
+            if (has_op(op)) row(op, codec, dtype, dt, b);
+        finish();
+      }
+      if (has_op(calib::Op::Reduce)) {
+        for (uint64_t b : sizes) row(calib::Op::Reduce, nullptr, dtype, dt, b);
+        finish();
+      }
+      // A copy moves bytes whatever they hold: measured once, on the first dtype's input, for any dtype.
+      if (has_op(calib::Op::Copy) && d == 0) {
+        for (uint64_t b : sizes) row(calib::Op::Copy, nullptr, dtype, "any", b);
+        finish();
+      }
+    }
   }
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << y.str();
-    f.close();
-    if (!f) fail("--out: cannot write " + tmp + " (" + std::strerror(errno) + ")");
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!failed.empty()) {
+    if (curves.empty()) {
+      std::printf("# FAILED: a correctness check failed in every curve; %s not written\n", opt.out.c_str());
+    } else {
+      save(true);
+      std::printf("# FAILED: a correctness check failed; %s holds the %zu curves whose checks passed (complete: false)\n",
+                  opt.out.c_str(), curves.size());
+    }
+    return 1;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, opt.out, ec);
-  if (ec) fail("--out: cannot rename " + tmp + " to " + opt.out + " (" + ec.message() + ")");
+  save(true);
   std::printf("# OK: wrote %s (%zu curves, %zu sizes, %.0f s)\n", opt.out.c_str(), curves.size(), sizes.size(), elapsed);
   return 0;
 }

@@ -1,8 +1,10 @@
 // tools/calibrate.h — `compcoll-bench calibrate`: times every codec's encode and decode, the
 // reduce kernel and a plain copy over sizes on real tensors and writes the calibration file
 // the simulator reads (docs/CALIBRATION.md). A CalibrationDevice hides where the kernels run
-// (host codecs or CUDA kernels); the driver in calibrate.cpp owns sizes, inputs, the table and
-// the file. Nothing here invents a figure: every point is the median of timed runs.
+// (host codecs or CUDA kernels); the driver in calibrate.cpp owns sizes, inputs, the selection
+// (--dtype, --codec, --ops), the table and the file, which it rewrites after every finished
+// curve (complete: false until the last one). Nothing here invents a figure: every point is the
+// median of timed runs.
 #pragma once
 
 #include <cstdint>
@@ -46,8 +48,43 @@ class CalibrationDevice {
   // Makes `input` (host, the largest size) the data of every following measure().
   virtual void load(DType dtype, const std::vector<uint8_t>& input) = 0;
   // Times `op` over the first `bytes` bytes of the loaded input (codec: compress and
-  // decompress only), then checks the result in a separate untimed pass.
+  // decompress only), then checks the result in a separate untimed pass. Compress and
+  // decompress of one codec and size share one check (an encode and a decode of that size):
+  // the second of them reuses the first one's count.
   virtual Measurement measure(calib::Op op, const Codec* codec, uint64_t bytes, const TimingOptions& opt) = 0;
+};
+
+// Elements of `dtype` that differ between `a` and `b` (`bytes` bytes each, a multiple of the
+// element size). One memcmp when they agree; element by element only when they do not.
+int64_t count_wrong(DType dtype, const uint8_t* a, const uint8_t* b, uint64_t bytes);
+
+// The host round trip (encode, then decode) of growing prefixes of one input: what a lossy
+// codec's result is checked against. Chunks are encoded and decoded independently of each
+// other (docs/FORMAT.md), so the round trip of the first n elements agrees, chunk for chunk,
+// with the round trip of the first m > n elements wherever n ends on a chunk boundary. get()
+// therefore keeps the whole chunks of the last prefix and codes only what is new, in pieces of
+// whole chunks on several threads; a prefix that ends inside a chunk codes that chunk alone.
+// Each piece is a complete encode() and decode() of its elements. The calibrate tests check
+// that the result equals one encode() and decode() of the whole prefix.
+class RoundTripReference {
+ public:
+  // Forgets what was coded. `input` must hold `capacity` bytes and outlive the next get()s.
+  void reset(const Codec* codec, DType dtype, const uint8_t* input, uint64_t capacity);
+  // The round trip of the first `bytes` bytes of the input (bytes <= capacity, a multiple of
+  // the element size); valid until the next get() or reset(). Throws CodecError if the
+  // host codec fails on the input.
+  const uint8_t* get(uint64_t bytes);
+  const Codec* codec() const { return codec_; }
+  // Threads get() may use (default: the hardware's, at most 64).
+  void set_threads(unsigned threads) { threads_ = threads ? threads : 1; }
+
+ private:
+  const Codec* codec_ = nullptr;
+  DType dtype_ = DType::BF16;
+  const uint8_t* input_ = nullptr;
+  std::vector<uint8_t> out_;
+  uint64_t whole_ = 0;  // bytes at the start of out_ that hold whole chunks' round trips
+  unsigned threads_ = 0;
 };
 
 std::unique_ptr<CalibrationDevice> make_host_device();
@@ -58,6 +95,7 @@ std::unique_ptr<CalibrationDevice> make_cuda_device();
 double median(std::vector<double> v);
 
 // `compcoll-bench calibrate ...`; returns the exit code (0 ok, 1 a check failed, 2 bad input).
+// Exits 2 itself (one line on stderr) on bad arguments, inputs or an unwritable --out.
 int run_calibrate(int argc, char** argv);
 
 }  // namespace compcoll::bench

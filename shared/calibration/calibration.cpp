@@ -51,12 +51,19 @@ double Calibration::seconds(Op op, const std::string& codec, DType dtype, double
   if (!best)
     throw config::ConfigError(file + ": curves: no curve for op " + std::string(op_name(op)) +
                               (codec.empty() || op == Op::Reduce || op == Op::Copy ? "" : ", codec " + codec) +
-                              ", dtype " + std::string(dtype_name(dtype)));
+                              ", dtype " + std::string(dtype_name(dtype)) +
+                              (complete ? "" : " (the file is PARTIAL, complete: false: the calibrate run that wrote it "
+                                               "did not measure every curve)"));
   return best->seconds(bytes);
 }
 
 std::string Calibration::label() const {
-  return source + " calibration (" + device + ", " + (date.empty() ? "undated" : date) + ", " + file + ")";
+  std::string l = source + " calibration (" + device + ", " + (date.empty() ? "undated" : date) + ", " + file + ")";
+  if (!complete)
+    l += " -- PARTIAL (complete: false): " + std::to_string(curves.size()) + " curves; " +
+         (missing.empty() ? std::string("the run that wrote it did not finish")
+                          : std::to_string(missing.size()) + " not measured");
+  return l;
 }
 
 Calibration zero_calibration() {
@@ -77,6 +84,14 @@ Calibration load_calibration(const std::string& path) {
   cal.source = root.get("source").as_choice({"derived", "measured", "zero"});
   cal.statement = root.get_string("statement", "");
   cal.date = root.get_string("date", "");
+  // Partial files (calibrate writes one after every finished curve): complete: false and the
+  // curves not measured. Files without the key are complete.
+  if (const Node c = root.opt("complete"); c.defined()) cal.complete = c.as_bool();
+  if (const Node m = root.opt("missing"); m.defined()) {
+    if (cal.complete) m.fail("only with complete: false");
+    if (!m.is_sequence()) m.fail("expected a list of curves, like [\"reduce bf16\"]");
+    for (size_t i = 0; i < m.size(); ++i) cal.missing.push_back(m[i].as_string());
+  }
   root.opt("machine");  // free-form metadata written by calibrate (driver, clocks, ...)
   const Node curves = root.get("curves");
   for (size_t i = 0; i < curves.size(); ++i) {

@@ -8,11 +8,16 @@
 //   source: derived            # derived | measured | zero
 //   statement: "where the figures come from"
 //   date: 2026-11-23
+//   complete: false            # optional, default true; false: a run that had not finished
+//   missing: ["compress fp8-hadamard bf16", "reduce bf16"]   # with complete: false
 //   curves:
 //     - {op: compress, codec: gauss-exp, dtype: bf16, latency: 6us, throughput: 350GB/s}
 //     - {op: reduce, dtype: bf16, points: [[4096, 3.1e-6], [1048576, 5.2e-6], ...]}
 // `bytes` is always the uncompressed size of the data the op touches. Between points the
 // duration is interpolated linearly; past the last point it grows at the last segment's rate.
+// A partial file (complete: false, written by a calibrate run that had not finished) loads
+// like any other: its curves are used, a missing one is refused as in any file (the error says
+// the file is partial), and label() says PARTIAL, so every output that names the file does.
 #pragma once
 
 #include <string>
@@ -36,6 +41,8 @@ struct Curve {
 struct Calibration {
   std::string file, device, source, statement, date;
   std::vector<Curve> curves;
+  bool complete = true;               // false: the run that wrote the file had not finished
+  std::vector<std::string> missing;   // the curves that run did not measure ("reduce bf16")
 
   // The duration of `op` over `bytes` uncompressed bytes. Identity compress/decompress cost
   // nothing (no kernel runs). Throws config::ConfigError naming the file and what is missing.
@@ -44,7 +51,8 @@ struct Calibration {
   bool has(Op op, const std::string& codec, DType dtype) const;
   // The curve seconds() uses: the op's (and codec's) curve of this dtype, else of dtype any.
   const Curve* find(Op op, const std::string& codec, DType dtype) const;
-  // "derived: ..." / "measured on ..." — one line for outputs.
+  // "measured calibration (device, date, file)", with " -- PARTIAL: ..." for a partial file:
+  // one line for outputs.
   std::string label() const;
 };
 

@@ -261,6 +261,7 @@ Topology single_node(int gpus, LinkSpec gpu_link, const std::string& fabric) {
   t.gpus_per_node = gpus;
   t.gpu_link = gpu_link;
   t.intra_fabric = fabric;
+  t.nvls = fabric == "nvswitch";
   build_graph(t);
   place_ranks(t, gpus, "linear");
   return t;
@@ -284,6 +285,11 @@ Topology load_topology(const std::string& path, int ranks, const std::vector<std
   t.intra_fabric = node.get("fabric").as_choice({"nvswitch", "pcie"});
   t.gpu_link = read_link(node.get("gpu_link"));
   t.nics_per_gpu = static_cast<int>(node.get_int("nics_per_gpu", 1, 1, 16));
+  t.nvls = t.intra_fabric == "nvswitch";
+  if (node.has("nvls")) {
+    t.nvls = node.get("nvls").as_bool();
+    if (t.nvls && t.intra_fabric != "nvswitch") node.get("nvls").fail("NVLS needs fabric: nvswitch");
+  }
   node.check_no_unknown_keys();
 
   if (t.generator == Generator::SingleNode) {

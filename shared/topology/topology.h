@@ -69,6 +69,7 @@ struct Topology {
   Generator generator = Generator::SingleNode;
   int nodes = 1, gpus_per_node = 8;
   std::string intra_fabric = "nvswitch";  // nvswitch | pcie
+  bool nvls = true;        // the NVSwitch reduces and multicasts (NVLink SHARP, H100 and later); nvswitch only
   LinkSpec gpu_link;       // GPU <-> node switch
   int nics_per_gpu = 1;
   LinkSpec network_link;   // every network port (NIC <-> switch, switch <-> switch)

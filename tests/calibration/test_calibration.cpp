@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "calibration/calibration.h"
 #include "codec/codec.h"
@@ -145,4 +146,62 @@ TEST_CASE("calibrate output loads as a measured calibration", "[.calibrate-outpu
       CHECK(cal.has(Op::Decompress, std::string(codec), t));
     }
   }
+}
+
+TEST_CASE("calibration: a partial file loads, says PARTIAL, and names itself in a missing curve's error", "[calibration]") {
+  const std::string path = write_file("partial", std::string(kHeader) +
+      "complete: false\n"
+      "missing: [\"reduce bf16\", \"copy any\"]\n"
+      "curves:\n"
+      "  - {op: compress, codec: gauss-exp, dtype: bf16, points: [[4096, 1.0e-6]]}\n");
+  const calib::Calibration cal = calib::load_calibration(path);
+  CHECK_FALSE(cal.complete);
+  CHECK(cal.missing == std::vector<std::string>{"reduce bf16", "copy any"});
+  CHECK_THAT(cal.label(), Catch::Contains("PARTIAL (complete: false): 1 curves; 2 not measured"));
+  CHECK(cal.seconds(Op::Compress, "gauss-exp", DType::BF16, 4096) == Approx(1.0e-6));
+  CHECK_THROWS_WITH(cal.seconds(Op::Reduce, "", DType::BF16, 4096),
+                    Catch::Contains("partial.yaml: curves: no curve for op reduce") && Catch::Contains("PARTIAL"));
+  // A complete file says nothing of it.
+  const std::string whole = write_file("whole", std::string(kHeader) + "curves:\n  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n");
+  CHECK(calib::load_calibration(whole).complete);
+  CHECK(calib::load_calibration(whole).label().find("PARTIAL") == std::string::npos);
+  // `missing` only with complete: false, and a list.
+  CHECK_THAT(load_error("missing-complete", "complete: true\nmissing: [\"reduce bf16\"]\ncurves: []\n"),
+             Catch::Contains("missing-complete.yaml: missing: only with complete: false"));
+  CHECK_THAT(load_error("missing-scalar", "complete: false\nmissing: reduce\ncurves: []\n"),
+             Catch::Contains("missing-scalar.yaml: missing: expected a list of curves"));
+}
+
+// What `calibrate --dtype bf16 --codec fp8-hadamard,gauss-exp --ops compress,decompress`
+// writes (ctest bench_calibrate_selection): those four curves and nothing else, complete.
+TEST_CASE("calibrate selection writes only the selected curves", "[.calibrate-selection]") {
+  const char* path = std::getenv("COMPCOLL_CALIBRATION_FILE");
+  REQUIRE(path != nullptr);
+  const calib::Calibration cal = calib::load_calibration(path);
+  CHECK(cal.complete);
+  CHECK(cal.label().find("PARTIAL") == std::string::npos);
+  CHECK(cal.curves.size() == 4);
+  for (const char* codec : {"fp8-hadamard", "gauss-exp"}) {
+    CHECK(cal.has(Op::Compress, codec, DType::BF16));
+    CHECK(cal.has(Op::Decompress, codec, DType::BF16));
+    CHECK_FALSE(cal.has(Op::Compress, codec, DType::FP32));
+  }
+  CHECK_FALSE(cal.has(Op::Reduce, "", DType::BF16));
+  CHECK(cal.statement.find("Selection (--dtype, --codec, --ops)") != std::string::npos);
+}
+
+// The file a calibrate run leaves when it is killed after its first finished curve (ctest
+// bench_calibrate_partial): complete: false, the finished curves, the others listed missing.
+TEST_CASE("calibrate leaves a loadable partial file when stopped", "[.calibrate-partial]") {
+  const char* path = std::getenv("COMPCOLL_CALIBRATION_FILE");
+  REQUIRE(path != nullptr);
+  const calib::Calibration cal = calib::load_calibration(path);
+  CHECK_FALSE(cal.complete);
+  REQUIRE_FALSE(cal.curves.empty());
+  // bf16 only: every codec's two curves, reduce and copy; finished plus missing are all of them.
+  CHECK(cal.curves.size() + cal.missing.size() == codec_names().size() * 2 + 2);
+  CHECK(cal.statement.find("PARTIAL (complete: false)") == 0);
+  CHECK_THAT(cal.label(), Catch::Contains("PARTIAL"));
+  for (const calib::Curve& c : cal.curves)
+    for (const auto& [bytes, seconds] : c.points) CHECK(seconds > 0);
 }
