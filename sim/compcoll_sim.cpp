@@ -353,7 +353,6 @@ int run(const Args& args) {
       call.codec = p.codec;
       call.ratio = ratio_of(p.codec, s).ratio;
       call.build = policy::build_spec(p, info, topo);
-      call.build.pipe.channels = s.channels;
       call.build.root = s.root;
       job.calls.push_back(call);
       return job.calls.size() - 1;
@@ -392,6 +391,7 @@ int run(const Args& args) {
               if (!s.intra_placement.empty()) p.intra = sched::parse_placement(s.intra_placement);
               p.codec = codec;
               p.chunks = s.chunks;
+              p.channels = s.channels;
               Out oc = o;
               fill(oc.w, s, info, p);
               // --plans-only: what the cost model says of the plan as written, where it is

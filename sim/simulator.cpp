@@ -57,7 +57,7 @@ namespace {
 
 constexpr double kHostSpeed = 1e9;  // must match platform.cpp
 constexpr uint32_t kPosted = UINT32_MAX;  // an active send whose op already counts as done
-constexpr int kKernel = -2;                 // active_send_peer of a kernel
+constexpr int64_t kKernel = -2;             // active_send_conn of a kernel
 
 // What one message carries through the simulation: its wire size and what it decompresses to.
 struct Payload {
@@ -76,9 +76,13 @@ struct CallRun {
 
 // The k-th message from `from` to `to` has a rendezvous point of its own, so the IR's rule
 // (messages between a pair match in program order) holds whatever order they become ready in.
-s4u::Mailbox* mailbox(int from, int to, uint32_t seq) {
-  return s4u::Mailbox::by_name(std::to_string(from) + ">" + std::to_string(to) + "#" + std::to_string(seq));
+s4u::Mailbox* mailbox(int from, int to, uint32_t lane, uint32_t seq) {
+  return s4u::Mailbox::by_name(std::to_string(from) + ">" + std::to_string(to) + "#" + std::to_string(seq) +
+                               (lane ? "@" + std::to_string(lane) : std::string()));
 }
+
+// A (peer, lane) pair as one key: messages queue per connection.
+uint64_t connection(int peer, uint32_t lane) { return (uint64_t{lane} << 32) | static_cast<uint32_t>(peer); }
 
 // The actor of one rank: starts every op whose dependencies are done, waits for any running
 // op, and repeats.
@@ -89,14 +93,14 @@ void run_rank(CallRun& run, int r) {
   const uint64_t dsize = dtype_size(dtype);
   std::vector<uint32_t> missing(n);
   std::vector<std::vector<uint32_t>> dependents(n);
-  std::vector<uint32_t> seq(n, 0);  // sends / receives: index among those to / from the peer
-  std::unordered_map<int, uint32_t> sends_to, recvs_from;
+  std::vector<uint32_t> seq(n, 0);  // sends / receives: index among those to / from the peer on its lane
+  std::unordered_map<uint64_t, uint32_t> sends_to, recvs_from;
   for (uint32_t i = 0; i < n; ++i) {
     const auto& op = p.ops[i];
     missing[i] = static_cast<uint32_t>(op.deps.size());
     for (uint32_t d : op.deps) dependents[d].push_back(i);
-    if (op.kind == OpKind::Send) seq[i] = sends_to[op.peer]++;
-    if (op.kind == OpKind::Recv) seq[i] = recvs_from[op.peer]++;
+    if (op.kind == OpKind::Send) seq[i] = sends_to[connection(op.peer, op.lane)]++;
+    if (op.kind == OpKind::Recv) seq[i] = recvs_from[connection(op.peer, op.lane)]++;
   }
   std::vector<Payload> wire(p.wire_buffers);
   std::vector<void*> received(n, nullptr);
@@ -105,12 +109,12 @@ void run_rank(CallRun& run, int r) {
     if (!missing[i]) ready.push_back(i);
   std::vector<s4u::ActivityPtr> active;
   std::vector<uint32_t> active_op;
-  std::vector<int> active_send_peer;  // the peer of an active send, kKernel, or -1 for a receive
+  std::vector<int64_t> active_send_conn;  // the connection of an active send, kKernel, or -1 for a receive
   struct Outbox {
     std::deque<std::pair<Payload*, uint32_t>> pending;  // message, sequence number
     bool busy = false;
   };
-  std::unordered_map<int, Outbox> outbox;
+  std::unordered_map<uint64_t, Outbox> outbox;  // per connection (peer, lane)
   // Kernels run one at a time, in the order they become ready, as on one CUDA stream (each
   // codec or reduce kernel has the GPU's memory bandwidth to itself).
   std::deque<std::pair<uint32_t, double>> kernels;  // op, seconds
@@ -121,16 +125,17 @@ void run_rank(CallRun& run, int r) {
     kernel_busy = true;
     active.push_back(s4u::this_actor::exec_async(seconds * kHostSpeed));
     active_op.push_back(op);
-    active_send_peer.push_back(kKernel);
+    active_send_conn.push_back(kKernel);
   };
-  auto start_send = [&](int peer) {
-    auto& q = outbox[peer];
+  auto start_send = [&](uint64_t conn) {
+    const int peer = static_cast<int>(static_cast<uint32_t>(conn));
+    auto& q = outbox[conn];
     const auto [pl, k] = q.pending.front();
     q.pending.pop_front();
     q.busy = true;
-    active.push_back(mailbox(r, peer, k)->put_async(pl, pl->wire));
+    active.push_back(mailbox(r, peer, static_cast<uint32_t>(conn >> 32), k)->put_async(pl, pl->wire));
     active_op.push_back(kPosted);
-    active_send_peer.push_back(peer);
+    active_send_conn.push_back(static_cast<int64_t>(conn));
   };
   std::vector<uint32_t> finished;  // ops that completed without an activity
   double codec_s = 0, reduce_s = 0;
@@ -165,16 +170,17 @@ void run_rank(CallRun& run, int r) {
             // send may start once it is posted. Messages to one peer leave one after the
             // other, as on one NCCL connection or MPI's ordered channel; the rank ends only
             // when its last transfer has completed.
-            auto& q = outbox[op.peer];
+            const uint64_t conn = connection(op.peer, op.lane);
+            auto& q = outbox[conn];
             q.pending.emplace_back(&run.payloads.back(), seq[i]);
-            if (!q.busy) start_send(op.peer);
+            if (!q.busy) start_send(conn);
             finished.push_back(i);
             continue;
           }
           case OpKind::Recv:
-            active.push_back(mailbox(op.peer, r, seq[i])->get_async<void>(&received[i]));
+            active.push_back(mailbox(op.peer, r, op.lane, seq[i])->get_async<void>(&received[i]));
             active_op.push_back(i);
-            active_send_peer.push_back(-1);
+            active_send_conn.push_back(-1);
             continue;
           case OpKind::Compress:
             wire[op.dst.index] = Payload{wire_message_bytes(run.call->codec, dtype, op.src.count, run.call->ratio),
@@ -216,16 +222,16 @@ void run_rank(CallRun& run, int r) {
     active.pop_back();
     active_op[static_cast<size_t>(k)] = active_op.back();
     active_op.pop_back();
-    const int sent_to = active_send_peer[static_cast<size_t>(k)];
-    active_send_peer[static_cast<size_t>(k)] = active_send_peer.back();
-    active_send_peer.pop_back();
+    const int64_t sent_on = active_send_conn[static_cast<size_t>(k)];
+    active_send_conn[static_cast<size_t>(k)] = active_send_conn.back();
+    active_send_conn.pop_back();
     if (i == kPosted) {
-      auto& q = outbox[sent_to];
+      auto& q = outbox[static_cast<uint64_t>(sent_on)];
       q.busy = false;
-      if (!q.pending.empty()) start_send(sent_to);
+      if (!q.pending.empty()) start_send(static_cast<uint64_t>(sent_on));
       continue;
     }
-    if (sent_to == kKernel) {
+    if (sent_on == kKernel) {
       kernel_busy = false;
       if (!kernels.empty()) start_kernel();
     }

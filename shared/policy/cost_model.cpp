@@ -30,6 +30,11 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 
 // An ordered pair of ints (ranks, or graph vertices: a directed link) as one key.
 uint64_t pair_key(int a, int b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
+// A connection: the ordered pair of ranks and the lane (Op::lane) its messages travel on.
+// Ranks stay below 2^20 and lanes below 2^12.
+uint64_t connection_key(int from, int to, uint32_t lane) {
+  return pair_key(static_cast<int>(static_cast<uint32_t>(from) | (lane << 20)), to);
+}
 
 }  // namespace
 
@@ -58,7 +63,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     std::vector<uint32_t> missing;
     std::vector<std::vector<uint32_t>> dependents;
     std::vector<double> ready, finish;
-    std::vector<uint32_t> seq;                      // sends / receives: index among those of the pair
+    std::vector<uint32_t> seq;                      // sends / receives: index among those of the connection
     std::vector<uint64_t> wire;                     // bytes of each wire buffer's message
     double gpu_free = 0, codec_s = 0;
   };
@@ -75,19 +80,20 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     st.finish.assign(ops.size(), 0);
     st.seq.assign(ops.size(), 0);
     st.wire.assign(s.ranks[r].wire_buffers, 0);
-    std::unordered_map<int, uint32_t> sends, recvs;
+    std::unordered_map<uint64_t, uint32_t> sends, recvs;  // per connection
     for (uint32_t i = 0; i < ops.size(); ++i) {
       st.missing[i] = static_cast<uint32_t>(ops[i].deps.size());
       for (uint32_t d : ops[i].deps) st.dependents[d].push_back(i);
-      if (ops[i].kind == OpKind::Send) st.seq[i] = sends[ops[i].peer]++;
-      if (ops[i].kind == OpKind::Recv) st.seq[i] = recvs[ops[i].peer]++;
+      if (ops[i].kind == OpKind::Send) st.seq[i] = sends[connection_key(r, ops[i].peer, ops[i].lane)]++;
+      if (ops[i].kind == OpKind::Recv) st.seq[i] = recvs[connection_key(ops[i].peer, r, ops[i].lane)]++;
       if (!st.missing[i]) queue.emplace(0.0, r, i);
     }
     remaining += ops.size();
   }
-  // Per ordered pair: the messages posted and not yet sent, in the order they leave (the order
-  // they were posted, as the simulator's per-peer queue has it), the receives waiting for their
-  // message, and whether one of its messages is on the wire (one at a time).
+  // Per connection (ordered pair and lane): the messages posted and not yet sent, in the order
+  // they leave (the order they were posted, as the simulator's per-connection queue has it), the
+  // receives waiting for their message, and whether one of its messages is on the wire (one at
+  // a time).
   struct Pending {
     uint32_t seq;
     uint64_t bytes;
@@ -158,6 +164,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     int from, r;
     uint32_t op;  // the receive
     uint64_t bytes;
+    uint32_t lane = 0;
     double left = 0, since = 0, rate = 0;  // bytes left at time `since`, flowing at `rate` since
     double penalty = 0, bound = kNever;     // sharing weight; TCP-gamma cap on its share
     uint32_t first = 0, count = 0;          // into uses
@@ -287,8 +294,8 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
   };
   // The pair's next message leaves if the pair's wire is free and its receive is posted (a
   // rendezvous holds the ones behind it).
-  auto try_send = [&](int from, int r) {
-    Pair& p = pairs[pair_key(from, r)];
+  auto try_send = [&](int from, int r, uint32_t lane) {
+    Pair& p = pairs[connection_key(from, r, lane)];
     if (p.busy || p.outbox.empty()) return;
     const Pending m = p.outbox.front();
     auto w = p.waiting.find(m.seq);
@@ -310,6 +317,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     Flow& fl = flows[slot];
     const uint32_t version = fl.version;  // a reused slot keeps counting: old entries stay stale
     fl = Flow{from, r, recv_op, m.bytes};
+    fl.lane = lane;
     fl.version = version + 1;
     fl.left = static_cast<double>(m.bytes);
     const RouteFlow& rf = flow_of(src_gpu, dst_gpu, route);
@@ -322,11 +330,11 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
   auto arrive = [&](uint32_t slot) {
     const Flow fl = flows[slot];
     free_slots.push_back(slot);
-    pairs[pair_key(fl.from, fl.r)].busy = false;
+    pairs[connection_key(fl.from, fl.r, fl.lane)].busy = false;
     const auto& op = s.ranks[fl.r].ops[fl.op];
     if (op.dst.buf == BufKind::Wire) ranks[fl.r].wire[op.dst.index] = fl.bytes;
     finish_op(fl.r, fl.op, now);
-    try_send(fl.from, fl.r);
+    try_send(fl.from, fl.r, fl.lane);
   };
 
   std::vector<uint64_t> touched;  // pairs posted to at this instant
@@ -350,7 +358,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       ended.push_back(f);
     }
     std::sort(ended.begin(), ended.end(), [&](uint32_t a, uint32_t b) {
-      return std::tie(flows[a].from, flows[a].r) < std::tie(flows[b].from, flows[b].r);
+      return std::tie(flows[a].from, flows[a].r, flows[a].lane) < std::tie(flows[b].from, flows[b].r, flows[b].lane);
     });
     for (uint32_t f : ended) end_flow(f);
     for (uint32_t f : ended) arrive(f);
@@ -368,16 +376,16 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       switch (op.kind) {
         case OpKind::Send: {
           const uint64_t bytes = op.src.buf == BufKind::Wire ? st.wire[op.src.index] : op.src.count * dsize;
-          pairs[pair_key(r, op.peer)].outbox.push_back({st.seq[i], bytes});
+          pairs[connection_key(r, op.peer, op.lane)].outbox.push_back({st.seq[i], bytes});
           ++cost.messages;
           cost.wire_bytes += bytes;
           finish_op(r, i, now);  // buffered: what depends on it may go on
-          touched.push_back(pair_key(r, op.peer));
+          touched.push_back(connection_key(r, op.peer, op.lane));
           break;
         }
         case OpKind::Recv:
-          pairs[pair_key(op.peer, r)].waiting[st.seq[i]] = i;
-          touched.push_back(pair_key(op.peer, r));
+          pairs[connection_key(op.peer, r, op.lane)].waiting[st.seq[i]] = i;
+          touched.push_back(connection_key(op.peer, r, op.lane));
           break;
         case OpKind::Compress: {
           const uint64_t raw = op.src.count * dsize;
@@ -407,7 +415,8 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     }
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (uint64_t key : touched) try_send(static_cast<int>(key >> 32), static_cast<int>(key & 0xffffffffu));
+    for (uint64_t key : touched)
+      try_send(static_cast<int>((key >> 32) & 0xfffffu), static_cast<int>(key & 0xffffffffu), static_cast<uint32_t>(key >> 52));
     touched.clear();
     // Messages whose latency is paid start flowing.
     while (!starting.empty() && starting.top().first <= now) {

@@ -1,6 +1,8 @@
 // shared/policy/policy.cpp — see policy.h.
 #include "policy/policy.h"
 
+#include "policy/nccl_tuning.h"
+
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -15,6 +17,8 @@ using sched::Placement;
 std::string Plan::describe() const {
   std::string s = algorithm == "hierarchical" ? "hierarchical/" + inter : algorithm;
   if (chunks > 1) s += " chunks=" + std::to_string(chunks);
+  if (channels > 1) s += " channels=" + std::to_string(channels);
+  if (!protocol.empty()) s += " protocol=" + protocol;
   s += " " + std::string(sched::placement_name(placement));
   if (intra && *intra != placement) s += "/" + std::string(sched::placement_name(*intra));
   return s + " " + codec;
@@ -22,7 +26,10 @@ std::string Plan::describe() const {
 
 std::string algorithm_label(const Plan& p, Collective c) {
   std::string s = p.algorithm == "hierarchical" && c == Collective::AllReduce ? "hierarchical/" + p.inter : p.algorithm;
+  if (!p.protocol.empty()) s += "/" + p.protocol;
   if (p.chunks > 1) s += "x" + std::to_string(p.chunks);
+  if (p.channels > 1) s += " " + std::to_string(p.channels) + "ch";
+  if (!p.nccl.empty()) s += " [nccl " + p.nccl + "]";
   return s;
 }
 
@@ -63,6 +70,7 @@ sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::
   b.count = count_for(call.collective, call.bytes, call.dtype, call.nranks);
   b.dtype = call.dtype;
   b.pipe.chunks = plan.chunks;
+  b.pipe.channels = plan.channels;
   b.gpus_per_node = ranks_per_node(t, call.nranks);
   b.inter = plan.inter;
   return b;
@@ -83,7 +91,7 @@ uint64_t flat_messages(Collective c, const std::string& algorithm, uint64_t n, u
   *quadratic = false;
   if (n <= 1) return 0;
   const bool twice = c == Collective::AllReduce;
-  if (algorithm == "ring") {
+  if (algorithm == "ring" || algorithm == "rail-ring") {
     *quadratic = true;
     return (twice ? 2 : 1) * n * (n - 1) * chunks;
   }
@@ -104,7 +112,8 @@ uint64_t flat_messages(Collective c, const std::string& algorithm, uint64_t n, u
 PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
   const Collective c = call.collective;
   const uint64_t n = static_cast<uint64_t>(std::max(1, call.nranks));
-  const uint64_t chunks = std::max<uint32_t>(1, p.chunks);
+  // Channels multiply a ring's messages as chunks do.
+  const uint64_t chunks = uint64_t{std::max<uint32_t>(1, p.chunks)} * std::max<uint32_t>(1, p.channels);
   const uint64_t g = p.algorithm == "hierarchical" ? static_cast<uint64_t>(std::max(1, gpus_per_node)) : 1;
   const uint64_t nodes = n / g;
   PlanSize z;
@@ -139,6 +148,20 @@ PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
   z.ops = copies + z.messages * per_message;
   return z;
 }
+
+namespace {
+
+// NCCL's rings: rail rings with NCCL's channel count, halved while the schedule would be too
+// large to simulate.
+uint32_t nccl_ring_channels(const CallInfo& call, const topo::Topology& t, int g) {
+  Plan p;
+  p.algorithm = "rail-ring";
+  p.channels = static_cast<uint32_t>(std::max(1, nccl_view(t, call.nranks).ring_channels));
+  while (p.channels > 1 && plan_size(p, call, g).messages > kMaxFlatMessages) p.channels /= 2;
+  return p.channels;
+}
+
+}  // namespace
 
 std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops, uint64_t max_flat_messages) {
   const topo::Topology& t = *sys.topology;
@@ -185,12 +208,21 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
       }
     }
   };
-  auto plan = [](const char* algo, const char* inter = "recursive", uint32_t chunks = 1) {
+  auto plan = [](const char* algo, const char* inter = "recursive", uint32_t chunks = 1, uint32_t channels = 1) {
     Plan p;
     p.algorithm = algo;
     p.inter = inter;
     p.chunks = chunks;
+    p.channels = channels;
     return p;
+  };
+  // Rail rings (NCCL's rings): one channel per GPU of a node, so that every NIC carries a ring,
+  // and NCCL's own channel count.
+  const auto rail_rings = [&] {
+    if (g <= 1 || n % g) return;
+    const uint32_t nccl_channels = nccl_ring_channels(call, t, g);
+    add(plan("rail-ring", "recursive", 1, static_cast<uint32_t>(g)));
+    if (nccl_channels != static_cast<uint32_t>(g)) add(plan("rail-ring", "recursive", 1, nccl_channels));
   };
   // Pipelined rings (2 and 4 chunks: a step's transfer overlaps the reduction of the chunk
   // before) where their schedules stay small; they pay off for large messages on few ranks.
@@ -198,6 +230,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   switch (call.collective) {
     case Collective::AllReduce:
       add(plan("ring"));
+      rail_rings();
       if (pipelined_ring)
         for (uint32_t k : {2u, 4u}) add(plan("ring", "recursive", k));
       add(plan("recursive"));
@@ -208,6 +241,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
     case Collective::ReduceScatter:
     case Collective::AllGather:
       add(plan("ring"));
+      rail_rings();
       if (pipelined_ring)
         for (uint32_t k : {2u, 4u}) add(plan("ring", "recursive", k));
       add(plan("recursive"));
@@ -230,71 +264,6 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   return out;
 }
 
-// --- NCCL's tuning model ---------------------------------------------------------------------
-// Constants of NCCL's src/graph/tuning.cc (the version with baseLat Tree {4.4, 4.4, 0} and Ring
-// {3.6, 10.0, 8.4} us; hwLat per NVLink / PCI / network); protocols LL and Simple (LL128 is
-// enabled there only on sm_70/sm_80). Bus bandwidth per GPU: NCCL's nChannels x speed, taken
-// here as the GPU's link into the fabric that bounds the algorithm: its NVSwitch link inside a
-// node, its NIC ports across nodes.
-
-namespace {
-
-enum { kLL = 0, kSimple = 1 };
-enum { kNvlink = 0, kPci = 1, kNet = 2 };
-constexpr double kBaseLatTree[2] = {4.4, 0.0}, kBaseLatRing[2] = {3.6, 8.4};
-constexpr double kHwLatTree[3][2] = {{0.52, 28}, {1.0, 28}, {5.0, 50}};
-constexpr double kHwLatRing[3][2] = {{0.47, 3.4}, {1.0, 5.7}, {2.7, 9.6}};
-constexpr double kTreeCorrection[2][22] = {
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0},
-    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7, .8, .9}};
-
-int nodes_spanned(const topo::Topology& t, int nranks) {
-  std::set<int> nodes;
-  for (int r = 0; r < nranks && r < static_cast<int>(t.rank_to_gpu.size()); ++r) nodes.insert(t.node_of(t.rank_to_gpu[r]));
-  return std::max<int>(1, static_cast<int>(nodes.size()));
-}
-
-}  // namespace
-
-double nccl_model_time(const CallInfo& call, const topo::Topology& t, const std::string& algorithm,
-                       const std::string& protocol) {
-  const int n = call.nranks;
-  if (n <= 1) return 0;
-  const int nodes = nodes_spanned(t, n);
-  const int p = protocol == "LL" ? kLL : kSimple;
-  const bool tree = algorithm == "tree";
-  const Collective c = call.collective;
-  const int nsteps = c == Collective::AllReduce ? 2 * (n - 1)
-                     : c == Collective::ReduceScatter || c == Collective::AllGather ? n - 1 : n;
-  const int inter_steps = c == Collective::AllReduce ? 2 * (nodes - 1)
-                          : c == Collective::ReduceScatter || c == Collective::AllGather ? nodes - 1 : nodes;
-  const int intra_hw = t.intra_fabric == "nvswitch" ? kNvlink : kPci;
-  const int hw = nodes == 1 ? intra_hw : kNet;
-  double bus = (nodes == 1 ? t.gpu_link.effective_bandwidth()
-                           : t.network_link.effective_bandwidth() * t.nics_per_gpu) / 1e9;  // GB/s
-  if (!tree && p == kLL) bus *= (nodes > 1 || c == Collective::AllReduce) ? 1.0 / 4.0 : 1.0 / 3.0;
-  if (tree) {
-    bus = std::min(bus * 0.9, nodes > 2 ? 80.0 : 110.0);
-    if (p == kLL) bus *= 1.0 / 3.8;
-  }
-  const double algbw = bus * (tree ? 0.5 : static_cast<double>(n) / nsteps);
-  double lat = tree ? kBaseLatTree[p] : kBaseLatRing[p];
-  double intra_lat = (tree ? kHwLatTree : kHwLatRing)[intra_hw][p];
-  const double inter_lat = (tree ? kHwLatTree : kHwLatRing)[kNet][p];
-  if (nodes > 1 && p == kLL) intra_lat *= 1.8;
-  if (!tree) {
-    if (c == Collective::Broadcast) lat += nsteps * (p == kSimple ? kHwLatTree[hw][p] : kHwLatRing[hw][p]);
-    else lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
-  } else {
-    lat += 2 * ((n / nodes - 1) * intra_lat + std::floor(std::log2(nodes)) * inter_lat);
-  }
-  double bw = algbw;
-  const int log_size = static_cast<int>(std::floor(std::log2(std::max<double>(1, static_cast<double>(call.bytes >> 6)))));
-  if (tree && log_size < 22) bw *= kTreeCorrection[p][std::max(0, log_size)];
-  if (!tree && p == kSimple && nodes > 1 && c == Collective::AllReduce && call.bytes >= n / 16.0 * 65536) lat *= 1.9;
-  return (lat + static_cast<double>(call.bytes) / (1000.0 * bw)) * 1e-6;
-}
-
 double predict_plan(const Plan& p, const CallInfo& call, const System& sys, RouteCache& routes) {
   const double ratio = p.codec == "identity" ? 1.0 : sys.ratio(p.codec, call.dtype, call.tensor);
   const auto s = sched::build_schedule(build_spec(p, call, *sys.topology));
@@ -307,23 +276,43 @@ class NcclLike final : public Policy {
  public:
   std::string name() const override { return "nccl-like"; }
   Plan choose(const CallInfo& call, const System& sys, double* predicted) override {
-    Plan best;
-    best.codec = "identity";
-    best.algorithm = call.collective == Collective::Broadcast ? "chain"
-                     : call.collective == Collective::AllToAll ? "pairwise" : "ring";
-    double best_t = std::numeric_limits<double>::infinity();
-    const std::vector<std::string> algos =
-        call.collective == Collective::AllReduce ? std::vector<std::string>{"ring", "tree"} : std::vector<std::string>{"ring"};
-    for (const auto& a : algos)
-      for (const char* proto : {"LL", "Simple"}) {
-        const double tm = nccl_model_time(call, *sys.topology, a, proto);
-        if (tm < best_t) {
-          best_t = tm;
-          if (call.collective == Collective::AllReduce) best.algorithm = a;
-        }
-      }
-    if (predicted) *predicted = best_t;  // NCCL's own estimate, not compcoll's cost model
-    return best;
+    const topo::Topology& t = *sys.topology;
+    Plan p;
+    p.codec = "identity";
+    if (call.collective == Collective::Broadcast || call.collective == Collective::AllToAll) {
+      // Not tuned by NCCL's model here: a pipelined chain, a pairwise exchange.
+      p.algorithm = call.collective == Collective::Broadcast ? "chain" : "pairwise";
+      if (predicted) *predicted = call.collective == Collective::Broadcast
+                                      ? nccl_pick(call, nccl_view(t, call.nranks)).time_s : NAN;
+      return p;
+    }
+    const NcclView view = nccl_view(t, call.nranks);
+    const NcclEstimate pick = nccl_pick(call, view);
+    // NCCL's tree runs as compcoll's double binary tree where NCCL's time for it is mostly
+    // latency (the double binary tree does not pipeline, NCCL's tree does); otherwise NCCL's
+    // fastest ring runs. NVLS, NVLS-Tree and PAT are not simulated: where NCCL would pick one,
+    // its fastest ring runs and the row names NCCL's choice.
+    NcclEstimate run;
+    const bool latency_bound = pick.alg_bw > 0 && call.bytes / (1000.0 * pick.alg_bw) < pick.latency_us;
+    if (pick.algorithm == "tree" && latency_bound) {
+      run = pick;
+    } else {
+      for (const NcclEstimate& e : nccl_estimates(call, view))
+        if (e.time_s >= 0 && e.algorithm == "ring" && (run.time_s < 0 || e.time_s < run.time_s)) run = e;
+    }
+    p.protocol = run.protocol;
+    if (pick.algorithm != run.algorithm || pick.protocol != run.protocol) p.nccl = pick.label();
+    const int g = ranks_per_node(t, call.nranks);
+    if (run.algorithm == "tree") {
+      p.algorithm = "tree";
+    } else if (g > 1) {
+      p.algorithm = "rail-ring";
+      p.channels = nccl_ring_channels(call, t, g);
+    } else {
+      p.algorithm = "ring";  // one rank per node (or a group not in whole nodes): one NIC each
+    }
+    if (predicted) *predicted = run.time_s;  // NCCL's own estimate, not compcoll's cost model
+    return p;
   }
 };
 

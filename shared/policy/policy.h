@@ -4,9 +4,12 @@
 // The same code serves compcoll-sim and compcoll-run; neither executor decides anything.
 //
 //   static     the experiment's own plan (each call of the file, as written)
-//   nccl-like  NCCL's choice as the baseline: its tuning model (time = latency + bytes /
-//              bandwidth per algorithm and protocol, NCCL's published constants) picks ring or
-//              tree; it never compresses
+//   nccl-like  NCCL's choice as the baseline: NCCL 2.23's tuning model (nccl_tuning.h) picks
+//              the algorithm, protocol and channels NCCL would run on the topology as its search
+//              sees it; rings run as NCCL builds them (rail rings, its channel count, its
+//              protocol); where NCCL would pick an algorithm compcoll does not simulate as NCCL
+//              runs it (its pipelined tree, NVLS, NVLS-Tree, PAT), NCCL's fastest ring runs and
+//              the row names both. It never compresses.
 //   adaptive   ZipCCL's adaptive communication: every candidate plan (algorithms x placements
 //              x codecs) priced by the cost model (cost_model.h), the cheapest wins
 //   oracle     simulator only: compcoll-sim runs every candidate and keeps the fastest
@@ -43,11 +46,16 @@ struct Plan {
   std::optional<sched::Placement> intra;  // hierarchical allreduce inside nodes
   std::string codec = "identity";
   uint32_t chunks = 1;
+  uint32_t channels = 1;  // rings side by side (rail-ring: channel c on rail c mod gpus per node)
+  std::string protocol;   // nccl-like: the NCCL protocol its tuning model picked (ll, ll128, simple)
+  std::string nccl;       // nccl-like: what NCCL would run when compcoll simulates something else ("nvls/simple")
   std::string describe() const;  // "hierarchical/recursive zipccl/none gauss-exp"
 };
 
 // A plan's row labels, as compcoll-sim and compcoll-run print them: the algorithm
-// ("hierarchical/ring" for a hierarchical allreduce, "ringx2" when pipelined in 2 chunks) and
+// ("hierarchical/ring" for a hierarchical allreduce, "ringx2" when pipelined in 2 chunks,
+// "rail-ring/simple 16ch" for nccl-like's 16 rail rings with NCCL's Simple protocol, and
+// " [nccl nvls/simple]" added where NCCL would run an algorithm compcoll does not simulate) and
 // the placement ("none" uncompressed; "zipccl/none": across nodes / inside nodes).
 std::string algorithm_label(const Plan& p, sched::Collective c);
 std::string placement_label(const Plan& p);
@@ -95,8 +103,9 @@ PlanSize plan_size(const Plan& plan, const CallInfo& call, int gpus_per_node);
 // them is kept if it has at most 2 x max_ops ops; otherwise the list is empty (an all-to-all
 // of 16,384 ranks: every schedule of it has hundreds of millions of ops).
 constexpr uint64_t kMaxPlanOps = 20'000'000;
+constexpr uint64_t kMaxFlatMessages = 500'000;
 std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t max_ops = kMaxPlanOps,
-                             uint64_t max_flat_messages = 500'000);
+                             uint64_t max_flat_messages = kMaxFlatMessages);
 
 // The cost model's time for a plan of the call, in seconds (what adaptive compares); routes
 // are cached in `routes` across the plans of one topology.
@@ -114,9 +123,5 @@ class Policy {
 std::unique_ptr<Policy> make_policy(const std::string& name);
 std::vector<std::string> policy_names();  // static, nccl-like, adaptive, oracle
 
-// NCCL's tuning model for one algorithm ("ring" or "tree") and protocol ("LL", "Simple"):
-// its predicted time in seconds (exposed for tests and the docs).
-double nccl_model_time(const CallInfo& call, const topo::Topology& t, const std::string& algorithm,
-                       const std::string& protocol);
 
 }  // namespace compcoll::policy

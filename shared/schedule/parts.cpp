@@ -93,7 +93,13 @@ std::vector<std::vector<uint32_t>> pipelined(
   std::vector<std::vector<size_t>> ends(n, std::vector<size_t>(pieces));
   for (uint32_t i = 0; i < pieces; ++i) {
     build(block_of(count, static_cast<int>(pieces), static_cast<int>(i)), i, i % pipe.chunks);
-    for (size_t r = 0; r < n; ++r) ends[r][i] = s.ranks[r].ops.size();
+    for (size_t r = 0; r < n; ++r) {
+      // A channel's messages travel on a connection of their own (its lane).
+      auto& ops = s.ranks[r].ops;
+      for (size_t k = i == 0 ? start[r] : ends[r][i - 1]; k < ops.size(); ++k)
+        if (ops[k].kind == OpKind::Send || ops[k].kind == OpKind::Recv) ops[k].lane = i / pipe.chunks;
+      ends[r][i] = ops.size();
+    }
   }
   // last[r]: the last op of each piece on rank r that has any.
   std::vector<std::vector<uint32_t>> last(n);

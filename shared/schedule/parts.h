@@ -113,7 +113,8 @@ uint32_t double_tree_allreduce_part(Schedule& s, const Part& part, Placement pla
 // channel j steps behind chunk 0 and the channels side by side. Each piece must use its own
 // chains and scratch buffers, and its ops' steps must not decrease along a rank's program
 // (ScheduleError otherwise). Sends and their receives carry the same step, so messages
-// between a pair of ranks still match in order. Returns, per rank, the index of the last op
+// between a pair of ranks still match in order. The sends and receives of channel c's pieces
+// get lane c (Op::lane). Returns, per rank, the index of the last op
 // of each piece that has ops on it (what an op after all pieces depends on).
 std::vector<std::vector<uint32_t>> pipelined(
     Schedule& s, uint64_t count, const Pipelining& pipe,

@@ -38,6 +38,10 @@ struct Op {
   Slice src, dst;
   std::vector<uint32_t> deps;   // indices of earlier ops of the same rank that must finish first
   uint32_t step = 0;            // algorithm step, for cost reports and traces
+  uint32_t lane = 0;            // send / recv: the connection it travels on (the pipelining
+                                // channel): messages between a pair leave one after the other
+                                // per lane, as on one NCCL channel's connection, and lanes run
+                                // side by side; messages match in program order per pair and lane
 };
 
 struct RankProgram {

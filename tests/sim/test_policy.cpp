@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "policy/nccl_tuning.h"
 #include "policy/policy.h"
 #include "sim/simulator.h"
 
@@ -59,29 +60,90 @@ double simulate_plan(const topo::Topology& t, const calib::Calibration& cal, con
 
 }  // namespace
 
-TEST_CASE("NCCL's tuning model, by hand: ring Simple allreduce on one 8-GPU NVSwitch node", "[policy][nccl]") {
+TEST_CASE("NCCL's tuning model, by hand: one 8-GPU NVSwitch node", "[policy][nccl]") {
   const auto t = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  const NcclView v = nccl_view(t, 8);
+  // 18 NVLinks x 20.6 GB/s = 370.8; the search finds 6 rings at 60 GB/s, doubled to 12 at 30;
+  // 24 execution channels. NVLS: 8 channels at 40 (9 x 40 <= 370.8 < 9 x 50).
+  CHECK(v.nvlink_bw == Approx(370.8));
+  CHECK(v.ring.channels == 12);
+  CHECK(v.ring.bw_intra == Approx(30));
+  CHECK(v.ring_channels == 24);
+  CHECK(v.nvls_graph.channels == 8);
+  CHECK(v.nvls_graph.bw_intra == Approx(40));
   const auto call = allreduce(1'000'000'000, 8);
-  // baseLat ring Simple 8.4 us + 2(n-1) = 14 steps x hwLat NVLink ring Simple 3.4 us; bus
-  // bandwidth = the GPU's NVSwitch link (387 GB/s), algorithm bandwidth = bus x n / 14 steps;
-  // the ring plateau factor applies across nodes only.
-  const double bus = 450.0 * 0.86;
-  const double expect_us = 8.4 + 14 * 3.4 + 1e9 / (1000.0 * bus * 8 / 14);
-  CHECK(nccl_model_time(call, t, "ring", "Simple") == Approx(expect_us * 1e-6).epsilon(1e-6));
+  NcclEstimate ring, nvls;
+  for (const auto& e : nccl_estimates(call, v)) {
+    if (e.label() == "ring/simple") ring = e;
+    if (e.label() == "nvls/simple") nvls = e;
+  }
+  // Ring Simple: busBw 12 x 30 = 360, algBw 360 x 8/14; latency 8.4 + 14 x 3.4 us.
+  CHECK(ring.bus_bw == Approx(360));
+  CHECK(ring.time_s == Approx((8.4 + 14 * 3.4 + 1e9 / (1000.0 * 360 * 8 / 14)) * 1e-6));
+  // NVLS: busBw 8 x 40, algBw x 5/6; latency 25 us. NCCL picks it.
+  CHECK(nvls.time_s == Approx((25 + 1e9 / (1000.0 * 320 * 5 / 6)) * 1e-6));
+  CHECK(nccl_pick(call, v).label() == "nvls/simple");
+  // Without NVLS (nvls: false in the topology), the ring.
+  auto no_nvls = t;
+  no_nvls.nvls = false;
+  CHECK(nccl_pick(call, nccl_view(no_nvls, 8)).label() == "ring/simple");
 }
 
-TEST_CASE("nccl-like picks NCCL's choices: tree for small allreduces across nodes, ring for large; never compresses",
+TEST_CASE("NCCL's tuning model, by hand: 8 nodes of 8 GPUs, one 400 Gb/s NIC each", "[policy][nccl]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  const NcclView v = nccl_view(t, 64);
+  CHECK(v.nodes == 8);
+  CHECK(v.ppn == 8);
+  CHECK(v.ring.channels == 8);  // one per NIC at 48 GB/s (not doubled: under 50 with more than 4)
+  CHECK(v.ring.bw_inter == Approx(48));
+  CHECK(v.ring_channels == 16);
+  // 64 KB: tree LL. busBw min(384 x .92, 8 x 36.0) = 288, LL: min(288 / 3.8, 20.4); algBw x .5
+  // x the tree correction .6 at log2(64K / 64) = 10; latency 6.8 + 2(7 x .6 + 3 x 5.0).
+  const NcclEstimate small = nccl_pick(allreduce(64 << 10, 64), v);
+  CHECK(small.label() == "tree/ll");
+  CHECK(small.time_s == Approx((6.8 + 2 * (7 * .6 + 3 * 5.0) + 65536 / (1000.0 * 20.4 * .5 * .6)) * 1e-6));
+  // 1 GB: ring Simple. busBw 384, algBw x 64/126; latency (8.4 + 112 x 3.4 + 14 x 14) x 1.4.
+  const NcclEstimate big = nccl_pick(allreduce(1'000'000'000, 64), v);
+  CHECK(big.label() == "ring/simple");
+  CHECK(big.time_s == Approx(((8.4 + 112 * 3.4 + 14 * 14) * 1.4 + 1e9 / (1000.0 * 384 * 64 / 126)) * 1e-6));
+  CHECK(big.channels == 16);
+}
+
+TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs; never compresses",
           "[policy][nccl]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   const auto cal = calib::zero_calibration();
   const System sys = system_of(t, cal, {"identity", "gauss-exp"});
   auto nccl = make_policy("nccl-like");
   double predicted = 0;
-  CHECK(nccl->choose(allreduce(64 << 10, 64), sys, &predicted).algorithm == "tree");
+  // Small: NCCL's tree with LL, mostly latency: the double binary tree runs.
+  const Plan small = nccl->choose(allreduce(64 << 10, 64), sys, &predicted);
+  CHECK(small.algorithm == "tree");
+  CHECK(small.protocol == "ll");
+  CHECK(small.nccl.empty());
+  // 16 MB: NCCL's tree would move the data pipelined, which the double binary tree does not:
+  // the fastest ring runs, and the row names NCCL's choice.
+  const Plan mid = nccl->choose(allreduce(16 << 20, 16), sys, &predicted);
+  CHECK(mid.algorithm == "rail-ring");
+  CHECK(!mid.nccl.empty());
   CHECK(predicted > 0);
+  // Large: NCCL's rings, 16 rail rings (two per NIC), Simple.
   const Plan big = nccl->choose(allreduce(1'000'000'000, 64), sys, &predicted);
-  CHECK(big.algorithm == "ring");
+  CHECK(big.algorithm == "rail-ring");
+  CHECK(big.channels == 16);
+  CHECK(big.protocol == "simple");
+  CHECK(big.nccl.empty());
   CHECK(big.codec == "identity");
+  CHECK(algorithm_label(big, sched::Collective::AllReduce) == "rail-ring/simple 16ch");
+  // One NVSwitch node: NCCL would run NVLS, which compcoll does not simulate: its rings run
+  // and the row names NVLS.
+  const auto node = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  const System one = system_of(node, cal, {"identity"});
+  const Plan in_node = nccl->choose(allreduce(1'000'000'000, 8), one, &predicted);
+  CHECK(in_node.algorithm == "rail-ring");
+  CHECK(in_node.channels == 24);
+  CHECK(in_node.nccl == "nvls/simple");
+  CHECK(algorithm_label(in_node, sched::Collective::AllReduce) == "rail-ring/simple 24ch [nccl nvls/simple]");
 }
 
 TEST_CASE("adaptive compresses where it pays (large allreduces across nodes) and not where it does not",

@@ -1,0 +1,206 @@
+// shared/policy/nccl_tuning.cpp — see nccl_tuning.h. Constants: NCCL 2.23.4
+// (src/graph/tuning.cc, commit a6979c9f) for the latency, bandwidth and protocol tables and
+// formulas; src/graph/search.cc (2.22.3 / 2.25.1, the sm90 parts alike) for the speed arrays
+// and channel duplication; src/graph/topo.h for SM90_NVLINK_BW. docs/FIDELITY.md lists them.
+#include "policy/nccl_tuning.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace compcoll::policy {
+
+using sched::Collective;
+
+namespace {
+
+enum Algo { kTree = 0, kRing = 1, kNvls = 2, kNvlsTree = 3, kPat = 4 };
+enum Proto { kLL = 0, kLL128 = 1, kSimple = 2 };
+enum Hw { kHwNvlink = 0, kHwPci = 1, kHwNet = 2 };
+constexpr const char* kAlgoName[] = {"tree", "ring", "nvls", "nvls-tree", "pat"};
+constexpr const char* kProtoName[] = {"ll", "ll128", "simple"};
+
+// tuning.cc: baseLat[algo][proto] and hwLat[hw][algo][proto], in us (PAT has no row).
+constexpr double kBaseLat[5][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+constexpr double kHwLat[3][5][3] = {
+    {{.6, 1.25, 4.0}, {.6, 1.9, 3.4}, {0, 0, 25}, {0, 0, 25}, {0, 0, 0}},    // NVLink
+    {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}},     // PCI
+    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 18}, {0, 0, 14}, {0, 0, 0}}};  // network
+// Hopper rows, by 1 / 2 / more nodes. llMaxBws for several nodes is chosen by CPU vendor in
+// NCCL; compcoll takes the Intel row (DGX H100 hosts are Intel Xeon).
+constexpr double kLLMaxBwOneNode = 141.0;
+constexpr double kLLMaxBwIntel[3] = {39.0, 39.0, 20.4};
+constexpr double kPerChMaxTreeBw[3] = {38.7, 41.4, 36.0};
+constexpr double kPerChMaxRingLL128Bw = 36.7;
+constexpr double kPerChMaxTreeLL128Bw[3] = {36.7, 36.7, 29.0};
+constexpr double kTreeCorrection[3][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+// search.cc, sm90: the per-channel speeds the search tries, highest first (GB/s).
+constexpr double kSpeedIntra[] = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0};
+constexpr double kSpeedInter[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12};
+constexpr double kSm90NvlinkBw = 20.6;  // topo.h SM90_NVLINK_BW: GB/s NCCL counts per NVLink4 link
+constexpr double kNvlink4LinkBw = 25e9; // bytes/s per direction of one NVLink4 link (H100: 18 links)
+constexpr int kMaxChannels = 32;        // MAXCHANNELS
+
+// The highest speed of `speeds` at most `limit` (the lowest when none is).
+template <size_t N>
+double speed_at_most(const double (&speeds)[N], double limit) {
+  for (double s : speeds)
+    if (s <= limit + 1e-9) return s;
+  return speeds[N - 1];
+}
+
+int log2i(double x) { return x < 1 ? 0 : static_cast<int>(std::floor(std::log2(x))); }
+
+// search.cc: a graph found at a speed of 25 GB/s or more has its channels doubled at half the
+// speed, except on sm90 when the speed is under 50 and there are more than 4 channels.
+NcclGraph duplicated(NcclGraph g) {
+  if (g.bw_intra >= 25 && !(g.bw_intra < 50 && g.channels > 4) && 2 * g.channels <= kMaxChannels / 2) {
+    g.channels *= 2;
+    g.bw_intra /= 2;
+    g.bw_inter /= 2;
+  }
+  return g;
+}
+
+}  // namespace
+
+std::string NcclEstimate::label() const { return algorithm + "/" + protocol; }
+
+NcclView nccl_view(const topo::Topology& t, int nranks) {
+  NcclView v;
+  v.nranks = std::max(1, nranks);
+  std::set<int> nodes;
+  for (int r = 0; r < v.nranks && r < static_cast<int>(t.rank_to_gpu.size()); ++r) nodes.insert(t.node_of(t.rank_to_gpu[r]));
+  v.nodes = std::max<int>(1, static_cast<int>(nodes.size()));
+  v.ppn = v.nranks % v.nodes == 0 ? v.nranks / v.nodes : 1;
+  v.nvlink = t.intra_fabric == "nvswitch";
+  v.nvls = v.nvlink && t.nvls;
+  v.nvlink_bw = v.nvlink ? t.gpu_link.bandwidth / kNvlink4LinkBw * kSm90NvlinkBw : t.gpu_link.bandwidth / 1e9;
+  v.nic_bw = t.network_link.bandwidth / 1e9;
+  v.nics_per_node = std::max(1, v.ppn * t.nics_per_gpu);
+
+  // Rings (and trees, which take the ring graph's channels): inside a node every channel
+  // passes every GPU, so channels x speed fit in a GPU's NVLink bandwidth; across nodes one
+  // channel per NIC at the highest network speed the NIC carries.
+  NcclGraph g;
+  if (v.nodes == 1) {
+    g.bw_intra = g.bw_inter = speed_at_most(kSpeedIntra, v.nvlink_bw);
+    g.channels = std::clamp(static_cast<int>(std::floor(v.nvlink_bw / g.bw_intra + 1e-9)), 1, kMaxChannels / 2);
+  } else {
+    g.bw_intra = g.bw_inter = speed_at_most(kSpeedInter, v.nic_bw);
+    g.channels = std::clamp(v.nics_per_node, 1, kMaxChannels / 2);
+  }
+  v.ring = v.tree = duplicated(g);
+  v.ring_channels = std::min(kMaxChannels, 2 * v.ring.channels);
+  // NVLS: one channel per GPU of the node (search.cc forces min = max = ngpus); the head GPU's
+  // link carries (ppn + 1) x the speed; across nodes the network speed of a NIC.
+  if (v.nvls && v.ppn > 2) {
+    v.nvls_graph.channels = std::min(v.ppn, 16);
+    double s = kSpeedIntra[std::size(kSpeedIntra) - 1];
+    for (double x : kSpeedIntra)
+      if ((v.ppn + 1) * x <= v.nvlink_bw + 1e-9) { s = x; break; }
+    v.nvls_graph.bw_intra = s;
+    v.nvls_graph.bw_inter = v.nodes > 1 ? speed_at_most(kSpeedInter, v.nic_bw) : kSpeedIntra[0];
+  }
+  return v;
+}
+
+std::vector<NcclEstimate> nccl_estimates(const CallInfo& call, const NcclView& v) {
+  std::vector<NcclEstimate> out;
+  const Collective c = call.collective;
+  const int n = v.nranks, nodes = v.nodes, ppn = v.ppn;
+  if (n <= 1) return out;
+  const bool ar = c == Collective::AllReduce, gather = c == Collective::AllGather || c == Collective::ReduceScatter;
+  const int nsteps = ar ? 2 * (n - 1) : gather ? n - 1 : n;
+  const int node_index = nodes <= 2 ? nodes - 1 : 2;
+  const double ll_max = nodes == 1 ? kLLMaxBwOneNode : kLLMaxBwIntel[node_index];
+  const Hw intra_hw = v.nvlink ? kHwNvlink : kHwPci;
+  for (int a = kTree; a <= kPat; ++a) {
+    for (int p = kLL; p <= kSimple; ++p) {
+      NcclEstimate e;
+      e.algorithm = kAlgoName[a];
+      e.protocol = kProtoName[p];
+      // What NCCL enables (enqueue.cc, init.cc): trees and NVLS for allreduce, NVLS inside one
+      // node, NVLS-Tree across nodes, PAT at one GPU per node; NVLS, NVLS-Tree and PAT Simple only.
+      bool on = false;
+      switch (a) {
+        case kTree: on = ar; break;
+        case kRing: on = ar || gather || c == Collective::Broadcast; break;
+        case kNvls: on = (ar || gather) && nodes == 1 && v.nvls && ppn > 2; break;
+        case kNvlsTree: on = ar && nodes > 1 && v.nvls && ppn > 2; break;
+        case kPat: on = gather && nodes > 1 && ppn == 1; break;
+      }
+      if ((a == kNvls || a == kNvlsTree || a == kPat) && p != kSimple) on = false;
+      if (!on) {
+        out.push_back(e);
+        continue;
+      }
+      const NcclGraph& g = a == kRing ? v.ring : (a == kNvls || a == kNvlsTree) ? v.nvls_graph : v.tree;
+      double bw = nodes <= 2 ? g.bw_intra : g.bw_inter;
+      if (a == kNvls) bw = std::min(g.bw_intra, g.bw_inter);
+      if (a == kNvlsTree) bw = std::min(g.bw_intra, nodes <= 2 ? g.bw_inter : g.bw_inter / 2);
+      double bus = g.channels * bw;
+      if (a == kRing && p == kLL) bus = std::min(ll_max, bus * .5);
+      if (a == kRing && p == kLL128) bus = std::min(bus * .92, g.channels * kPerChMaxRingLL128Bw);
+      if (a == kTree && ar) bus = std::min(bus * .92, g.channels * kPerChMaxTreeBw[node_index]);
+      if (a == kTree && p == kLL) bus = std::min(bus / 3.8, ll_max);
+      if (a == kTree && p == kLL128)
+        bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * kPerChMaxTreeLL128Bw[node_index]);
+      if (a == kPat) bus *= .85;
+      e.bus_bw = bus;
+      double alg = bus;
+      if (!(a != kRing && gather)) {
+        if (a == kRing) alg *= static_cast<double>(n) / nsteps;
+        else if (a == kNvls || a == kNvlsTree) alg *= 5.0 / 6.0;
+        else alg *= .5;
+      }
+      // Latency (us).
+      double lat = kBaseLat[a][p];
+      double intra_lat = kHwLat[intra_hw][a][p];
+      const double inter_lat = ppn == 1 ? kHwLat[kHwNet][kTree][p] : kHwLat[kHwNet][a][p];
+      if (a == kRing) {
+        if (c == Collective::Broadcast) {
+          const Hw hw = nodes == 1 ? intra_hw : kHwNet;
+          lat += nsteps * (p == kSimple ? kHwLat[hw][kTree][p] : kHwLat[hw][kRing][p]);
+        } else {
+          const double net_overhead = nodes > 1 ? (p == kSimple ? 3.0 : 1.0) : 0.0;  // x86 Intel: 1 us
+          intra_lat = std::max(intra_lat, net_overhead);
+          const int inter_steps = nodes == 1 ? 0 : ar ? 2 * (nodes - 1) : nodes - 1;
+          lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+        }
+      } else if (a == kTree) {
+        lat += 2 * ((ppn - 1) * intra_lat + log2i(nodes) * inter_lat);
+      } else if (a == kNvls) {
+        lat = intra_lat + (nodes > 1 ? inter_lat : 0);
+      } else if (a == kNvlsTree) {
+        lat += intra_lat + 2 * log2i(nodes) * inter_lat;
+      } else if (a == kPat) {
+        lat = 8 + log2i(nodes) * (inter_lat / 3.5) + n * 2.8;
+      }
+      e.channels = (a == kNvls || a == kNvlsTree) ? v.nvls_channels : v.ring_channels;
+      // The time (enqueue.cc topoGetAlgoInfo): the tree correction for medium sizes and the
+      // ring plateau across nodes.
+      const double bytes = static_cast<double>(call.bytes);
+      const int log_size = log2i(bytes / 64);
+      if (a == kTree && ar && bytes >= 64 && log_size < 23) alg *= kTreeCorrection[p][log_size];
+      if (a == kRing && p == kSimple && nodes > 1 && ar && bytes / (e.channels * n) >= 64) lat *= 1.4;
+      e.alg_bw = alg;
+      e.latency_us = lat;
+      e.time_s = alg > 0 ? (lat + bytes / (1000.0 * alg)) * 1e-6 : -1;
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+NcclEstimate nccl_pick(const CallInfo& call, const NcclView& v) {
+  NcclEstimate best;
+  for (const NcclEstimate& e : nccl_estimates(call, v))
+    if (e.time_s >= 0 && (best.time_s < 0 || e.time_s < best.time_s)) best = e;
+  return best;
+}
+
+}  // namespace compcoll::policy

@@ -1,0 +1,53 @@
+// shared/policy/nccl_tuning.h — NCCL's own tuning model: how NCCL 2.23 predicts the time of a
+// collective for each algorithm and protocol and picks the fastest (src/graph/tuning.cc), on
+// the topology as NCCL's graph search would see it (src/graph/search.cc, sm90 speeds). The
+// nccl-like policy asks it what NCCL would run; compcoll-sim prints its time beside the
+// simulated one. Every constant and formula is NCCL's; docs/FIDELITY.md cites each one, with
+// the NCCL version it comes from. Nothing here simulates anything.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+#include "topology/topology.h"
+
+namespace compcoll::policy {
+
+// What NCCL's topology search finds for a group of ranks: nodes, GPUs per node, and each
+// graph's channels and per-channel bandwidth (GB/s) from the sm90 speed arrays.
+struct NcclGraph {
+  int channels = 0;          // search channels (what the tuning model multiplies by)
+  double bw_intra = 0, bw_inter = 0;
+};
+struct NcclView {
+  int nranks = 1, nodes = 1, ppn = 1;  // ranks per node (1 for a group strided across nodes)
+  bool nvlink = true;        // GPUs of a node on NVSwitch (NCCL's LINK_NVL), else PCIe
+  bool nvls = false;         // NVLink SHARP: NVSwitch multicast and in-switch reduction
+  double nvlink_bw = 0;      // GB/s per GPU into the fabric as NCCL counts it (sm90: 20.6 per NVLink)
+  double nic_bw = 0;         // GB/s per NIC port (line rate)
+  int nics_per_node = 1;
+  NcclGraph ring, tree, nvls_graph;
+  int ring_channels = 1;     // execution channels of rings and trees (2 x the search's)
+  int nvls_channels = 16;    // execution channels of NVLS (NCCL_NVLS_NCHANNELS default)
+};
+NcclView nccl_view(const topo::Topology& t, int nranks);
+
+// One (algorithm, protocol) of NCCL's model for a call. algorithm: ring, tree, nvls,
+// nvls-tree, pat; protocol: ll, ll128, simple. time_s < 0: NCCL would not use it.
+struct NcclEstimate {
+  std::string algorithm, protocol;
+  double bus_bw = 0;         // GB/s, NCCL's busBw after its refinements
+  double alg_bw = 0;         // GB/s, what its time uses
+  double latency_us = 0;
+  double time_s = -1;
+  int channels = 0;          // execution channels NCCL would launch
+  std::string label() const; // "ring/simple" ...
+};
+
+// Every algorithm and protocol NCCL's model rates for the call (those NCCL does not enable
+// for it carry time_s < 0), and the one it picks (the smallest time).
+std::vector<NcclEstimate> nccl_estimates(const CallInfo& call, const NcclView& v);
+NcclEstimate nccl_pick(const CallInfo& call, const NcclView& v);
+
+}  // namespace compcoll::policy
