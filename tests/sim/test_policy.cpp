@@ -146,26 +146,35 @@ TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs;
   CHECK(algorithm_label(in_node, sched::Collective::AllReduce) == "rail-ring/simple 24ch [nccl nvls/simple]");
 }
 
-TEST_CASE("adaptive compresses where it pays (large allreduces across nodes) and not where it does not",
-          "[policy][adaptive]") {
+TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulator does", "[policy][adaptive]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   const auto cal = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
   const System sys = system_of(t, cal, {"identity", "gauss-exp"});
   auto adaptive = make_policy("adaptive");
-  double small_pred = 0, big_pred = 0;
+  auto nccl = make_policy("nccl-like");
+  double small_pred = 0, big_pred = 0, nccl_pred = 0;
   const Plan small = adaptive->choose(allreduce(1 << 20, 64), sys, &small_pred);
   const Plan big = adaptive->choose(allreduce(1'000'000'000, 64), sys, &big_pred);
   CAPTURE(small.describe(), big.describe());
   CHECK(small.codec == "identity");
-  CHECK(big.codec == "gauss-exp");
-  CHECK(big.algorithm == "hierarchical");
-  // Its prediction is the simulator's answer within 5% here (no two flows share a link), and
-  // the plan it picked beats the uncompressed one in the simulator too.
+  // 1 GB on 8 nodes with 8 NICs each: NCCL's 16 rail rings keep every NIC busy, and with the
+  // derived H100 kernel figures no compressed plan beats them: adaptive runs them uncompressed.
+  CHECK(big.algorithm == "rail-ring");
+  CHECK(big.codec == "identity");
+  // Its prediction is the simulator's answer within 5%, and it is not slower than nccl-like.
   const double big_sim = simulate_plan(t, cal, big, allreduce(1'000'000'000, 64));
   CHECK(big_pred == Approx(big_sim).epsilon(0.05));
-  Plan plain = big;
-  plain.codec = "identity";
-  CHECK(big_sim < simulate_plan(t, cal, plain, allreduce(1'000'000'000, 64)));
+  const Plan base = nccl->choose(allreduce(1'000'000'000, 64), sys, &nccl_pred);
+  CHECK(big_sim <= simulate_plan(t, cal, base, allreduce(1'000'000'000, 64)) * (1 + 1e-9));
+  // The compressed hierarchical plan that won against flat rings is priced, and slower.
+  Plan zipccl;
+  zipccl.algorithm = "hierarchical";
+  zipccl.inter = "recursive";
+  zipccl.codec = "gauss-exp";
+  zipccl.placement = sched::Placement::ZipCCL;
+  zipccl.intra = sched::Placement::None;
+  RouteCache routes(t);
+  CHECK(predict_plan(zipccl, allreduce(1'000'000'000, 64), sys, routes) > big_pred);
 }
 
 TEST_CASE("candidates: every plan builds; none too large to price", "[policy]") {
@@ -257,7 +266,7 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
               CHECK(static_cast<double>(z.messages) == Approx(static_cast<double>(messages)).epsilon(0.02));
               CHECK(z.ops <= 1.6 * static_cast<double>(ops));
               CHECK(z.ops >= static_cast<double>(ops) / 1.6);
-              CHECK(z.quadratic == (algo == "ring" || algo == "pairwise" || algo == "direct" ||
+              CHECK(z.quadratic == (algo == "ring" || algo == "rail-ring" || algo == "pairwise" || algo == "direct" ||
                                     (algo == "hierarchical" && (coll != sched::Collective::AllReduce ||
                                                                 std::string(inter) == "ring")) ||
                                     (algo == "recursive" && p.placement == sched::Placement::CompressOnce)));
