@@ -30,10 +30,17 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 
 // An ordered pair of ints (ranks, or graph vertices: a directed link) as one key.
 uint64_t pair_key(int a, int b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
-// A connection: the ordered pair of ranks and the lane (Op::lane) its messages travel on.
-// Ranks stay below 2^20 and lanes below 2^12.
+// A connection: the ordered pair of ranks and the lane (Op::lane) its messages travel on, as
+// one key (ranks stay below 2^20, lanes below 2^12), and back.
 uint64_t connection_key(int from, int to, uint32_t lane) {
   return pair_key(static_cast<int>(static_cast<uint32_t>(from) | (lane << 20)), to);
+}
+struct Connection {
+  int from, to;
+  uint32_t lane;
+};
+Connection connection_of(uint64_t key) {
+  return {static_cast<int>((key >> 32) & 0xfffffu), static_cast<int>(key & 0xffffffffu), static_cast<uint32_t>(key >> 52)};
 }
 
 }  // namespace
@@ -415,8 +422,10 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     }
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (uint64_t key : touched)
-      try_send(static_cast<int>((key >> 32) & 0xfffffu), static_cast<int>(key & 0xffffffffu), static_cast<uint32_t>(key >> 52));
+    for (uint64_t key : touched) {
+      const Connection c = connection_of(key);
+      try_send(c.from, c.to, c.lane);
+    }
     touched.clear();
     // Messages whose latency is paid start flowing.
     while (!starting.empty() && starting.top().first <= now) {

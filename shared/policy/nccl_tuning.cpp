@@ -196,11 +196,14 @@ std::vector<NcclEstimate> nccl_estimates(const CallInfo& call, const NcclView& v
   return out;
 }
 
-NcclEstimate nccl_pick(const CallInfo& call, const NcclView& v) {
+NcclEstimate nccl_fastest(const std::vector<NcclEstimate>& estimates, const std::string& algorithm) {
   NcclEstimate best;
-  for (const NcclEstimate& e : nccl_estimates(call, v))
-    if (e.time_s >= 0 && (best.time_s < 0 || e.time_s < best.time_s)) best = e;
+  for (const NcclEstimate& e : estimates)
+    if (e.time_s >= 0 && (algorithm.empty() || e.algorithm == algorithm) && (best.time_s < 0 || e.time_s < best.time_s))
+      best = e;
   return best;
 }
+
+NcclEstimate nccl_pick(const CallInfo& call, const NcclView& v) { return nccl_fastest(nccl_estimates(call, v)); }
 
 }  // namespace compcoll::policy

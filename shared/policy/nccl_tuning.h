@@ -49,5 +49,8 @@ struct NcclEstimate {
 // for it carry time_s < 0), and the one it picks (the smallest time).
 std::vector<NcclEstimate> nccl_estimates(const CallInfo& call, const NcclView& v);
 NcclEstimate nccl_pick(const CallInfo& call, const NcclView& v);
+// The fastest enabled estimate of `estimates` (of `algorithm` only, when given); time_s < 0
+// when there is none.
+NcclEstimate nccl_fastest(const std::vector<NcclEstimate>& estimates, const std::string& algorithm = "");
 
 }  // namespace compcoll::policy

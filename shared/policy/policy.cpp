@@ -151,12 +151,12 @@ PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
 
 namespace {
 
-// NCCL's rings: rail rings with NCCL's channel count, halved while the schedule would be too
-// large to simulate.
-uint32_t nccl_ring_channels(const CallInfo& call, const topo::Topology& t, int g) {
+// NCCL's rings: rail rings with NCCL's channel count (NcclView::ring_channels), halved while
+// the schedule would be too large to simulate.
+uint32_t nccl_ring_channels(const CallInfo& call, const NcclView& view, int g) {
   Plan p;
   p.algorithm = "rail-ring";
-  p.channels = static_cast<uint32_t>(std::max(1, nccl_view(t, call.nranks).ring_channels));
+  p.channels = static_cast<uint32_t>(std::max(1, view.ring_channels));
   while (p.channels > 1 && plan_size(p, call, g).messages > kMaxFlatMessages) p.channels /= 2;
   return p.channels;
 }
@@ -220,7 +220,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   // and NCCL's own channel count.
   const auto rail_rings = [&] {
     if (g <= 1 || n % g) return;
-    const uint32_t nccl_channels = nccl_ring_channels(call, t, g);
+    const uint32_t nccl_channels = nccl_ring_channels(call, nccl_view(t, n), g);
     add(plan("rail-ring", "recursive", 1, static_cast<uint32_t>(g)));
     if (nccl_channels != static_cast<uint32_t>(g)) add(plan("rail-ring", "recursive", 1, nccl_channels));
   };
@@ -287,19 +287,14 @@ class NcclLike final : public Policy {
       return p;
     }
     const NcclView view = nccl_view(t, call.nranks);
-    const NcclEstimate pick = nccl_pick(call, view);
+    const std::vector<NcclEstimate> estimates = nccl_estimates(call, view);
+    const NcclEstimate pick = nccl_fastest(estimates);
     // NCCL's tree runs as compcoll's double binary tree where NCCL's time for it is mostly
     // latency (the double binary tree does not pipeline, NCCL's tree does); otherwise NCCL's
     // fastest ring runs. NVLS, NVLS-Tree and PAT are not simulated: where NCCL would pick one,
     // its fastest ring runs and the row names NCCL's choice.
-    NcclEstimate run;
     const bool latency_bound = pick.alg_bw > 0 && call.bytes / (1000.0 * pick.alg_bw) < pick.latency_us;
-    if (pick.algorithm == "tree" && latency_bound) {
-      run = pick;
-    } else {
-      for (const NcclEstimate& e : nccl_estimates(call, view))
-        if (e.time_s >= 0 && e.algorithm == "ring" && (run.time_s < 0 || e.time_s < run.time_s)) run = e;
-    }
+    const NcclEstimate run = pick.algorithm == "tree" && latency_bound ? pick : nccl_fastest(estimates, "ring");
     p.protocol = run.protocol;
     if (pick.algorithm != run.algorithm || pick.protocol != run.protocol) p.nccl = pick.label();
     const int g = ranks_per_node(t, call.nranks);
@@ -307,7 +302,7 @@ class NcclLike final : public Policy {
       p.algorithm = "tree";
     } else if (g > 1) {
       p.algorithm = "rail-ring";
-      p.channels = nccl_ring_channels(call, t, g);
+      p.channels = nccl_ring_channels(call, view, g);
     } else {
       p.algorithm = "ring";  // one rank per node (or a group not in whole nodes): one NIC each
     }
