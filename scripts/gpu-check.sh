@@ -11,7 +11,7 @@
 #   5. compcoll-bench calibrate --device cuda -> OUT_DIR/calibration-cuda.yaml (copy it to
 #      calibration/<gpu>.yaml to feed the simulator);
 #   6. a summary: GB/s of every codec at 256 MiB from that file, against the device-to-device
-#      copy of the same run and issue 2's targets for gauss-exp bf16 (encode >= 600, decode >= 800).
+#      copy of the same run and the targets for gauss-exp bf16 (encode >= 600, decode >= 800).
 # A step whose tests report SKIPPED counts as failed: here a skip means the GPU was not used.
 # Exit status: 0 every step passed, 1 some step failed, 2 no GPU (nothing run).
 set -uo pipefail

@@ -49,8 +49,7 @@ if ! "$PY" -m jupyter_client.kernelspec list 2>/dev/null | grep -q python3; then
   "$PY" -m ipykernel install --user --name python3 >/dev/null
 fi
 if [ "${COMPCOLL_SETUP_TORCH:-0}" = "1" ] && ! "$PY" -c "import torch" 2>/dev/null; then
-  "$PY" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu \
-    || "$PY" -m pip install -q torch
+  "$PY" -m pip install -q torch
 fi
 
 if ! command -v nvcc >/dev/null 2>&1; then

@@ -15,7 +15,7 @@ uint32_t EntropyReplay::trace_rank(uint32_t r) const {
   return static_cast<uint32_t>(std::min<uint64_t>({r, rows, cols}));
 }
 
-EntropyReplay replay_entropy(const config::EntropyRunSpec& spec, const std::string& experiment_file,
+EntropyReplay replay_entropy(const study::EntropyRunSpec& spec, const std::string& experiment_file,
                              const std::vector<int>& fixed_ranks) {
   auto fail = [&](const std::string& what) {
     throw config::ConfigError(experiment_file + ": workload.entropy.trace: " + what);

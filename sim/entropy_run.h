@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/experiment.h"
+#include "study/experiment.h"
 #include "policy/entropy.h"
 
 namespace compcoll::sim {
@@ -33,7 +33,7 @@ struct EntropyReplay {
 
 // Loads the trace (.npy, bf16 bit patterns or float32, shape (steps, rows, cols)) and replays
 // it. Bad input throws config::ConfigError naming `experiment_file` and workload.entropy.trace.
-EntropyReplay replay_entropy(const config::EntropyRunSpec& spec, const std::string& experiment_file,
+EntropyReplay replay_entropy(const study::EntropyRunSpec& spec, const std::string& experiment_file,
                              const std::vector<int>& fixed_ranks);
 
 }  // namespace compcoll::sim

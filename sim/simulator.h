@@ -5,9 +5,11 @@
 // a calibration file (shared/calibration).
 //
 // SimGrid allows one engine per process, so simulate() forks: the child builds the platform
-// once and runs the calls one after the other, streaming each result back through a pipe as
-// it finishes; the parent never touches SimGrid. A crash or an error in the child costs the
-// rows not yet finished, never the ones already reported.
+// once, and each call runs in a process forked from it (so every call starts from the same
+// engine state and its result does not depend on the calls before it), streaming each result
+// back through a pipe as it finishes; the parent never touches SimGrid. A crash in a call's
+// process costs that call; a crash or an error in the child costs the rows not yet finished,
+// never the ones already reported.
 #pragma once
 
 #include <cstdint>

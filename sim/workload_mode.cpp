@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include "policy/policy.h"
 #include "sim/entropy_run.h"
@@ -139,19 +140,10 @@ nlohmann::json report_entropy(const EntropyReplay& rp, const std::string& topolo
   return out;
 }
 
-}  // namespace
 
-bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
-  const config::Experiment& exp = *ctx.exp;
-  const config::WorkloadSpec& spec = *ctx.workload;
-  const workload::Model model = workload::load_model(spec.model);
-  const workload::Parallel base = workload::load_parallel(spec.layout, model);
-  workload::Device device;
-  device.peak_flops = spec.peak_flops;
-  device.efficiency = spec.efficiency;
-
-  // Variants: NCCL's choice (the baseline, never compressing); adaptive with each compressing
-  // codec alone (so each codec's gain shows) and with all of them.
+std::vector<Variant> make_variants(const study::Experiment& exp, const study::WorkloadSpec& spec) {
+  // NCCL's choice (the baseline, never compressing); adaptive with each compressing codec
+  // alone (so each codec's gain shows) and with all of them; lowrank at each fixed rank.
   std::vector<Variant> variants{{"nccl-like", "nccl-like", {"identity"}}};
   std::vector<std::string> compressing;
   for (const auto& c : exp.codecs)
@@ -164,250 +156,317 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
     variants.push_back({"adaptive", "adaptive", all});
   }
   for (int r : spec.lowrank_ranks) variants.push_back({"lowrank/r=" + std::to_string(r), "adaptive", {"identity"}, r});
-  // EDGC: the controller decides each step's rank from the trace; every rank it picks is priced
-  // as a lowrank variant (warm-up steps as adaptive/identity, the uncompressed plan).
-  std::optional<EntropyReplay> replay;
-  auto lowrank_variant = [&](uint32_t r) {
-    const std::string name = "lowrank/r=" + std::to_string(r);
-    for (size_t v = 0; v < variants.size(); ++v)
-      if (variants[v].name == name) return v;
-    variants.push_back({name, "adaptive", {"identity"}, static_cast<int>(r)});
-    return variants.size() - 1;
-  };
-  constexpr size_t kUncompressed = 1;  // adaptive/identity
-  if (spec.entropy) {
-    replay = replay_entropy(*spec.entropy, exp.file, spec.lowrank_ranks);
-    for (uint32_t r : replay->rank)
-      if (r > 0) lowrank_variant(r);
-  }
+  return variants;
+}
+constexpr size_t kUncompressed = 1;  // adaptive/identity
 
-  std::unique_ptr<std::ofstream> csv;
-  if (!ctx.out.empty()) {
-    const auto path = ctx.out / "workload.csv";
-    const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
-    csv = std::make_unique<std::ofstream>(path, std::ios::app);
-    if (fresh)
-      *csv << "topology,gpus,model,dp,tp,pp,ep,zero_stage,micro_batches,variant,iteration_ms,compute_ms,comm_ms,"
-              "exposed_comm_ms,comm_speedup,iteration_speedup,calibration\n";
+// The variant that runs lowrank at rank r (added when missing).
+size_t lowrank_variant(std::vector<Variant>& variants, uint32_t r) {
+  const std::string name = "lowrank/r=" + std::to_string(r);
+  for (size_t v = 0; v < variants.size(); ++v)
+    if (variants[v].name == name) return v;
+  variants.push_back({name, "adaptive", {"identity"}, static_cast<int>(r)});
+  return variants.size() - 1;
+}
+
+// OUT/NAME opened for appending (one file over the experiment's workloads), its header once.
+std::unique_ptr<std::ofstream> append_csv(const std::filesystem::path& out, const char* name, const char* header) {
+  if (out.empty()) return nullptr;
+  const auto path = out / name;
+  const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
+  auto csv = std::make_unique<std::ofstream>(path, std::ios::app);
+  if (fresh) *csv << header;
+  return csv;
+}
+
+// The workload's layout on a topology (scale_dp: data parallelism over all its GPUs).
+workload::Parallel layout_on(workload::Parallel par, const study::WorkloadSpec& spec, const topo::Topology& topo,
+                             const std::string& file, const std::string& topo_path) {
+  if (spec.scale_dp) {
+    const int per = par.tp * par.pp;
+    if (topo.gpus() % per)
+      throw config::ConfigError(file + ": workload.scale_dp: " + std::to_string(topo.gpus()) +
+                                " GPUs are not a multiple of tp x pp = " + std::to_string(per));
+    par.dp = topo.gpus() / per;
   }
-  std::unique_ptr<std::ofstream> csv_entropy;
-  if (replay && !ctx.out.empty()) {
-    const auto path = ctx.out / "entropy.csv";
-    const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
-    csv_entropy = std::make_unique<std::ofstream>(path, std::ios::app);
-    if (fresh) *csv_entropy << "topology,model,window,first_step,steps,entropy_bits,rank,iteration_ms,comm_ms,relative_error\n";
+  if (par.world() > topo.gpus())
+    throw config::ConfigError(file + ": workload.layout: dp x tp x pp = " + std::to_string(par.world()) + " ranks, but " +
+                              topo_path + " has " + std::to_string(topo.gpus()) + " GPUs");
+  return par;
+}
+
+// One topology's iteration: every distinct call planned by every variant, simulated per group.
+struct Key {
+  size_t call, variant;
+};
+struct Item {
+  Key key;
+  policy::Plan plan;
+  workload::CommCall call;  // what is simulated: the call itself, or a part of it (lowrank)
+};
+struct Planned {
+  std::map<std::string, topo::Topology> group_topo;  // "group/size" -> its ranks on the topology
+  std::map<std::string, std::vector<Item>> by_group;
+  std::vector<std::vector<double>> seconds, extra;   // [call][variant]: simulated; lowrank compute
+  std::map<std::string, policy::Plan> plans;         // "call/variant", as shown
+};
+
+std::string group_key(const workload::CommCall& call) { return call.group + "/" + std::to_string(call.group_size); }
+
+Planned prepare(const workload::Iteration& it, const workload::Parallel& par, const topo::Topology& topo,
+                size_t variants) {
+  Planned p;
+  p.seconds.assign(it.calls.size(), std::vector<double>(variants, NAN));
+  p.extra.assign(it.calls.size(), std::vector<double>(variants, 0.0));
+  for (const auto& call : it.calls) {
+    const std::string gkey = group_key(call);
+    if (p.group_topo.count(gkey)) continue;
+    topo::Topology g = topo;
+    g.rank_to_gpu.clear();
+    for (int r : group_ranks(call.group, call.group_size, par)) g.rank_to_gpu.push_back(r);
+    g.placement = call.group + " group";
+    p.group_topo.emplace(gkey, std::move(g));
+  }
+  return p;
+}
+
+// A pipeline send: a chain, compressed once when the cost model says it pays.
+policy::Plan pipeline_plan(const workload::CommCall& call, const Variant& variant, const policy::System& sys,
+                           const calib::Calibration& cal, study::Ratios& ratios) {
+  policy::Plan plan;
+  plan.algorithm = "chain";
+  plan.codec = variant.codecs.size() > 1 ? variant.codecs[1] : "identity";
+  plan.placement = sched::Placement::CompressOnce;
+  policy::Plan plain = plan;
+  plain.codec = "identity";
+  if (plan.codec == "identity") return plain;
+  policy::RouteCache routes(*sys.topology);
+  const policy::CallInfo info = call.info();
+  auto time = [&](const policy::Plan& p, double ratio) {
+    return policy::predict(sched::build_schedule(policy::build_spec(p, info, *sys.topology)), *sys.topology, cal, p.codec,
+                           ratio, sys.net, routes)
+        .time_s;
+  };
+  return time(plan, ratios.get(plan.codec, call.dtype, call.tensor).ratio) >= time(plain, 1.0) ? plain : plan;
+}
+
+// Plans call c under variant v into `p`.
+void plan_call(Planned& p, const WorkloadContext& ctx, const workload::Iteration& it, size_t c, const Variant& variant,
+               size_t v, policy::Policy& policy, const workload::Model& model, const workload::Device& device) {
+  const auto& call = it.calls[c];
+  const std::string gkey = group_key(call);
+  const policy::System sys = study::make_system(p.group_topo.at(gkey), *ctx.cal, ctx.net.factors(), *ctx.ratios, variant.codecs);
+  const std::string shown = std::to_string(c) + "/" + std::to_string(v);
+  if (variant.lowrank > 0 && lowrank_applies(call)) {
+    // Two fp32 allreduces (P, then Q) in place of the gradient call, each planned by the
+    // adaptive policy without compression; the compressor's compute is charged at the device rate.
+    const LowRankShape sh = lowrank_shape(call, model.hidden);
+    const uint64_t r = static_cast<uint64_t>(variant.lowrank);
+    for (uint64_t part_bytes : {sh.rows * r * 4, sh.cols * r * 4}) {
+      workload::CommCall part = call;
+      part.collective = sched::Collective::AllReduce;
+      part.dtype = DType::FP32;
+      part.bytes = part_bytes;
+      const policy::Plan plan = policy.choose(part.info(), sys, nullptr);
+      p.by_group[gkey].push_back({{c, v}, plan, part});
+      p.plans[shown] = plan;
+      p.plans[shown].codec = "lowrank:r=" + std::to_string(r);
+    }
+    p.extra[c][v] = device.seconds(4.0 * sh.rows * sh.cols * r + 2.0 * sh.rows * r * r);
+    return;
+  }
+  const policy::Plan plan = call.point_to_point ? pipeline_plan(call, variant, sys, *ctx.cal, *ctx.ratios)
+                                                : policy.choose(call.info(), sys, nullptr);
+  p.by_group[gkey].push_back({{c, v}, plan, call});
+  p.plans[shown] = plan;
+}
+
+// Simulates each group's distinct (call, plan) once; returns the simulated messages.
+uint64_t simulate_groups(Planned& p, const WorkloadContext& ctx, bool& ok) {
+  uint64_t messages = 0;
+  for (auto& [gkey, items] : p.by_group) {
+    Job job;
+    job.topology = std::move(p.group_topo.at(gkey));  // planning is done: the last use
+    job.calibration = *ctx.cal;
+    job.network = ctx.net;
+    std::map<std::string, size_t> distinct;
+    std::vector<std::vector<Key>> users;
+    for (const auto& [key, plan, call] : items) {
+      const std::string id = std::to_string(static_cast<int>(call.collective)) + "/" + std::to_string(call.bytes) + "/" +
+                             std::string(dtype_name(call.dtype)) + "/" + call.tensor + "/" + plan.describe();
+      auto d = distinct.find(id);
+      if (d == distinct.end()) {
+        Call sc;
+        sc.codec = plan.codec;
+        sc.ratio = plan.codec == "identity" ? 1.0 : ctx.ratios->get(plan.codec, call.dtype, call.tensor).ratio;
+        sc.build = policy::build_spec(plan, call.info(), job.topology);
+        job.calls.push_back(sc);
+        users.emplace_back();
+        d = distinct.emplace(id, job.calls.size() - 1).first;
+      }
+      users[d->second].push_back(key);
+    }
+    const JobStats st = simulate(job, [&](const CallResult& r) {
+      if (!r.error.empty()) {
+        ok = false;
+        std::cerr << "compcoll-sim: workload " << gkey << " group: " << r.error << "\n";
+        return;
+      }
+      messages += r.messages;
+      for (const Key& k : users[r.index]) {  // a lowrank call is the sum of its parts
+        double& t = p.seconds[k.call][k.variant];
+        t = std::isnan(t) ? r.time_s : t + r.time_s;
+      }
+    });
+    if (!st.error.empty()) {
+      ok = false;
+      std::cerr << "compcoll-sim: workload " << gkey << " group: " << st.error << "\n";
+    }
+  }
+  return messages;
+}
+
+// The variants' table rows (speed-ups over nccl-like), their JSON and CSV lines.
+nlohmann::json report_variants(const std::vector<Variant>& variants, const std::vector<workload::Estimate>& est,
+                               const WorkloadContext& ctx, const std::string& csv_prefix, std::ofstream* csv) {
+  if (!ctx.json)
+    std::printf("#%-22s %12s %12s %12s %14s %10s %10s\n", "variant", "iter(ms)", "compute(ms)", "comm(ms)", "exposed(ms)",
+                "comm x", "iter x");
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const auto& e = est[v];
+    const double comm_x = e.comm_s > 0 ? est[0].comm_s / e.comm_s : NAN;
+    const double iter_x = e.iteration_s > 0 ? est[0].iteration_s / e.iteration_s : NAN;
+    const double ms[4] = {e.iteration_s * 1e3, e.compute_s * 1e3, e.comm_s * 1e3, e.exposed_comm_s * 1e3};
+    if (!ctx.json)
+      std::printf(" %-22s %12s %12s %12s %14s %10s %10s\n", variants[v].name.c_str(), report::fixed(ms[0], 2).c_str(),
+                  report::fixed(ms[1], 2).c_str(), report::fixed(ms[2], 2).c_str(), report::fixed(ms[3], 2).c_str(),
+                  report::fixed(comm_x, 3).c_str(), report::fixed(iter_x, 3).c_str());
+    nlohmann::json vj{{"variant", variants[v].name}, {"iteration_ms", ms[0]}, {"compute_ms", ms[1]}, {"comm_ms", ms[2]},
+                      {"exposed_comm_ms", ms[3]}, {"comm_speedup", comm_x}, {"iteration_speedup", iter_x},
+                      {"comm_by_kind_ms", nlohmann::json::object()}, {"exposed_by_kind_ms", nlohmann::json::object()}};
+    for (const auto& [k, s] : e.comm_by_kind) vj["comm_by_kind_ms"][k] = s * 1e3;
+    for (const auto& [k, s] : e.exposed_by_kind) vj["exposed_by_kind_ms"][k] = s * 1e3;
+    out.push_back(vj);
+    if (csv)
+      *csv << csv_prefix << variants[v].name << "," << report::fixed(ms[0], 4) << "," << report::fixed(ms[1], 4) << ","
+           << report::fixed(ms[2], 4) << "," << report::fixed(ms[3], 4) << "," << report::fixed(comm_x, 4) << ","
+           << report::fixed(iter_x, 4) << "," << ctx.cal->source << "\n";
+  }
+  return out;
+}
+
+nlohmann::json calls_json(const workload::Iteration& it, const std::vector<Variant>& variants, const Planned& p) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t c = 0; c < it.calls.size(); ++c) {
+    const auto& call = it.calls[c];
+    nlohmann::json cj{{"kind", call.kind}, {"collective", sched::collective_name(call.collective)},
+                      {"bytes", call.bytes}, {"group", call.group}, {"group_size", call.group_size},
+                      {"count", call.count}, {"phase", workload::phase_name(call.phase)},
+                      {"overlappable", call.overlappable}, {"time_us", nlohmann::json::object()}};
+    for (size_t v = 0; v < variants.size(); ++v) {
+      cj["time_us"][variants[v].name] = (p.seconds[c][v] + p.extra[c][v]) * 1e6;
+      cj["plan"][variants[v].name] = p.plans.at(std::to_string(c) + "/" + std::to_string(v)).describe();
+    }
+    out.push_back(cj);
+  }
+  return out;
+}
+
+// Communication by call kind, for the baseline and the variant with the fastest iteration.
+void print_by_kind(const std::vector<Variant>& variants, const std::vector<workload::Estimate>& est, uint64_t messages) {
+  size_t best = 0;
+  for (size_t v = 1; v < variants.size(); ++v)
+    if (est[v].iteration_s < est[best].iteration_s) best = v;
+  std::printf("# by call kind (ms per iteration): %-18s %12s %12s\n", "kind", variants[0].name.c_str(),
+              variants[best].name.c_str());
+  for (const auto& [k, s] : est[0].comm_by_kind)
+    std::printf("#   %-46s %12s %12s\n", k.c_str(), report::fixed(s * 1e3, 3).c_str(),
+                report::fixed(est[best].comm_by_kind.count(k) ? est[best].comm_by_kind.at(k) * 1e3 : 0.0, 3).c_str());
+  std::printf("# %llu simulated messages\n", static_cast<unsigned long long>(messages));
+}
+
+// What one workload needs on every topology.
+struct WorkloadRun {
+  const WorkloadContext* ctx;
+  workload::Model model;
+  workload::Parallel base;
+  workload::Device device;
+  std::vector<Variant> variants;
+  std::optional<EntropyReplay> replay;
+  std::unique_ptr<std::ofstream> csv, csv_entropy;
+};
+
+bool run_on_topology(WorkloadRun& w, const std::string& topo_path, nlohmann::json& doc) {
+  const WorkloadContext& ctx = *w.ctx;
+  const topo::Topology topo = topo::load_topology(topo_path);
+  const workload::Parallel par = layout_on(w.base, *ctx.workload, topo, ctx.exp->file, topo_path);
+  const workload::Iteration it = workload::build_iteration(w.model, par);
+  if (!ctx.json) {
+    std::cout << describe(topo);
+    std::printf("# workload %s (%.2f B parameters) on %d GPUs: dp %d, tp %d, pp %d, ep %d, ZeRO-%d, %d micro-batches; "
+                "device %.3g FLOP/s x %.2f\n",
+                w.model.name.c_str(), it.params.total / 1e9, par.world(), par.dp, par.tp, par.pp, par.ep, par.zero_stage,
+                par.micro_batches, w.device.peak_flops, w.device.efficiency);
+  }
+  Planned p = prepare(it, par, topo, w.variants.size());
+  for (size_t v = 0; v < w.variants.size(); ++v) {
+    const std::unique_ptr<policy::Policy> policy = policy::make_policy(w.variants[v].policy);
+    for (size_t c = 0; c < it.calls.size(); ++c) plan_call(p, ctx, it, c, w.variants[v], v, *policy, w.model, w.device);
   }
   bool ok = true;
-  for (const auto& topo_path : exp.topologies) {
-    topo::Topology topo = topo::load_topology(topo_path);
-    workload::Parallel par = base;
-    if (spec.scale_dp) {
-      const int per = par.tp * par.pp;
-      if (topo.gpus() % per) throw config::ConfigError(exp.file + ": workload.scale_dp: " + std::to_string(topo.gpus()) +
-                                                       " GPUs are not a multiple of tp x pp = " + std::to_string(per));
-      par.dp = topo.gpus() / per;
-    }
-    if (par.world() > topo.gpus())
-      throw config::ConfigError(exp.file + ": workload.layout: dp x tp x pp = " + std::to_string(par.world()) +
-                                " ranks, but " + topo_path + " has " + std::to_string(topo.gpus()) + " GPUs");
-    const workload::Iteration it = workload::build_iteration(model, par);
-    if (!ctx.json) {
-      std::cout << describe(topo);
-      std::printf("# workload %s (%.2f B parameters) on %d GPUs: dp %d, tp %d, pp %d, ep %d, ZeRO-%d, %d micro-batches; "
-                  "device %.3g FLOP/s x %.2f\n",
-                  model.name.c_str(), it.params.total / 1e9, par.world(), par.dp, par.tp, par.pp, par.ep, par.zero_stage,
-                  par.micro_batches, device.peak_flops, device.efficiency);
-    }
+  const uint64_t messages = simulate_groups(p, ctx, ok);
+  std::vector<workload::Estimate> est(w.variants.size());
+  for (size_t v = 0; v < w.variants.size(); ++v)
+    est[v] = workload::estimate(it, w.device, [&](const workload::CommCall& call) {
+      const size_t c = static_cast<size_t>(&call - it.calls.data());
+      const double s = p.seconds[c][v];
+      if (std::isnan(s)) throw std::runtime_error("workload: call " + call.kind + " was not simulated");
+      return s + p.extra[c][v];
+    });
+  nlohmann::json tj{{"topology", topo.name}, {"gpus", topo.gpus()}, {"model", w.model.name},
+                    {"layout", {{"dp", par.dp}, {"tp", par.tp}, {"pp", par.pp}, {"ep", par.ep},
+                                {"zero_stage", par.zero_stage}, {"micro_batches", par.micro_batches}}},
+                    {"params", it.params.total}};
+  std::ostringstream prefix;
+  prefix << topo.name << "," << topo.gpus() << "," << w.model.name << "," << par.dp << "," << par.tp << "," << par.pp << ","
+         << par.ep << "," << par.zero_stage << "," << par.micro_batches << ",";
+  tj["variants"] = report_variants(w.variants, est, ctx, prefix.str(), w.csv.get());
+  tj["calls"] = calls_json(it, w.variants, p);
+  if (!ctx.json) print_by_kind(w.variants, est, messages);
+  if (w.replay)
+    tj["entropy"] = report_entropy(*w.replay, topo.name, w.model.name, est, kUncompressed,
+                                   [&](uint32_t r) { return lowrank_variant(w.variants, r); }, ctx, w.csv_entropy.get());
+  doc["workload"].push_back(tj);
+  return ok;
+}
 
-    // Plan every distinct call under every variant; simulate per group, each group its own job.
-    struct Key {
-      size_t call, variant;
-    };
-    struct Item {
-      Key key;
-      policy::Plan plan;
-      workload::CommCall call;  // what is simulated: the call itself, or a part of it (lowrank)
-    };
-    std::map<std::string, std::vector<Item>> by_group;
-    std::vector<std::vector<double>> extra(it.calls.size(), std::vector<double>(variants.size(), 0.0));
-    std::map<std::string, policy::Plan> plans;  // "call/variant"
-    std::vector<std::vector<double>> seconds(it.calls.size(), std::vector<double>(variants.size(), NAN));
-    std::map<std::string, topo::Topology> group_topo;
-    for (size_t c = 0; c < it.calls.size(); ++c) {
-      const auto& call = it.calls[c];
-      const std::string gkey = call.group + "/" + std::to_string(call.group_size);
-      if (!group_topo.count(gkey)) {
-        topo::Topology g = topo;
-        g.rank_to_gpu.clear();
-        for (int r : group_ranks(call.group, call.group_size, par)) g.rank_to_gpu.push_back(r);
-        g.placement = call.group + " group";
-        group_topo.emplace(gkey, std::move(g));
-      }
-    }
-    std::map<std::string, std::unique_ptr<policy::Policy>> policy_objects;
-    for (size_t v = 0; v < variants.size(); ++v) {
-      for (size_t c = 0; c < it.calls.size(); ++c) {
-        const auto& call = it.calls[c];
-        const std::string gkey = call.group + "/" + std::to_string(call.group_size);
-        policy::System sys;
-        sys.topology = &group_topo.at(gkey);
-        sys.calibration = ctx.cal;
-        sys.net = ctx.net.factors();
-        sys.codecs = variants[v].codecs;
-        sys.ratio = ctx.ratio;
-        auto& obj = policy_objects[variants[v].name];
-        if (!obj) obj = policy::make_policy(variants[v].policy);
-        if (variants[v].lowrank > 0 && lowrank_applies(call)) {
-          // Two fp32 allreduces (P, then Q) in place of the gradient call, each planned by the
-          // adaptive policy without compression; the compressor's compute is added below.
-          const LowRankShape sh = lowrank_shape(call, model.hidden);
-          const uint64_t r = static_cast<uint64_t>(variants[v].lowrank);
-          for (uint64_t part_bytes : {sh.rows * r * 4, sh.cols * r * 4}) {
-            workload::CommCall part = call;
-            part.collective = sched::Collective::AllReduce;
-            part.dtype = DType::FP32;
-            part.bytes = part_bytes;
-            const policy::Plan plan = obj->choose(part.info(), sys, nullptr);
-            by_group[gkey].push_back({{c, v}, plan, part});
-            auto& shown = plans[std::to_string(c) + "/" + std::to_string(v)];
-            shown = plan;
-            shown.codec = "lowrank:r=" + std::to_string(r);
-          }
-          extra[c][v] = device.seconds(4.0 * sh.rows * sh.cols * r + 2.0 * sh.rows * r * r);
-          continue;
-        }
-        policy::Plan plan;
-        if (call.point_to_point) {  // a pipeline send: the one way it goes
-          plan.algorithm = "chain";
-          plan.codec = variants[v].codecs.size() > 1 ? variants[v].codecs[1] : "identity";
-          plan.placement = sched::Placement::CompressOnce;
-          // compress only if the cost model says so
-          double with = 0, without = 0;
-          policy::RouteCache routes(*sys.topology);
-          policy::Plan plain = plan;
-          plain.codec = "identity";
-          const policy::CallInfo info = call.info();
-          without = policy::predict(sched::build_schedule(policy::build_spec(plain, info, *sys.topology)), *sys.topology,
-                                    *ctx.cal, "identity", 1.0, sys.net, routes).time_s;
-          if (plan.codec != "identity")
-            with = policy::predict(sched::build_schedule(policy::build_spec(plan, info, *sys.topology)), *sys.topology,
-                                   *ctx.cal, plan.codec, ctx.ratio(plan.codec, call.dtype, call.tensor), sys.net, routes)
-                       .time_s;
-          if (plan.codec == "identity" || with >= without) plan = plain;
-        } else {
-          plan = obj->choose(call.info(), sys, nullptr);
-        }
-        by_group[gkey].push_back({{c, v}, plan, call});
-        plans[std::to_string(c) + "/" + std::to_string(v)] = plan;
-      }
-    }
-    uint64_t messages = 0;
-    for (auto& [gkey, items] : by_group) {
-      Job job;
-      job.topology = std::move(group_topo.at(gkey));  // planning is done: the last use
-      job.calibration = *ctx.cal;
-      job.network = ctx.net;
-      // One simulation per distinct (call bytes, plan) of the group.
-      std::map<std::string, size_t> distinct;
-      std::vector<std::vector<Key>> users;
-      for (const auto& [key, plan, call] : items) {
-        const std::string id = std::to_string(static_cast<int>(call.collective)) + "/" + std::to_string(call.bytes) + "/" +
-                               std::string(dtype_name(call.dtype)) + "/" + call.tensor + "/" + plan.describe();
-        auto d = distinct.find(id);
-        if (d == distinct.end()) {
-          Call sc;
-          sc.codec = plan.codec;
-          sc.ratio = plan.codec == "identity" ? 1.0 : ctx.ratio(plan.codec, call.dtype, call.tensor);
-          sc.build = policy::build_spec(plan, call.info(), job.topology);
-          job.calls.push_back(sc);
-          users.emplace_back();
-          d = distinct.emplace(id, job.calls.size() - 1).first;
-        }
-        users[d->second].push_back(key);
-      }
-      const JobStats st = simulate(job, [&](const CallResult& r) {
-        if (!r.error.empty()) {
-          ok = false;
-          std::cerr << "compcoll-sim: workload " << gkey << " group: " << r.error << "\n";
-          return;
-        }
-        messages += r.messages;
-        for (const Key& k : users[r.index]) {  // a lowrank call is the sum of its parts
-          double& t = seconds[k.call][k.variant];
-          t = std::isnan(t) ? r.time_s : t + r.time_s;
-        }
-      });
-      if (!st.error.empty()) {
-        ok = false;
-        std::cerr << "compcoll-sim: workload " << gkey << " group: " << st.error << "\n";
-      }
-    }
+}  // namespace
 
-    // Estimates per variant, speed-ups over nccl-like.
-    if (!ctx.json)
-      std::printf("#%-22s %12s %12s %12s %14s %10s %10s\n", "variant", "iter(ms)", "compute(ms)", "comm(ms)",
-                  "exposed(ms)", "comm x", "iter x");
-    std::vector<workload::Estimate> est(variants.size());
-    for (size_t v = 0; v < variants.size(); ++v)
-      est[v] = workload::estimate(it, device, [&](const workload::CommCall& call) {
-        const size_t c = static_cast<size_t>(&call - it.calls.data());
-        const double s = seconds[c][v];
-        if (std::isnan(s)) throw std::runtime_error("workload: call " + call.kind + " was not simulated");
-        return s + extra[c][v];
-      });
-    nlohmann::json tj{{"topology", topo.name}, {"gpus", topo.gpus()}, {"model", model.name},
-                      {"layout", {{"dp", par.dp}, {"tp", par.tp}, {"pp", par.pp}, {"ep", par.ep},
-                                  {"zero_stage", par.zero_stage}, {"micro_batches", par.micro_batches}}},
-                      {"params", it.params.total}, {"variants", nlohmann::json::array()}, {"calls", nlohmann::json::array()}};
-    for (size_t v = 0; v < variants.size(); ++v) {
-      const auto& e = est[v];
-      const double comm_x = e.comm_s > 0 ? est[0].comm_s / e.comm_s : NAN;
-      const double iter_x = e.iteration_s > 0 ? est[0].iteration_s / e.iteration_s : NAN;
-      if (!ctx.json)
-        std::printf(" %-22s %12s %12s %12s %14s %10s %10s\n", variants[v].name.c_str(), report::fixed(e.iteration_s * 1e3, 2).c_str(),
-                    report::fixed(e.compute_s * 1e3, 2).c_str(), report::fixed(e.comm_s * 1e3, 2).c_str(),
-                    report::fixed(e.exposed_comm_s * 1e3, 2).c_str(), report::fixed(comm_x, 3).c_str(), report::fixed(iter_x, 3).c_str());
-      nlohmann::json vj{{"variant", variants[v].name}, {"iteration_ms", e.iteration_s * 1e3}, {"compute_ms", e.compute_s * 1e3},
-                        {"comm_ms", e.comm_s * 1e3}, {"exposed_comm_ms", e.exposed_comm_s * 1e3},
-                        {"comm_speedup", comm_x}, {"iteration_speedup", iter_x},
-                        {"comm_by_kind_ms", nlohmann::json::object()}, {"exposed_by_kind_ms", nlohmann::json::object()}};
-      for (const auto& [k, s] : e.comm_by_kind) vj["comm_by_kind_ms"][k] = s * 1e3;
-      for (const auto& [k, s] : e.exposed_by_kind) vj["exposed_by_kind_ms"][k] = s * 1e3;
-      tj["variants"].push_back(vj);
-      if (csv)
-        *csv << topo.name << "," << topo.gpus() << "," << model.name << "," << par.dp << "," << par.tp << "," << par.pp
-             << "," << par.ep << "," << par.zero_stage << "," << par.micro_batches << "," << variants[v].name << ","
-             << report::fixed(e.iteration_s * 1e3, 4) << "," << report::fixed(e.compute_s * 1e3, 4) << "," << report::fixed(e.comm_s * 1e3, 4) << ","
-             << report::fixed(e.exposed_comm_s * 1e3, 4) << "," << report::fixed(comm_x, 4) << "," << report::fixed(iter_x, 4) << ","
-             << ctx.cal->source << "\n";
-    }
-    for (size_t c = 0; c < it.calls.size(); ++c) {
-      const auto& call = it.calls[c];
-      nlohmann::json cj{{"kind", call.kind}, {"collective", sched::collective_name(call.collective)},
-                        {"bytes", call.bytes}, {"group", call.group}, {"group_size", call.group_size},
-                        {"count", call.count}, {"phase", workload::phase_name(call.phase)},
-                        {"overlappable", call.overlappable}, {"time_us", nlohmann::json::object()}};
-      for (size_t v = 0; v < variants.size(); ++v) {
-        cj["time_us"][variants[v].name] = (seconds[c][v] + extra[c][v]) * 1e6;
-        cj["plan"][variants[v].name] = plans.at(std::to_string(c) + "/" + std::to_string(v)).describe();
-      }
-      tj["calls"].push_back(cj);
-    }
-    if (!ctx.json) {
-      // By call kind, for the baseline and the best variant.
-      size_t best = 0;
-      for (size_t v = 1; v < variants.size(); ++v)
-        if (est[v].iteration_s < est[best].iteration_s) best = v;
-      std::printf("# by call kind (ms per iteration): %-18s %12s %12s\n", "kind", variants[0].name.c_str(),
-                  variants[best].name.c_str());
-      for (const auto& [k, s] : est[0].comm_by_kind)
-        std::printf("#   %-46s %12s %12s\n", k.c_str(), report::fixed(s * 1e3, 3).c_str(),
-                    report::fixed(est[best].comm_by_kind.count(k) ? est[best].comm_by_kind.at(k) * 1e3 : 0.0, 3).c_str());
-      std::printf("# %llu simulated messages\n", static_cast<unsigned long long>(messages));
-    }
-    if (replay) tj["entropy"] = report_entropy(*replay, topo.name, model.name, est, kUncompressed, lowrank_variant, ctx, csv_entropy.get());
-    doc["workload"].push_back(tj);
+bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
+  const study::WorkloadSpec& spec = *ctx.workload;
+  WorkloadRun w;
+  w.ctx = &ctx;
+  w.model = workload::load_model(spec.model);
+  w.base = workload::load_parallel(spec.layout, w.model);
+  w.device.peak_flops = spec.peak_flops;
+  w.device.efficiency = spec.efficiency;
+  w.variants = make_variants(*ctx.exp, spec);
+  // EDGC: the controller decides each step's rank from the trace; every rank it picks is priced
+  // as a lowrank variant (warm-up steps as adaptive/identity, the uncompressed plan).
+  if (spec.entropy) {
+    w.replay = replay_entropy(*spec.entropy, ctx.exp->file, spec.lowrank_ranks);
+    for (uint32_t r : w.replay->rank)
+      if (r > 0) lowrank_variant(w.variants, r);
   }
+  w.csv = append_csv(ctx.out, "workload.csv",
+                     "topology,gpus,model,dp,tp,pp,ep,zero_stage,micro_batches,variant,iteration_ms,compute_ms,comm_ms,"
+                     "exposed_comm_ms,comm_speedup,iteration_speedup,calibration\n");
+  if (w.replay)
+    w.csv_entropy = append_csv(ctx.out, "entropy.csv",
+                               "topology,model,window,first_step,steps,entropy_bits,rank,iteration_ms,comm_ms,relative_error\n");
+  bool ok = true;
+  for (const auto& topo_path : ctx.exp->topologies) ok = run_on_topology(w, topo_path, doc) && ok;
   if (!ctx.json) {
     const std::string kernels = ctx.cal->source == "measured" ? "measured" : "NOT measured (" + ctx.cal->source + ")";
     std::printf("# for comparison: ZipCCL (2026) reports up to 1.35x communication and 1.18x end-to-end speed-up on 64 "

@@ -13,18 +13,18 @@
 #include <string>
 
 #include "calibration/calibration.h"
-#include "config/experiment.h"
+#include "study/experiment.h"
+#include "study/study.h"
 #include "sim/simulator.h"
 
 namespace compcoll::sim {
 
 struct WorkloadContext {
-  const config::Experiment* exp = nullptr;
-  const config::WorkloadSpec* workload = nullptr;
+  const study::Experiment* exp = nullptr;
+  const study::WorkloadSpec* workload = nullptr;
   const calib::Calibration* cal = nullptr;
   NetworkModel net;
-  // Compressed / uncompressed for a codec, dtype and tensor kind (the ratio model).
-  std::function<double(const std::string& codec, DType dtype, const std::string& tensor)> ratio;
+  study::Ratios* ratios = nullptr;  // the codecs' ratios (the study layer's, shared with the rest of the run)
   bool json = false;          // no table on stdout
   std::filesystem::path out;  // where workload.csv goes (empty: nowhere)
 };

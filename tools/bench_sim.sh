@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/bench_sim.sh — how fast the simulator is: simulated messages per wall-second, wall time
 # and peak memory of hierarchical allreduce at 4,096 and 16,384 ranks and ring allreduce at
-# 1,024 ranks (experiments/bench-sim.yaml, uncompressed and gauss-exp). Targets (issue 4):
+# 1,024 ranks (experiments/bench-sim.yaml, uncompressed and gauss-exp). Targets:
 # hierarchical 4,096 <= 10 s, 16,384 <= 60 s and <= 4 GB. Usage: tools/bench_sim.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,6 @@
 // shared/calibration/calibration.h — how long the kernels of a plan take on a device: for each
 // op (compress, decompress, reduce, copy), codec and dtype, a duration as a function of bytes.
-// A calibration file is measured (`compcoll-bench calibrate`, issue 5) or derived from stated
+// A calibration file is measured (`compcoll-bench calibrate`) or derived from stated
 // figures; `source` says which and every output that uses the file repeats it.
 //
 // File format (YAML, docs/CALIBRATION.md):
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/dtype.h"
+#include "util/dtype.h"
 
 namespace compcoll::calib {
 

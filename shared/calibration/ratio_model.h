@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "codec/dtype.h"
+#include "util/dtype.h"
 
 namespace compcoll::calib {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "codec/dtype.h"
+#include "util/dtype.h"
 #include "codec/format.h"
 
 namespace compcoll {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "codec/format.h"
-#include "codec/hd.h"
+#include "util/hd.h"
 
 namespace compcoll::expbits {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "codec/hd.h"
+#include "util/hd.h"
 
 namespace compcoll::format {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "codec/format.h"
-#include "codec/hd.h"
+#include "util/hd.h"
 #include "io/float_convert.h"
 
 #if !defined(__CUDA_ARCH__)

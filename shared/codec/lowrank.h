@@ -24,7 +24,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "codec/dtype.h"
+#include "util/dtype.h"
 
 namespace compcoll::lowrank {
 

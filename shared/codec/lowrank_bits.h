@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "codec/dtype.h"
-#include "codec/hd.h"
+#include "util/dtype.h"
+#include "util/hd.h"
 #include "io/float_convert.h"
 
 namespace compcoll::lowrank {

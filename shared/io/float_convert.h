@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "codec/dtype.h"
-#include "codec/hd.h"
+#include "util/dtype.h"
+#include "util/hd.h"
 
 // __builtin_bit_cast makes the conversions usable in constant expressions; the memcpy fallback
 // is for compilers without it (still correct, just not constexpr).

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/dtype.h"
+#include "util/dtype.h"
 
 namespace compcoll {
 

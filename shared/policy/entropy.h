@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "codec/dtype.h"
+#include "util/dtype.h"
 #include "policy/policy.h"
 
 namespace compcoll::policy {

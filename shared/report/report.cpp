@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 namespace compcoll::report {
 
@@ -14,6 +15,35 @@ double bus_factor(sched::Collective c, int n) {
     case sched::Collective::Broadcast: return 1.0;
     default: return static_cast<double>(n - 1) / n;
   }
+}
+
+Host this_host() {
+  Host h;
+  h.cores = std::thread::hardware_concurrency();
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      h.cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  return h;
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,") ==
+                                         std::string::npos;
+    if (!plain) {
+      std::string q = "'";
+      for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      a = q + "'";
+    }
+    out += (i ? " " : "") + a;
+  }
+  return out;
 }
 
 std::string fixed(double v, int precision) {

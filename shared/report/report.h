@@ -19,6 +19,16 @@ std::string fixed(double v, int precision);
 // A CSV field, quoted when it holds a comma, a quote or a newline.
 std::string csv_quote(const std::string& s);
 
+// The machine a program runs on, for results files: CPU model and logical cores ("cpu",
+// "cores"), from /proc/cpuinfo where present.
+struct Host {
+  std::string cpu;
+  unsigned cores = 0;
+};
+Host this_host();
+// The command line, as one shell-quoted string (what a results file says made it).
+std::string command_line(int argc, char** argv);
+
 // Writes PATH.tmp then renames it over PATH.
 void write_atomic(const std::filesystem::path& path, const std::string& text);
 

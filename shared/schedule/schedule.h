@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/dtype.h"
+#include "util/dtype.h"
 
 namespace compcoll::sched {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/dtype.h"
+#include "util/dtype.h"
 #include "config/yaml_node.h"
 #include "policy/policy.h"
 #include "schedule/schedule.h"

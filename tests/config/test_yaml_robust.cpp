@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "calibration/calibration.h"
-#include "config/experiment.h"
+#include "study/experiment.h"
 #include "config/yaml_node.h"
 #include "test_util.h"
 #include "topology/topology.h"
@@ -103,7 +103,7 @@ TEST_CASE("damaged topology files: loaded or refused in one line, never another 
 
 TEST_CASE("damaged experiment files: loaded or refused in one line, never another error", "[config][robust]") {
   for (const char* f : {"smoke-sim.yaml", "whatif-fattree.yaml", "zipccl-64gpu.yaml", "dgx-h100-ring.yaml"})
-    hammer(absolutize(read(kRoot + "/experiments/" + f)), f, 250, [](const std::string& p) { config::load_experiment(p); });
+    hammer(absolutize(read(kRoot + "/experiments/" + f)), f, 250, [](const std::string& p) { study::load_experiment(p); });
 }
 
 TEST_CASE("damaged calibration, model and layout files: loaded or refused in one line", "[config][robust]") {

@@ -670,8 +670,8 @@ TEST_CASE("synthetic tensors are deterministic and pinned", "[io][synthetic]") {
   CHECK(first[0].elements() == 4096);
   CHECK(first[0].bytes == second[0].bytes);
 
-  // Pinned so a change of generator, seed or rounding is noticed: these bytes are what every
-  // earlier benchmark result was measured on.
+  // Pinned so a change of generator, seed or rounding is noticed: the benchmark results in the
+  // docs are measured on these bytes.
   CHECK(fnv1a(first[0].bytes.data(), 2048) == 0x3c8eb6c230423b9eull);
   const auto fp32 = load_tensors("synthetic:gaussian:1k", DType::FP32);
   CHECK(fnv1a(fp32[0].bytes.data(), 4096) == 0x45a173d79d40f563ull);

@@ -3,7 +3,7 @@
 // inside it, for every algorithm, placement and network model tried, with and without kernel
 // durations. The model evaluates SimGrid's flow model itself (weighted max-min sharing,
 // recomputed whenever a flow starts or ends), so it is held to 0.2% (measured: 0.9995-1.0000
-// over all cases); the link-by-link model before it was held to 5% and 0.93-1.12.
+// over all cases).
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -130,10 +130,10 @@ TEST_CASE("cost model within 0.2% of the simulator where flows share no link ins
 // simulator gives, without compression or kernel times, the closed form
 //   (g - 1)(2 a_nvl + N b / B_nvl) + (N - 1)(2 a_net + g b / B_net),
 // which the cost model reproduces, as it does the per-hop compressed schedule with the derived
-// H100 kernel durations. The schedule once had every rank receive from local rank 0
-// (node 0) first, then 1, ...: up to g - 1 flows shared one sender's link and each phase took
+// H100 kernel durations. If every rank received from local rank 0 (node 0) first, then 1,
+// ..., up to g - 1 flows would share one sender's link and each phase would take
 // g(g - 1)/2 message times instead of g - 1 (64 GPUs, 1 MiB blocks, CM02: 5734 us simulated
-// against 1449 us here), which the cost model, not sharing links among flows, did not see.
+// against 1449 us here).
 TEST_CASE("hierarchical all-to-all: closed form in the simulator, cost model within 0.2%", "[sim][cost-model][alltoall]") {
   const auto derived = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
   const auto cluster = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
@@ -180,16 +180,7 @@ TEST_CASE("hierarchical all-to-all: closed form in the simulator, cost model wit
 // simulator takes (topo::sim_route) among the flows on it as SimGrid does, so the oversubscribed
 // fat tree's uplinks, the torus's multi-hop paths, the dragonfly's global links and the
 // rail-optimized cluster's spine links (pairwise and direct all-to-all on 16 GPUs of two
-// nodes) come out as simulated: 0.9995-1.0000 (model / simulated, LV08 and CM02). History, the
-// cases this file has caught: the link-by-link model (each link busy until a time; flows
-// leaving at one instant ending together) gave 0.95-0.96 for pairwise all-to-all on the 2:1
-// fat tree and the torus, 1.09 for the recursive reduce-scatter across dragonfly groups, and
-// 0.75 / 0.53 for the pairwise / direct all-to-all on 16 GPUs of the cluster, where a flow's
-// rate is held back by a bottleneck elsewhere on its route and flows start at different
-// instants. Its first version (first come, first served on each link) gave 0.73 for that
-// reduce-scatter and 0.38 for the dragonfly's hierarchical all-to-all; before it (only a GPU's
-// own links shared): 0.53-0.69 on the fat tree, 0.44 on torus pairwise all-to-all and
-// 0.012-0.016 on the dragonfly's recursive cases.
+// nodes) come out as simulated: 0.9995-1.0000 (model / simulated, LV08 and CM02).
 TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tree, torus, dragonfly",
           "[sim][cost-model][contention]") {
   struct Case {

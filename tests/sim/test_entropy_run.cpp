@@ -50,7 +50,7 @@ std::vector<float> trace(uint64_t steps, uint64_t rows, uint64_t cols) {
 
 TEST_CASE("EDGC replay: warm-up uncompressed, one rank per window, rank follows the entropy, errors bounded",
           "[sim][entropy]") {
-  config::EntropyRunSpec spec;
+  study::EntropyRunSpec spec;
   spec.trace = write_npy("trace", trace(80, 16, 24), "(80, 16, 24)");
   auto& c = spec.config;
   c.warmup_steps = 10;
@@ -95,7 +95,7 @@ TEST_CASE("EDGC replay: warm-up uncompressed, one rank per window, rank follows 
 }
 
 TEST_CASE("EDGC replay: a trace of the wrong shape, with a NaN, or missing is one line naming the key", "[sim][entropy]") {
-  config::EntropyRunSpec spec;
+  study::EntropyRunSpec spec;
   auto message = [&] {
     try {
       sim::replay_entropy(spec, "exp.yaml", {});

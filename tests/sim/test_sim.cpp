@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "config/experiment.h"
+#include "study/experiment.h"
 #include "sim/simulator.h"
 
 using namespace compcoll;
@@ -127,7 +127,7 @@ TEST_CASE("codec time from the calibration file lengthens a compressed call", "[
 
 TEST_CASE("dgx-h100: a simulated 1 GB ring allreduce reaches 370 GB/s busbw within 10%", "[sim][calibration][dgx]") {
   // The same settings as experiments/dgx-h100-ring.yaml, read from it.
-  const auto exp = config::load_experiment(std::string(COMPCOLL_SOURCE_DIR) + "/experiments/dgx-h100-ring.yaml");
+  const auto exp = study::load_experiment(std::string(COMPCOLL_SOURCE_DIR) + "/experiments/dgx-h100-ring.yaml");
   const auto t = topo::load_topology(exp.topologies.at(0));
   NetworkModel net = NetworkModel::defaults(exp.network.model);
   net.latency_factor = exp.network.latency_factor.value_or(net.latency_factor);

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "codec/dtype.h"
+#include "util/dtype.h"
 
 namespace compcoll::lowrank {
 

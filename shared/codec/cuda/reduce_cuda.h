@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "codec/dtype.h"
+#include "util/dtype.h"
 
 namespace compcoll {
 

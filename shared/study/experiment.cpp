@@ -1,13 +1,15 @@
-// shared/config/experiment.cpp — see experiment.h.
-#include "config/experiment.h"
+// shared/study/experiment.cpp — see experiment.h.
+#include "study/experiment.h"
 
 #include <algorithm>
 #include <filesystem>
 
 #include "config/yaml_node.h"
 
-namespace compcoll::config {
+namespace compcoll::study {
 namespace fs = std::filesystem;
+using config::ConfigError;
+using config::Node;
 
 policy::CallInfo call_info(const CallSweep& s, uint64_t bytes, int nranks) {
   policy::CallInfo info;
@@ -250,4 +252,4 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
   return e;
 }
 
-}  // namespace compcoll::config
+}  // namespace compcoll::study

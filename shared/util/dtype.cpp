@@ -1,5 +1,5 @@
-// shared/codec/dtype.cpp — names of the element types.
-#include "codec/dtype.h"
+// shared/util/dtype.cpp — names of the element types.
+#include "util/dtype.h"
 
 namespace compcoll {
 

@@ -1,15 +1,16 @@
-// tests/config/test_experiment.cpp — experiment files: defaults, overrides (--set), relative
+// tests/study/test_experiment.cpp — experiment files: defaults, overrides (--set), relative
 // paths, size ranges, and one-line errors naming the file and key.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
 
-#include "config/experiment.h"
+#include "study/experiment.h"
 #include "config/yaml_node.h"
 
 using namespace compcoll;
 using namespace compcoll::config;
+using namespace compcoll::study;
 
 namespace {
 

@@ -1,4 +1,4 @@
-// shared/codec/dtype.h — the element types compcoll's codecs accept, and their bit layout.
+// shared/util/dtype.h — the element types compcoll's codecs accept, and their bit layout.
 // Host-only header with no CUDA syntax; the per-element bit logic lives in exponent_bits.h.
 #pragma once
 

@@ -1,4 +1,4 @@
-// shared/codec/hd.h — the one macro that marks functions shared by host code and CUDA kernels.
+// shared/util/hd.h — the one macro that marks functions shared by host code and CUDA kernels.
 #pragma once
 
 #ifndef COMPCOLL_HD

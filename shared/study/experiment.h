@@ -1,7 +1,7 @@
-// shared/config/experiment.h — an experiment file (experiments/*.yaml, docs/EXPERIMENTS.md):
+// shared/study/experiment.h — an experiment file (experiments/*.yaml, docs/EXPERIMENTS.md):
 // which topologies, which collective calls at which sizes, which codecs and placements, which
-// calibration and network model. compcoll-sim reads it now; compcoll-run (issue 5) reads the
-// same file. Every key is checked; errors are one line naming the file and the key path.
+// calibration and network model. compcoll-sim and compcoll-run read the same file. Every key
+// is checked; errors are one line naming the file and the key path (config::ConfigError).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 #include "policy/entropy.h"
 
-namespace compcoll::config {
+namespace compcoll::study {
 
 struct CallSweep {
   std::string collective = "allreduce";  // allreduce | reduce-scatter | allgather | broadcast | all-to-all
@@ -91,4 +91,4 @@ std::vector<uint64_t> size_range(uint64_t from, uint64_t to, double factor);
 // checked by load_experiment).
 policy::CallInfo call_info(const CallSweep& s, uint64_t bytes, int nranks);
 
-}  // namespace compcoll::config
+}  // namespace compcoll::study

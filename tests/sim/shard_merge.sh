@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The sharded run of a small grid merges to the unsharded run's table: three shards merged with
+# `compcoll-sim merge`, and `--jobs 2`, against one run (check_shards.py); then a merge with a
+# shard missing, which must fail naming it. Usage: shard_merge.sh COMPCOLL_SIM WORK_DIR
+set -eo pipefail
+sim=$1
+o=$2/shard-test
+rm -rf "$o"
+args=(experiments/smoke-sim.yaml --set 'topology=[topologies/h100-64gpu.yaml]' --set 'ranks=[8, 16]' --set 'sizes=[64KB, 4MB]'
+      --set 'calls=[{collective: allreduce, algorithm: hierarchical, inter: recursive, dtype: bf16, tensor: grad},
+                    {collective: allgather, algorithm: ring, dtype: bf16, tensor: param, placement: compress-once}]')
+"$sim" "${args[@]}" --out "$o/whole" > /dev/null 2>&1
+for i in 1 2 3; do "$sim" "${args[@]}" --shard "$i/3" --out "$o/s$i" > /dev/null; done
+"$sim" merge --out "$o/merged" "$o/s1" "$o/s2" "$o/s3"
+"$sim" "${args[@]}" --jobs 2 --out "$o/jobs" > /dev/null
+python3 tests/sim/check_shards.py "$o/whole" "$o/merged" "$o/jobs"
+"$sim" merge --out "$o/bad" "$o/s1" "$o/s2" || echo "rc=$?"

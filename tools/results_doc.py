@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Writes docs/RESULTS.md from the results files bundled in notebooks/data: every figure in it
+comes from a file a command wrote, and each section names the command and the machine.
+
+  tools/results_doc.py                  rewrite docs/RESULTS.md
+  tools/results_doc.py --check          exit 1 when docs/RESULTS.md is not what the data give
+  tools/results_doc.py --codec-bench BUILD_DIR
+                                        rerun the codec bench on this machine into
+                                        notebooks/data/codec-bench.jsonl (and its host file)
+
+The simulated results (compcoll-sim --out DIR, DIR/results.json) record their command line and
+the host they ran on; the codec bench's host is kept beside it (codec-bench.host.json)."""
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+from collections import defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "notebooks", "data")
+DOC = os.path.join(ROOT, "docs", "RESULTS.md")
+CODEC_CMD = ["tools/compcoll-bench", "codec", "--json", "--dtype", "bf16", "--min-time", "0.05"]
+
+
+def load(name):
+    with open(os.path.join(DATA, name)) as f:
+        return json.load(f)
+
+
+def fmt(v, p=2):
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{p}f}"
+
+
+def host_text(doc):
+    h = doc.get("host")
+    if not h:
+        return "host not recorded in the file"
+    return f"{h.get('cpu') or 'unknown CPU'}, {h.get('cores')} logical cores"
+
+
+def sim_provenance(doc, name, fallback_cmd):
+    cal = doc["calibration"]
+    kernels = cal.get("source", "?")
+    if kernels == "derived":
+        kernels = "DERIVED from stated figures, not measured (" + os.path.relpath(cal.get("file", "?"), ROOT) + ")"
+    cmd = doc.get("command") or fallback_cmd
+    cmd = cmd.replace(ROOT + "/", "")
+    return (f"Command: `{cmd}` (data: `notebooks/data/{name}`). Simulated in SimGrid "
+            f"{doc['versions'].get('simgrid', '?')}, {doc['network_model']['model']} "
+            f"(latency factor {doc['network_model']['latency_factor']}, bandwidth factor "
+            f"{doc['network_model']['bandwidth_factor']}); kernel durations {kernels}; run on {host_text(doc)}.")
+
+
+def section_whatif():
+    name = "whatif-fattree.json"
+    doc = load(name)
+    out = ["## What compression buys as the cluster grows (the main job)", "",
+           sim_provenance(doc, name, "./scripts/run.sh (results/whatif-fattree/results.json)"), ""]
+    rows = [r for r in doc["rows"] if not r.get("error")]
+    by = defaultdict(dict)
+    for r in rows:
+        by[(r["topology"], r["ranks"], r["size_bytes"])][r["codec"]] = r
+    codecs = sorted({r["codec"] for r in rows if r["codec"] != "identity"})
+    head = "| topology | ranks | size | identity busbw (GB/s) | " + " | ".join(
+        f"{c} busbw | {c} speed-up" for c in codecs) + " |"
+    out += [head, "|" + "---|" * (4 + 2 * len(codecs))]
+    for (topo, ranks, size), cs in by.items():
+        ident = cs.get("identity", {})
+        cells = [topo, f"{ranks:,}", f"{size:,}", fmt(ident.get("busbw_gbps"))]
+        for c in codecs:
+            r = cs.get(c, {})
+            cells += [fmt(r.get("busbw_gbps")), fmt(r.get("speedup_vs_identity"), 3)]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def section_policies():
+    name = "smoke-sim.json"
+    doc = load(name)
+    out = ["## Policies against the oracle (the golden experiment)", "",
+           sim_provenance(doc, name, "build/sim/compcoll-sim experiments/smoke-sim.yaml --out DIR"), "",
+           "Regret = a policy's time / the oracle's − 1 per cell (the oracle simulates every candidate plan); "
+           "docs/POLICIES.md has the full validation grid.", "",
+           "| policy | cells | within 5% of the oracle | median regret | p95 | max | > 1% slower than static |",
+           "|---|---|---|---|---|---|---|"]
+    for p in doc.get("regret_summary", []):
+        out.append(f"| {p['policy']} | {p['cells']} | {p['within_5pct']} | {fmt(p['median_regret'], 4)} | "
+                   f"{fmt(p['p95_regret'], 4)} | {fmt(p['max_regret'], 4)} | {p['worse_than_static_by_1pct']} |")
+    return out
+
+
+def section_workloads():
+    name = "zipccl-64gpu.json"
+    doc = load(name)
+    out = ["## Training iterations on 64 H100s", "",
+           sim_provenance(doc, name, "build/sim/compcoll-sim experiments/zipccl-64gpu.yaml --out DIR"), "",
+           "Speed-ups over `nccl-like` (NCCL's own choice, uncompressed); docs/WORKLOADS.md explains the variants.", "",
+           "| model | layout | variant | iteration (ms) | communication (ms) | exposed (ms) | comm speed-up | iteration speed-up |",
+           "|---|---|---|---|---|---|---|---|"]
+    for w in doc.get("workload", []):
+        lay = w["layout"]
+        layout = f"dp {lay['dp']}, tp {lay['tp']}, pp {lay['pp']}, ep {lay['ep']}"
+        for i, v in enumerate(w["variants"]):
+            out.append(f"| {w['model'] if i == 0 else ''} | {layout if i == 0 else ''} | {v['variant']} | "
+                       f"{fmt(v['iteration_ms'])} | {fmt(v['comm_ms'])} | {fmt(v['exposed_comm_ms'])} | "
+                       f"{fmt(v['comm_speedup'], 3)} | {fmt(v['iteration_speedup'], 3)} |")
+    return out
+
+
+def section_codecs():
+    rows = []
+    with open(os.path.join(DATA, "codec-bench.jsonl")) as f:
+        rows = [json.loads(l) for l in f if l.strip()]
+    try:
+        host = load("codec-bench.host.json")
+        machine = f"{host['cpu']}, {host['cores']} logical cores, one thread"
+    except OSError:
+        machine = "host not recorded"
+    out = ["## Host codecs on the bundled tensors", "",
+           f"Command: `build/{' '.join(CODEC_CMD)} tests/data/*.bf16.npy` (data: "
+           f"`notebooks/data/codec-bench.jsonl`); measured on {machine}. Ratio = compressed / uncompressed; "
+           "speeds in GB/s of uncompressed bytes, mean over the files; zstd and lz4 on the same bytes "
+           "(docs/compcoll-bench.md).", "",
+           "| codec | files | ratio (mean) | encode GB/s | decode GB/s | lossless on every file |",
+           "|---|---|---|---|---|---|"]
+    by = defaultdict(list)
+    for r in rows:
+        by[r["codec"]].append(r)
+    for codec, rs in by.items():
+        mean = lambda k: sum(r[k] for r in rs) / len(rs)
+        ok = all(r.get("lossless_ok", True) for r in rs)
+        out.append(f"| {codec} | {len(rs)} | {fmt(mean('ratio'), 4)} | {fmt(mean('encode_gbps'))} | "
+                   f"{fmt(mean('decode_gbps'))} | {'yes' if ok else 'NO'} |")
+    return out
+
+
+def render():
+    lines = ["# Results", "",
+             "<!-- Written by tools/results_doc.py from notebooks/data; edit the data or the script, not this file. -->",
+             "",
+             "The figures users ask for, each from a results file in `notebooks/data` with the command that "
+             "wrote it and the machine it ran on. Simulated figures use the kernel durations of the "
+             "calibration they name; where that is `h100-derived.yaml` they are DERIVED, not measured on a GPU. "
+             "The NCCL baseline against published measurements is in docs/FIDELITY.md "
+             "(`tools/fidelity_table.py`).", ""]
+    for section in (section_whatif, section_workloads, section_policies, section_codecs):
+        lines += section() + [""]
+    return "\n".join(lines)
+
+
+def run_codec_bench(build):
+    import glob
+    files = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "*.bf16.npy")))
+    cmd = [os.path.join(build, CODEC_CMD[0])] + CODEC_CMD[1:] + [os.path.relpath(f, ROOT) for f in files]
+    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    with open(os.path.join(DATA, "codec-bench.jsonl"), "w") as f:
+        f.write(out)
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    with open(os.path.join(DATA, "codec-bench.host.json"), "w") as f:
+        json.dump({"cpu": cpu, "cores": os.cpu_count()}, f)
+        f.write("\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--codec-bench", metavar="BUILD_DIR")
+    a = ap.parse_args()
+    if a.codec_bench:
+        run_codec_bench(a.codec_bench)
+    text = render()
+    if a.check:
+        current = open(DOC).read() if os.path.exists(DOC) else ""
+        if current != text:
+            print("results: docs/RESULTS.md is not what notebooks/data give (run tools/results_doc.py)")
+            return 1
+        print("results: docs/RESULTS.md is current")
+        return 0
+    with open(DOC, "w") as f:
+        f.write(text)
+    print("results: wrote docs/RESULTS.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
