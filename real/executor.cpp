@@ -230,109 +230,135 @@ void Executor::start(uint32_t i, RunStats& st) {
   }
 }
 
-RunStats Executor::run() {
-  const auto& ops = prog_.ops;
-  const size_t n = ops.size();
+struct Executor::Pass {
   RunStats st;
+  std::vector<uint32_t> waiting;                        // per op: dependencies not done yet
+  std::vector<uint32_t> ready_compute, ready_transfer;  // ready_transfer: not in lockstep
+  std::vector<uint32_t> group_ready;                    // lockstep: ready transfers per group
+  size_t next_group = 0, done = 0;
+};
+
+void Executor::make_ready(Pass& p, uint32_t i) {
+  if (!is_transfer(prog_.ops[i].kind)) p.ready_compute.push_back(i);
+  else if (opt_.lockstep) ++p.group_ready[group_of_[i]];
+  else p.ready_transfer.push_back(i);
+}
+
+void Executor::finish(Pass& p, uint32_t i, size_t received) {
+  const sched::Op& op = prog_.ops[i];
+  if (op.kind == OpKind::Recv && op.dst.buf == BufKind::Wire) wire_size_[op.dst.index] = received;
+  if (op.kind == OpKind::Compress) {
+    wire_size_[op.dst.index] = stream_bytes_[i];
+    p.st.compress_out += stream_bytes_[i];
+  }
+  ++p.done;
+  heartbeat();  // the watchdog's sign of life (real/watchdog.h)
+  for (uint32_t d : dependents_[i])
+    if (--p.waiting[d] == 0) make_ready(p, d);
+}
+
+// Starts op i; a send is done for its dependents at once.
+void Executor::launch(Pass& p, uint32_t i) {
+  start(i, p.st);
+  if (prog_.ops[i].kind == OpKind::Send) finish(p, i, 0);
+}
+
+// Completes what has finished; true when anything did.
+bool Executor::poll_running(Pass& p) {
+  bool progress = false;
+  for (size_t k = 0; k < running_.size();) {
+    const Running r = running_[k];
+    size_t received = 0;
+    const bool fin = r.transfer ? t_.test(r.handle, &received) : b_.done(r.handle);
+    if (!fin) {
+      ++k;
+      continue;
+    }
+    running_[k] = running_.back();
+    running_.pop_back();
+    if (prog_.ops[r.op].kind != OpKind::Send) finish(p, r.op, received);
+    progress = true;
+  }
+  return progress;
+}
+
+// Posts the transfers that may go: in lockstep, each step group once all of it is ready;
+// otherwise every ready transfer in program order (held while it would overwrite a buffer a
+// send still reads).
+bool Executor::start_transfers(Pass& p) {
+  bool progress = false;
+  if (opt_.lockstep) {
+    while (p.next_group < groups_.size() && p.group_ready[p.next_group] == groups_[p.next_group].size()) {
+      const auto& g = groups_[p.next_group];
+      if (std::any_of(g.begin(), g.end(), [&](uint32_t i) { return overwrites_inflight_send(i); })) break;
+      t_.group_start();
+      for (uint32_t i : g) start(i, p.st);
+      t_.group_end();
+      for (uint32_t i : g)
+        if (prog_.ops[i].kind == OpKind::Send) finish(p, i, 0);
+      ++p.next_group;
+      progress = true;
+    }
+    return progress;
+  }
+  if (p.ready_transfer.empty()) return false;
+  std::sort(p.ready_transfer.begin(), p.ready_transfer.end());
+  std::vector<uint32_t> held;
+  for (size_t k = 0; k < p.ready_transfer.size(); ++k) {  // launch() may append to it
+    const uint32_t i = p.ready_transfer[k];
+    if (overwrites_inflight_send(i)) {
+      held.push_back(i);
+    } else {
+      launch(p, i);
+      progress = true;
+    }
+  }
+  p.ready_transfer = std::move(held);
+  return progress;
+}
+
+// Starts the first ready computation in program order: the computations a schedule lists
+// first are on the critical path of the transfers after them.
+bool Executor::start_compute(Pass& p) {
+  uint32_t pick = UINT32_MAX;
+  size_t at = 0;
+  for (size_t k = 0; k < p.ready_compute.size(); ++k)
+    if (p.ready_compute[k] < pick && !overwrites_inflight_send(p.ready_compute[k])) pick = p.ready_compute[k], at = k;
+  if (pick == UINT32_MAX) return false;
+  p.ready_compute[at] = p.ready_compute.back();
+  p.ready_compute.pop_back();
+  launch(p, pick);
+  return true;
+}
+
+RunStats Executor::run() {
+  const size_t n = prog_.ops.size();
   const int np = t_.size();
   send_base_.assign(np, 0);
   recv_base_.assign(np, 0);
-  for (int p = 0; p < np; ++p) {
-    if (msgs_to_[p]) send_base_[p] = t_.reserve_seqs(Transport::Direction::Send, p, msgs_to_[p]);
-    if (msgs_from_[p]) recv_base_[p] = t_.reserve_seqs(Transport::Direction::Recv, p, msgs_from_[p]);
+  for (int peer = 0; peer < np; ++peer) {
+    if (msgs_to_[peer]) send_base_[peer] = t_.reserve_seqs(Transport::Direction::Send, peer, msgs_to_[peer]);
+    if (msgs_from_[peer]) recv_base_[peer] = t_.reserve_seqs(Transport::Direction::Recv, peer, msgs_from_[peer]);
   }
   stream_bytes_.assign(n, 0);
   running_.clear();
-
-  std::vector<uint32_t> waiting = dep_count_;
-  std::vector<uint32_t> ready_compute, ready_transfer;  // ready_transfer: not in lockstep
-  std::vector<uint32_t> group_ready(groups_.size(), 0);
-  size_t next_group = 0, done = 0;
-  auto make_ready = [&](uint32_t i) {
-    if (!is_transfer(ops[i].kind)) ready_compute.push_back(i);
-    else if (opt_.lockstep) ++group_ready[group_of_[i]];
-    else ready_transfer.push_back(i);
-  };
-  auto finish = [&](uint32_t i, size_t received) {
-    const sched::Op& op = ops[i];
-    if (op.kind == OpKind::Recv && op.dst.buf == BufKind::Wire) wire_size_[op.dst.index] = received;
-    if (op.kind == OpKind::Compress) {
-      wire_size_[op.dst.index] = stream_bytes_[i];
-      st.compress_out += stream_bytes_[i];
-    }
-    ++done;
-    heartbeat();  // the watchdog's sign of life (real/watchdog.h)
-    for (uint32_t d : dependents_[i])
-      if (--waiting[d] == 0) make_ready(d);
-  };
-  // Starts op i; a send is done for its dependents at once.
-  auto launch = [&](uint32_t i) {
-    start(i, st);
-    if (ops[i].kind == OpKind::Send) finish(i, 0);
-  };
+  Pass p;
+  p.waiting = dep_count_;
+  p.group_ready.assign(groups_.size(), 0);
   for (uint32_t i = 0; i < n; ++i)
-    if (waiting[i] == 0) make_ready(i);
-  // Ready ops start in program order within their kind: the computations a schedule lists
-  // first are on the critical path of the transfers after them.
-  while (done < n || !running_.empty()) {
-    bool progress = false;
-    for (size_t k = 0; k < running_.size();) {
-      const Running r = running_[k];
-      size_t received = 0;
-      const bool fin = r.transfer ? t_.test(r.handle, &received) : b_.done(r.handle);
-      if (fin) {
-        running_[k] = running_.back();
-        running_.pop_back();
-        if (ops[r.op].kind != OpKind::Send) finish(r.op, received);
-        progress = true;
-      } else {
-        ++k;
-      }
-    }
-    if (opt_.lockstep) {
-      while (next_group < groups_.size() && group_ready[next_group] == groups_[next_group].size()) {
-        const auto& g = groups_[next_group];
-        if (std::any_of(g.begin(), g.end(), [&](uint32_t i) { return overwrites_inflight_send(i); })) break;
-        t_.group_start();
-        for (uint32_t i : g) start(i, st);
-        t_.group_end();
-        for (uint32_t i : g)
-          if (ops[i].kind == OpKind::Send) finish(i, 0);
-        ++next_group;
-        progress = true;
-      }
-    } else if (!ready_transfer.empty()) {
-      std::sort(ready_transfer.begin(), ready_transfer.end());
-      std::vector<uint32_t> held;
-      for (size_t k = 0; k < ready_transfer.size(); ++k) {  // launch() may append to it
-        const uint32_t i = ready_transfer[k];
-        if (overwrites_inflight_send(i)) {
-          held.push_back(i);
-        } else {
-          launch(i);
-          progress = true;
-        }
-      }
-      ready_transfer = std::move(held);
-    }
-    uint32_t pick = UINT32_MAX;
-    size_t at = 0;
-    for (size_t k = 0; k < ready_compute.size(); ++k)
-      if (ready_compute[k] < pick && !overwrites_inflight_send(ready_compute[k])) pick = ready_compute[k], at = k;
-    if (pick != UINT32_MAX) {
-      ready_compute[at] = ready_compute.back();
-      ready_compute.pop_back();
-      launch(pick);
-      progress = true;
-    }
-    if (!progress && running_.empty() && done < n)
-      throw ScheduleError("executor: " + std::to_string(n - done) + " ops of " + std::to_string(n) +
+    if (p.waiting[i] == 0) make_ready(p, i);
+  while (p.done < n || !running_.empty()) {
+    bool progress = poll_running(p);
+    progress = start_transfers(p) || progress;
+    progress = start_compute(p) || progress;
+    if (!progress && running_.empty() && p.done < n)
+      throw ScheduleError("executor: " + std::to_string(n - p.done) + " ops of " + std::to_string(n) +
                           " can never start (a dependency cycle?)");
     // Nothing to do but wait: give the core away (ranks may outnumber cores, as in CI, and a
     // spinning rank then starves the one it waits for).
     if (!progress) std::this_thread::yield();
   }
-  return st;
+  return p.st;
 }
 
 }  // namespace compcoll::real

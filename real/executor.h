@@ -72,6 +72,13 @@ class Executor {
  private:
   void* slice_ptr(const sched::Slice& s) const;
   void start(uint32_t i, RunStats& st);
+  struct Pass;  // one run's progress (executor.cpp)
+  void make_ready(Pass& p, uint32_t i);
+  void finish(Pass& p, uint32_t i, size_t received);
+  void launch(Pass& p, uint32_t i);
+  bool poll_running(Pass& p);
+  bool start_transfers(Pass& p);
+  bool start_compute(Pass& p);
   // True when op i writes memory that a send still in flight reads.
   bool overwrites_inflight_send(uint32_t i) const;
 

@@ -86,166 +86,213 @@ uint64_t connection(int peer, uint32_t lane) { return (uint64_t{lane} << 32) | s
 
 // The actor of one rank: starts every op whose dependencies are done, waits for any running
 // op, and repeats.
-void run_rank(CallRun& run, int r) {
-  const sched::RankProgram& p = run.schedule->ranks[static_cast<size_t>(r)];
-  const size_t n = p.ops.size();
-  const DType dtype = run.schedule->dtype;
-  const uint64_t dsize = dtype_size(dtype);
-  std::vector<uint32_t> missing(n);
-  std::vector<std::vector<uint32_t>> dependents(n);
-  std::vector<uint32_t> seq(n, 0);  // sends / receives: index among those to / from the peer on its lane
-  std::unordered_map<uint64_t, uint32_t> sends_to, recvs_from;
-  for (uint32_t i = 0; i < n; ++i) {
-    const auto& op = p.ops[i];
-    missing[i] = static_cast<uint32_t>(op.deps.size());
-    for (uint32_t d : op.deps) dependents[d].push_back(i);
-    if (op.kind == OpKind::Send) seq[i] = sends_to[connection(op.peer, op.lane)]++;
-    if (op.kind == OpKind::Recv) seq[i] = recvs_from[connection(op.peer, op.lane)]++;
-  }
-  std::vector<Payload> wire(p.wire_buffers);
-  std::vector<void*> received(n, nullptr);
-  std::vector<uint32_t> ready, batch;
-  for (uint32_t i = 0; i < n; ++i)
-    if (!missing[i]) ready.push_back(i);
-  std::vector<s4u::ActivityPtr> active;
-  std::vector<uint32_t> active_op;
-  std::vector<int64_t> active_send_conn;  // the connection of an active send, kKernel, or -1 for a receive
+class RankActor {
+ public:
+  RankActor(CallRun& run, int r);
+  void run();
+
+ private:
   struct Outbox {
     std::deque<std::pair<Payload*, uint32_t>> pending;  // message, sequence number
     bool busy = false;
   };
-  std::unordered_map<uint64_t, Outbox> outbox;  // per connection (peer, lane)
+  void start_ready();
+  void start_op(uint32_t i);
+  void post_send(uint32_t i);
+  void start_send(uint64_t conn);
+  void start_kernel();
+  double kernel(calib::Op kind, uint64_t bytes);
+  void track(s4u::ActivityPtr a, uint32_t op, int64_t conn);
+  void complete(uint32_t i);
+  void wait_one();
+
+  CallRun& run_;
+  const int r_;
+  const sched::RankProgram& p_;
+  const size_t n_;
+  const DType dtype_;
+  const uint64_t dsize_;
+  std::vector<uint32_t> missing_;
+  std::vector<std::vector<uint32_t>> dependents_;
+  std::vector<uint32_t> seq_;  // sends / receives: index among those to / from the peer on its lane
+  std::vector<Payload> wire_;
+  std::vector<void*> received_;
+  std::vector<uint32_t> ready_, batch_, finished_;  // finished: ops that completed without an activity
+  std::vector<s4u::ActivityPtr> active_;
+  std::vector<uint32_t> active_op_;
+  std::vector<int64_t> active_conn_;  // the connection of an active send, kKernel, or -1 for a receive
+  std::unordered_map<uint64_t, Outbox> outbox_;  // per connection (peer, lane)
   // Kernels run one at a time, in the order they become ready, as on one CUDA stream (each
   // codec or reduce kernel has the GPU's memory bandwidth to itself).
-  std::deque<std::pair<uint32_t, double>> kernels;  // op, seconds
-  bool kernel_busy = false;
-  auto start_kernel = [&]() {
-    const auto [op, seconds] = kernels.front();
-    kernels.pop_front();
-    kernel_busy = true;
-    active.push_back(s4u::this_actor::exec_async(seconds * kHostSpeed));
-    active_op.push_back(op);
-    active_send_conn.push_back(kKernel);
-  };
-  auto start_send = [&](uint64_t conn) {
-    const int peer = static_cast<int>(static_cast<uint32_t>(conn));
-    auto& q = outbox[conn];
-    const auto [pl, k] = q.pending.front();
-    q.pending.pop_front();
-    q.busy = true;
-    active.push_back(mailbox(r, peer, static_cast<uint32_t>(conn >> 32), k)->put_async(pl, pl->wire));
-    active_op.push_back(kPosted);
-    active_send_conn.push_back(static_cast<int64_t>(conn));
-  };
-  std::vector<uint32_t> finished;  // ops that completed without an activity
-  double codec_s = 0, reduce_s = 0;
+  std::deque<std::pair<uint32_t, double>> kernels_;  // op, seconds
+  bool kernel_busy_ = false;
+  double codec_s_ = 0, reduce_s_ = 0;
+  size_t done_ = 0;
+};
 
-  auto kernel = [&](calib::Op kind, uint64_t bytes) {
-    const double s = run.cal->seconds(kind, run.call->codec, dtype, static_cast<double>(bytes));
-    if (kind == calib::Op::Compress || kind == calib::Op::Decompress) codec_s += s;
-    else reduce_s += s;
-    return s;
-  };
+RankActor::RankActor(CallRun& run, int r)
+    : run_(run),
+      r_(r),
+      p_(run.schedule->ranks[static_cast<size_t>(r)]),
+      n_(p_.ops.size()),
+      dtype_(run.schedule->dtype),
+      dsize_(dtype_size(dtype_)),
+      missing_(n_),
+      dependents_(n_),
+      seq_(n_, 0),
+      wire_(p_.wire_buffers),
+      received_(n_, nullptr) {
+  std::unordered_map<uint64_t, uint32_t> sends_to, recvs_from;
+  for (uint32_t i = 0; i < n_; ++i) {
+    const auto& op = p_.ops[i];
+    missing_[i] = static_cast<uint32_t>(op.deps.size());
+    for (uint32_t d : op.deps) dependents_[d].push_back(i);
+    if (op.kind == OpKind::Send) seq_[i] = sends_to[connection(op.peer, op.lane)]++;
+    if (op.kind == OpKind::Recv) seq_[i] = recvs_from[connection(op.peer, op.lane)]++;
+    if (!missing_[i]) ready_.push_back(i);
+  }
+}
 
-  size_t done = 0;
-  while (done < n || !active.empty()) {
-    // Start what can start, in program order (the order sends to a peer queue up in).
-    while (!ready.empty()) {
-      std::sort(ready.begin(), ready.end());
-      batch.swap(ready);
-      ready.clear();
-      for (const uint32_t i : batch) {
-        const auto& op = p.ops[i];
-        double seconds = 0;
-        switch (op.kind) {
-          case OpKind::Send: {
-            Payload pl;
-            if (op.src.buf == BufKind::Wire) pl = wire[op.src.index];
-            else pl.wire = pl.raw = op.src.count * dsize;
-            run.payloads.push_back(pl);
-            ++run.messages;
-            run.wire_bytes += pl.wire;
-            run.raw_bytes += pl.raw;
-            // Sends are buffered, as the IR says (validate() assumes it): what depends on a
-            // send may start once it is posted. Messages to one peer leave one after the
-            // other, as on one NCCL connection or MPI's ordered channel; the rank ends only
-            // when its last transfer has completed.
-            const uint64_t conn = connection(op.peer, op.lane);
-            auto& q = outbox[conn];
-            q.pending.emplace_back(&run.payloads.back(), seq[i]);
-            if (!q.busy) start_send(conn);
-            finished.push_back(i);
-            continue;
-          }
-          case OpKind::Recv:
-            active.push_back(mailbox(op.peer, r, op.lane, seq[i])->get_async<void>(&received[i]));
-            active_op.push_back(i);
-            active_send_conn.push_back(-1);
-            continue;
-          case OpKind::Compress:
-            wire[op.dst.index] = Payload{wire_message_bytes(run.call->codec, dtype, op.src.count, run.call->ratio),
-                                         op.src.count * dsize};
-            seconds = kernel(calib::Op::Compress, op.src.count * dsize);
-            break;
-          case OpKind::Decompress: seconds = kernel(calib::Op::Decompress, op.dst.count * dsize); break;
-          case OpKind::Reduce: seconds = kernel(calib::Op::Reduce, op.dst.count * dsize); break;
-          case OpKind::Copy:
-            if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) wire[op.dst.index] = wire[op.src.index];
-            seconds = run.cal->has(calib::Op::Copy, "", dtype) ? kernel(calib::Op::Copy, op.dst.count * dsize) : 0;
-            break;
-        }
-        if (seconds > 0) {
-          kernels.emplace_back(i, seconds);
-          if (!kernel_busy) start_kernel();
-        } else {
-          finished.push_back(i);
-        }
-      }
-      // Zero-time ops complete at once and may make others ready.
-      while (!finished.empty()) {
-        const uint32_t i = finished.back();
-        finished.pop_back();
-        ++done;
-        for (uint32_t d : dependents[i])
-          if (--missing[d] == 0) ready.push_back(d);
-      }
+void RankActor::track(s4u::ActivityPtr a, uint32_t op, int64_t conn) {
+  active_.push_back(std::move(a));
+  active_op_.push_back(op);
+  active_conn_.push_back(conn);
+}
+
+void RankActor::start_kernel() {
+  const auto [op, seconds] = kernels_.front();
+  kernels_.pop_front();
+  kernel_busy_ = true;
+  track(s4u::this_actor::exec_async(seconds * kHostSpeed), op, kKernel);
+}
+
+void RankActor::start_send(uint64_t conn) {
+  const int peer = static_cast<int>(static_cast<uint32_t>(conn));
+  auto& q = outbox_[conn];
+  const auto [pl, k] = q.pending.front();
+  q.pending.pop_front();
+  q.busy = true;
+  track(mailbox(r_, peer, static_cast<uint32_t>(conn >> 32), k)->put_async(pl, pl->wire), kPosted,
+        static_cast<int64_t>(conn));
+}
+
+double RankActor::kernel(calib::Op kind, uint64_t bytes) {
+  const double s = run_.cal->seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes));
+  if (kind == calib::Op::Compress || kind == calib::Op::Decompress) codec_s_ += s;
+  else reduce_s_ += s;
+  return s;
+}
+
+// Sends are buffered, as the IR says (validate() assumes it): what depends on a send may start
+// once it is posted. Messages to one peer leave one after the other, as on one NCCL connection
+// or MPI's ordered channel; the rank ends only when its last transfer has completed.
+void RankActor::post_send(uint32_t i) {
+  const auto& op = p_.ops[i];
+  Payload pl;
+  if (op.src.buf == BufKind::Wire) pl = wire_[op.src.index];
+  else pl.wire = pl.raw = op.src.count * dsize_;
+  run_.payloads.push_back(pl);
+  ++run_.messages;
+  run_.wire_bytes += pl.wire;
+  run_.raw_bytes += pl.raw;
+  const uint64_t conn = connection(op.peer, op.lane);
+  auto& q = outbox_[conn];
+  q.pending.emplace_back(&run_.payloads.back(), seq_[i]);
+  if (!q.busy) start_send(conn);
+  finished_.push_back(i);
+}
+
+void RankActor::start_op(uint32_t i) {
+  const auto& op = p_.ops[i];
+  double seconds = 0;
+  switch (op.kind) {
+    case OpKind::Send: post_send(i); return;
+    case OpKind::Recv: track(mailbox(op.peer, r_, op.lane, seq_[i])->get_async<void>(&received_[i]), i, -1); return;
+    case OpKind::Compress:
+      wire_[op.dst.index] =
+          Payload{wire_message_bytes(run_.call->codec, dtype_, op.src.count, run_.call->ratio), op.src.count * dsize_};
+      seconds = kernel(calib::Op::Compress, op.src.count * dsize_);
+      break;
+    case OpKind::Decompress: seconds = kernel(calib::Op::Decompress, op.dst.count * dsize_); break;
+    case OpKind::Reduce: seconds = kernel(calib::Op::Reduce, op.dst.count * dsize_); break;
+    case OpKind::Copy:
+      if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) wire_[op.dst.index] = wire_[op.src.index];
+      seconds = run_.cal->has(calib::Op::Copy, "", dtype_) ? kernel(calib::Op::Copy, op.dst.count * dsize_) : 0;
+      break;
+  }
+  if (seconds > 0) {
+    kernels_.emplace_back(i, seconds);
+    if (!kernel_busy_) start_kernel();
+  } else {
+    finished_.push_back(i);
+  }
+}
+
+void RankActor::complete(uint32_t i) {
+  ++done_;
+  for (uint32_t d : dependents_[i])
+    if (--missing_[d] == 0) ready_.push_back(d);
+}
+
+// Starts what can start, in program order (the order sends to a peer queue up in); zero-time
+// ops complete at once and may make others ready.
+void RankActor::start_ready() {
+  while (!ready_.empty()) {
+    std::sort(ready_.begin(), ready_.end());
+    batch_.swap(ready_);
+    ready_.clear();
+    for (const uint32_t i : batch_) start_op(i);
+    while (!finished_.empty()) {
+      const uint32_t i = finished_.back();
+      finished_.pop_back();
+      complete(i);
     }
-    if (done == n && active.empty()) break;
-    if (active.empty()) {
-      run.error = "rank " + std::to_string(r) + " cannot progress: " + std::to_string(n - done) +
-                  " ops wait for dependencies that never finish";
+  }
+}
+
+// Waits for any running activity and completes what it finished.
+void RankActor::wait_one() {
+  const auto k = static_cast<size_t>(s4u::Activity::wait_any(active_));
+  const uint32_t i = active_op_[k];
+  const int64_t conn = active_conn_[k];
+  active_[k] = active_.back();
+  active_.pop_back();
+  active_op_[k] = active_op_.back();
+  active_op_.pop_back();
+  active_conn_[k] = active_conn_.back();
+  active_conn_.pop_back();
+  if (i == kPosted) {
+    auto& q = outbox_[static_cast<uint64_t>(conn)];
+    q.busy = false;
+    if (!q.pending.empty()) start_send(static_cast<uint64_t>(conn));
+    return;
+  }
+  if (conn == kKernel) {
+    kernel_busy_ = false;
+    if (!kernels_.empty()) start_kernel();
+  }
+  const auto& op = p_.ops[i];
+  if (op.kind == OpKind::Recv && op.dst.buf == BufKind::Wire) wire_[op.dst.index] = *static_cast<const Payload*>(received_[i]);
+  complete(i);
+}
+
+void RankActor::run() {
+  while (done_ < n_ || !active_.empty()) {
+    start_ready();
+    if (done_ == n_ && active_.empty()) break;
+    if (active_.empty()) {
+      run_.error = "rank " + std::to_string(r_) + " cannot progress: " + std::to_string(n_ - done_) +
+                   " ops wait for dependencies that never finish";
       return;
     }
-    const ssize_t k = s4u::Activity::wait_any(active);
-    const uint32_t i = active_op[static_cast<size_t>(k)];
-    active[static_cast<size_t>(k)] = active.back();
-    active.pop_back();
-    active_op[static_cast<size_t>(k)] = active_op.back();
-    active_op.pop_back();
-    const int64_t sent_on = active_send_conn[static_cast<size_t>(k)];
-    active_send_conn[static_cast<size_t>(k)] = active_send_conn.back();
-    active_send_conn.pop_back();
-    if (i == kPosted) {
-      auto& q = outbox[static_cast<uint64_t>(sent_on)];
-      q.busy = false;
-      if (!q.pending.empty()) start_send(static_cast<uint64_t>(sent_on));
-      continue;
-    }
-    if (sent_on == kKernel) {
-      kernel_busy = false;
-      if (!kernels.empty()) start_kernel();
-    }
-    const auto& op = p.ops[i];
-    if (op.kind == OpKind::Recv && op.dst.buf == BufKind::Wire)
-      wire[op.dst.index] = *static_cast<const Payload*>(received[i]);
-    ++done;
-    for (uint32_t d : dependents[i])
-      if (--missing[d] == 0) ready.push_back(d);
+    wait_one();
   }
-  run.codec_s = std::max(run.codec_s, codec_s);
-  run.reduce_s = std::max(run.reduce_s, reduce_s);
-  run.end = std::max(run.end, s4u::Engine::get_clock());
+  run_.codec_s = std::max(run_.codec_s, codec_s_);
+  run_.reduce_s = std::max(run_.reduce_s, reduce_s_);
+  run_.end = std::max(run_.end, s4u::Engine::get_clock());
 }
+
+void run_rank(CallRun& run, int r) { RankActor(run, r).run(); }
 
 void configure(const NetworkModel& m) {
   s4u::Engine::set_config("network/model:" + std::string(m.model == "cm02" ? "CM02" : "LV08"));

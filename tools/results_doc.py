@@ -77,6 +77,35 @@ def section_whatif():
     return out
 
 
+def section_whatif_workload():
+    return section_workloads("zipccl-whatif.json", "GPT-13B at 1,024 and 8,192 GPUs")
+
+
+def section_edgc():
+    name = "edgc-13b.json"
+    doc = load(name)
+    out = ["## EDGC: the entropy policy over a gradient trace", "",
+           sim_provenance(doc, name, "build/sim/compcoll-sim experiments/edgc-13b.yaml --out DIR"), "",
+           "Per window: the controller's rank (0: uncompressed warm-up), the iteration it gives and the "
+           "compressor's measured error on the trace (docs/WORKLOADS.md).", "",
+           "| window | first step | steps | entropy (bits) | rank | iteration (ms) | communication (ms) | rel. error |",
+           "|---|---|---|---|---|---|---|---|"]
+    for w in doc.get("workload", []):
+        e = w.get("entropy")
+        if not e:
+            continue
+        for x in e["windows"]:
+            out.append(f"| {x['window']} | {x['first_step']} | {x['steps']} | {fmt(x['entropy_bits'], 3)} | {x['rank']} | "
+                       f"{fmt(x['iteration_ms'])} | {fmt(x['comm_ms'])} | {fmt(x['relative_error'], 4)} |")
+        run = e["run"]
+        out += ["", f"The run: {fmt(run['entropy_s'], 3)} s against {fmt(run['uncompressed_s'], 3)} s uncompressed "
+                    f"({fmt(run['speedup'], 3)}x); mean error after warm-up {fmt(run['mean_relative_error'], 4)}. "
+                    "Fixed ranks after the same warm-up: " +
+                    "; ".join(f"rank {f['rank']}: {fmt(f['seconds'], 3)} s, error {fmt(f['mean_relative_error'], 4)}"
+                              for f in run.get("fixed", [])) + "."]
+    return out
+
+
 def section_policies():
     name = "smoke-sim.json"
     doc = load(name)
@@ -92,17 +121,16 @@ def section_policies():
     return out
 
 
-def section_workloads():
-    name = "zipccl-64gpu.json"
+def section_workloads(name="zipccl-64gpu.json", title="Training iterations on 64 H100s"):
     doc = load(name)
-    out = ["## Training iterations on 64 H100s", "",
-           sim_provenance(doc, name, "build/sim/compcoll-sim experiments/zipccl-64gpu.yaml --out DIR"), "",
+    out = ["## " + title, "",
+           sim_provenance(doc, name, "build/sim/compcoll-sim experiments/%s.yaml --out DIR" % name[:-5]), "",
            "Speed-ups over `nccl-like` (NCCL's own choice, uncompressed); docs/WORKLOADS.md explains the variants.", "",
            "| model | layout | variant | iteration (ms) | communication (ms) | exposed (ms) | comm speed-up | iteration speed-up |",
            "|---|---|---|---|---|---|---|---|"]
     for w in doc.get("workload", []):
         lay = w["layout"]
-        layout = f"dp {lay['dp']}, tp {lay['tp']}, pp {lay['pp']}, ep {lay['ep']}"
+        layout = f"{w['gpus']:,} GPUs: dp {lay['dp']}, tp {lay['tp']}, pp {lay['pp']}, ep {lay['ep']}"
         for i, v in enumerate(w["variants"]):
             out.append(f"| {w['model'] if i == 0 else ''} | {layout if i == 0 else ''} | {v['variant']} | "
                        f"{fmt(v['iteration_ms'])} | {fmt(v['comm_ms'])} | {fmt(v['exposed_comm_ms'])} | "
@@ -146,7 +174,8 @@ def render():
              "calibration they name; where that is `h100-derived.yaml` they are DERIVED, not measured on a GPU. "
              "The NCCL baseline against published measurements is in docs/FIDELITY.md "
              "(`tools/fidelity_table.py`).", ""]
-    for section in (section_whatif, section_workloads, section_policies, section_codecs):
+    for section in (section_whatif, section_workloads, section_whatif_workload, section_edgc, section_policies,
+                    section_codecs):
         lines += section() + [""]
     return "\n".join(lines)
 
