@@ -1,4 +1,4 @@
-// real/watchdog.h — a rank that dies or never arrives must not hang the others (issue 5):
+// real/watchdog.h — a rank that dies or never arrives must not hang the others:
 // the main thread beats (heartbeat(): the executor at every finished op, compcoll-run at every
 // timed run, barrier and row); a Watchdog thread ends the process, with one line naming the
 // rank, the row and the silence, when no beat came for `timeout_s`. It calls no MPI (the

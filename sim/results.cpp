@@ -182,6 +182,11 @@ void merge_shards(const std::vector<fs::path>& dirs, const fs::path& out) {
   const std::string key = plans ? "plans" : "rows";
   json doc = shards[0].doc;
   doc.erase("shard");
+  // The command of the table: a shard's, without its --shard (its --out names the shard's folder).
+  const std::string cmd = doc.value("command", std::string());
+  const auto at = cmd.find(" --shard ");
+  if (at != std::string::npos) doc["command"] = cmd.substr(0, at) + cmd.substr(std::min(cmd.size(), cmd.find(' ', at + 9)));
+  doc["merged_shards"] = count;
   doc[key] = json::array();
   std::vector<std::string> lines;
   merge_rows(shards, key, doc[key], lines);

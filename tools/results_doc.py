@@ -13,6 +13,7 @@ the host they ran on; the codec bench's host is kept beside it (codec-bench.host
 import argparse
 import json
 import math
+import re
 import os
 import platform
 import subprocess
@@ -47,7 +48,7 @@ def sim_provenance(doc, name, fallback_cmd):
     if kernels == "derived":
         kernels = "DERIVED from stated figures, not measured (" + os.path.relpath(cal.get("file", "?"), ROOT) + ")"
     cmd = doc.get("command") or fallback_cmd
-    cmd = cmd.replace(ROOT + "/", "")
+    cmd = re.sub(r"--out \S+", "--out DIR", cmd.replace(ROOT + "/", ""))
     return (f"Command: `{cmd}` (data: `notebooks/data/{name}`). Simulated in SimGrid "
             f"{doc['versions'].get('simgrid', '?')}, {doc['network_model']['model']} "
             f"(latency factor {doc['network_model']['latency_factor']}, bandwidth factor "
@@ -138,21 +139,47 @@ def section_workloads(name="zipccl-64gpu.json", title="Training iterations on 64
     return out
 
 
+def section_validation():
+    name = "policy-validation-64.json"
+    doc = load(name)
+    import csv
+    with open(os.path.join(DATA, "policy-validation-64.csv")) as f:
+        rows = list(csv.DictReader(f))
+    out = ["## Policy validation at 8 and 64 GPUs", "",
+           sim_provenance(doc, name, "build/sim/compcoll-sim experiments/policy-validation.yaml --set 'ranks=[8, 64]' --out DIR"),
+           "Rows: `notebooks/data/policy-validation-64.csv`. Six topologies, allreduce, reduce-scatter, allgather and "
+           "all-to-all from 4 KB to 1 GB, identity and gauss-exp; the oracle simulates every candidate plan "
+           "(docs/POLICIES.md).", "",
+           "| policy | cells | within 5% of the oracle | median regret | p95 | max | > 1% slower than static |",
+           "|---|---|---|---|---|---|---|"]
+    for p in doc.get("regret_summary", []):
+        out.append(f"| {p['policy']} | {p['cells']} | {p['within_5pct']} | {fmt(p['median_regret'], 4)} | "
+                   f"{fmt(p['p95_regret'], 4)} | {fmt(p['max_regret'], 4)} | {p['worse_than_static_by_1pct']} |")
+    picks = defaultdict(int)
+    for r in rows:
+        if r["policy"] == "adaptive":
+            picks[(r["algorithm"].split(" ")[0], "compressed" if r["codec"] != "identity" else "uncompressed")] += 1
+    out += ["", "What `adaptive` picks, over all cells: " +
+            ", ".join(f"{alg} {kind} {n}" for (alg, kind), n in sorted(picks.items(), key=lambda x: -x[1])) + "."]
+    return out
+
+
 def section_codecs():
     rows = []
     with open(os.path.join(DATA, "codec-bench.jsonl")) as f:
         rows = [json.loads(l) for l in f if l.strip()]
     try:
         host = load("codec-bench.host.json")
-        machine = f"{host['cpu']}, {host['cores']} logical cores, one thread"
+        simd = "AVX-512: the AVX-512 gauss-exp paths" if host.get("avx512") else "no AVX-512: the portable paths"
+        machine = f"{host['cpu']}, {host['cores']} logical cores, one thread ({simd})"
     except OSError:
         machine = "host not recorded"
     out = ["## Host codecs on the bundled tensors", "",
            f"Command: `build/{' '.join(CODEC_CMD)} tests/data/*.bf16.npy` (data: "
-           f"`notebooks/data/codec-bench.jsonl`); measured on {machine}. Ratio = compressed / uncompressed; "
+           f"`notebooks/data/codec-bench.jsonl`); measured on {machine}. Ratio = uncompressed / compressed; "
            "speeds in GB/s of uncompressed bytes, mean over the files; zstd and lz4 on the same bytes "
            "(docs/compcoll-bench.md).", "",
-           "| codec | files | ratio (mean) | encode GB/s | decode GB/s | lossless on every file |",
+           "| codec | files | ratio (mean) | encode GB/s | decode GB/s | round trip |",
            "|---|---|---|---|---|---|"]
     by = defaultdict(list)
     for r in rows:
@@ -160,8 +187,9 @@ def section_codecs():
     for codec, rs in by.items():
         mean = lambda k: sum(r[k] for r in rs) / len(rs)
         ok = all(r.get("lossless_ok", True) for r in rs)
+        trip = "lossy (FP8)" if codec.startswith("fp8") else "bit-exact on every file" if ok else "NOT bit-exact"
         out.append(f"| {codec} | {len(rs)} | {fmt(mean('ratio'), 4)} | {fmt(mean('encode_gbps'))} | "
-                   f"{fmt(mean('decode_gbps'))} | {'yes' if ok else 'NO'} |")
+                   f"{fmt(mean('decode_gbps'))} | {trip} |")
     return out
 
 
@@ -175,7 +203,7 @@ def render():
              "The NCCL baseline against published measurements is in docs/FIDELITY.md "
              "(`tools/fidelity_table.py`).", ""]
     for section in (section_whatif, section_workloads, section_whatif_workload, section_edgc, section_policies,
-                    section_codecs):
+                    section_validation, section_codecs):
         lines += section() + [""]
     return "\n".join(lines)
 
@@ -187,14 +215,16 @@ def run_codec_bench(build):
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     with open(os.path.join(DATA, "codec-bench.jsonl"), "w") as f:
         f.write(out)
-    cpu = platform.processor()
+    cpu, flags = platform.processor(), ""
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+            info = f.read().splitlines()
+        cpu = next(l.split(":", 1)[1].strip() for l in info if l.startswith("model name"))
+        flags = next(l for l in info if l.startswith("flags"))
     except (OSError, StopIteration):
         pass
     with open(os.path.join(DATA, "codec-bench.host.json"), "w") as f:
-        json.dump({"cpu": cpu, "cores": os.cpu_count()}, f)
+        json.dump({"cpu": cpu, "cores": os.cpu_count(), "avx512": " avx512bw" in flags}, f)
         f.write("\n")
 
 
