@@ -124,8 +124,8 @@ Args parse_args(int argc, char** argv) {
   }
   if (a.is_merge && (a.out.empty() || a.merge.empty())) usage_error("merge needs --out DIR and the shard folders");
   if (!a.is_merge && a.experiment.empty()) usage_error("no experiment file");
-  if (a.jobs > 1 && (a.out.empty() || !a.shard.all()))
-    usage_error("--jobs needs --out DIR (the shards are merged there) and no --shard");
+  if (a.jobs > 1 && (a.out.empty() || !a.shard.all() || a.json))
+    usage_error("--jobs needs --out DIR (the shards are merged there), and no --shard or --json");
   return a;
 }
 
@@ -511,7 +511,11 @@ int run(const Args& args) {
   Run r;
   r.args = args;
   start(r);
-  if (!r.exp.workloads.empty()) return run_workloads(r);
+  if (!r.exp.workloads.empty()) {
+    if (!args.shard.all() || args.jobs > 1)
+      throw config::ConfigError(r.exp.file + ": workload: --shard and --jobs split a grid of calls; a workload runs whole");
+    return run_workloads(r);
+  }
   open_csv(r);
   const Sweep sw = sweep_of(r);
   r.progress = std::make_unique<report::Progress>("compcoll-sim", sw.total_rows);
