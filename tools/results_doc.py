@@ -46,7 +46,8 @@ def sim_provenance(doc, name, fallback_cmd):
     cal = doc["calibration"]
     kernels = cal.get("source", "?")
     if kernels == "derived":
-        kernels = "DERIVED from stated figures, not measured (" + os.path.relpath(cal.get("file", "?"), ROOT) + ")"
+        # The file as the repository names it (results files hold the absolute path they ran with).
+        kernels = "DERIVED from stated figures, not measured (calibration/" + os.path.basename(cal.get("file", "?")) + ")"
     cmd = doc.get("command") or fallback_cmd
     cmd = re.sub(r"--out \S+", "--out DIR", cmd.replace(ROOT + "/", ""))
     return (f"Command: `{cmd}` (data: `notebooks/data/{name}`). Simulated in SimGrid "
