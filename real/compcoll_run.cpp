@@ -457,7 +457,7 @@ void start_output(Session& s) {
            {"machine", {{"rank0_host", host}, {"backend", s.st.backend}, {"device", s.backend->describe()},
                         {"ranks", s.world}, {"ranks_per_node", s.st.gpus_per_node}}},
            {"command", s.args.command},
-           {"host", {{"cpu", report::this_host().cpu}, {"cores", report::this_host().cores}}},
+           {"host", report::host_json()},
            {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}}},
            {"topology", {{"file", exp.topologies[0]}, {"name", s.st.topo.name}}},
            {"rows", json::array()}};

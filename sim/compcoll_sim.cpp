@@ -192,7 +192,7 @@ void start(Run& r) {
                             {"statement", r.cal.statement}, {"date", r.cal.date}}},
            {"message_sizes", "ratio model"},
            {"command", r.args.command},
-           {"host", {{"cpu", report::this_host().cpu}, {"cores", report::this_host().cores}}},
+           {"host", report::host_json()},
            {"topologies", json::array()},
            {"rows", json::array()}};
   if (!r.args.shard.all()) r.doc["shard"] = {{"index", r.args.shard.index + 1}, {"count", r.args.shard.count}};

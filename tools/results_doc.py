@@ -11,6 +11,7 @@ comes from a file a command wrote, and each section names the command and the ma
 The simulated results (compcoll-sim --out DIR, DIR/results.json) record their command line and
 the host they ran on; the codec bench's host is kept beside it (codec-bench.host.json)."""
 import argparse
+import csv
 import json
 import math
 import re
@@ -108,19 +109,24 @@ def section_edgc():
     return out
 
 
+def regret_table(doc):
+    """The run's regret summary (compcoll-sim's regret_summary) as a table."""
+    out = ["| policy | cells | within 5% of the oracle | median regret | p95 | max | > 1% slower than static |",
+           "|---|---|---|---|---|---|---|"]
+    for p in doc.get("regret_summary", []):
+        out.append(f"| {p['policy']} | {p['cells']} | {p['within_5pct']} | {fmt(p['median_regret'], 4)} | "
+                   f"{fmt(p['p95_regret'], 4)} | {fmt(p['max_regret'], 4)} | {p['worse_than_static_by_1pct']} |")
+    return out
+
+
 def section_policies():
     name = "smoke-sim.json"
     doc = load(name)
     out = ["## Policies against the oracle (the golden experiment)", "",
            sim_provenance(doc, name, "build/sim/compcoll-sim experiments/smoke-sim.yaml --out DIR"), "",
            "Regret = a policy's time / the oracle's − 1 per cell (the oracle simulates every candidate plan); "
-           "docs/POLICIES.md has the full validation grid.", "",
-           "| policy | cells | within 5% of the oracle | median regret | p95 | max | > 1% slower than static |",
-           "|---|---|---|---|---|---|---|"]
-    for p in doc.get("regret_summary", []):
-        out.append(f"| {p['policy']} | {p['cells']} | {p['within_5pct']} | {fmt(p['median_regret'], 4)} | "
-                   f"{fmt(p['p95_regret'], 4)} | {fmt(p['max_regret'], 4)} | {p['worse_than_static_by_1pct']} |")
-    return out
+           "docs/POLICIES.md has the full validation grid.", ""]
+    return out + regret_table(doc)
 
 
 def section_workloads(name="zipccl-64gpu.json", title="Training iterations on 64 H100s"):
@@ -143,19 +149,13 @@ def section_workloads(name="zipccl-64gpu.json", title="Training iterations on 64
 def section_validation():
     name = "policy-validation-64.json"
     doc = load(name)
-    import csv
     with open(os.path.join(DATA, "policy-validation-64.csv")) as f:
         rows = list(csv.DictReader(f))
     out = ["## Policy validation at 8 and 64 GPUs", "",
            sim_provenance(doc, name, "build/sim/compcoll-sim experiments/policy-validation.yaml --set 'ranks=[8, 64]' --out DIR"),
            "Rows: `notebooks/data/policy-validation-64.csv`. Six topologies, allreduce, reduce-scatter, allgather and "
            "all-to-all from 4 KB to 1 GB, identity and gauss-exp; the oracle simulates every candidate plan "
-           "(docs/POLICIES.md).", "",
-           "| policy | cells | within 5% of the oracle | median regret | p95 | max | > 1% slower than static |",
-           "|---|---|---|---|---|---|---|"]
-    for p in doc.get("regret_summary", []):
-        out.append(f"| {p['policy']} | {p['cells']} | {p['within_5pct']} | {fmt(p['median_regret'], 4)} | "
-                   f"{fmt(p['p95_regret'], 4)} | {fmt(p['max_regret'], 4)} | {p['worse_than_static_by_1pct']} |")
+           "(docs/POLICIES.md).", ""] + regret_table(doc)
     picks = defaultdict(int)
     for r in rows:
         if r["policy"] == "adaptive":
@@ -166,7 +166,6 @@ def section_validation():
 
 
 def section_codecs():
-    rows = []
     with open(os.path.join(DATA, "codec-bench.jsonl")) as f:
         rows = [json.loads(l) for l in f if l.strip()]
     try:

@@ -60,6 +60,11 @@ json to_json(const Row& w) {
               {"snr_db", w.lossy ? number_or_null(w.snr_db) : json(nullptr)}};
 }
 
+json host_json() {
+  const Host h = this_host();
+  return json{{"cpu", h.cpu}, {"cores", h.cores}};
+}
+
 const char* csv_header() {
   return "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
          "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,policy,predicted_us,call,error,"

@@ -50,6 +50,8 @@ struct Row {
 };
 
 nlohmann::json to_json(const Row& row);
+// The machine a results file was made on ({"cpu", "cores"}, report::this_host), read once.
+nlohmann::json host_json();
 // The CSV: one header for both programs, one line per row.
 const char* csv_header();
 std::string csv_line(const Row& row);
