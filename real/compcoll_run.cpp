@@ -47,6 +47,7 @@
 #include "real/transport.h"
 #include "real/verify.h"
 #include "real/watchdog.h"
+#include "report/model_check.h"
 #include "report/report.h"
 #include "report/row.h"
 #include "schedule/build.h"
@@ -131,6 +132,7 @@ struct Entry {
   sched::BuildSpec spec;
   std::string policy = "static", algorithm, placement, codec;  // the row's labels
   double predicted_s = NAN;                                    // the policy's own estimate
+  double model_s = NAN;  // the cost model's time for `spec` (lowrank rows: none)
   // "lowrank:r=N" (the gradient compressor EDGC drives, codec/lowrank.h): `spec` allreduces
   // P (rows x rank, fp32), `q_spec` Q (cols x rank), the gradient taken as a rows x cols matrix.
   uint32_t lowrank = 0;
@@ -147,12 +149,13 @@ struct Cell {
 struct Setup {
   study::Experiment exp;
   topo::Topology topo;
-  calib::Calibration cal;  // what the policies price kernels with
+  calib::Calibration cal;  // what the policies and the model column price kernels with
   std::string backend;
   int gpus_per_node = 1;
   std::vector<Cell> cells;  // in run order
   uint64_t plans_hash = 0;  // of every row's plan: the ranks must agree (policies decide on each)
   std::vector<std::string> skipped;  // rows the experiment asks for that do not apply
+  std::vector<std::string> unmodelled;  // why some rows have no model time
   // run.entropy: the gradient trace, and the allreduce call whose algorithm carries it.
   std::optional<GradientTrace> trace;
   size_t entropy_call = 0;
@@ -202,8 +205,8 @@ void check_inputs(Setup& st) {
   for (const auto& pol : exp.policies)
     if (pol == "oracle")
       throw BadInput(exp.file + ": policies: oracle runs in compcoll-sim only (it simulates every candidate plan)");
-  if (std::all_of(exp.policies.begin(), exp.policies.end(), [](const auto& p) { return p == "static"; })) return;
   st.cal = study::load_calibration(exp);
+  if (std::all_of(exp.policies.begin(), exp.policies.end(), [](const auto& p) { return p == "static"; })) return;
   if (exp.tensors_dir.empty())
     for (const auto& c : exp.codecs)
       if (c != "identity" && find_codec(c) && !exp.fixed_ratios.count(c))
@@ -278,6 +281,14 @@ Cell plan_cell(Setup& st, const Args& args, study::Planner& planner, const study
     }
     e.policy = se.policy;
     e.predicted_s = se.predicted_s;
+    if (!e.lowrank) {
+      try {
+        e.model_s = planner.model(e.spec, e.codec, c).time_s;
+      } catch (const std::exception& err) {  // a curve the calibration lacks, a ratio with no tensors
+        const std::string why = e.codec + ": " + err.what();
+        if (std::find(st.unmodelled.begin(), st.unmodelled.end(), why) == st.unmodelled.end()) st.unmodelled.push_back(why);
+      }
+    }
     check_spec(st, args, e.spec, key,
                se.policy == "static" ? s.collective + " " + s.algorithm : se.policy + "'s plan " + se.plan.describe());
     st.plans_hash = st.plans_hash * 1000003u ^ hasher(e.policy + " " + e.algorithm + " " + e.placement + " " + e.codec);
@@ -334,7 +345,7 @@ Setup setup(const Args& args, int world, int local_size) {
   // The same planning as compcoll-sim's (shared/study), on this machine's topology, the
   // experiment's calibration and the ratios measured on its tensors.
   study::Ratios ratios(st.exp);
-  study::Planner planner(st.exp, st.topo, st.cal, policy::NetFactors{}, ratios, st.gpus_per_node);
+  study::Planner planner(st.exp, st.topo, st.cal, study::net_factors(st.exp), ratios, st.gpus_per_node);
   for (const study::Cell& c : study::cells(st.exp, {study::Group{st.exp.topologies[0], world, world}}))
     st.cells.push_back(plan_cell(st, args, planner, c));
   if (st.exp.run.entropy) setup_entropy(st, world);
@@ -378,6 +389,7 @@ struct Session {
   fs::path out_dir;
   std::unique_ptr<std::ofstream> csv;
   report::Speedups speedups;
+  report::ModelCheck model_check;  // rank 0
   std::unique_ptr<report::Progress> progress;
   uint64_t total_wrong = 0;
   size_t row_index = 0;  // for COMPCOLL_RUN_FAULT
@@ -482,6 +494,10 @@ void start_output(Session& s) {
                                                                           : "posted as soon as ready")
             << "\n";
   for (const auto& k : s.st.skipped) std::cout << "# skipped: " << k << "\n";
+  std::cout << "# model(us): what compcoll-sim predicts for the row's plan (the cost model, shared/policy/cost_model.h) on "
+            << exp.topologies[0] << ", " << s.st.cal.label() << ", network model " << exp.network.model
+            << "; err = model / measured - 1\n";
+  for (const auto& k : s.st.unmodelled) std::cout << "# no model time for " << k << "\n";
   std::cout << "# correctness: lossless rows on integer inputs, bitwise against the closed-form result (#wrong: "
                "elements, all ranks); lossy rows: rel.err = ||out - uncompressed|| / ||uncompressed|| on the timed "
                "runs' data (#wrong: non-finite elements)\n";
@@ -495,6 +511,7 @@ void emit(Session& s, report::Row& w) {
   s.speedups.apply(w);
   s.total_wrong += w.wrong;
   if (s.rank != 0) return;
+  s.model_check.add(w);
   s.progress->row_done();
   std::cout << report::table_line(w, report::Table::Run);
   std::cout.flush();
@@ -609,6 +626,7 @@ void entry_row(Session& s, const Cell& cell, const Entry& entry, const std::vect
   report::Row w = cell_row(s, cell);
   w.algorithm = entry.algorithm, w.placement = entry.placement, w.codec = entry.codec, w.policy = entry.policy;
   w.predicted_s = entry.predicted_s;
+  w.model_s = entry.model_s;
   const ExecutorOptions opt = options(s, entry.codec);
   Executor ex(sch, s.rank, *s.transport, *s.backend, opt);
   const auto tin =
@@ -623,13 +641,14 @@ void entry_row(Session& s, const Cell& cell, const Entry& entry, const std::vect
     const RunStats r = ex.run();
     total.messages += r.messages, total.sent_bytes += r.sent_bytes;
     total.compress_in += r.compress_in, total.compress_out += r.compress_out;
-    total.codec_s += r.codec_s, total.reduce_s += r.reduce_s;
+    total.codec_s += r.codec_s, total.reduce_s += r.reduce_s, total.copy_s += r.copy_s;
   }
   const double t = s.backend->timer_stop();
   const int it = exp.run.iterations;
   w.time_s = mean_over_ranks(t / it, s.world);
   w.codec_s = mean_over_ranks(total.codec_s / it, s.world);
   w.reduce_s = mean_over_ranks(total.reduce_s / it, s.world);
+  w.copy_s = mean_over_ranks(total.copy_s / it, s.world);
   w.messages = sum_over_ranks(total.messages) / it;
   w.wire_bytes = sum_over_ranks(total.sent_bytes) / it;
   const uint64_t cin = sum_over_ranks(total.compress_in), cout = sum_over_ranks(total.compress_out);
@@ -718,6 +737,10 @@ void run_cell(Session& s, const Cell& cell) {
       else entry_row(s, cell, entry, reference);
     });
   }
+  if (s.rank != 0) return;
+  std::cout << report::ModelCheck::cell_line(s.model_check.close_cell());
+  std::cout.flush();
+  s.doc["model_check"] = s.model_check.to_json();
 }
 
 // Every rank sets up on its own; the first failing rank's message is printed by it, and every
@@ -780,6 +803,7 @@ int run(const Args& args) {
   for (const auto& cell : s.st.cells) total_rows += 1 + cell.entries.size();
   s.progress = std::make_unique<report::Progress>("compcoll-run", total_rows);
   for (const Cell& cell : s.st.cells) run_cell(s, cell);
+  if (s.rank == 0) std::cout << s.model_check.summary();
   run_trace(s);
   if (!s.out_dir.empty()) report::write_atomic(s.out_dir / "results.json", s.doc.dump(1));
   if (s.rank == 0) std::cout << (s.total_wrong ? "# FAILED: " + std::to_string(s.total_wrong) + " wrong elements\n" : "# OK\n");

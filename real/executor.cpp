@@ -213,6 +213,7 @@ void Executor::start(uint32_t i, RunStats& st) {
       return;
     case OpKind::Copy:
       running_.push_back({i, false, b_.copy(slice_ptr(op.dst), slice_ptr(op.src), op.src.count * es_)});
+      if (host) st.copy_s += elapsed();
       return;
     case OpKind::Compress:
       st.compress_in += op.src.count * es_;

@@ -32,7 +32,7 @@ struct RunStats {
   uint64_t sent_bytes = 0;     // bytes sent (compressed streams at their real size)
   uint64_t compress_in = 0;    // bytes given to compress ops
   uint64_t compress_out = 0;   // stream bytes they produced
-  double codec_s = 0, reduce_s = 0;  // host backend only: time in (de)compress and reduce ops
+  double codec_s = 0, reduce_s = 0, copy_s = 0;  // host backend only: time in (de)compress, reduce, copy ops
 };
 
 // Lockstep posting: the transfers of each step in one group. Not every schedule allows it

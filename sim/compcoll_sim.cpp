@@ -131,10 +131,9 @@ Args parse_args(int argc, char** argv) {
 
 sim::NetworkModel network_model(const study::Experiment& exp) {
   sim::NetworkModel net = sim::NetworkModel::defaults(exp.network.model);
-  if (exp.network.latency_factor) net.latency_factor = *exp.network.latency_factor;
-  if (exp.network.bandwidth_factor) net.bandwidth_factor = *exp.network.bandwidth_factor;
-  if (exp.network.tcp_gamma) net.tcp_gamma = *exp.network.tcp_gamma;
-  if (exp.network.crosstraffic) net.crosstraffic = *exp.network.crosstraffic;
+  const policy::NetFactors f = study::net_factors(exp);
+  net.latency_factor = f.latency_factor, net.bandwidth_factor = f.bandwidth_factor;
+  net.tcp_gamma = f.tcp_gamma, net.crosstraffic = f.crosstraffic, net.weight_s = f.weight_s;
   if (exp.network.update) net.update = *exp.network.update;
   if (exp.network.precision) net.precision = *exp.network.precision;
   return net;

@@ -1,6 +1,7 @@
 // sim/simulator.cpp — see simulator.h.
 #include "sim/simulator.h"
 
+#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 #include <simgrid/s4u.hpp>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -16,7 +17,9 @@
 #include <cstring>
 #include <deque>
 #include <sstream>
+#include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codec/format.h"
 #include "sim/platform.h"
@@ -27,14 +30,14 @@ using sched::BufKind;
 using sched::OpKind;
 
 NetworkModel NetworkModel::defaults(const std::string& model) {
+  const policy::NetFactors f = policy::flow_model_defaults(model);
   NetworkModel m;
   m.model = model;
-  if (model == "cm02") {
-    m.latency_factor = 1;
-    m.bandwidth_factor = 1;
-    m.crosstraffic = false;
-    m.weight_s = 0;
-  }
+  m.latency_factor = f.latency_factor;
+  m.bandwidth_factor = f.bandwidth_factor;
+  m.crosstraffic = f.crosstraffic;
+  m.weight_s = f.weight_s;
+  m.tcp_gamma = f.tcp_gamma;
   return m;
 }
 
@@ -294,16 +297,33 @@ void RankActor::run() {
 
 void run_rank(CallRun& run, int r) { RankActor(run, r).run(); }
 
-void configure(const NetworkModel& m) {
+// size_factors: the bandwidth factor comes from a callback (size_factors() below), which
+// SimGrid does not take together with network/bandwidth-factor.
+void configure(const NetworkModel& m, bool size_factors = false) {
   s4u::Engine::set_config("network/model:" + std::string(m.model == "cm02" ? "CM02" : "LV08"));
   s4u::Engine::set_config("network/latency-factor", m.latency_factor);
-  s4u::Engine::set_config("network/bandwidth-factor", m.bandwidth_factor);
+  if (!size_factors) s4u::Engine::set_config("network/bandwidth-factor", m.bandwidth_factor);
   s4u::Engine::set_config("network/crosstraffic", m.crosstraffic);
   s4u::Engine::set_config("network/TCP-gamma", m.tcp_gamma);
   s4u::Engine::set_config("network/weight-S", m.weight_s);
   s4u::Engine::set_config("network/optim:" + std::string(m.update == "full" ? "Full" : "Lazy"));
   s4u::Engine::set_config("surf/precision", m.precision);
   s4u::Engine::set_config("contexts/stack-size", 128);  // KiB per actor: 16k ranks stay small
+}
+
+// A measured topology's bandwidth factors by message size (topo::LinkSpec::by_size): SimGrid
+// asks for each message's factor when it starts; the configured bandwidth-factor times the
+// topology's, as the cost model charges.
+void size_factors(const Job& job, const Platform& platform) {
+  auto gpu_of = std::make_shared<std::unordered_map<const s4u::Host*, int>>();
+  for (size_t g = 0; g < platform.gpu_hosts.size(); ++g) (*gpu_of)[platform.gpu_hosts[g]] = static_cast<int>(g);
+  const topo::Topology* t = &job.topology;
+  const double global = job.network.bandwidth_factor;
+  s4u::Engine::get_instance()->get_netzone_root()->get_network_model()->set_bw_factor_cb(
+      [gpu_of, t, global](double size, const s4u::Host* src, const s4u::Host* dst, const std::vector<s4u::Link*>&,
+                          const std::unordered_set<s4u::NetZone*>&) {
+        return global * t->message_factor(gpu_of->at(src), gpu_of->at(dst), size);
+      });
 }
 
 void write_line(FILE* out, char tag, const nlohmann::json& j) {
@@ -377,9 +397,10 @@ void write_result(FILE* out, const CallResult& res) {
   FILE* out = fdopen(fd, "w");
   try {
     s4u::Engine engine = make_engine();
-    configure(job.network);
+    configure(job.network, job.topology.has_size_factors());
     const auto t0 = std::chrono::steady_clock::now();
     const Platform platform = build_platform(job.topology);
+    if (job.topology.has_size_factors()) size_factors(job, platform);
     write_line(out, 'P', {{"platform_wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}});
     long peak_kb = 0;
     for (size_t c = 0; c < job.calls.size(); ++c) {

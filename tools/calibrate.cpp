@@ -12,6 +12,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -87,10 +88,47 @@ Measurement median_seconds(const std::function<void()>& fn, const TimingOptions&
   return m;
 }
 
-// Host codecs, reduce_add and memcpy on one thread, on host buffers.
+// `threads` other threads running `op` on buffers of their own (a copy of the input's first
+// `bytes`) for as long as it lives, each already running when the constructor returns: the
+// load of a host whose every rank runs the same kernel at once (--concurrent).
+class Load {
+ public:
+  Load(int threads, calib::Op op, const Codec* codec, DType dtype, const uint8_t* input, uint64_t bytes) {
+    for (int i = 0; i < threads; ++i)
+      threads_.emplace_back([=, this] {
+        const uint64_t n = bytes / dtype_size(dtype);
+        std::vector<uint8_t> in(input, input + bytes), out(in), stream;
+        size_t encoded = 0;
+        if (codec) {
+          stream.resize(max_encoded_size(*codec, dtype, n));
+          encoded = encode(*codec, dtype, in.data(), n, stream.data(), stream.size());
+        }
+        ++running_;
+        while (!stop_) switch (op) {
+            case calib::Op::Compress: encode(*codec, dtype, in.data(), n, stream.data(), stream.size()); break;
+            case calib::Op::Decompress: decode(stream.data(), encoded, out.data(), bytes); break;
+            case calib::Op::Reduce: reduce_add(dtype, out.data(), in.data(), n); break;
+            case calib::Op::Copy: std::memcpy(out.data(), in.data(), bytes); break;
+          }
+      });
+    while (running_ < threads) std::this_thread::yield();
+  }
+  ~Load() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> running_{0};
+  std::vector<std::thread> threads_;
+};
+
+// Host codecs, reduce_add and memcpy on one thread, on host buffers; with --concurrent N, timed
+// while N - 1 other threads run the same op (Load).
 class HostDevice : public CalibrationDevice {
  public:
-  HostDevice() {
+  explicit HostDevice(int concurrent) : concurrent_(concurrent) {
     // Other processes share the cores: the load when the run began goes into the file.
     std::ifstream in("/proc/loadavg");
     std::getline(in, loadavg_);
@@ -106,15 +144,21 @@ class HostDevice : public CalibrationDevice {
             {"cpu_mhz", cpuinfo_field("cpu MHz")},
             {"cache", cpuinfo_field("cache size")},
             {"logical_cpus", std::to_string(std::thread::hardware_concurrency())},
-            {"threads_used", "1"},
+            {"threads_used", concurrent_ > 1 ? "1 timed, " + std::to_string(concurrent_ - 1) +
+                                                   " running the same op on their own buffers (--concurrent)"
+                                             : std::string("1")},
             {"loadavg_at_start", loadavg_},
             {"kernel", std::string(u.sysname) + " " + u.release + " " + u.machine},
             {"compiler", __VERSION__},
             {"host_codec_path", std::string(host_codec_path())}};
   }
   std::string method() const override {
-    return "host codecs (compcoll::encode/decode), reduce_add and memcpy on one thread; steady_clock "
-           "around each call (calls under 20 us timed in batches, the batch mean taken as the sample)";
+    return std::string("host codecs (compcoll::encode/decode), reduce_add and memcpy on one thread") +
+           (concurrent_ > 1 ? " while " + std::to_string(concurrent_ - 1) +
+                                  " other thread(s) ran the same op on buffers of their own (--concurrent " +
+                                  std::to_string(concurrent_) + ": every rank of a host running the kernel at once)"
+                            : "") +
+           "; steady_clock around each call (calls under 20 us timed in batches, the batch mean taken as the sample)";
   }
   void load(DType dtype, const std::vector<uint8_t>& input) override {
     dtype_ = dtype;
@@ -131,6 +175,8 @@ class HostDevice : public CalibrationDevice {
     const uint8_t* in = input_->data();
     const uint64_t elements = bytes / dtype_size(dtype_);
     Measurement m;
+    std::optional<Load> load;
+    if (concurrent_ > 1) load.emplace(concurrent_ - 1, op, codec, dtype_, in, bytes);
     switch (op) {
       case calib::Op::Compress:
         m = median_seconds([&] { encode_prefix(*codec, elements); }, opt);
@@ -148,6 +194,7 @@ class HostDevice : public CalibrationDevice {
         m = median_seconds([&] { std::memcpy(out_.data(), in, bytes); }, opt);
         break;
     }
+    load.reset();
     // The correctness pass, apart from the timing.
     switch (op) {
       case calib::Op::Compress:
@@ -195,6 +242,7 @@ class HostDevice : public CalibrationDevice {
   }
 
  private:
+  int concurrent_ = 1;
   void encode_prefix(const Codec& codec, uint64_t elements) {
     encoded_.size = encode(codec, dtype_, input_->data(), elements, stream_.data(), stream_.size());
     encoded_.codec = &codec;
@@ -266,6 +314,7 @@ struct Options {
   std::vector<const Codec*> codecs;
   std::vector<calib::Op> ops;
   bool selected = false;  // some of --dtype, --codec, --ops was given
+  int concurrent = 1;     // host: threads running the op at once, one of them timed
 };
 
 const char* const kUsage =
@@ -278,6 +327,8 @@ const char* const kUsage =
     "  --max-bytes  largest size timed (default 1GiB; 4KiB at least; KB/MB/GB = 10^3.., K/KiB/M/MiB/G/GiB = 2^10..)\n"
     "  --min-time   seconds of timed runs per point, at least (default 0.1, with --quick 0.01)\n"
     "  --quick      sizes in powers of 4 instead of 2, 3 samples per point instead of 5\n"
+    "  --concurrent host: N threads run each op at once on their own buffers, one of them timed (default 1):\n"
+    "               the kernels' speed when every rank of a host (N of them) runs one at the same time\n"
     "  --data       directory of the real tensors (default the bundled tests/data)\n"
     "  --dtype      only these element types: bf16, fp16, fp32 (repeatable or a comma list; default all)\n"
     "  --codec      only these codecs' compress and decompress curves: identity, gauss-exp, entropy-exp,\n"
@@ -351,6 +402,12 @@ Options parse_args(int argc, char** argv) {
       opt.min_time = t;
     } else if (a == "--quick") {
       opt.quick = true;
+    } else if (a == "--concurrent") {
+      const std::string v = value();
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (!end || *end || n < 1 || n > 1024) fail("--concurrent: expected a number of threads in [1, 1024], got \"" + v + "\"");
+      opt.concurrent = static_cast<int>(n);
     } else if (a == "--data") {
       opt.data_dir = value();
     } else if (a == "--dtype") {
@@ -387,6 +444,7 @@ Options parse_args(int argc, char** argv) {
     }
   }
   if (opt.out.empty()) fail("missing --out FILE.yaml (see compcoll-bench calibrate --help)");
+  if (opt.concurrent > 1 && opt.device != "host") fail("--concurrent: host only (a GPU runs one rank's kernels)");
   for (size_t k = 0; k < std::size(kDTypes); ++k)
     if (!any_dtype || dtype_on[k]) opt.dtypes.push_back(kDTypes[k]);
   for (size_t k = 0; k < names.size(); ++k)
@@ -602,7 +660,7 @@ double median(std::vector<double> v) {
   return (*std::max_element(v.begin(), v.begin() + mid) + upper) / 2;
 }
 
-std::unique_ptr<CalibrationDevice> make_host_device() { return std::make_unique<HostDevice>(); }
+std::unique_ptr<CalibrationDevice> make_host_device(int concurrent) { return std::make_unique<HostDevice>(concurrent); }
 
 #ifndef COMPCOLL_HAVE_CUDA
 std::unique_ptr<CalibrationDevice> make_cuda_device() {
@@ -618,7 +676,7 @@ int run_calibrate(int argc, char** argv) {
 
   std::unique_ptr<CalibrationDevice> device;
   try {
-    device = opt.device == "cuda" ? make_cuda_device() : make_host_device();
+    device = opt.device == "cuda" ? make_cuda_device() : make_host_device(opt.concurrent);
   } catch (const DeviceUnavailable& e) {
     fail(e.what());
   }

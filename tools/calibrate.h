@@ -87,7 +87,8 @@ class RoundTripReference {
   unsigned threads_ = 0;
 };
 
-std::unique_ptr<CalibrationDevice> make_host_device();
+// concurrent: threads running each op at once, one of them timed (--concurrent).
+std::unique_ptr<CalibrationDevice> make_host_device(int concurrent = 1);
 // Throws DeviceUnavailable when this build has no CUDA or no device is present.
 std::unique_ptr<CalibrationDevice> make_cuda_device();
 

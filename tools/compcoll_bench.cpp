@@ -76,7 +76,9 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
   std::fprintf(stderr,
                "usage: compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json]\n"
                "                            [--chunk ELEMENTS] [--min-time SECONDS] PATH...\n"
-               "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n");
+               "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n"
+               "       compcoll-bench calibrate --out FILE.yaml [...]     (calibrate --help)\n"
+               "       mpirun -np N compcoll-bench transport --out FILE.yaml [...]   (transport --help)\n");
   std::exit(2);
 }
 
@@ -328,15 +330,27 @@ int run_codec_bench(int argc, char** argv) {
 
 }  // namespace
 
+namespace compcoll::bench {
+int run_transport(int argc, char** argv);  // tools/transport_cmd.cpp, built with MPI
+}
+
 int main(int argc, char** argv) {
-  if (argc < 2) usage_error("missing command (codec or calibrate)");
+  if (argc < 2) usage_error("missing command (codec, calibrate or transport)");
   const std::string cmd = argv[1];
   try {
     if (cmd == "codec") return run_codec_bench(argc, argv);
     if (cmd == "calibrate") return bench::run_calibrate(argc, argv);
+    if (cmd == "transport") {
+#ifdef COMPCOLL_HAVE_TRANSPORT_BENCH
+      return bench::run_transport(argc, argv);
+#else
+      std::fprintf(stderr, "compcoll-bench: transport: this compcoll-bench was built without MPI\n");
+      return 2;
+#endif
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "compcoll-bench: %s\n", e.what());
     return 2;
   }
-  usage_error("unknown command \"" + cmd + "\" (expected codec or calibrate)");
+  usage_error("unknown command \"" + cmd + "\" (expected codec, calibrate or transport)");
 }

@@ -193,6 +193,69 @@ def section_codecs():
     return out
 
 
+def geo_abs(errs):
+    return math.exp(sum(abs(math.log1p(e)) for e in errs) / len(errs)) - 1 if errs else float("nan")
+
+
+def pct(v):
+    return "-" if v is None or math.isnan(v) else f"{100 * v:+.1f}%"
+
+
+def loop_run(name, label):
+    doc = load(name)
+    rows = [r for r in doc["rows"] if r.get("model_us") is not None and r["time_us"] > 0]
+    errs = [r["model_err"] for r in rows]
+    large = [r["model_err"] for r in rows if r["size_bytes"] >= 1 << 20]
+    cmd = re.sub(r"--out \S+", "--out DIR", doc["command"].replace(ROOT + "/", ""))
+    m = doc["machine"]
+    cells = [c for c in doc["model_check"]["cells"] if c["model_fastest"]]
+    picked = sum(c["model_fastest"] == c["fastest"] for c in cells)
+    close = sum(c["model_pick_regret"] <= doc["model_check"]["ranking_tolerance"] for c in cells)
+    pairs = sum(c["pairs"] for c in cells)
+    agree = sum(c["pairs_agree"] for c in cells)
+    out = [f"**{label}** — command: `{cmd}` (data: `notebooks/data/{name}`); {doc['versions']['mpi']}, "
+           f"run on {host_text(doc)}; topology `{os.path.relpath(doc['topology']['file'], ROOT) if doc['topology']['file'].startswith(ROOT) else doc['topology']['file']}`.",
+           "",
+           f"- model error over {len(errs)} rows: geometric mean {100 * geo_abs(errs):.1f}%; rows of 1 MiB and more: "
+           f"{100 * geo_abs(large):.1f}%, {sum(abs(e) <= 0.15 for e in large)}/{len(large)} within 15%.",
+           f"- ranking: the model's fastest plan measured fastest in {picked}/{len(cells)} cells, within 10% of it in "
+           f"{close}/{len(cells)}; of the plan pairs whose measured times differ by more than 10%, {agree}/{pairs} "
+           "ordered as measured.",
+           ""]
+    pol = defaultdict(list)
+    for c in cells:
+        for p, r in c["regret"].items():
+            pol[p].append(r)
+        pol["the model's pick"].append(c["model_pick_regret"])
+    out += ["| policy | mean measured regret | max | fastest in |", "|---|---|---|---|"]
+    for p, v in sorted(pol.items()):
+        out.append(f"| {p} | {sum(v) / len(v):.3f} | {max(v):.3f} | {sum(x == 0 for x in v)}/{len(v)} |")
+    out += ["", "| collective | codec | rows < 1 MiB: geomean error (range) | rows >= 1 MiB: geomean error (range) |",
+            "|---|---|---|---|"]
+    groups = defaultdict(lambda: ([], []))
+    for r in rows:
+        groups[(r["collective"], r["codec"])][r["size_bytes"] >= 1 << 20].append(r["model_err"])
+    for (coll, codec), (small, big) in sorted(groups.items()):
+        cell = lambda v: f"{100 * geo_abs(v):.1f}% ({pct(min(v))} to {pct(max(v))})" if v else "-"
+        out.append(f"| {coll} | {codec} | {cell(small)} | {cell(big)} |")
+    return out + [""]
+
+
+def section_loop():
+    out = ["## Predicted beside measured: compcoll-run on this host", "",
+           "`experiments/loop-cpu.yaml` for real (MPI ranks on one host, host codecs), every row beside the time "
+           "compcoll-sim's cost model gives the same plan on the topology and calibration measured on the same host "
+           "(`compcoll-bench transport`, `compcoll-bench calibrate --concurrent N`). Error = model / measured - 1 "
+           "(negative: the model is faster); the geometric-mean error is exp(mean |ln(model / measured)|) - 1, so a "
+           "model 50% too fast counts as 100%. The VM is shared: the 2-ranks run twice shows how much the same "
+           "command varies. docs/compcoll-run.md explains the misses.", ""]
+    for name, label in (("loop-cpu-2.json", "2 ranks"), ("loop-cpu-2-repeat.json", "2 ranks, the same command again"),
+                        ("loop-cpu-4.json", "4 ranks (oversubscribed)")):
+        if os.path.exists(os.path.join(DATA, name)):
+            out += loop_run(name, label)
+    return out
+
+
 def render():
     lines = ["# Results", "",
              "<!-- Written by tools/results_doc.py from notebooks/data; edit the data or the script, not this file. -->",
@@ -203,7 +266,7 @@ def render():
              "The NCCL baseline against published measurements is in docs/FIDELITY.md "
              "(`tools/fidelity_table.py`).", ""]
     for section in (section_whatif, section_workloads, section_whatif_workload, section_edgc, section_policies,
-                    section_validation, section_codecs):
+                    section_validation, section_loop, section_codecs):
         lines += section() + [""]
     return "\n".join(lines)
 

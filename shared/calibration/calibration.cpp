@@ -78,6 +78,10 @@ Calibration zero_calibration() {
 Calibration load_calibration(const std::string& path) {
   using config::Node;
   const Node root = Node::load_file(path);
+  const Node kind = root.opt("kind");
+  if (kind.defined() && kind.as_string() == "transport")
+    kind.fail("a transport file (compcoll-bench transport), not a calibration of kernels: its topology file "
+              "(--topology-out) carries what the model needs");
   Calibration cal;
   cal.file = path;
   cal.device = root.get("device").as_string();

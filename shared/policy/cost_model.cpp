@@ -15,6 +15,11 @@
 
 namespace compcoll::policy {
 
+NetFactors flow_model_defaults(const std::string& model) {
+  if (model == "cm02") return {1.0, 1.0, 0.0, false, 1e15};
+  return {13.01, 0.97, 20537.0, true, 1e15};
+}
+
 namespace {
 
 using sched::BufKind;
@@ -130,7 +135,8 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
   // every directed link of a route is a constraint of capacity its bandwidth (the reverse
   // route's too at 0.05 when crosstraffic is on), a flow's weight in the sharing is SimGrid's
   // penalty (route latency + weight_s / bandwidth per link), and it progresses at its share x
-  // bandwidth_factor. Rates are recomputed whenever the set of flows changes.
+  // bandwidth_factor (x the topology's factor for its size where the topology has measured
+  // ones, LinkSpec::by_size). Rates are recomputed whenever the set of flows changes.
   struct LinkUse {
     uint32_t link;  // dense index
     double use;     // 1 on the route, 0.05 on the reverse route
@@ -173,6 +179,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     uint64_t bytes;
     uint32_t lane = 0;
     double left = 0, since = 0, rate = 0;  // bytes left at time `since`, flowing at `rate` since
+    double factor = 1;                     // bandwidth_factor x the topology's factor for its size
     double penalty = 0, bound = kNever;     // sharing weight; TCP-gamma cap on its share
     uint32_t first = 0, count = 0;          // into uses
     uint32_t version = 0;                   // bumped when its finish time changes
@@ -249,7 +256,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       Flow& fl = flows[f];
       fl.left = std::max(0.0, fl.left - fl.rate * (now - fl.since));
       fl.since = now;
-      fl.rate = value * net.bandwidth_factor;
+      fl.rate = value * fl.factor;
       ++fl.version;
       finishing.emplace(fl.rate > 0 ? now + fl.left / fl.rate : kNever, f, fl.version);
       for (uint32_t k = fl.first; k < fl.first + fl.count; ++k) {
@@ -332,6 +339,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     fl.count = rf.count;
     fl.penalty = rf.penalty;
     fl.bound = rf.bound;
+    fl.factor = net.bandwidth_factor * t.message_factor(src_gpu, dst_gpu, static_cast<double>(m.bytes));
     starting.emplace(now + route->latency * net.latency_factor, slot);
   };
   auto arrive = [&](uint32_t slot) {

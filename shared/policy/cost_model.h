@@ -44,6 +44,9 @@ struct NetFactors {
   bool crosstraffic = false;  // flows also load their reverse route at 5%
   double tcp_gamma = 0;       // > 0: a flow's share is capped at tcp_gamma / (2 x route latency)
 };
+// SimGrid's defaults of a flow model: lv08 (latency x 13.01, bandwidth x 0.97, weight-S 20537 B,
+// cross-traffic, TCP-gamma 1e15 B) or cm02 (plain latency and bandwidth, TCP-gamma 1e15 B).
+NetFactors flow_model_defaults(const std::string& model);
 
 struct PlanCost {
   double time_s = 0;       // from the first op to the last one, all ranks

@@ -57,7 +57,10 @@ json to_json(const Row& w) {
               {"wrong", w.checked ? json(w.wrong) : json(nullptr)},
               {"max_abs", w.lossy ? number_or_null(w.max_abs) : json(nullptr)},
               {"rel_l2", w.lossy ? number_or_null(w.rel_l2) : json(nullptr)},
-              {"snr_db", w.lossy ? number_or_null(w.snr_db) : json(nullptr)}};
+              {"snr_db", w.lossy ? number_or_null(w.snr_db) : json(nullptr)},
+              {"copy_us", w.copy_s * 1e6},
+              {"model_us", number_or_null(w.model_s * 1e6)},
+              {"model_err", number_or_null(w.model_err())}};
 }
 
 json host_json() {
@@ -68,7 +71,7 @@ json host_json() {
 const char* csv_header() {
   return "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
          "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,policy,predicted_us,call,error,"
-         "regret,wrong,backend,max_abs,rel_l2,snr_db\n";
+         "regret,wrong,backend,max_abs,rel_l2,snr_db,model_us,model_err,copy_us\n";
 }
 
 std::string csv_line(const Row& w) {
@@ -105,15 +108,18 @@ std::string csv_line(const Row& w) {
   field(w.lossy ? fixed_or_empty(w.max_abs, 6) : "");
   field(w.lossy ? fixed_or_empty(w.rel_l2, 6) : "");
   field(w.lossy && std::isfinite(w.snr_db) ? fixed(w.snr_db, 3) : "");
+  field(fixed_or_empty(w.model_s * 1e6, 3));
+  field(std::isfinite(w.model_err()) ? fixed(w.model_err(), 4) : "");
+  field(fixed(w.copy_s * 1e6, 3));
   return s + "\n";
 }
 
 std::string table_header(Table t) {
   char buf[512];
   if (t == Table::Run)
-    std::snprintf(buf, sizeof buf, "#%12s %12s %5s %15s %-22s %-13s %-12s %6s %12s %9s %9s %7s %10s %8s %8s %7s %s\n",
-                  "size", "count", "type", "collective", "algorithm", "placement", "codec", "ranks", "time(us)", "algbw",
-                  "busbw", "ratio", "codec(us)", "speedup", "rel.err", "#wrong", "policy");
+    std::snprintf(buf, sizeof buf, "#%12s %12s %5s %15s %-22s %-13s %-12s %6s %12s %12s %7s %9s %9s %7s %10s %8s %8s %7s %s\n",
+                  "size", "count", "type", "collective", "algorithm", "placement", "codec", "ranks", "time(us)", "model(us)",
+                  "err", "algbw", "busbw", "ratio", "codec(us)", "speedup", "rel.err", "#wrong", "policy");
   else
     std::snprintf(buf, sizeof buf, "#%12s %12s %5s %15s %-24s %-13s %-11s %6s %12s %9s %9s %7s %10s %8s %-9s%s\n", "size",
                   "count", "type", "collective", "algorithm", "placement", "codec", "ranks", "time(us)", "algbw", "busbw",
@@ -125,10 +131,14 @@ std::string table_line(const Row& w, Table t) {
   char buf[1024];
   const std::string speedup = std::isnan(w.speedup) ? "-" : fixed(w.speedup, 3);
   if (t == Table::Run) {
-    std::snprintf(buf, sizeof buf, " %12llu %12llu %5s %15s %-22s %-13s %-12s %6d %12s %9s %9s %7s %10s %8s %8s %7llu %s\n",
+    const double err = w.model_err();
+    std::snprintf(buf, sizeof buf,
+                  " %12llu %12llu %5s %15s %-22s %-13s %-12s %6d %12s %12s %7s %9s %9s %7s %10s %8s %8s %7llu %s\n",
                   static_cast<unsigned long long>(w.size), static_cast<unsigned long long>(w.count), w.dtype.c_str(),
                   w.collective.c_str(), w.algorithm.c_str(), w.placement.c_str(), w.codec.c_str(), w.ranks,
-                  fixed(w.time_s * 1e6, 2).c_str(), fixed(w.algbw_gbps(), 2).c_str(), fixed(w.busbw_gbps(), 2).c_str(),
+                  fixed(w.time_s * 1e6, 2).c_str(), std::isnan(w.model_s) ? "-" : fixed(w.model_s * 1e6, 2).c_str(),
+                  std::isfinite(err) ? (fixed(100 * err, 1) + "%").c_str() : "-", fixed(w.algbw_gbps(), 2).c_str(),
+                  fixed(w.busbw_gbps(), 2).c_str(),
                   fixed(w.ratio, 4).c_str(),
                   w.backend == "nccl" && w.codec != "identity" ? "-" : fixed(w.codec_s * 1e6, 2).c_str(), speedup.c_str(),
                   w.lossy ? fixed(w.rel_l2, 5).c_str() : "-", static_cast<unsigned long long>(w.wrong), w.policy.c_str());

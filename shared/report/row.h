@@ -31,12 +31,16 @@ struct Row {
   std::string ratio_source;
   uint64_t wire_bytes = 0, raw_bytes = 0, messages = 0, ops = 0;
   double codec_s = 0, reduce_s = 0, wall_s = 0;
+  double copy_s = 0;             // compcoll-run, host backend: time in copy ops (mean per rank)
   std::string error;
   std::string backend;           // simgrid | mpi | nccl
   std::string calibration;       // the kernel calibration's source (derived, measured, zero)
   // Derived within the cell.
   double speedup = NAN;          // over the static identity row of the cell
   double predicted_s = NAN;      // the policy's own estimate (adaptive: cost model; nccl-like: NCCL's)
+  double model_s = NAN;          // compcoll-run: the cost model's time for the row's plan on the
+                                 // experiment's topology and calibration (what compcoll-sim predicts)
+  double model_err() const { return model_s / time_s - 1; }  // < 0: the model is faster than measured
   size_t candidates = 0;         // compcoll-sim's oracle: plans simulated
   double regret = NAN;           // compcoll-sim, with an oracle: time / the oracle's - 1
   // compcoll-run: correctness; lossy rows against the uncompressed output.

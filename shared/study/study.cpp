@@ -90,6 +90,15 @@ void Ratios::resolve_all() {
       if (find_codec(c)) get(c, s);
 }
 
+policy::NetFactors net_factors(const Experiment& exp) {
+  policy::NetFactors f = policy::flow_model_defaults(exp.network.model);
+  if (exp.network.latency_factor) f.latency_factor = *exp.network.latency_factor;
+  if (exp.network.bandwidth_factor) f.bandwidth_factor = *exp.network.bandwidth_factor;
+  if (exp.network.tcp_gamma) f.tcp_gamma = *exp.network.tcp_gamma;
+  if (exp.network.crosstraffic) f.crosstraffic = *exp.network.crosstraffic;
+  return f;
+}
+
 policy::System make_system(const topo::Topology& topo, const calib::Calibration& cal, const policy::NetFactors& net,
                            Ratios& ratios, const std::vector<std::string>& codecs) {
   policy::System sys;
@@ -165,6 +174,11 @@ sched::BuildSpec Planner::build_spec(const policy::Plan& plan, const Cell& cell)
   if (gpus_per_node_ > 0) b.gpus_per_node = gpus_per_node_;
   b.root = exp_.calls[cell.call].root;
   return b;
+}
+
+policy::PlanCost Planner::model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell) {
+  const double ratio = codec == "identity" ? 1.0 : system_.ratio(codec, cell.info.dtype, cell.info.tensor);
+  return policy::predict(sched::build_schedule(b), topo_, *system_.calibration, codec, ratio, system_.net, routes_);
 }
 
 void Planner::label(Entry& e, const Cell& cell) const {

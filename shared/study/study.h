@@ -58,6 +58,11 @@ class Ratios {
   std::map<std::string, calib::MeasuredRatio> ratios_;
 };
 
+// The flow model's factors of the experiment's `network` (policy::flow_model_defaults of its
+// model, then the keys it sets): what compcoll-sim simulates with, so compcoll-run's plans and
+// model column use the same.
+policy::NetFactors net_factors(const Experiment& exp);
+
 // What a policy sees of a system: the topology (its placement puts the call's ranks), the
 // calibration, the network model's factors, the ratios, and the codecs it may use.
 policy::System make_system(const topo::Topology& topo, const calib::Calibration& cal, const policy::NetFactors& net,
@@ -120,6 +125,9 @@ class Planner {
   std::vector<Entry> plan(const Cell& cell, bool predict_static = false);
   // The schedule of a plan of the cell (with the call's root).
   sched::BuildSpec build_spec(const policy::Plan& plan, const Cell& cell) const;
+  // The cost model's prediction (shared/policy/cost_model.h) for schedule `b` of the cell as
+  // built, `codec` at the ratio the policies use: what compcoll-sim would simulate for it.
+  policy::PlanCost model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell);
   const policy::System& system() const { return system_; }
   int gpus_per_node() const { return gpus_per_node_; }
 

@@ -25,9 +25,37 @@ LinkSpec read_link(const Node& n) {
     l.efficiency = e.as_double();
     if (!(l.efficiency > 0 && l.efficiency <= 1)) e.fail("expected an efficiency in (0, 1]");
   }
+  const Node bs = n.opt("by_size");
+  if (bs.defined()) {
+    if (!bs.is_sequence() || bs.size() == 0) bs.fail("expected a list of [bytes, factor] pairs");
+    for (size_t i = 0; i < bs.size(); ++i) {
+      const Node pt = bs[i];
+      if (!pt.is_sequence() || pt.size() != 2) pt.fail("expected [bytes, factor]");
+      const double bytes = pt[0].as_double(), f = pt[1].as_double();
+      if (!(bytes > 0)) pt[0].fail("expected a message size in bytes > 0");
+      if (!(f > 0 && f <= 100)) pt[1].fail("expected a bandwidth factor in (0, 100]");
+      if (!l.by_size.empty() && bytes <= l.by_size.back().first) pt[0].fail("expected sizes in increasing order");
+      l.by_size.emplace_back(bytes, f);
+    }
+  }
   n.check_no_unknown_keys();
   return l;
 }
+
+}  // namespace
+
+double LinkSpec::size_factor(double bytes) const {
+  if (by_size.empty()) return 1.0;
+  if (bytes <= by_size.front().first) return by_size.front().second;
+  if (bytes >= by_size.back().first) return by_size.back().second;
+  const auto hi = std::upper_bound(by_size.begin(), by_size.end(), bytes,
+                                   [](double b, const std::pair<double, double>& p) { return b < p.first; });
+  const auto lo = hi - 1;
+  const double w = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
+  return lo->second + w * (hi->second - lo->second);
+}
+
+namespace {
 
 uint64_t product(const std::vector<unsigned>& v, size_t lo, size_t hi) {
   uint64_t p = 1;
@@ -380,9 +408,17 @@ std::string describe(const Topology& t) {
   o << "#   intra-node " << t.intra_fabric << ": per GPU " << fmt_bw(t.gpu_link.bandwidth) << " x efficiency "
     << t.gpu_link.efficiency << " = " << fmt_bw(t.gpu_link.effective_bandwidth()) << ", latency "
     << fmt_us(t.gpu_link.latency) << " per link\n";
+  auto by_size = [&](const LinkSpec& l, const char* what) {
+    if (l.by_size.empty()) return;
+    o << "#   " << what << " bandwidth by message size (measured): x" << l.by_size.front().second << " at "
+      << l.by_size.front().first << " B to x" << l.by_size.back().second << " at " << l.by_size.back().first << " B, "
+      << l.by_size.size() << " points\n";
+  };
+  by_size(t.gpu_link, "intra-node");
   if (t.generator != Generator::SingleNode)
     o << "#   network: " << t.nics_per_gpu << " NIC port(s) per GPU, ports " << fmt_bw(t.network_link.bandwidth)
       << " x efficiency " << t.network_link.efficiency << ", latency " << fmt_us(t.network_link.latency) << " per hop\n";
+  by_size(t.network_link, "network");
   if (t.generator == Generator::FatTree || t.generator == Generator::RailFatTree) {
     const auto& f = t.fat_tree;
     auto list = [](const std::vector<unsigned>& v) {

@@ -24,7 +24,12 @@ struct LinkSpec {
   double bandwidth = 0;    // bytes/s per direction, nominal
   double latency = 0;      // seconds per traversal
   double efficiency = 1.0; // fraction of `bandwidth` a transfer reaches (calibrated, stated in the file)
+  // Measured transports only (`by_size`): the fraction of the bandwidth a message of a given
+  // size reaches, (bytes, factor) by increasing bytes, SMPI's piecewise idea; a message's
+  // factor is interpolated linearly in log(bytes) and held flat past both ends. Empty: 1.
+  std::vector<std::pair<double, double>> by_size;
   double effective_bandwidth() const { return bandwidth * efficiency; }
+  double size_factor(double bytes) const;
 };
 
 enum class Generator : uint8_t { SingleNode, FatTree, RailFatTree, Dragonfly, Torus };
@@ -80,6 +85,12 @@ struct Topology {
   std::vector<int> rank_to_gpu;      // rank -> GPU id (node * gpus_per_node + local)
   Graph graph;                       // vertices 0..gpus()-1 are the GPUs
 
+  // The bandwidth factor (LinkSpec::by_size) of a message between two GPUs: the intra-node
+  // link's within a node, the network link's across nodes.
+  double message_factor(int src_gpu, int dst_gpu, double bytes) const {
+    return (src_gpu / gpus_per_node == dst_gpu / gpus_per_node ? gpu_link : network_link).size_factor(bytes);
+  }
+  bool has_size_factors() const { return !gpu_link.by_size.empty() || !network_link.by_size.empty(); }
   int gpus() const { return nodes * gpus_per_node; }
   int node_of(int gpu) const { return gpu / gpus_per_node; }
   int local_of(int gpu) const { return gpu % gpus_per_node; }

@@ -43,6 +43,24 @@ double simulated(const topo::Topology& t, const sim::Call& call, const sim::Netw
   return simulated_in_turn(t, {call}, net, cal).front();
 }
 
+// A bf16 call of `bytes` over every GPU of `t`, the codec at ratio 0.7.
+sim::Call call_of(const topo::Topology& t, sched::Collective c, const char* algorithm, sched::Placement placement,
+                  const std::string& codec, uint32_t chunks, uint64_t bytes) {
+  sim::Call call;
+  call.codec = codec;
+  call.ratio = 0.7;
+  auto& b = call.build;
+  b.collective = c;
+  b.algorithm = algorithm;
+  b.placement = placement;
+  b.nranks = t.gpus();
+  b.gpus_per_node = t.gpus_per_node;
+  b.dtype = DType::BF16;
+  b.count = bytes / 2;
+  b.pipe.chunks = chunks;
+  return call;
+}
+
 }  // namespace
 
 TEST_CASE("cost model within 0.2% of the simulator where flows share no link inside the network", "[sim][cost-model]") {
@@ -97,20 +115,10 @@ TEST_CASE("cost model within 0.2% of the simulator where flows share no link ins
     for (const auto& cal : {calib::zero_calibration(), derived}) {
       for (const auto& k : cases) {
         for (uint64_t bytes : {uint64_t{1} << 20, uint64_t{256} << 20}) {
-          sim::Call call;
-          call.codec = k.codec;
-          call.ratio = 0.7;
+          sim::Call call = call_of(*k.topo, k.c, k.algorithm, k.placement, k.codec, k.chunks, bytes);
           auto& b = call.build;
-          b.collective = k.c;
-          b.algorithm = k.algorithm;
-          b.placement = k.placement;
           b.intra_placement = k.intra;
-          b.nranks = k.topo->gpus();
-          b.gpus_per_node = k.topo->gpus_per_node;
           b.inter = "recursive";
-          b.dtype = DType::BF16;
-          b.count = bytes / 2;
-          b.pipe.chunks = k.chunks;
           const double sim_s = simulated(*k.topo, call, net, cal);
           policy::RouteCache routes(*k.topo);
           const auto pred =
@@ -287,4 +295,57 @@ TEST_CASE("cost model against SimGrid with full rate updates and fine time preci
     small.build.count = policy::count_for(b.collective, 1000000, b.dtype, b.nranks);
     CHECK(simulated_in_turn(t, {small, call}, net, calib::zero_calibration())[1] == Approx(alone).epsilon(1e-9));
   }
+}
+
+// A measured host topology (topologies/host-mpi-4.yaml, written by compcoll-bench transport):
+// every message's bandwidth is scaled by the factor its size reached in the measurement
+// (topo::LinkSpec::by_size). The simulator asks SimGrid for it per message (its bandwidth-factor
+// callback), the cost model applies the same factor: both stay within 0.2%, also where flows of
+// different sizes share a rank's link (direct all-to-all, pipelined chunks).
+TEST_CASE("cost model within 0.2% of the simulator with bandwidth factors by message size", "[sim][cost-model]") {
+  const auto host = calib::load_calibration(kRoot + "/calibration/host-amd-epyc-noavx512-x4.yaml");
+  const auto t = topo::load_topology(kRoot + "/topologies/host-mpi-4.yaml");
+  REQUIRE(t.has_size_factors());
+  struct Case {
+    const char* name;
+    sched::Collective c;
+    const char* algorithm;
+    sched::Placement placement;
+    std::string codec;
+    uint32_t chunks;
+  };
+  using sched::Collective;
+  using sched::Placement;
+  const std::vector<Case> cases = {
+      {"ring piped", Collective::AllReduce, "ring", Placement::None, "identity", 4},
+      {"ring zipccl", Collective::AllReduce, "ring", Placement::ZipCCL, "gauss-exp", 1},
+      {"allgather", Collective::AllGather, "ring", Placement::None, "identity", 1},
+      {"chain", Collective::Broadcast, "chain", Placement::None, "identity", 8},
+      {"direct all-to-all", Collective::AllToAll, "direct", Placement::None, "identity", 1},
+      {"pairwise all-to-all", Collective::AllToAll, "pairwise", Placement::PerHop, "gauss-exp", 1},
+  };
+  for (const char* model : {"cm02", "lv08"}) {
+    const sim::NetworkModel net = sim::NetworkModel::defaults(model);
+    for (const auto& cal : {calib::zero_calibration(), host}) {
+      for (const auto& k : cases) {
+        for (uint64_t bytes : {uint64_t{64} << 10, uint64_t{16} << 20}) {
+          const sim::Call call = call_of(t, k.c, k.algorithm, k.placement, k.codec, k.chunks, bytes);
+          const auto& b = call.build;
+          const double sim_s = simulated(t, call, net, cal);
+          policy::RouteCache routes(t);
+          const auto pred =
+              policy::predict(sched::build_schedule(b), t, cal, k.codec, call.ratio, net.factors(), routes);
+          CAPTURE(net.describe(), cal.source, k.name, bytes, sim_s, pred.time_s);
+          CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
+        }
+      }
+    }
+  }
+  // The factors matter: without them the same 64 KiB ring takes another time.
+  topo::Topology flat = t;
+  flat.gpu_link.by_size.clear();
+  const sim::Call call = call_of(t, Collective::AllReduce, "ring", Placement::None, "identity", 1, 64 << 10);
+  const sim::NetworkModel cm02 = sim::NetworkModel::defaults("cm02");
+  CHECK(simulated(t, call, cm02, calib::zero_calibration()) !=
+        Approx(simulated(flat, call, cm02, calib::zero_calibration())).epsilon(0.05));
 }

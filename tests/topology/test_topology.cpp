@@ -41,6 +41,7 @@ const char* kNode = R"(node:
 TEST_CASE("every shipped topology loads, with the GPU count its name says", "[topology]") {
   const std::vector<std::pair<std::string, int>> files = {
       {"dgx-h100.yaml", 8},          {"h100-64gpu.yaml", 64},     {"fat-tree-1k.yaml", 1024},
+      {"host-mpi.yaml", 2},          {"host-mpi-4.yaml", 4},
       {"fat-tree-4k-2to1.yaml", 4096}, {"fat-tree-16k.yaml", 16384}, {"dragonfly-2k.yaml", 2048},
       {"dragonfly-16k.yaml", 16384}, {"torus-1k.yaml", 1024},     {"torus-16k.yaml", 16384}};
   for (const auto& [f, gpus] : files) {
@@ -145,6 +146,18 @@ TEST_CASE("bad topology files: one line naming the file, the key path and what w
       {"leaf", std::string("name: x\ngenerator: fat-tree\n") + kNode +
                    "network:\n  nodes: 3\n  link: {bandwidth: 400Gb/s, latency: 1us}\n  tiers: 2\n  gpus_per_leaf: 16\n",
        0, "network: gpus_per_leaf (16) must divide the 24 GPUs"},
+      {"by-size-order",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
+       "by_size: [[8192, 0.5], [4096, 0.4]]}\n",
+       0, "node.gpu_link.by_size.1.0: expected sizes in increasing order"},
+      {"by-size-factor",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
+       "by_size: [[4096, 0]]}\n",
+       0, "node.gpu_link.by_size.0.1: expected a bandwidth factor in (0, 100]"},
+      {"by-size-pair",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
+       "by_size: [4096]}\n",
+       0, "node.gpu_link.by_size.0: expected [bytes, factor]"},
       {"torus", std::string("name: x\ngenerator: torus\n") + kNode +
                     "network:\n  nodes: 2\n  link: {bandwidth: 400Gb/s, latency: 1us}\n  dims: [4, 3]\n",
        0, "network.dims: the torus has 12 positions but the nodes have 16 GPUs"},
@@ -184,4 +197,21 @@ TEST_CASE("units: bandwidths in bytes/s, times in seconds, sizes in bytes", "[co
   CHECK(config::parse_bytes("64KiB") == 65536u);
   CHECK_THROWS_AS(config::parse_bytes("1.5B"), std::invalid_argument);
   CHECK_THROWS_AS(config::parse_time("3 parsecs"), std::invalid_argument);
+}
+
+TEST_CASE("measured bandwidth by message size: interpolated in log(bytes), flat past both ends", "[topology]") {
+  LinkSpec l;
+  CHECK(l.size_factor(12345) == 1.0);  // none: the bandwidth as it is
+  l.by_size = {{4096, 0.25}, {16384, 0.75}, {1 << 20, 2.0}};
+  CHECK(l.size_factor(1) == 0.25);
+  CHECK(l.size_factor(4096) == 0.25);
+  CHECK(l.size_factor(8192) == Approx(0.5));  // halfway in log(bytes)
+  CHECK(l.size_factor(16384) == 0.75);
+  CHECK(l.size_factor(double(1 << 30)) == 2.0);
+  // The shipped host topology: written by compcoll-bench transport, factors by size, one node.
+  const Topology t = load_topology(topo_file("host-mpi.yaml"));
+  CHECK(t.has_size_factors());
+  CHECK(t.gpu_link.by_size.size() >= 10);
+  CHECK(t.message_factor(0, 1, 4096) == t.gpu_link.by_size.front().second);
+  CHECK_THAT(describe(t), Catch::Contains("bandwidth by message size (measured)"));
 }

@@ -1,0 +1,211 @@
+// real/transport_bench.cpp — the transport's own latency and bandwidth (transport_bench.h).
+#include "real/transport_bench.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace compcoll::real {
+
+namespace {
+
+// The sizes of a sweep: 8 bytes, then powers of 2 from 4 KiB to max_bytes.
+std::vector<uint64_t> sweep_sizes(uint64_t max_bytes) {
+  std::vector<uint64_t> v{8};
+  for (uint64_t b = 4096; b <= max_bytes; b *= 2) v.push_back(b);
+  return v;
+}
+
+// One round of a pattern on this rank. Exchange: a send and a receive posted together (one
+// transport group). Ping: send, then receive the answer; pong: receive, then answer.
+struct Round {
+  enum Kind { Idle, Exchange, Ping, Pong } kind = Idle;
+  int send_to = -1, recv_from = -1;
+};
+
+void run_round(Transport& t, DataBackend& b, const Round& r, void* sbuf, void* rbuf, size_t bytes) {
+  auto recv = [&] {
+    return t.post_recv(rbuf, bytes, r.recv_from, t.reserve_seqs(Transport::Direction::Recv, r.recv_from, 1), true);
+  };
+  auto send = [&] {
+    return t.post_send(sbuf, bytes, r.send_to, t.reserve_seqs(Transport::Direction::Send, r.send_to, 1), true);
+  };
+  auto one = [&](auto post) {
+    t.group_start();
+    const Request q = post();
+    t.group_end();
+    t.wait(q);
+  };
+  switch (r.kind) {
+    case Round::Idle: break;
+    case Round::Exchange: {
+      t.group_start();
+      const Request q = recv();
+      const Request s = send();
+      t.group_end();
+      t.wait(q);
+      t.wait(s);
+      break;
+    }
+    case Round::Ping: one(send), one(recv); break;
+    case Round::Pong: one(recv), one(send); break;
+  }
+  b.synchronize();
+}
+
+// Each round's messages come from and go to the next of kWindow slots of `bytes` (send and
+// receive buffers kWindow x bytes each): a collective's messages move through its input,
+// output and staging buffers, several times a message's size, so a message is cache-resident
+// only where a collective of that size would be.
+constexpr int kWindow = 4;
+
+// Seconds per round of `r` at `bytes`: one untimed round, then opt.min_samples batches of
+// rounds, together at least opt.min_time_s (rank 0 decides how many rounds a batch has); the
+// median over batches of the slowest rank's mean round.
+double time_rounds(Transport& t, DataBackend& b, const Round& r, void* sbuf, void* rbuf, size_t bytes,
+                   const TransportBenchOptions& opt) {
+  t.barrier();
+  double t0 = MPI_Wtime();
+  run_round(t, b, r, sbuf, rbuf, bytes);
+  double once = MPI_Wtime() - t0;
+  MPI_Allreduce(MPI_IN_PLACE, &once, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const int samples = std::max(1, opt.min_samples);
+  int reps = static_cast<int>(std::ceil(opt.min_time_s / samples / std::max(once, 1e-7)));
+  reps = std::clamp(reps, 1, 100000);
+  MPI_Bcast(&reps, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<double> batch;
+  for (int k = 0; k < samples; ++k) {
+    t.barrier();
+    t0 = MPI_Wtime();
+    for (int i = 0; i < reps; ++i) {
+      const size_t at = static_cast<size_t>(i % kWindow) * bytes;
+      run_round(t, b, r, static_cast<uint8_t*>(sbuf) + at, static_cast<uint8_t*>(rbuf) + at, bytes);
+    }
+    double mean = (MPI_Wtime() - t0) / reps;
+    MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    batch.push_back(mean);
+  }
+  std::sort(batch.begin(), batch.end());
+  return batch[batch.size() / 2];
+}
+
+struct Layout {
+  std::vector<std::vector<int>> hosts;  // ranks of each host, in rank order
+  int host = 0, local = 0;              // this rank's
+};
+
+Layout layout(const std::vector<int>& host_of, int rank) {
+  Layout l;
+  for (size_t r = 0; r < host_of.size(); ++r) {
+    const size_t h = static_cast<size_t>(host_of[r]);
+    if (l.hosts.size() <= h) l.hosts.resize(h + 1);
+    if (static_cast<int>(r) == rank) l.host = static_cast<int>(h), l.local = static_cast<int>(l.hosts[h].size());
+    l.hosts[h].push_back(static_cast<int>(r));
+  }
+  return l;
+}
+
+TransportSeries sweep(Transport& t, DataBackend& b, const Round& r, const std::string& pattern,
+                      const std::string& between, const TransportBenchOptions& opt, double per_round) {
+  TransportSeries s{pattern, between, {}};
+  const std::vector<uint64_t> sizes = sweep_sizes(opt.max_bytes);
+  void* sbuf = b.alloc(kWindow * opt.max_bytes);
+  void* rbuf = b.alloc(kWindow * opt.max_bytes);
+  for (uint64_t bytes : sizes)
+    s.points.emplace_back(static_cast<double>(bytes), time_rounds(t, b, r, sbuf, rbuf, bytes, opt) * per_round);
+  b.release(sbuf);
+  b.release(rbuf);
+  return s;
+}
+
+}  // namespace
+
+std::vector<int> hosts_of_world() {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int leader = rank;  // the lowest rank of this host
+  MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, node);
+  MPI_Comm_free(&node);
+  std::vector<int> leaders(static_cast<size_t>(world));
+  MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::vector<int> sorted = leaders;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::vector<int> host_of(static_cast<size_t>(world));
+  for (size_t r = 0; r < leaders.size(); ++r)
+    host_of[r] = static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), leaders[r]) - sorted.begin());
+  return host_of;
+}
+
+std::vector<TransportSeries> measure_transport(Transport& t, DataBackend& b, const std::vector<int>& host_of,
+                                               const TransportBenchOptions& opt) {
+  const Layout l = layout(host_of, t.rank());
+  const auto& mine = l.hosts[static_cast<size_t>(l.host)];
+  std::vector<TransportSeries> out;
+  // Every host's ranks in a ring, all hosts at once.
+  bool all_shared = true;
+  for (const auto& h : l.hosts) all_shared &= h.size() >= 2;
+  if (all_shared) {
+    const size_t n = mine.size(), i = static_cast<size_t>(l.local);
+    const Round r{Round::Exchange, mine[(i + 1) % n], mine[(i + n - 1) % n]};
+    out.push_back(sweep(t, b, r, "exchange", "host", opt, 1.0));
+  }
+  // Rank 0 and the next rank of its host, the others idle.
+  if (l.hosts[0].size() >= 2) {
+    Round r;
+    const int peer = l.hosts[0][1];
+    if (t.rank() == 0) r = {Round::Ping, peer, peer};
+    else if (t.rank() == peer) r = {Round::Pong, 0, 0};
+    out.push_back(sweep(t, b, r, "pingpong", "host", opt, 0.5));
+  }
+  if (l.hosts.size() >= 2) {
+    bool even = true;
+    for (const auto& h : l.hosts) even &= h.size() == l.hosts[0].size();
+    if (even) {  // rank (host h, local i) to (h+1, i), from (h-1, i): NCCL's rail rings
+      const size_t H = l.hosts.size(), h = static_cast<size_t>(l.host), i = static_cast<size_t>(l.local);
+      const Round r{Round::Exchange, l.hosts[(h + 1) % H][i], l.hosts[(h + H - 1) % H][i]};
+      out.push_back(sweep(t, b, r, "exchange", "network", opt, 1.0));
+    }
+    Round r;
+    const int peer = l.hosts[1][0];
+    if (t.rank() == 0) r = {Round::Ping, peer, peer};
+    else if (t.rank() == peer) r = {Round::Pong, 0, 0};
+    out.push_back(sweep(t, b, r, "pingpong", "network", opt, 0.5));
+  }
+  return out;
+}
+
+TransportFit fit_transport(const TransportSeries& s, double fit_from) {
+  TransportFit f;
+  f.between = s.between;
+  f.fit_from = fit_from;
+  if (s.points.empty()) return f;
+  // The least time of any message: the smallest message's, unless noise made it slower.
+  f.latency_s = s.points.front().second;
+  for (const auto& p : s.points) f.latency_s = std::min(f.latency_s, p.second);
+  for (size_t i = 1; i < s.points.size(); ++i) f.out_of_order += s.points[i].second < 0.9 * s.points[i - 1].second;
+  std::vector<double> bw;
+  for (const auto& [bytes, sec] : s.points)
+    if (bytes >= fit_from && sec > f.latency_s) bw.push_back(bytes / (sec - f.latency_s));
+  if (bw.empty())  // no point that large: the largest one
+    bw.push_back(s.points.back().first / std::max(s.points.back().second - f.latency_s, 1e-12));
+  std::sort(bw.begin(), bw.end());
+  f.bandwidth_Bps = bw.size() % 2 ? bw[bw.size() / 2] : 0.5 * (bw[bw.size() / 2 - 1] + bw[bw.size() / 2]);
+  for (const auto& [bytes, sec] : s.points)
+    f.worst_rel_error = std::max(f.worst_rel_error, std::fabs((f.latency_s + bytes / f.bandwidth_Bps) / sec - 1));
+  auto human = [](double b) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB"};
+    int u = 0;
+    while (b >= 1024 && u < 3) b /= 1024, ++u;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g %s", b, units[u]);
+    return std::string(buf);
+  };
+  f.source = s.pattern + ", latency the least time (at " + human(s.points.front().first) + " normally), bandwidth the median over " +
+             human(fit_from) + " - " + human(s.points.back().first);
+  return f;
+}
+
+}  // namespace compcoll::real

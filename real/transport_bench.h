@@ -1,0 +1,64 @@
+// real/transport_bench.h — measures the transport itself (the one compcoll-run's executor
+// uses: MPI point-to-point on host buffers, or NCCL's on device buffers) so the simulator can
+// model the machine a real run is on. `compcoll-bench transport` (tools/transport_cmd.cpp)
+// runs it under mpirun and writes the points, the fit and a topology file
+// (docs/CALIBRATION.md, "The transport").
+//
+// Two patterns, each a message size swept in powers of 2:
+//   exchange  every rank sends `bytes` to rank+1 and receives `bytes` from rank-1 at once (a
+//             ring step, the pattern the schedules are made of), all ranks together; the time
+//             of one exchange is the slowest rank's mean.
+//   pingpong  rank 0 and one peer, the others idle: half the round trip.
+// Between ranks of one host ("host"), and, when the job spans several hosts, between ranks of
+// two hosts ("network": pingpong between rank 0 and the first rank of another host; the
+// exchange then runs over a ring that alternates hosts where it can).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "real/backend.h"
+#include "real/transport.h"
+
+namespace compcoll::real {
+
+struct TransportSeries {
+  std::string pattern;  // exchange | pingpong
+  std::string between;  // host | network
+  std::vector<std::pair<double, double>> points;  // (bytes, seconds per message)
+};
+
+// A message of `bytes` takes latency + bytes / bandwidth: what a link pair of the topology
+// (CM02, no latency or bandwidth factor) gives a message.
+struct TransportFit {
+  std::string between;
+  double latency_s = 0;       // the least time of any message (the smallest message's, normally)
+  double bandwidth_Bps = 0;   // median over sizes >= fit_from of bytes / (time - latency)
+  double fit_from = 0;        // bytes
+  double worst_rel_error = 0; // the fit against every point of its series, largest |fit/measured - 1|
+  int out_of_order = 0;       // points more than 10% faster than the next smaller message: a loaded machine
+  std::string source;         // "exchange, 8 B - 64 MiB"
+};
+
+struct TransportBenchOptions {
+  uint64_t max_bytes = uint64_t{64} << 20;
+  double min_time_s = 0.1;   // of timed rounds per point, at least
+  int min_samples = 5;       // batches of rounds per point; the median batch is the point
+};
+
+// Every rank calls it (collective over `transport`'s ranks); every rank gets the series
+// (rank 0's view). `host_of[r]` is rank r's host index.
+std::vector<TransportSeries> measure_transport(Transport& transport, DataBackend& backend,
+                                               const std::vector<int>& host_of, const TransportBenchOptions& opt);
+
+// The fit of one series (its smallest point gives the latency). `fit_from`: the smallest
+// size the bandwidth is read from.
+TransportFit fit_transport(const TransportSeries& s, double fit_from = double(1 << 20));
+
+// Host index of every rank of MPI_COMM_WORLD (ranks sharing memory share a host).
+std::vector<int> hosts_of_world();
+
+}  // namespace compcoll::real

@@ -1,0 +1,84 @@
+// tests/report/test_model_check.cpp — compcoll-run's check of the model against measured rows
+// (shared/report/model_check.h): the ranking per cell, the policies' measured regret, the
+// model's error over the run.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "report/model_check.h"
+
+using namespace compcoll::report;
+
+namespace {
+
+Row row(const std::string& algorithm, const std::string& codec, double time_us, double model_us,
+        const std::string& policy = "static", uint64_t size = 1 << 20) {
+  Row r;
+  r.collective = "allreduce";
+  r.algorithm = algorithm;
+  r.placement = "none";
+  r.codec = codec;
+  r.size = size;
+  r.policy = policy;
+  r.time_s = time_us * 1e-6;
+  r.model_s = model_us * 1e-6;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("model check: the model's pick, pairs ordered as measured, each policy's measured regret", "[report]") {
+  ModelCheck check;
+  Row lib = row("MPI_Allreduce", "identity", 50, NAN);
+  lib.library = true;
+  check.add(lib);                                         // the library's row: not a plan
+  check.add(row("ring", "identity", 100, 90));            // measured fastest
+  check.add(row("ring", "gauss-exp", 150, 80));           // the model's fastest: measured +50%
+  check.add(row("recursive", "identity", 105, 120));      // within 10% of ring: no pair with it
+  check.add(row("ring", "gauss-exp", 160, 80, "adaptive"));  // the same plan as a static row
+  check.add(row("recursive", "identity", 104, 120, "nccl-like"));
+  const CellVerdict v = check.close_cell();
+  CHECK(v.fastest == "ring none identity");
+  CHECK(v.fastest_s == Approx(100e-6));
+  CHECK(v.model_fastest == "ring none gauss-exp");
+  CHECK(v.model_pick_regret == Approx(0.5));
+  // Pairs whose measured times differ by more than 10%: ring/gauss-exp against each identity
+  // plan; the model orders both the wrong way.
+  CHECK(v.pairs == 2);
+  CHECK(v.agree == 0);
+  // A policy's regret is its own row's time.
+  CHECK(v.regret.at("adaptive") == Approx(0.6));
+  CHECK(v.regret.at("nccl-like") == Approx(0.04));
+  CHECK_THAT(ModelCheck::cell_line(v), Catch::Contains("the model's fastest ring none gauss-exp measured +50.0%"));
+
+  check.add(row("ring", "identity", 200, 190, "static", 1 << 16));
+  check.add(row("recursive", "identity", 400, 300, "adaptive", 1 << 16));
+  const CellVerdict w = check.close_cell();
+  CHECK(w.model_fastest == w.fastest);
+  CHECK(w.pairs == 1);
+  CHECK(w.agree == 1);
+  CHECK(w.regret.at("adaptive") == Approx(1.0));
+
+  const std::string s = check.summary();
+  // Errors: -10%, -46.7%, +14.3%, -50%, +15.4% (1 MiB rows) and -5%, -25% (64 KiB rows).
+  const double logs[] = {std::log(0.9), std::log(80.0 / 150), std::log(120.0 / 105), std::log(0.5), std::log(120.0 / 104),
+                         std::log(0.95), std::log(0.75)};
+  double sum = 0;
+  for (double l : logs) sum += std::fabs(l);
+  const double geomean = std::exp(sum / 7) - 1;
+  CHECK(check.to_json()["geomean_abs_err"].get<double>() == Approx(geomean));
+  CHECK(check.to_json()["rows_with_model"] == 7);
+  CHECK_THAT(s, Catch::Contains("# model: 7 rows"));
+  CHECK_THAT(s, Catch::Contains("2/5 within 15%"));
+  CHECK_THAT(s, Catch::Contains("worst -50.0%: allreduce ring none gauss-exp 1048576 (adaptive)"));
+  CHECK_THAT(s, Catch::Contains("measured fastest in 1/2 cells"));
+  CHECK_THAT(s, Catch::Contains("1/3 ordered as measured"));
+  CHECK_THAT(s, Catch::Contains("adaptive mean 0.800, max 1.000 (fastest in 0/2)"));
+}
+
+TEST_CASE("model check: no row with a model says so", "[report]") {
+  ModelCheck check;
+  check.add(row("ring", "identity", 100, NAN));
+  check.close_cell();
+  CHECK_THAT(check.summary(), Catch::Contains("no row has a model time"));
+}
