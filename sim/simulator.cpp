@@ -71,6 +71,8 @@ struct CallRun {
   const sched::Schedule* schedule = nullptr;
   const Call* call = nullptr;
   const calib::Calibration* cal = nullptr;
+  const topo::Topology* topology = nullptr;
+  double bandwidth_factor = 1;   // the flow model's (receive copies are charged at it)
   std::deque<Payload> payloads;  // stable addresses, one per message
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
   double codec_s = 0, reduce_s = 0, end = 0;
@@ -175,7 +177,12 @@ void RankActor::start_send(uint64_t conn) {
   const auto [pl, k] = q.pending.front();
   q.pending.pop_front();
   q.busy = true;
-  track(mailbox(r_, peer, static_cast<uint32_t>(conn >> 32), k)->put_async(pl, pl->wire), kPosted,
+  // A message the receiver copies (topology receive_copy) carries no bytes on the links: it
+  // takes the route's latency, then the receiver's copy (wait_one).
+  const int src = run_.topology->rank_to_gpu[static_cast<size_t>(r_)];
+  const int dst = run_.topology->rank_to_gpu[static_cast<size_t>(peer)];
+  const uint64_t size = run_.topology->copies_on_receive(src, dst) ? 0 : pl->wire;
+  track(mailbox(r_, peer, static_cast<uint32_t>(conn >> 32), k)->put_async(pl, size), kPosted,
         static_cast<int64_t>(conn));
 }
 
@@ -275,7 +282,20 @@ void RankActor::wait_one() {
     if (!kernels_.empty()) start_kernel();
   }
   const auto& op = p_.ops[i];
-  if (op.kind == OpKind::Recv && op.dst.buf == BufKind::Wire) wire_[op.dst.index] = *static_cast<const Payload*>(received_[i]);
+  if (op.kind == OpKind::Recv && conn != kKernel) {  // the message arrived
+    const Payload& pl = *static_cast<const Payload*>(received_[i]);
+    if (op.dst.buf == BufKind::Wire) wire_[op.dst.index] = pl;
+    const int src = run_.topology->rank_to_gpu[static_cast<size_t>(op.peer)];
+    const int dst = run_.topology->rank_to_gpu[static_cast<size_t>(r_)];
+    if (run_.topology->copies_on_receive(src, dst)) {  // then the receiver copies it, in its kernel queue
+      const double s = run_.topology->receive_copy_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor);
+      if (s > 0) {
+        kernels_.emplace_back(i, s);
+        if (!kernel_busy_) start_kernel();
+        return;
+      }
+    }
+  }
   complete(i);
 }
 
@@ -356,6 +376,8 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     run.schedule = &schedule;
     run.call = &call;
     run.cal = &job.calibration;
+    run.topology = &job.topology;
+    run.bandwidth_factor = job.network.bandwidth_factor;
     for (const auto& rp : schedule.ranks) res.ops += rp.ops.size();
     const double start = s4u::Engine::get_clock();
     run.end = start;

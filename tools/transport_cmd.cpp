@@ -185,8 +185,11 @@ std::string topology_yaml(const Job& j, const Options& o, const real::TransportS
     << "name: " << o.name << "\n"
     << "description: " << quoted(std::to_string(j.per_host) + " " + o.backend + " ranks on one host (" + j.device +
                                  "), measured transport")
-    << "\ngenerator: single-node\nnode:\n  gpus: " << j.per_host << "\n  fabric: pcie\n"
-    << "  gpu_link:\n    bandwidth: " << num(f.bandwidth_Bps / 1e9) << "GB/s\n    latency: " << num(f.latency_s / 2 * 1e6)
+    << "\ngenerator: single-node\nnode:\n  gpus: " << j.per_host << "\n  fabric: pcie\n";
+  if (o.backend == "mpi")
+    y << "  # MPI over shared memory: the receiving rank's core copies each message, in turn with its kernels\n"
+      << "  receive_copy: true\n";
+  y << "  gpu_link:\n    bandwidth: " << num(f.bandwidth_Bps / 1e9) << "GB/s\n    latency: " << num(f.latency_s / 2 * 1e6)
     << "us\n    efficiency: 1\n"
     << "    # per message size, measured bytes / (time - latency) / bandwidth (the exchange points)\n    by_size: [";
   bool first = true;

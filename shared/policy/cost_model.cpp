@@ -180,6 +180,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     uint32_t lane = 0;
     double left = 0, since = 0, rate = 0;  // bytes left at time `since`, flowing at `rate` since
     double factor = 1;                     // bandwidth_factor x the topology's factor for its size
+    bool copied = false;                   // the receiver's core copies it (topo receive_copy)
     double penalty = 0, bound = kNever;     // sharing weight; TCP-gamma cap on its share
     uint32_t first = 0, count = 0;          // into uses
     uint32_t version = 0;                   // bumped when its finish time changes
@@ -333,7 +334,8 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     fl = Flow{from, r, recv_op, m.bytes};
     fl.lane = lane;
     fl.version = version + 1;
-    fl.left = static_cast<double>(m.bytes);
+    fl.copied = t.copies_on_receive(src_gpu, dst_gpu);
+    fl.left = fl.copied ? 0.0 : static_cast<double>(m.bytes);  // copied by the receiver: latency only
     const RouteFlow& rf = flow_of(src_gpu, dst_gpu, route);
     fl.first = rf.first;
     fl.count = rf.count;
@@ -348,7 +350,10 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     pairs[connection_key(fl.from, fl.r, fl.lane)].busy = false;
     const auto& op = s.ranks[fl.r].ops[fl.op];
     if (op.dst.buf == BufKind::Wire) ranks[fl.r].wire[op.dst.index] = fl.bytes;
-    finish_op(fl.r, fl.op, now);
+    Rank& st = ranks[fl.r];
+    const double copy = fl.copied ? t.receive_copy_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor) : 0;
+    if (copy > 0) st.gpu_free = std::max(st.gpu_free, now) + copy;  // in the receiver's kernel queue
+    finish_op(fl.r, fl.op, copy > 0 ? st.gpu_free : now);
     try_send(fl.from, fl.r, fl.lane);
   };
 

@@ -318,6 +318,7 @@ Topology load_topology(const std::string& path, int ranks, const std::vector<std
     t.nvls = node.get("nvls").as_bool();
     if (t.nvls && t.intra_fabric != "nvswitch") node.get("nvls").fail("NVLS needs fabric: nvswitch");
   }
+  if (node.has("receive_copy")) t.receive_copy = node.get("receive_copy").as_bool();
   node.check_no_unknown_keys();
 
   if (t.generator == Generator::SingleNode) {
@@ -415,6 +416,8 @@ std::string describe(const Topology& t) {
       << l.by_size.size() << " points\n";
   };
   by_size(t.gpu_link, "intra-node");
+  if (t.receive_copy)
+    o << "#   receive copy: the receiving rank's core copies each message within a node, in turn with its kernels\n";
   if (t.generator != Generator::SingleNode)
     o << "#   network: " << t.nics_per_gpu << " NIC port(s) per GPU, ports " << fmt_bw(t.network_link.bandwidth)
       << " x efficiency " << t.network_link.efficiency << ", latency " << fmt_us(t.network_link.latency) << " per hop\n";

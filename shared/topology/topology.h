@@ -75,6 +75,11 @@ struct Topology {
   int nodes = 1, gpus_per_node = 8;
   std::string intra_fabric = "nvswitch";  // nvswitch | pcie
   bool nvls = true;        // the NVSwitch reduces and multicasts (NVLink SHARP, H100 and later); nvswitch only
+  // Ranks of a host over shared-memory MPI (compcoll-bench transport writes it): the receiving
+  // rank's core copies every message within the node, in turn with its kernels, as compcoll-run's
+  // host executor does (one thread per rank). A message takes its route's latency, then
+  // receive_copy_seconds() in the receiver's kernel queue; no link carries its bytes.
+  bool receive_copy = false;
   LinkSpec gpu_link;       // GPU <-> node switch
   int nics_per_gpu = 1;
   LinkSpec network_link;   // every network port (NIC <-> switch, switch <-> switch)
@@ -91,6 +96,14 @@ struct Topology {
     return (src_gpu / gpus_per_node == dst_gpu / gpus_per_node ? gpu_link : network_link).size_factor(bytes);
   }
   bool has_size_factors() const { return !gpu_link.by_size.empty() || !network_link.by_size.empty(); }
+  // With receive_copy: whether a message between these GPUs is copied by the receiver, and for
+  // how long (`bandwidth_factor`: the flow model's, as on a link).
+  bool copies_on_receive(int src_gpu, int dst_gpu) const {
+    return receive_copy && src_gpu / gpus_per_node == dst_gpu / gpus_per_node;
+  }
+  double receive_copy_seconds(double bytes, double bandwidth_factor) const {
+    return bytes / (gpu_link.effective_bandwidth() * gpu_link.size_factor(bytes) * bandwidth_factor);
+  }
   int gpus() const { return nodes * gpus_per_node; }
   int node_of(int gpu) const { return gpu / gpus_per_node; }
   int local_of(int gpu) const { return gpu % gpus_per_node; }

@@ -301,8 +301,10 @@ TEST_CASE("cost model against SimGrid with full rate updates and fine time preci
 // every message's bandwidth is scaled by the factor its size reached in the measurement
 // (topo::LinkSpec::by_size). The simulator asks SimGrid for it per message (its bandwidth-factor
 // callback), the cost model applies the same factor: both stay within 0.2%, also where flows of
-// different sizes share a rank's link (direct all-to-all, pipelined chunks).
-TEST_CASE("cost model within 0.2% of the simulator with bandwidth factors by message size", "[sim][cost-model]") {
+// different sizes share a rank's link (direct all-to-all, pipelined chunks), and with the
+// receiver's core copying each message (topo receive_copy).
+TEST_CASE("cost model within 0.2% of the simulator with bandwidth factors by message size and receive copies",
+          "[sim][cost-model]") {
   const auto host = calib::load_calibration(kRoot + "/calibration/host-amd-epyc-noavx512-x4.yaml");
   const auto t = topo::load_topology(kRoot + "/topologies/host-mpi-4.yaml");
   REQUIRE(t.has_size_factors());
@@ -324,28 +326,38 @@ TEST_CASE("cost model within 0.2% of the simulator with bandwidth factors by mes
       {"direct all-to-all", Collective::AllToAll, "direct", Placement::None, "identity", 1},
       {"pairwise all-to-all", Collective::AllToAll, "pairwise", Placement::PerHop, "gauss-exp", 1},
   };
-  for (const char* model : {"cm02", "lv08"}) {
-    const sim::NetworkModel net = sim::NetworkModel::defaults(model);
-    for (const auto& cal : {calib::zero_calibration(), host}) {
-      for (const auto& k : cases) {
-        for (uint64_t bytes : {uint64_t{64} << 10, uint64_t{16} << 20}) {
-          const sim::Call call = call_of(t, k.c, k.algorithm, k.placement, k.codec, k.chunks, bytes);
-          const auto& b = call.build;
-          const double sim_s = simulated(t, call, net, cal);
-          policy::RouteCache routes(t);
-          const auto pred =
-              policy::predict(sched::build_schedule(b), t, cal, k.codec, call.ratio, net.factors(), routes);
-          CAPTURE(net.describe(), cal.source, k.name, bytes, sim_s, pred.time_s);
-          CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
+  // And with the receiving rank's core copying every message (receive_copy, as compcoll-run's
+  // host executor does): a message takes its latency, then a copy in the receiver's kernel queue.
+  topo::Topology flowing = t, copying = t;
+  flowing.receive_copy = false;
+  copying.receive_copy = true;
+  for (const topo::Topology* topo : std::vector<const topo::Topology*>{&flowing, &copying}) {
+    for (const char* model : {"cm02", "lv08"}) {
+      const sim::NetworkModel net = sim::NetworkModel::defaults(model);
+      for (const auto& cal : {calib::zero_calibration(), host}) {
+        for (const auto& k : cases) {
+          for (uint64_t bytes : {uint64_t{64} << 10, uint64_t{16} << 20}) {
+            const sim::Call call = call_of(*topo, k.c, k.algorithm, k.placement, k.codec, k.chunks, bytes);
+            const double sim_s = simulated(*topo, call, net, cal);
+            policy::RouteCache routes(*topo);
+            const auto pred = policy::predict(sched::build_schedule(call.build), *topo, cal, k.codec, call.ratio,
+                                              net.factors(), routes);
+            CAPTURE(topo->receive_copy, net.describe(), cal.source, k.name, bytes, sim_s, pred.time_s);
+            CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
+          }
         }
       }
     }
   }
   // The factors matter: without them the same 64 KiB ring takes another time.
-  topo::Topology flat = t;
+  topo::Topology flat = flowing;
   flat.gpu_link.by_size.clear();
   const sim::Call call = call_of(t, Collective::AllReduce, "ring", Placement::None, "identity", 1, 64 << 10);
   const sim::NetworkModel cm02 = sim::NetworkModel::defaults("cm02");
-  CHECK(simulated(t, call, cm02, calib::zero_calibration()) !=
+  CHECK(simulated(flowing, call, cm02, calib::zero_calibration()) !=
         Approx(simulated(flat, call, cm02, calib::zero_calibration())).epsilon(0.05));
+  // A 16 MiB ring in 4 chunks: with the receiver copying, reduces and copies take turns on each
+  // rank, so the pipelining overlaps less and the call takes longer.
+  const sim::Call piped = call_of(t, Collective::AllReduce, "ring", Placement::None, "identity", 4, 16 << 20);
+  CHECK(simulated(copying, piped, cm02, host) > 1.05 * simulated(flowing, piped, cm02, host));
 }

@@ -211,6 +211,10 @@ TEST_CASE("measured bandwidth by message size: interpolated in log(bytes), flat 
   // The shipped host topology: written by compcoll-bench transport, factors by size, one node.
   const Topology t = load_topology(topo_file("host-mpi.yaml"));
   CHECK(t.has_size_factors());
+  CHECK(t.receive_copy);  // MPI over shared memory: the receiving core copies
+  CHECK(t.copies_on_receive(0, 1));
+  CHECK(t.receive_copy_seconds(1 << 20, 1.0) ==
+        Approx((1 << 20) / (t.gpu_link.effective_bandwidth() * t.gpu_link.size_factor(1 << 20))));
   CHECK(t.gpu_link.by_size.size() >= 10);
   CHECK(t.message_factor(0, 1, 4096) == t.gpu_link.by_size.front().second);
   CHECK_THAT(describe(t), Catch::Contains("bandwidth by message size (measured)"));
