@@ -58,6 +58,23 @@ std::vector<TransportSeries> measure_transport(Transport& transport, DataBackend
 // size the bandwidth is read from.
 TransportFit fit_transport(const TransportSeries& s, double fit_from = double(1 << 20));
 
+// The topology file of the machine a job measured (docs/TOPOLOGY.md), from its exchange series:
+// each link half the fit's latency and the fit's bandwidth, and `by_size` the factor each
+// measured size reached, so a message of a measured size takes its measured time in the model.
+// One host: a single node of `per_host` ranks (the mpi backend: receive_copy). Several hosts:
+// a two-tier fat tree whose one leaf switch holds every rank's port, the network link from the
+// between-hosts series, intra-node links from the within-host one (when per_host >= 2).
+struct MachineTopology {
+  std::string name, description;
+  std::vector<std::string> comment;  // lines written first, each as a YAML comment
+  std::string backend = "mpi";
+  int hosts = 1, per_host = 1;
+  const TransportSeries* host = nullptr;     // exchange within a host (per_host >= 2)
+  const TransportSeries* network = nullptr;  // exchange between hosts (hosts >= 2)
+};
+// std::invalid_argument when a series the machine needs is missing.
+std::string topology_yaml(const MachineTopology& m);
+
 // Host index of every rank of MPI_COMM_WORLD (ranks sharing memory share a host).
 std::vector<int> hosts_of_world();
 

@@ -34,7 +34,7 @@ constexpr const char* kUsage =
     "usage: mpirun -np N compcoll-bench transport --out FILE.yaml [--topology-out FILE.yaml] [--name NAME]\n"
     "                                         [--backend mpi|nccl] [--max-bytes N] [--min-time SECONDS]\n"
     "  --out           the transport file: every point measured and the fit (docs/CALIBRATION.md)\n"
-    "  --topology-out  a topology file of this machine from the fit (one host only)\n"
+    "  --topology-out  a topology file of this machine from the measurement (one node, or a fat tree of the hosts)\n"
     "  --name          the topology's name (default host-<backend>)\n"
     "  --backend       mpi: host buffers, MPI point-to-point; nccl: one GPU per rank (default mpi)\n"
     "  --max-bytes     largest message timed (default 64MiB)\n"
@@ -167,41 +167,6 @@ std::string transport_yaml(const Job& j, const Options& o, const std::vector<rea
   return y.str();
 }
 
-// One host: its ranks on one switch, each link half the measured latency and the fit's
-// bandwidth, with the factor by message size that makes a message of each measured size take
-// its measured time (latency + bytes / (bandwidth x factor)).
-std::string topology_yaml(const Job& j, const Options& o, const real::TransportSeries& series,
-                          const real::TransportFit& f) {
-  std::ostringstream y;
-  y << "# MEASURED: the " << o.backend << " transport between the " << j.per_host << " ranks of one host (" << j.device
-    << "), written by\n# `" << j.command << "` on " << j.measured_at << "\n# (every point and the fit: " << o.out
-    << ").\n"
-    << "# A message between two ranks takes latency + bytes / (bandwidth x by_size factor), as measured in\n"
-    << "# the exchange pattern (every rank sending and receiving at once, as in a ring step): latency " << num(f.latency_s * 1e6)
-    << " us,\n# bandwidth " << num(f.bandwidth_Bps / 1e9) << " GB/s (the median over 1 MiB and more; alone, without by_size, within "
-    << num(100 * f.worst_rel_error) << "% of every point),\n# and by_size the factor each measured size reached.\n"
-    << "# Each rank's link to the switch carries half the latency. Use it with network: {model: cm02}: the\n"
-    << "# figures are the transport's, with no flow-model factors on top.\n"
-    << "name: " << o.name << "\n"
-    << "description: " << quoted(std::to_string(j.per_host) + " " + o.backend + " ranks on one host (" + j.device +
-                                 "), measured transport")
-    << "\ngenerator: single-node\nnode:\n  gpus: " << j.per_host << "\n  fabric: pcie\n";
-  if (o.backend == "mpi")
-    y << "  # MPI over shared memory: the receiving rank's core copies each message, in turn with its kernels\n"
-      << "  receive_copy: true\n";
-  y << "  gpu_link:\n    bandwidth: " << num(f.bandwidth_Bps / 1e9) << "GB/s\n    latency: " << num(f.latency_s / 2 * 1e6)
-    << "us\n    efficiency: 1\n"
-    << "    # per message size, measured bytes / (time - latency) / bandwidth (the exchange points)\n    by_size: [";
-  bool first = true;
-  for (const auto& [bytes, sec] : series.points) {
-    if (bytes < 4096 || !(sec > f.latency_s)) continue;
-    y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << num(bytes / (sec - f.latency_s) / f.bandwidth_Bps) << "]";
-    first = false;
-  }
-  y << "]\n";
-  return y.str();
-}
-
 struct Endpoint {
   std::unique_ptr<real::Transport> transport;
   std::unique_ptr<real::DataBackend> backend;
@@ -241,13 +206,25 @@ int measure(const Options& o, int argc, char** argv) {
   }
   j.hosts = static_cast<int>(count.size());
   j.per_host = std::all_of(count.begin(), count.end(), [&](int c) { return c == count[0]; }) ? count[0] : 0;
-  if (!o.topology_out.empty() && j.hosts > 1)
-    throw BadArgs("--topology-out: this job spans " + std::to_string(j.hosts) +
-                  " hosts; only a one-host topology is written (the fit's network figures go into a "
-                  "topology by hand: docs/TOPOLOGY.md)");
+  if (!o.topology_out.empty() && j.hosts > 1 && !j.per_host)
+    throw BadArgs("--topology-out: the hosts of this job run different numbers of ranks; a topology needs the "
+                  "same number on every host");
   int local = 0;
   for (int r = 0; r < rank; ++r) local += host_of[static_cast<size_t>(r)] == host_of[static_cast<size_t>(rank)];
-  Endpoint ep = make_endpoint(o.backend, local);
+  // A rank whose endpoint cannot be set up (no GPU for it) stops the job: the first one says why.
+  Endpoint ep;
+  std::string why;
+  try {
+    ep = make_endpoint(o.backend, local);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  int first_bad = why.empty() ? j.ranks : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first_bad < j.ranks) {
+    if (rank == first_bad) std::cerr << "compcoll-bench transport: rank " << rank << ": " << why << "\n";
+    return 2;
+  }
   j.library = mpi_library();
   j.device = ep.backend->memory() == real::MemorySpace::Host ? report::this_host().cpu : ep.backend->describe();
   j.command = report::command_line(argc, argv);
@@ -276,10 +253,26 @@ int measure(const Options& o, int argc, char** argv) {
   write_file(o.out, transport_yaml(j, o, series, fits));
   std::printf("# wrote %s\n", o.out.c_str());
   if (!o.topology_out.empty()) {
-    if (fits.empty()) throw BadArgs("--topology-out: no exchange between ranks of one host was measured");
-    const auto host = std::find_if(series.begin(), series.end(),
-                                   [](const real::TransportSeries& x) { return x.pattern == "exchange" && x.between == "host"; });
-    write_file(o.topology_out, topology_yaml(j, o, *host, fits.front()));
+    real::MachineTopology m;
+    m.name = o.name;
+    m.backend = o.backend;
+    m.hosts = j.hosts;
+    m.per_host = j.per_host;
+    for (const auto& x : series)
+      if (x.pattern == "exchange") (x.between == "host" ? m.host : m.network) = &x;
+    m.description = std::to_string(j.ranks) + " " + o.backend + " ranks on " + std::to_string(j.hosts) + " host(s) (" +
+                    j.device + "), measured transport";
+    m.comment = {"MEASURED: the " + o.backend + " transport between the ranks of this job, written by",
+                 "`" + j.command + "` on " + j.measured_at + " (every point and the fit: " + o.out + ").",
+                 "A message takes its route's latency + bytes / (bandwidth x by_size factor), as measured in the",
+                 "exchange pattern (every rank sending and receiving at once, as in a ring step); each link carries",
+                 "half the latency. Use it with network: {model: cm02}: the figures are the transport's, with no",
+                 "flow-model factors on top."};
+    try {
+      write_file(o.topology_out, real::topology_yaml(m));
+    } catch (const std::invalid_argument& e) {
+      throw BadArgs(std::string("--topology-out: ") + e.what());
+    }
     topo::load_topology(o.topology_out);  // what it wrote must load
     std::printf("# wrote %s\n", o.topology_out.c_str());
   }
