@@ -1,21 +1,27 @@
 // tools/compcoll_bench.cpp — compcoll-bench: measures codecs on real or synthetic tensors.
-//   compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json] [--chunk N]
+//   compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json] [--chunk N] [--peer zipnn]
 //                        [--min-time SECONDS] PATH...
 // Per input and codec: ratio, the order-0 exponent-entropy bound, encode/decode GB/s (best of
 // several timed runs after an untimed warm-up), then a separate check: bit-exact for lossless
 // codecs; for lossy ones (fp8-hadamard) the max abs and relative L2 error, and a check that
 // decoding succeeds and finite inputs stay finite. zstd -1 (plain
-// and byte-grouped), lz4 and memcpy run on the same bytes in the same process as yardsticks.
+// and byte-grouped), lz4 and memcpy run on the same bytes in the same process as yardsticks;
+// --peer zipnn runs ZipNN on them too, through Python (tools/zipnn_peer.py).
 //   compcoll-bench calibrate ...   (tools/calibrate.cpp: writes a calibration file)
 // The program decides exit codes; the libraries only report.
 #include <lz4.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zstd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -39,6 +45,7 @@ struct Options {
   uint32_t chunk = format::kDefaultChunkElements;
   double min_time = 0.2;
   std::vector<std::string> inputs;
+  bool zipnn = false;  // --peer zipnn: ZipNN through Python (tools/zipnn_peer.py) on the same bytes
 };
 
 struct Row {
@@ -75,7 +82,7 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
   std::fprintf(stderr, "compcoll-bench: %s\n", msg.c_str());
   std::fprintf(stderr,
                "usage: compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json]\n"
-               "                            [--chunk ELEMENTS] [--min-time SECONDS] PATH...\n"
+               "                            [--chunk ELEMENTS] [--min-time SECONDS] [--peer zipnn] PATH...\n"
                "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n"
                "       compcoll-bench calibrate --out FILE.yaml [...]     (calibrate --help)\n"
                "       mpirun -np N compcoll-bench transport --out FILE.yaml [...]   (transport --help)\n");
@@ -200,6 +207,48 @@ std::vector<Yardstick> yardsticks() {
   return {{"zstd-1", zc, zd, false}, {"zstd-1-bytegrouped", zc, zd, true}, {"lz4", lc, ld, false}};
 }
 
+// --peer zipnn: the script, and the Python that runs it (COMPCOLL_PYTHON, default python3).
+std::string zipnn_command(const std::string& args) {
+  const char* py = std::getenv("COMPCOLL_PYTHON");
+  return std::string(py && *py ? py : "python3") + " '" + COMPCOLL_TOOLS_DIR "/zipnn_peer.py' " + args + " 2>&1";
+}
+
+// Runs a command; its exit status and everything it printed.
+std::pair<int, std::string> run_command(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, "cannot start: " + cmd};
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// ZipNN on the tensor's bytes (written to a file the script reads), one row like the others.
+bool zipnn_row(const TensorData& t, const Options& opt, double bound, double memcpy_gbps, const RowPrinter& printer) {
+  const std::string path = "/tmp/compcoll-bench-zipnn-" + std::to_string(getpid()) + ".bin";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  }
+  char min_time[32];
+  std::snprintf(min_time, sizeof min_time, "%g", opt.min_time);
+  const auto [rc, out] = run_command(zipnn_command("--dtype " + std::string(dtype_name(t.dtype)) + " --min-time " +
+                                                   min_time + " '" + path + "'"));
+  std::remove(path.c_str());
+  nlohmann::json j;
+  const size_t line = out.rfind('{');
+  if (rc == 0 && line != std::string::npos) j = nlohmann::json::parse(out.substr(line), nullptr, false);
+  if (rc != 0 || !j.is_object() || !j.contains("ok")) {
+    std::fprintf(stderr, "compcoll-bench: %s: --peer zipnn failed (exit %d): %s\n", t.source.c_str(), rc, out.c_str());
+    return false;
+  }
+  const bool good = j["ok"].get<bool>();
+  printer.row({t.source, "zipnn-" + j.value("version", std::string("?")), t.dtype, t.elements(), j.value("ratio", 0.0),
+               bound, j.value("encode_gbps", 0.0), j.value("decode_gbps", 0.0), memcpy_gbps, good ? "OK" : "FAILED"});
+  return good;
+}
+
 // Runs every selected codec and the yardsticks on one tensor; returns false if a check failed.
 bool bench_tensor(const TensorData& t, const Options& opt, const RowPrinter& printer) {
   const size_t bytes = t.bytes.size();
@@ -245,6 +294,7 @@ bool bench_tensor(const TensorData& t, const Options& opt, const RowPrinter& pri
                  gbps(bytes, enc), gbps(bytes, dec), memcpy_gbps, good ? "OK" : "FAILED",
                  codec.lossless() ? -1.0 : err.max_abs, codec.lossless() ? -1.0 : err.rel_l2});
   }
+  if (opt.zipnn) ok &= zipnn_row(t, opt, bound, memcpy_gbps, printer);
   if (!opt.codecs.empty()) return ok;
   for (const Yardstick& y : yardsticks()) {
     const std::vector<uint8_t> src = y.grouped ? byte_grouped(t) : t.bytes;
@@ -285,6 +335,12 @@ Options parse_args(int argc, char** argv) {
       if (!opt.dtype) usage_error("--dtype: expected bf16, fp16 or fp32, got \"" + v + "\"");
     } else if (a == "--json") {
       opt.json = true;
+    } else if (a == "--peer") {
+      const std::string v = value();
+      if (v != "zipnn") usage_error("--peer: expected zipnn, got \"" + v + "\"");
+      const auto [rc, out] = run_command(zipnn_command("--check"));
+      if (rc != 0) usage_error("--peer zipnn: " + out.substr(0, out.find('\n')));
+      opt.zipnn = true;
     } else if (a == "--chunk") {
       const std::string v = value();
       char* end = nullptr;

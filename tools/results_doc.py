@@ -201,6 +201,14 @@ def pct(v):
     return "-" if v is None or math.isnan(v) else f"{100 * v:+.1f}%"
 
 
+def repo_path(path):
+    """The file as the repository names it (results files hold the absolute path they ran with)."""
+    for top in ("topologies/", "calibration/", "experiments/"):
+        if top in path:
+            return path[path.rfind(top):]
+    return path
+
+
 def loop_run(name, label):
     doc = load(name)
     rows = [r for r in doc["rows"] if r.get("model_us") is not None and r["time_us"] > 0]
@@ -214,7 +222,7 @@ def loop_run(name, label):
     pairs = sum(c["pairs"] for c in cells)
     agree = sum(c["pairs_agree"] for c in cells)
     out = [f"**{label}** — command: `{cmd}` (data: `notebooks/data/{name}`); {doc['versions']['mpi']}, "
-           f"run on {host_text(doc)}; topology `{os.path.relpath(doc['topology']['file'], ROOT) if doc['topology']['file'].startswith(ROOT) else doc['topology']['file']}`.",
+           f"run on {host_text(doc)}; topology `{repo_path(doc['topology']['file'])}`.",
            "",
            f"- model error over {len(errs)} rows: geometric mean {100 * geo_abs(errs):.1f}%; rows of 1 MiB and more: "
            f"{100 * geo_abs(large):.1f}%, {sum(abs(e) <= 0.15 for e in large)}/{len(large)} within 15%.",
