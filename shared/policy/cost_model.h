@@ -16,6 +16,10 @@
 // get the rates the simulator gives them, as does SimGrid's TCP-gamma cap on a flow's share
 // (tcp_gamma / (2 x route latency)). Rates are recomputed only over the flows and links that
 // the flows started or ended reach through shared links.
+// A topology measured by compcoll-bench transport adds two things, as the simulator does: a
+// bandwidth factor per message size (topo::LinkSpec::by_size) on each flow's progress, and
+// with receive_copy a message within a node carries no bytes on its links: after its latency
+// the receiver copies it, in its kernel queue (the host executor's one thread per rank).
 // tests/sim/test_cost_model.cpp: 0.9995-1.0000 of the simulated time in all 268 cases.
 // Over the 1,080 plans of experiments/policy-validation.yaml: 1,056 within 0.5%, all within
 // 0.94-1.06; the outliers, 1,024-rank hierarchical plans on contended topologies, are SimGrid's
