@@ -3,9 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 #include <stdexcept>
+
+#include "config/yaml_node.h"
 
 namespace compcoll::real {
 
@@ -213,40 +214,28 @@ TransportFit fit_transport(const TransportSeries& s, double fit_from) {
 
 namespace {
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.5g", v);
-  return buf;
-}
-
 // A link of the topology from a series: half the latency per link (a route crosses two), the
 // fit's bandwidth, the factor of every measured size.
 std::string link_yaml(const TransportSeries& s, const std::string& indent) {
   const TransportFit f = fit_transport(s);
   std::ostringstream y;
-  y << indent << "bandwidth: " << num(f.bandwidth_Bps / 1e9) << "GB/s\n"
-    << indent << "latency: " << num(f.latency_s / 2 * 1e6) << "us\n"
+  y << indent << "bandwidth: " << config::yaml_number(f.bandwidth_Bps / 1e9) << "GB/s\n"
+    << indent << "latency: " << config::yaml_number(f.latency_s / 2 * 1e6) << "us\n"
     << indent << "efficiency: 1\n"
     << indent << "# " << s.pattern << " between " << (s.between == "host" ? "ranks of a host" : "hosts") << ": latency "
-    << num(f.latency_s * 1e6) << " us, bandwidth " << num(f.bandwidth_Bps / 1e9)
-    << " GB/s (the median over 1 MiB and more; alone within " << num(100 * f.worst_rel_error) << "% of every point);\n"
+    << config::yaml_number(f.latency_s * 1e6) << " us, bandwidth " << config::yaml_number(f.bandwidth_Bps / 1e9)
+    << " GB/s (the median over 1 MiB and more; alone within " << config::yaml_number(100 * f.worst_rel_error) << "% of every point);\n"
     << indent << "# by_size: bytes / (time - latency) / bandwidth of each measured size\n"
     << indent << "by_size: [";
   bool first = true;
   for (const auto& [bytes, sec] : s.points) {
     if (bytes < 4096 || !(sec > f.latency_s)) continue;
-    y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << num(bytes / (sec - f.latency_s) / f.bandwidth_Bps)
+    y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << config::yaml_number(bytes / (sec - f.latency_s) / f.bandwidth_Bps)
       << "]";
     first = false;
   }
   y << "]\n";
   return y.str();
-}
-
-std::string quoted(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) o += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return o + "\"";
 }
 
 }  // namespace
@@ -257,7 +246,7 @@ std::string topology_yaml(const MachineTopology& m) {
   if (m.per_host >= 2 && !m.host) throw std::invalid_argument("no exchange measured within a host");
   std::ostringstream y;
   for (const auto& c : m.comment) y << "# " << c << "\n";
-  y << "name: " << m.name << "\ndescription: " << quoted(m.description) << "\n"
+  y << "name: " << m.name << "\ndescription: " << config::yaml_quote(m.description) << "\n"
     << "generator: " << (m.hosts > 1 ? "fat-tree" : "single-node") << "\nnode:\n  gpus: " << m.per_host
     << "\n  fabric: pcie\n";
   if (m.backend == "mpi" && m.per_host >= 2)

@@ -492,16 +492,6 @@ std::vector<uint8_t> tile(const std::vector<uint8_t>& pool, uint64_t bytes) {
   return out;
 }
 
-std::string yaml_quote(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    o += c;
-  }
-  return o + "\"";
-}
-
 std::string human_bytes(uint64_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -797,20 +787,20 @@ int run_calibrate(int argc, char** argv) {
       y << "# PARTIAL: " << curves.size() << " of " << wanted.size()
         << " curves (complete: false; `missing` lists the others).\n";
     y << "# Durations in seconds per uncompressed bytes; see docs/CALIBRATION.md.\n";
-    y << "device: " << yaml_quote(device->name()) << "\n";
+    y << "device: " << config::yaml_quote(device->name()) << "\n";
     y << "source: measured\n";
     y << "complete: " << (complete ? "true" : "false") << "\n";
     if (!complete) {
       y << "missing:\n";
-      for (const CurveKey& k : missing) y << "  - " << yaml_quote(k.name()) << "\n";
+      for (const CurveKey& k : missing) y << "  - " << config::yaml_quote(k.name()) << "\n";
     }
     y << "date: " << date << "\n";
-    y << "statement: " << yaml_quote(statement.str()) << "\n";
+    y << "statement: " << config::yaml_quote(statement.str()) << "\n";
     y << "machine:\n";
-    for (const auto& [k, v] : device->machine()) y << "  " << k << ": " << yaml_quote(v) << "\n";
-    y << "  compcoll_version: " << yaml_quote(COMPCOLL_VERSION) << "\n";
-    y << "  command: " << yaml_quote(command) << "\n";
-    y << "  measured_at: " << yaml_quote(stamp) << "\n";
+    for (const auto& [k, v] : device->machine()) y << "  " << k << ": " << config::yaml_quote(v) << "\n";
+    y << "  compcoll_version: " << config::yaml_quote(COMPCOLL_VERSION) << "\n";
+    y << "  command: " << config::yaml_quote(command) << "\n";
+    y << "  measured_at: " << config::yaml_quote(stamp) << "\n";
     y << "curves:" << (curves.empty() ? " []" : "") << "\n";
     char num[64];
     for (const auto& [key, points] : curves) {

@@ -92,16 +92,11 @@ std::string now_utc(const char* fmt) {
   return buf;
 }
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.5g", v);
-  return buf;
-}
-
-std::string quoted(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) o += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return o + "\"";
+// The file (parent folders made), written atomically.
+void write_file(const std::string& path, const std::string& text) {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  report::write_atomic(p, text);
 }
 
 std::string mpi_library() {
@@ -112,17 +107,6 @@ std::string mpi_library() {
   return s.substr(0, s.find_first_of(",\n"));
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  const std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << text;
-    if (!f) throw std::runtime_error(path + ": cannot write");
-  }
-  std::filesystem::rename(tmp, path);
-}
 
 struct Job {
   int ranks = 1, hosts = 1, per_host = 1;  // per_host: 0 when hosts differ
@@ -135,7 +119,7 @@ std::string transport_yaml(const Job& j, const Options& o, const std::vector<rea
   y << "# MEASURED by `" << j.command << "` on " << j.measured_at << ".\n"
     << "# The transport compcoll-run uses, between the ranks of this job; docs/CALIBRATION.md (The transport).\n"
     << "kind: transport\nsource: measured\ndate: " << j.date << "\n"
-    << "statement: " << quoted("MEASURED by compcoll-bench transport (compcoll " COMPCOLL_VERSION ") over " + o.backend +
+    << "statement: " << config::yaml_quote("MEASURED by compcoll-bench transport (compcoll " COMPCOLL_VERSION ") over " + o.backend +
                                " point-to-point (real/transport.h, the executor's transport), " +
                                std::to_string(j.ranks) + " ranks on " + std::to_string(j.hosts) +
                                " host(s). exchange: every rank sends a message to the next rank and receives one "
@@ -143,26 +127,26 @@ std::string transport_yaml(const Job& j, const Options& o, const std::vector<rea
                                "time per exchange. pingpong: rank 0 and one peer, the others idle; half the round "
                                "trip. A round's messages rotate through 4 buffer slots of their size on each side (a collective's "
                                "messages move through buffers several times their size). Each point: one untimed round, then 5 batches of rounds, " +
-                               num(o.bench.min_time_s) + " s in all, MPI_Wtime around each batch; the median batch. fit: latency = the "
+                               config::yaml_number(o.bench.min_time_s) + " s in all, MPI_Wtime around each batch; the median batch. fit: latency = the "
                                "least time of any message (the smallest message's, normally), bandwidth = the median of bytes / (time - latency) over "
                                "messages of 1 MiB and more.")
     << "\n"
-    << "backend: " << o.backend << "\nlibrary: " << quoted(j.library) << "\nranks: " << j.ranks << "\nhosts: " << j.hosts
+    << "backend: " << o.backend << "\nlibrary: " << config::yaml_quote(j.library) << "\nranks: " << j.ranks << "\nhosts: " << j.hosts
     << "\nranks_per_host: " << j.per_host << "\n"
-    << "machine: {device: " << quoted(j.device) << ", logical_cpus: " << std::thread::hardware_concurrency()
-    << ", loadavg_at_start: " << quoted(j.loadavg) << ", command: " << quoted(j.command) << "}\n"
+    << "machine: {device: " << config::yaml_quote(j.device) << ", logical_cpus: " << std::thread::hardware_concurrency()
+    << ", loadavg_at_start: " << config::yaml_quote(j.loadavg) << ", command: " << config::yaml_quote(j.command) << "}\n"
     << "series:\n";
   for (const auto& s : series) {
     y << "  - {pattern: " << s.pattern << ", between: " << s.between << ", points: [";
     for (size_t i = 0; i < s.points.size(); ++i)
-      y << (i ? ", " : "") << "[" << static_cast<uint64_t>(s.points[i].first) << ", " << num(s.points[i].second) << "]";
+      y << (i ? ", " : "") << "[" << static_cast<uint64_t>(s.points[i].first) << ", " << config::yaml_number(s.points[i].second) << "]";
     y << "]}\n";
   }
   y << "fit:\n";
   for (const auto& f : fits)
-    y << "  - {between: " << f.between << ", latency: " << num(f.latency_s * 1e6) << "us, bandwidth: "
-      << num(f.bandwidth_Bps / 1e9) << "GB/s, worst_rel_error: " << num(f.worst_rel_error)
-      << ", out_of_order: " << f.out_of_order << ", from: " << quoted(f.source)
+    y << "  - {between: " << f.between << ", latency: " << config::yaml_number(f.latency_s * 1e6) << "us, bandwidth: "
+      << config::yaml_number(f.bandwidth_Bps / 1e9) << "GB/s, worst_rel_error: " << config::yaml_number(f.worst_rel_error)
+      << ", out_of_order: " << f.out_of_order << ", from: " << config::yaml_quote(f.source)
       << "}\n";
   return y.str();
 }

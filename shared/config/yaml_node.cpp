@@ -1,6 +1,8 @@
 // shared/config/yaml_node.cpp — see yaml_node.h.
 #include "config/yaml_node.h"
 
+#include <cstdio>
+
 #include <cctype>
 #include <climits>
 #include <cmath>
@@ -52,6 +54,22 @@ double parse_time(const std::string& s) {
   for (const auto& [name, f] : units)
     if (unit == name) return v * f;
   throw std::invalid_argument("unknown time unit '" + unit + "'");
+}
+
+std::string yaml_quote(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    o += c;
+  }
+  return o + "\"";
+}
+
+std::string yaml_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.5g", v);
+  return buf;
 }
 
 uint64_t parse_bytes(const std::string& s) {

@@ -89,4 +89,9 @@ double parse_bandwidth(const std::string& s);
 double parse_time(const std::string& s);
 uint64_t parse_bytes(const std::string& s);
 
+// Writing the files the tools generate: a double-quoted YAML string (quotes and backslashes
+// escaped, control characters dropped) and a number with 5 significant digits.
+std::string yaml_quote(const std::string& s);
+std::string yaml_number(double v);
+
 }  // namespace compcoll::config

@@ -80,16 +80,23 @@ std::string ModelCheck::cell_line(const CellVerdict& v) {
   return s + "\n";
 }
 
-std::string ModelCheck::summary() const {
-  std::ostringstream o;
+std::pair<std::vector<double>, std::vector<double>> ModelCheck::split_errors() const {
   std::vector<double> all, large;
-  const Err* worst = nullptr;
-  int large_within = 0;
   for (const Err& e : errors_) {
     all.push_back(e.err);
-    if (e.size >= (1u << 20)) large.push_back(e.err), large_within += std::fabs(e.err) <= 0.15;
-    if (!worst || std::fabs(std::log1p(e.err)) > std::fabs(std::log1p(worst->err))) worst = &e;
+    if (e.size >= (1u << 20)) large.push_back(e.err);
   }
+  return {all, large};
+}
+
+std::string ModelCheck::summary() const {
+  std::ostringstream o;
+  const auto [all, large] = split_errors();
+  const Err* worst = nullptr;
+  int large_within = 0;
+  for (const Err& e : errors_)
+    if (!worst || std::fabs(std::log1p(e.err)) > std::fabs(std::log1p(worst->err))) worst = &e;
+  for (double e : large) large_within += std::fabs(e) <= 0.15;
   if (!worst) {
     o << "# model: no row has a model time\n";
     return o.str();
@@ -131,11 +138,7 @@ nlohmann::json ModelCheck::to_json() const {
     cells.push_back({{"cell", v.label}, {"fastest", v.fastest}, {"fastest_us", v.fastest_s * 1e6},
                      {"model_fastest", v.model_fastest}, {"model_pick_regret", v.model_pick_regret}, {"pairs", v.pairs},
                      {"pairs_agree", v.agree}, {"regret", v.regret}});
-  std::vector<double> all, large;
-  for (const Err& e : errors_) {
-    all.push_back(e.err);
-    if (e.size >= (1u << 20)) large.push_back(e.err);
-  }
+  const auto [all, large] = split_errors();
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
   return {{"rows_with_model", all.size()}, {"geomean_abs_err", num(geomean_abs(all))},
           {"geomean_abs_err_1mib", num(geomean_abs(large))}, {"ranking_tolerance", kRankingTolerance}, {"cells", cells}};

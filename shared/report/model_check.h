@@ -52,6 +52,8 @@ class ModelCheck {
     double err;
   };
   std::vector<Err> errors_;  // every row with a model
+  // The errors of every row with a model, and of those of 1 MiB and more.
+  std::pair<std::vector<double>, std::vector<double>> split_errors() const;
 };
 
 }  // namespace compcoll::report
