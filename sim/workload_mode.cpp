@@ -12,6 +12,7 @@
 #include "policy/policy.h"
 #include "sim/entropy_run.h"
 #include "report/report.h"
+#include "workload/trace.h"
 #include "workload/workload.h"
 
 namespace compcoll::sim {
@@ -160,6 +161,10 @@ std::vector<Variant> make_variants(const study::Experiment& exp, const study::Wo
 }
 constexpr size_t kUncompressed = 1;  // adaptive/identity
 
+constexpr const char* kWorkloadCsvHeader =
+    "topology,gpus,model,dp,tp,pp,ep,zero_stage,micro_batches,variant,iteration_ms,compute_ms,comm_ms,"
+    "exposed_comm_ms,comm_speedup,iteration_speedup,calibration\n";
+
 // The variant that runs lowrank at rank r (added when missing).
 size_t lowrank_variant(std::vector<Variant>& variants, uint32_t r) {
   const std::string name = "lowrank/r=" + std::to_string(r);
@@ -211,7 +216,11 @@ struct Planned {
   std::map<std::string, policy::Plan> plans;         // "call/variant", as shown
 };
 
-std::string group_key(const workload::CommCall& call) { return call.group + "/" + std::to_string(call.group_size); }
+std::string group_key(const workload::CommCall& call) {
+  std::string k = call.group + "/" + std::to_string(call.group_size);
+  for (int r : call.ranks) k += "/" + std::to_string(r);
+  return k;
+}
 
 Planned prepare(const workload::Iteration& it, const workload::Parallel& par, const topo::Topology& topo,
                 size_t variants) {
@@ -223,7 +232,7 @@ Planned prepare(const workload::Iteration& it, const workload::Parallel& par, co
     if (p.group_topo.count(gkey)) continue;
     topo::Topology g = topo;
     g.rank_to_gpu.clear();
-    for (int r : group_ranks(call.group, call.group_size, par)) g.rank_to_gpu.push_back(r);
+    for (int r : call.ranks.empty() ? group_ranks(call.group, call.group_size, par) : call.ranks) g.rank_to_gpu.push_back(r);
     g.placement = call.group + " group";
     p.group_topo.emplace(gkey, std::move(g));
   }
@@ -441,10 +450,191 @@ bool run_on_topology(WorkloadRun& w, const std::string& topo_path, nlohmann::jso
   return ok;
 }
 
+// --- a traced job ------------------------------------------------------------------------
+
+// One traced job on every topology: its calls, merged into distinct (group, collective, size,
+// dtype, tensor) calls; each planned by every variant on its group's ranks and simulated once;
+// the ranks' timelines replayed with each variant's call times.
+struct TraceRun {
+  const WorkloadContext* ctx;
+  workload::TraceJob job;        // as traced (scale 1)
+  workload::TraceJob scaled;     // what is replayed
+  std::vector<Variant> variants;
+  workload::Iteration distinct;  // one CommCall per distinct call; count = calls per iteration, busiest rank
+  std::vector<std::vector<size_t>> call_of;  // [rank][call] -> index into distinct.calls
+  std::unique_ptr<std::ofstream> csv;
+};
+
+// Builds the distinct calls of the replayed job.
+void merge_calls(TraceRun& w) {
+  std::map<std::string, size_t> index;
+  const auto& job = w.scaled;
+  w.call_of.assign(job.ranks.size(), {});
+  std::vector<std::map<size_t, int>> per_rank(job.ranks.size());
+  for (size_t r = 0; r < job.ranks.size(); ++r)
+    for (const auto& c : job.ranks[r].calls) {
+      const std::string key = std::to_string(c.group) + "/" + std::to_string(static_cast<int>(c.collective)) + "/" +
+                              std::to_string(c.bytes) + "/" + std::string(dtype_name(c.dtype)) + "/" + c.tensor;
+      auto [it, fresh] = index.try_emplace(key, w.distinct.calls.size());
+      if (fresh) {
+        workload::CommCall cc;
+        cc.kind = c.kind;
+        cc.collective = c.collective;
+        cc.bytes = c.bytes;
+        cc.dtype = c.dtype;
+        cc.tensor = c.tensor;
+        cc.group = job.groups[c.group].label;
+        cc.ranks = job.groups[c.group].ranks;
+        cc.group_size = static_cast<int>(cc.ranks.size());
+        cc.phase = c.backward ? workload::Phase::Backward : workload::Phase::Forward;
+        cc.count = 0;
+        cc.overlappable = false;
+        w.distinct.calls.push_back(cc);
+      }
+      w.call_of[r].push_back(it->second);
+      per_rank[r][it->second]++;
+    }
+  for (const auto& m : per_rank)
+    for (const auto& [d, n] : m) w.distinct.calls[d].count = std::max(w.distinct.calls[d].count, n);
+}
+
+// Iteration, compute, communication (the busiest rank's sum) and exposed time of one variant:
+// replays of the ranks' timelines (all calls, none, all but one kind).
+workload::Estimate replay_estimate(const TraceRun& w, const std::function<double(size_t)>& call_s, double compute_scale) {
+  const auto& job = w.scaled;
+  workload::TraceJob scaled_compute;
+  const workload::TraceJob* j = &job;
+  if (compute_scale != 1.0) {
+    scaled_compute = job;
+    for (auto& r : scaled_compute.ranks)
+      for (auto& it : r.items) it.seconds *= compute_scale;
+    j = &scaled_compute;
+  }
+  auto run = [&](const std::string& free_kind, bool all_free) {
+    const auto t = workload::replay(*j, [&](int r, size_t c) {
+      const size_t d = w.call_of[static_cast<size_t>(r)][c];
+      if (all_free || w.distinct.calls[d].kind == free_kind) return 0.0;
+      return call_s(d);
+    });
+    return *std::max_element(t.begin(), t.end());
+  };
+  workload::Estimate e;
+  e.iteration_s = run("", false);
+  e.compute_s = run("", true);
+  e.exposed_comm_s = e.iteration_s - e.compute_s;
+  for (size_t r = 0; r < job.ranks.size(); ++r) {
+    double comm = 0;
+    std::map<std::string, double> by_kind;
+    for (size_t c = 0; c < job.ranks[r].calls.size(); ++c) {
+      const size_t d = w.call_of[r][c];
+      comm += call_s(d);
+      by_kind[w.distinct.calls[d].kind] += call_s(d);
+    }
+    if (comm >= e.comm_s) e.comm_s = comm, e.comm_by_kind = by_kind;
+  }
+  for (const auto& [kind, total] : e.comm_by_kind) e.exposed_by_kind[kind] = e.iteration_s - run(kind, false);
+  return e;
+}
+
+// Every compressing codec needs curves for the dtypes the job sends.
+void check_trace_curves(const TraceRun& w, const WorkloadContext& ctx) {
+  if (ctx.cal->source == "zero") return;
+  for (const auto& c : w.distinct.calls)
+    for (const auto& codec : ctx.exp->codecs)
+      for (auto op : {calib::Op::Compress, calib::Op::Decompress})
+        if (codec != "identity" && !c.tensor.empty() && !ctx.cal->has(op, codec, c.dtype))
+          throw config::ConfigError(ctx.cal->file + ": curves: no " + std::string(calib::op_name(op)) + " curve for codec " +
+                                    codec + ", dtype " + std::string(dtype_name(c.dtype)) + " (the trace's " + c.kind +
+                                    " calls)");
+}
+
+bool run_trace_on_topology(TraceRun& w, const std::string& topo_path, nlohmann::json& doc) {
+  const WorkloadContext& ctx = *w.ctx;
+  const study::TraceSpec& spec = *ctx.workload->trace;
+  const topo::Topology topo = topo::load_topology(topo_path);
+  const auto& job = w.scaled;
+  if (job.world > topo.gpus())
+    throw config::ConfigError(ctx.exp->file + ": workload.trace: the job's " + std::to_string(job.world) + " ranks" +
+                              (spec.scale_dp > 1 ? " (scale_dp " + std::to_string(spec.scale_dp) + ")" : "") + ", but " +
+                              topo_path + " has " + std::to_string(topo.gpus()) + " GPUs");
+  // The trace as it ran: its step, its compute and the replay with its own call times.
+  double step_s = 0, compute_s = 0;
+  for (const auto& r : w.job.ranks) step_s = std::max(step_s, r.step_s), compute_s = std::max(compute_s, r.compute_s);
+  const auto traced = workload::traced_call_seconds(w.job);
+  const auto own = workload::replay(w.job, [&](int r, size_t c) { return traced[static_cast<size_t>(r)][c]; });
+  const double own_s = *std::max_element(own.begin(), own.end());
+  const auto& l = job.layout;
+  if (!ctx.json) {
+    std::cout << describe(topo);
+    std::printf("# workload trace %s: %zu files, %s backend, %s of rank 0; %d ranks as traced, dp %d, tp %d, pp %d",
+                spec.name.c_str(), spec.files.size(), w.job.backend.c_str(), w.job.ranks[0].step.c_str(), w.job.world,
+                w.job.layout.dp, w.job.layout.tp, w.job.layout.pp);
+    if (spec.scale_dp > 1) std::printf("; replayed at %dx data parallelism: %d ranks, dp %d", spec.scale_dp, job.world, l.dp);
+    if (spec.compute_scale != 1.0) std::printf("; compute x %g", spec.compute_scale);
+    std::printf("\n# traced: step %s ms, compute %s ms (slowest rank); replayed with the trace's own call times: %s ms\n",
+                report::fixed(step_s * 1e3, 2).c_str(), report::fixed(compute_s * 1e3, 2).c_str(),
+                report::fixed(own_s * 1e3, 2).c_str());
+  }
+  Planned p = prepare(w.distinct, {}, topo, w.variants.size());
+  workload::Model no_model;
+  workload::Device no_device;
+  for (size_t v = 0; v < w.variants.size(); ++v) {
+    const std::unique_ptr<policy::Policy> policy = policy::make_policy(w.variants[v].policy);
+    for (size_t c = 0; c < w.distinct.calls.size(); ++c) {
+      // Integer data (no tensor kind) is not compressed: the variant without codecs plans it.
+      const Variant& var = w.distinct.calls[c].tensor.empty() ? w.variants[kUncompressed] : w.variants[v];
+      plan_call(p, ctx, w.distinct, c, var, v, *policy, no_model, no_device);
+    }
+  }
+  bool ok = true;
+  const uint64_t messages = simulate_groups(p, ctx, ok);
+  std::vector<workload::Estimate> est(w.variants.size());
+  for (size_t v = 0; v < w.variants.size(); ++v)
+    est[v] = replay_estimate(w, [&](size_t d) {
+      const double s = p.seconds[d][v];
+      if (std::isnan(s)) throw std::runtime_error("workload: call " + w.distinct.calls[d].kind + " was not simulated");
+      return s;
+    }, spec.compute_scale);
+  nlohmann::json tj{{"topology", topo.name}, {"gpus", topo.gpus()}, {"model", "trace:" + spec.name},
+                    {"layout", {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"ep", 1}}},
+                    {"trace", {{"files", spec.files}, {"backend", w.job.backend}, {"step", w.job.ranks[0].step},
+                               {"ranks", w.job.world}, {"scale_dp", spec.scale_dp}, {"compute_scale", spec.compute_scale},
+                               {"traced_step_ms", step_s * 1e3}, {"traced_compute_ms", compute_s * 1e3},
+                               {"replayed_own_times_ms", own_s * 1e3}}}};
+  std::ostringstream prefix;
+  prefix << topo.name << "," << topo.gpus() << ",trace:" << spec.name << "," << l.dp << "," << l.tp << "," << l.pp
+         << ",1,,1,";
+  tj["variants"] = report_variants(w.variants, est, ctx, prefix.str(), w.csv.get());
+  tj["calls"] = calls_json(w.distinct, w.variants, p);
+  if (!ctx.json) print_by_kind(w.variants, est, messages);
+  doc["workload"].push_back(tj);
+  return ok;
+}
+
+bool run_trace_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
+  const study::TraceSpec& spec = *ctx.workload->trace;
+  TraceRun w;
+  w.ctx = &ctx;
+  try {  // bad traces are bad input: one line naming the experiment, the file and the event
+    w.job = workload::load_trace(spec.files, {spec.dp, spec.tp, spec.pp}, spec.step);
+    w.scaled = workload::scale_data_parallel(w.job, spec.scale_dp);
+  } catch (const std::runtime_error& e) {
+    throw config::ConfigError(ctx.exp->file + ": workload.trace: " + e.what());
+  }
+  w.variants = make_variants(*ctx.exp, *ctx.workload);
+  merge_calls(w);
+  check_trace_curves(w, ctx);
+  w.csv = append_csv(ctx.out, "workload.csv", kWorkloadCsvHeader);
+  bool ok = true;
+  for (const auto& topo_path : ctx.exp->topologies) ok = run_trace_on_topology(w, topo_path, doc) && ok;
+  return ok;
+}
+
 }  // namespace
 
 bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
   const study::WorkloadSpec& spec = *ctx.workload;
+  if (spec.trace) return run_trace_workload(ctx, doc);
   WorkloadRun w;
   w.ctx = &ctx;
   w.model = workload::load_model(spec.model);
@@ -459,9 +649,7 @@ bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
     for (uint32_t r : w.replay->rank)
       if (r > 0) lowrank_variant(w.variants, r);
   }
-  w.csv = append_csv(ctx.out, "workload.csv",
-                     "topology,gpus,model,dp,tp,pp,ep,zero_stage,micro_batches,variant,iteration_ms,compute_ms,comm_ms,"
-                     "exposed_comm_ms,comm_speedup,iteration_speedup,calibration\n");
+  w.csv = append_csv(ctx.out, "workload.csv", kWorkloadCsvHeader);
   if (w.replay)
     w.csv_entropy = append_csv(ctx.out, "entropy.csv",
                                "topology,model,window,first_step,steps,entropy_bits,rank,iteration_ms,comm_ms,relative_error\n");

@@ -88,7 +88,7 @@ DEFAULT_SELECTION = [
     ("grad", "layer2-ffn-down-weight", "all", False),
     ("param", "layer2-ffn-down-weight", "all", False),
     ("act", "layer2-ffn-down", "all", True),
-    ("actgrad", "layer2-ffn-down", "all", False),
+    ("actgrad", "layer2-ffn-down", "all", True),
     ("moe-dispatch", "layer3-moe", "all", False),
     ("grad", "layer1-attn-out-weight", "last", True),
     ("param", "layer1-attn-out-weight", "last", True),

@@ -123,6 +123,31 @@ EntropyRunSpec parse_entropy_run(const Node& n, const fs::path& dir) {
   return r;
 }
 
+// workload.trace: one profiler trace per rank, the job's layout and the what-ifs.
+TraceSpec parse_trace(const Node& n, const fs::path& dir) {
+  TraceSpec t;
+  const Node files = n.get("trace");
+  one_or_list(files, "expected a trace file or a list of them, one per rank",
+              [&](const Node& f) { t.files.push_back(resolve(f, dir)); });
+  t.name = n.get_string("name", fs::path(t.files[0]).parent_path().filename().string());
+  const Node lay = n.opt("layout");
+  if (lay.defined()) {
+    if (!lay.is_map()) lay.fail("expected the job's layout as a mapping, like {tp: 2, pp: 1}");
+    t.dp = static_cast<int>(lay.get_int("dp", 0, 1, 1 << 24));
+    t.tp = static_cast<int>(lay.get_int("tp", 1, 1, 1 << 24));
+    t.pp = static_cast<int>(lay.get_int("pp", 1, 1, 1 << 24));
+    lay.check_no_unknown_keys();
+  }
+  t.step = static_cast<int>(n.get_int("step", -1, 0, 1 << 30));
+  t.scale_dp = static_cast<int>(n.get_int("scale_dp", 1, 1, 1 << 16));
+  t.compute_scale = n.get_double("compute_scale", 1.0);
+  if (!(t.compute_scale > 0)) n.get("compute_scale").fail("expected a positive factor");
+  for (const char* k : {"model", "device", "lowrank_ranks", "entropy"})
+    if (n.has(k)) n.opt(k).fail("not used with a trace (the trace gives the calls and the compute)");
+  n.check_no_unknown_keys();
+  return t;
+}
+
 }  // namespace
 
 Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
@@ -174,6 +199,11 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
   if (wl.defined()) {
     auto one = [&](const Node& n) {
       WorkloadSpec w;
+      if (n.has("trace")) {
+        w.trace = parse_trace(n, dir);
+        e.workloads.push_back(w);
+        return;
+      }
       w.model = resolve(n.get("model"), dir);
       w.layout = resolve(n.get("layout"), dir);
       const Node dev = n.get("device");

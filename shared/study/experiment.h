@@ -54,12 +54,23 @@ struct RunSpec {
 };
 
 // A training workload (docs/WORKLOADS.md): the iteration's collective calls replace `calls`.
+// A job's profiler traces (docs/WORKLOADS.md, "Trace replay"), instead of a model.
+struct TraceSpec {
+  std::string name;                 // the workload's name in the tables (default: the first file's folder)
+  std::vector<std::string> files;   // resolved paths, one per rank
+  int dp = 0, tp = 1, pp = 1;       // the job's layout in Megatron-LM order (dp 0: world / (tp x pp))
+  int step = -1;                    // ProfilerStep#N; -1: the last one
+  int scale_dp = 1;                 // replay with K times the data parallelism
+  double compute_scale = 1.0;       // the traced compute x this (a faster or slower device)
+};
+
 struct WorkloadSpec {
   std::string model, layout;        // resolved paths
   double peak_flops = 0, efficiency = 0;
   bool scale_dp = false;            // per topology: dp = its GPUs / (tp x pp) (weak scaling)
   std::vector<int> lowrank_ranks;   // also run gradients through lowrank (PowerSGD) at these ranks
   std::optional<EntropyRunSpec> entropy;
+  std::optional<TraceSpec> trace;   // a traced job: model, layout file and device unused
 };
 
 struct Experiment {

@@ -92,6 +92,8 @@ struct CommCall {
   bool every_micro_batch = true;  // count / micro_batches in each micro-batch; else once
   bool point_to_point = false;  // pipeline send: a broadcast in a group of 2 (sender is root)
   bool overlappable = false;    // hidden behind the same phase's compute where it fits
+  std::vector<int> ranks;       // the group's ranks when known (a traced job); empty: the layout's
+                                // representative group of `group`
   policy::CallInfo info() const { return {collective, bytes, dtype, tensor, group_size}; }
 };
 

@@ -1,0 +1,279 @@
+// tests/workload/test_trace.cpp — the trace reader and replay (shared/workload/trace.h) on the
+// shipped PyTorch profiler traces of tests/data/torch-trace: the calls found in each rank's
+// trace are the calls the job logged (job.json: collective, size, group, order), the replay
+// with free calls gives the trace's compute, scale-out grows the data-parallel groups, and bad
+// traces get one line naming the file and the event.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "workload/trace.h"
+
+using namespace compcoll;
+using namespace compcoll::workload;
+using nlohmann::json;
+
+namespace {
+
+const std::string kTraces = std::string(COMPCOLL_TEST_DATA_DIR) + "/torch-trace";
+
+std::vector<std::string> files_of(const std::string& dir, int world) {
+  std::vector<std::string> f;
+  for (int r = 0; r < world; ++r) f.push_back(dir + "/rank" + std::to_string(r) + ".json");
+  return f;
+}
+
+json load_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+std::string collective_of(const std::string& logged) {
+  if (logged == "reduce_scatter") return "reduce-scatter";
+  return logged;
+}
+
+// The job's own log of its last profiled step against what the reader found.
+void check_against_job(const std::string& dir, const TraceLayout& layout) {
+  const json job = load_json(dir + "/job.json");
+  const int world = job["world"];
+  const TraceJob t = load_trace(files_of(dir, world), layout);
+  REQUIRE(t.world == world);
+  REQUIRE(t.backend == "gloo");
+  for (int r = 0; r < world; ++r) {
+    const json& logged = job["calls"][static_cast<size_t>(r)].back();
+    const RankTrace& rt = t.ranks[static_cast<size_t>(r)];
+    INFO("rank " << r << " " << rt.file);
+    REQUIRE(rt.calls.size() == logged.size());
+    for (size_t c = 0; c < logged.size(); ++c) {
+      const TraceCall& call = rt.calls[c];
+      const json& l = logged[c];
+      INFO("call " << c << " " << l.dump());
+      CHECK(std::string(sched::collective_name(call.collective)) == collective_of(l["collective"]));
+      CHECK(call.bytes == l["elements"].get<uint64_t>() * 4);
+      CHECK(call.dtype == DType::FP32);
+      CHECK(t.groups[call.group].ranks == l["group"].get<std::vector<int>>());
+      const std::string kind = l["kind"];
+      CHECK(t.groups[call.group].label == (kind.rfind("tp-", 0) == 0 ? "tp" : "dp"));
+      CHECK(call.end_s > call.start_s);
+      CHECK(call.start_s >= call.issue_s - 1e-6);
+    }
+  }
+}
+
+double total(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, x);
+  return m;
+}
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() / ("compcoll-trace-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string write(const std::string& name, const json& j) const {
+    const auto p = path / name;
+    std::ofstream(p) << j.dump();
+    return p.string();
+  }
+};
+
+std::string error_of(const std::vector<std::string>& files, TraceLayout layout = {}) {
+  try {
+    load_trace(files, layout);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("trace: the DDP + tensor-parallel job's calls are the ones it logged", "[workload][trace]") {
+  check_against_job(kTraces + "/ddp-tp2-dp2", {0, 2, 1});
+}
+
+TEST_CASE("trace: the ZeRO job's reduce-scatters and allgathers are the ones it logged", "[workload][trace]") {
+  check_against_job(kTraces + "/zero-dp2", {});
+}
+
+TEST_CASE("trace: kinds, tensors and phases of the DDP + tensor-parallel job", "[workload][trace]") {
+  const TraceJob t = load_trace(files_of(kTraces + "/ddp-tp2-dp2", 4), {0, 2, 1});
+  REQUIRE(t.layout.dp == 2);
+  REQUIRE(t.groups.size() == 4);  // two tp pairs, two dp pairs
+  int act = 0, actgrad = 0, grad = 0;
+  for (const auto& c : t.ranks[0].calls) {
+    if (c.kind == "tp-allreduce") {
+      (c.backward ? actgrad : act) += 1;
+      CHECK(c.tensor == (c.backward ? "actgrad" : "act"));
+    }
+    if (c.kind == "dp-allreduce") {
+      ++grad;
+      CHECK(c.tensor == "grad");
+      CHECK(c.backward);
+    }
+  }
+  CHECK(act == 4);      // 2 layers x (attention out, MLP down)
+  CHECK(actgrad == 4);  // 2 layers x (qkv input, MLP up input)
+  CHECK(grad == 7);     // 0.25 MiB buckets
+}
+
+TEST_CASE("trace: replay with free calls gives the traced compute, with the traced call times the step",
+          "[workload][trace]") {
+  const TraceJob t = load_trace(files_of(kTraces + "/ddp-tp2-dp2", 4), {0, 2, 1});
+  const auto free = replay(t, [](int, size_t) { return 0.0; });
+  const auto own = traced_call_seconds(t);
+  const auto traced = replay(t, [&](int r, size_t c) { return own[static_cast<size_t>(r)][c]; });
+  double compute = 0;
+  for (size_t r = 0; r < 4; ++r) {
+    const RankTrace& rt = t.ranks[r];
+    INFO("rank " << r);
+    double items = 0;
+    int waits = 0;
+    std::vector<bool> issued(rt.calls.size(), false);
+    for (const auto& it : rt.items) {
+      items += it.seconds;
+      if (it.type == TraceItem::Type::Issue) issued[it.call] = true;
+      if (it.type == TraceItem::Type::Wait) {
+        ++waits;
+        CHECK(issued[it.call]);
+      }
+    }
+    CHECK(items == Approx(rt.compute_s).epsilon(1e-9));
+    // The tensor-parallel allreduces block (async_op=False): a wait after each one that had
+    // not finished when its op returned.
+    CHECK(waits >= 2);
+    CHECK(rt.compute_s < rt.step_s);
+    CHECK(rt.compute_s > 0.5 * rt.step_s);
+    // Free calls: the rank's compute, plus what it waits for slower members to issue theirs.
+    CHECK(free[r] >= rt.compute_s - 1e-9);
+    // The traced call times: each rank's step, less the skew it started the step with.
+    CHECK(traced[r] == Approx(rt.step_s).epsilon(0.10));
+    CHECK(traced[r] >= free[r]);
+    compute = std::max(compute, rt.compute_s);
+  }
+  CHECK(total(free) == Approx(compute).epsilon(0.02));
+  // Slower calls never make the iteration faster.
+  const auto slow = replay(t, [&](int r, size_t c) { return 2 * own[static_cast<size_t>(r)][c]; });
+  CHECK(total(slow) >= total(traced));
+}
+
+TEST_CASE("trace: eight times the data parallelism", "[workload][trace]") {
+  const TraceJob t = load_trace(files_of(kTraces + "/ddp-tp2-dp2", 4), {0, 2, 1});
+  const TraceJob s = scale_data_parallel(t, 8);
+  REQUIRE(s.world == 32);
+  REQUIRE(s.layout.dp == 16);
+  int dp = 0, tp = 0;
+  for (const auto& g : s.groups) {
+    if (g.label == "dp") {
+      ++dp;
+      CHECK(g.ranks.size() == 16);
+    }
+    if (g.label == "tp") {
+      ++tp;
+      CHECK(g.ranks.size() == 2);
+      CHECK(g.ranks[1] == g.ranks[0] + 1);
+    }
+  }
+  CHECK(dp == 2);
+  CHECK(tp == 16);
+  for (size_t r = 0; r < 32; ++r) {
+    const RankTrace& rt = s.ranks[r];
+    REQUIRE(rt.rank == static_cast<int>(r));
+    const RankTrace& orig = t.ranks[r % 4];  // replica k of rank r is rank 4k + r here (pp 1)
+    REQUIRE(rt.calls.size() == orig.calls.size());
+    for (size_t c = 0; c < rt.calls.size(); ++c) CHECK(rt.calls[c].bytes == orig.calls[c].bytes);  // allreduces
+  }
+  // Replicas are copies: with free calls every replica ends where its original does.
+  const auto free = replay(s, [](int, size_t) { return 0.0; });
+  const auto free1 = replay(t, [](int, size_t) { return 0.0; });
+  for (size_t r = 0; r < 32; ++r) CHECK(free[r] == Approx(free1[r % 4]).epsilon(1e-12));
+
+  const TraceJob z = scale_data_parallel(load_trace(files_of(kTraces + "/zero-dp2", 2), {}), 4);
+  const TraceJob z1 = load_trace(files_of(kTraces + "/zero-dp2", 2), {});
+  for (size_t c = 0; c < z.ranks[0].calls.size(); ++c) CHECK(z.ranks[0].calls[c].bytes == 4 * z1.ranks[0].calls[c].bytes);
+}
+
+TEST_CASE("trace: bad traces get one line naming the file and the event", "[workload][trace]") {
+  TempDir tmp;
+  const std::string dir = kTraces + "/zero-dp2";
+  const json r0 = load_json(dir + "/rank0.json"), r1 = load_json(dir + "/rank1.json");
+  const std::string f0 = tmp.write("rank0.json", r0), f1 = tmp.write("rank1.json", r1);
+  REQUIRE(error_of({f0, f1}).empty());
+
+  auto has = [](const std::string& msg, const std::string& file, const std::string& what) {
+    INFO(msg);
+    CHECK(msg.find(file) != std::string::npos);
+    CHECK(msg.find(what) != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);
+  };
+  {
+    const auto p = tmp.path / "broken.json";
+    std::ofstream(p) << "{\"traceEvents\": [";
+    has(error_of({p.string()}), "broken.json", "not a JSON trace");
+  }
+  has(error_of({tmp.write("x.json", json{{"a", 1}})}), "x.json", "no traceEvents");
+  {
+    json j = r0;
+    j.erase("distributedInfo");
+    has(error_of({tmp.write("noinfo.json", j), f1}), "noinfo.json", "no distributedInfo");
+  }
+  {
+    json j = r0;
+    for (auto& e : j["traceEvents"])
+      if (e.value("name", "").rfind("ProfilerStep#", 0) == 0) e["name"] = "step";
+    has(error_of({tmp.write("nostep.json", j), f1}), "nostep.json", "no ProfilerStep#N");
+  }
+  {
+    json j = r0;
+    for (auto& e : j["traceEvents"])
+      if (e.value("name", "").rfind("c10d::", 0) == 0) e["name"] = "aten::add";
+    has(error_of({tmp.write("nocoll.json", j), f1}), "nocoll.json", "no collective call in ProfilerStep#");
+  }
+  {
+    json j = r0;  // an older NCCL schema: annotations only
+    for (auto& e : j["traceEvents"]) {
+      const std::string n = e.value("name", "");
+      if (n.rfind("c10d::", 0) == 0) e["name"] = "aten::add";
+      if (n.rfind("gloo:", 0) == 0) e["name"] = "nccl:all_reduce";
+    }
+    has(error_of({tmp.write("old.json", j), f1}), "old.json", "nccl:all_reduce annotations but neither record_param_comms");
+  }
+  has(error_of({f0}), "rank0.json", "no trace of rank 1");
+  has(error_of({f0, f0}), "rank0.json", "rank 0 again");
+  {
+    json j = r1;
+    j["distributedInfo"]["world_size"] = 4;
+    j["distributedInfo"]["rank"] = 3;
+    has(error_of({f0, tmp.write("world.json", j)}), "world.json", "world_size 4");
+  }
+  {
+    json j = r1;  // rank 1 gathers a different size: the ranks disagree
+    for (auto& e : j["traceEvents"])
+      if (e.value("name", "") == "c10d::_allgather_base_") {
+        auto& dims = e["args"]["Input Dims"];
+        dims[0][0] = dims[0][0].get<int64_t>() + 2;
+        break;
+      }
+    has(error_of({f0, tmp.write("mismatch.json", j)}), "mismatch.json", "on the dp group of ranks [0,1] is c10d::_allgather_base_ of");
+  }
+  {
+    json j = r0;
+    j["traceEvents"].push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"},
+                                {"ts", 0}, {"dur", 1}, {"pid", 0}, {"tid", 7},
+                                {"args", {{"Collective name", "allreduce"}}}});
+    j["traceEvents"].push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "record_param_comms"}, {"ts", 0}, {"dur", 1},
+                                {"pid", 0}, {"tid", 7}, {"args", json::object()}});
+    has(error_of({tmp.write("gpu.json", j), f1}), "gpu.json", "a GPU (NCCL) trace");
+  }
+  has(error_of({f0, f1}, {0, 4, 1}), "", "the job's 2 ranks are not a multiple of tp x pp = 4");
+  has(error_of({f0, f1}, {4, 1, 1}), "", "layout dp x tp x pp = 4, but the job has 2 ranks");
+}
