@@ -168,6 +168,8 @@ double num(const json& e, const char* key) {
 
 struct Parsed {
   RankTrace rank;
+  int step = -1;              // the ProfilerStep read
+  std::set<int> steps;        // every ProfilerStep of the file
   std::vector<std::vector<int>> call_groups;  // per call: the group's job ranks
   int world = 0;
   std::string backend;
@@ -192,6 +194,9 @@ class FileReader {
     const json& events = doc["traceEvents"];
     find_step(events);
     collect_main_thread(events);
+    if (!off_thread_.empty())
+      fail(file_, off_thread_ + " is on another thread than the step's: a timeline of several issuing threads (a GPU job's "
+                                "autograd thread) is not read");
     if (has_record_param_comms_) read_record_param_comms(events);
     else read_c10d(events);
     if (out_.rank.calls.empty())
@@ -241,11 +246,11 @@ class FileReader {
     if (steps.empty())
       fail(file_, "no ProfilerStep#N annotation: profile with torch.profiler.schedule(...) and call prof.step() after each step");
     std::sort(steps.begin(), steps.end());
-    for (const auto& [n, e] : steps) step_numbers_.insert(n);
+    for (const auto& [n, e] : steps) out_.steps.insert(n);
     const json* step = nullptr;
-    if (want_step_ < 0) step = steps.back().second;
+    if (want_step_ < 0) step = steps.back().second, out_.step = steps.back().first;
     for (const auto& [n, e] : steps)
-      if (n == want_step_) step = e;
+      if (n == want_step_) step = e, out_.step = n;
     if (!step) {
       std::string have;
       for (const auto& [n, e] : steps) have += (have.empty() ? "" : ", ") + std::to_string(n);
@@ -271,10 +276,17 @@ class FileReader {
       if (name.rfind("nccl:", 0) == 0 && saw_other_schema_.empty())
         saw_other_schema_ = "the trace has " + name + " annotations but neither record_param_comms nor c10d ops";
       if (e.value("ph", std::string()) != "X" || name.rfind("ProfilerStep#", 0) == 0) continue;
-      if (e["tid"] != main_tid_ || e["pid"] != main_pid_) continue;
       const double ts = num(e, "ts"), dur = num(e, "dur");
       if (!std::isfinite(ts) || !(dur >= 0)) continue;
       if (ts < t0_ || ts >= t1_) continue;
+      if (e["tid"] != main_tid_ || e["pid"] != main_pid_) {
+        const bool call = (name == "record_param_comms" && e.contains("args") &&
+                           !std::set<std::string>{"", "wait", "barrier", "coalesced"}.count(
+                               e["args"].value("Collective name", std::string()))) ||
+                          (name.rfind("c10d::", 0) == 0 && c10d_shape(name, json::array()).has_value());
+        if (call && off_thread_.empty() && e["pid"] == main_pid_) off_thread_ = at_ts(e, t0_);
+        continue;
+      }
       evs.push_back({&e, ts, std::min(ts + dur, t1_), name});
     }
     std::sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.ts != b.ts ? a.ts < b.ts : a.end > b.end; });
@@ -532,7 +544,7 @@ class FileReader {
   int want_step_;
   Parsed out_;
   std::vector<ProcessGroup> pgs_;
-  std::set<int> step_numbers_;
+  std::string off_thread_;  // a call issued on another thread of the process, if any
   double t0_ = 0, t1_ = 0;
   json main_tid_, main_pid_;
   bool has_record_param_comms_ = false;
@@ -633,6 +645,20 @@ TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& la
   if (!missing.empty())
     fail(files[0], "a job of " + std::to_string(job.world) + " ranks, but no trace of rank " + missing +
                        " (give one file per rank)");
+  // Without a step asked for: the last one every file has, read again where it is not the last.
+  if (step < 0) {
+    std::set<int> common = by_rank[0]->steps;
+    for (const auto& p : by_rank)
+      if (p) {
+        std::set<int> both;
+        for (int n : p->steps)
+          if (common.count(n)) both.insert(n);
+        common = both;
+      }
+    if (common.empty()) fail(files[0], "no ProfilerStep#N that every rank's trace has");
+    for (auto& p : by_rank)
+      if (p && p->step != *common.rbegin()) p = FileReader(p->rank.file, *common.rbegin()).read();
+  }
 
   TraceLayout& l = job.layout;
   l = layout_in;

@@ -274,6 +274,44 @@ TEST_CASE("trace: bad traces get one line naming the file and the event", "[work
                                 {"pid", 0}, {"tid", 7}, {"args", json::object()}});
     has(error_of({tmp.write("gpu.json", j), f1}), "gpu.json", "a GPU (NCCL) trace");
   }
+  {
+    json j = r0;  // a collective issued from a second thread (a GPU job's autograd thread)
+    for (auto& e : j["traceEvents"])
+      if (e.value("name", "") == "c10d::_allgather_base_") {
+        e["tid"] = 999999;
+        break;
+      }
+    has(error_of({tmp.write("thread.json", j), f1}), "thread.json", "is on another thread than the step's");
+  }
   has(error_of({f0, f1}, {0, 4, 1}), "", "the job's 2 ranks are not a multiple of tp x pp = 4");
   has(error_of({f0, f1}, {4, 1, 1}), "", "layout dp x tp x pp = 4, but the job has 2 ranks");
+}
+
+TEST_CASE("trace: without a step asked for, the last step every rank has", "[workload][trace]") {
+  TempDir tmp;
+  const std::string dir = kTraces + "/ddp-tp2-dp2";
+  std::vector<std::string> files;
+  for (int r = 0; r < 4; ++r) {
+    json j = load_json(dir + "/rank" + std::to_string(r) + ".json");
+    if (r == 1) {  // rank 1's trace ends a step early
+      auto& ev = j["traceEvents"];
+      for (auto it = ev.begin(); it != ev.end(); ++it)
+        if (it->value("name", "") == "ProfilerStep#3") {
+          ev.erase(it);
+          break;
+        }
+    }
+    files.push_back(tmp.write("rank" + std::to_string(r) + ".json", j));
+  }
+  const TraceJob t = load_trace(files, {0, 2, 1});
+  for (const auto& r : t.ranks) CHECK(r.step == "ProfilerStep#2");
+  const TraceJob t3 = load_trace(files_of(dir, 4), {0, 2, 1}, 3);
+  for (const auto& r : t3.ranks) CHECK(r.step == "ProfilerStep#3");
+  CHECK(error_of({files[1], files[0], files[2], files[3]}, {0, 2, 1}).empty());
+  try {
+    load_trace(files, {0, 2, 1}, 3);
+    FAIL("rank 1 has no ProfilerStep#3");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("rank1.json: no ProfilerStep#3 (the trace has 2)") != std::string::npos);
+  }
 }
