@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# scripts/bundle.sh OUT [--no-build] — a relocatable compcoll: the programs and test binaries
+# with every shared library they need that is not part of glibc, so that a machine with only
+# glibc, the NVIDIA driver and (for the NCCL backend) NCCL can run them from any folder, with no
+# build and no packages:
+#
+#   OUT/bin/         compcoll-sim, compcoll-run, compcoll-bench, the three test binaries
+#                    (debug info stripped; RPATH $ORIGIN/../lib)
+#   OUT/lib/         their libraries: yaml-cpp, SimGrid and its ns-3, Boost, Open MPI, zstd, lz4,
+#                    the CUDA runtime, libstdc++, ... (RPATH $ORIGIN)
+#   OUT/ompi/        Open MPI's launcher (mpirun, orted), components and help files, and PMIx's,
+#                    relocated with OPAL_PREFIX and PMIX_INSTALL_PREFIX (env.sh sets them)
+#   OUT/experiments, topologies, models, calibration, tests/data, tests/sim/golden, scripts/
+#   OUT/env.sh       source it: PATH, Open MPI's and PMIx's prefixes, NCCL's folder
+#   OUT/run-tests.sh the bundle's tests, from any folder
+#
+# Not bundled: glibc (the target needs glibc >= the build machine's: ldd --version), the NVIDIA
+# driver (libcuda, loaded by the CUDA runtime), and NCCL (its library alone is about 200 MB):
+# env.sh finds it in COMPCOLL_NCCL_LIB, the system (ldconfig), the nvidia-nccl-cu13 wheel of
+# python3, or /usr/local/cuda/lib{,64}. Needs patchelf (scripts/setup.sh installs it).
+# `tar -C OUT/.. -czf compcoll.tar.gz $(basename OUT)` packs it (docs/BUNDLE.md).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ $# -lt 1 ]; then
+  echo "usage: scripts/bundle.sh OUT [--no-build]" >&2
+  exit 2
+fi
+out=$1
+build=1
+[ "${2:-}" = "--no-build" ] && build=0
+command -v patchelf >/dev/null || { echo "bundle: patchelf not found (apt-get install patchelf)" >&2; exit 2; }
+[ $build = 1 ] && "$root/scripts/build.sh" >/dev/null
+cd "$root"
+
+programs=(build/sim/compcoll-sim build/real/compcoll-run build/tools/compcoll-bench
+          build/tests/compcoll_tests build/tests/compcoll_sim_tests build/tests/compcoll_real_tests)
+for p in "${programs[@]}"; do
+  [ -x "$p" ] || { echo "bundle: $p is missing (build first: scripts/build.sh)" >&2; exit 2; }
+done
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/ompi/bin"
+out=$(cd "$out" && pwd)
+
+# Libraries that stay the target's: glibc's, the dynamic loader, the kernel's vDSO, NCCL.
+is_system() {
+  case "$1" in
+    linux-vdso.so*|ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libresolv.so*|libutil.so*) return 0 ;;
+    libnccl.so*) return 0 ;;
+  esac
+  return 1
+}
+# copy_deps FILE: every library FILE needs (the loader's whole closure), into OUT/lib.
+copy_deps() {
+  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r name path; do
+    is_system "$name" && continue
+    [ -e "$out/lib/$name" ] || { cp -L "$path" "$out/lib/$name"; chmod u+w "$out/lib/$name"; }
+  done
+}
+
+for p in "${programs[@]}"; do
+  cp "$p" "$out/bin/"
+  copy_deps "$p"
+done
+
+# Open MPI (Debian's layout: prefix /usr, components under the libdir's openmpi3/), and PMIx.
+ompi_path() { ompi_info --path "$1" --parsable | sed -n "s/^path:$1:\(.*\)$/\1/p"; }
+prefix=$(ompi_path prefix)
+libdir=$(ompi_path libdir)
+pkglibdir=$(ompi_path pkglibdir)
+pkgdatadir=$(ompi_path pkgdatadir)
+rel_pkglib=${pkglibdir#"$prefix"/}
+rel_pkgdata=${pkgdatadir#"$prefix"/}
+mkdir -p "$out/ompi/$rel_pkglib" "$out/ompi/$(dirname "$rel_pkgdata")"
+for b in orterun orted; do
+  cp "$(readlink -f "$(command -v $b)")" "$out/ompi/bin/$b"
+  copy_deps "$out/ompi/bin/$b"
+done
+ln -s orterun "$out/ompi/bin/mpirun"
+ln -s orterun "$out/ompi/bin/mpiexec"
+cp "$pkglibdir"/*.so "$out/ompi/$rel_pkglib/"
+for c in "$out/ompi/$rel_pkglib"/*.so; do copy_deps "$c"; done
+cp -r "$pkgdatadir" "$out/ompi/$(dirname "$rel_pkgdata")/"
+pmix_lib=$(for c in "$pkglibdir"/*.so; do ldd "$c"; done | awk '$1 ~ /^libpmix/ {print $3}' | sort -u | sed -n 1p)
+if [ -n "$pmix_lib" ]; then
+  pmix_prefix=$(dirname "$(dirname "$(readlink -f "$pmix_lib")")")
+  if [ -d "$pmix_prefix/lib/pmix" ]; then
+    mkdir -p "$out/pmix/lib"
+    cp -r "$pmix_prefix/lib/pmix" "$out/pmix/lib/"
+    for c in "$out/pmix/lib/pmix"/*.so; do copy_deps "$c"; done
+    [ -d "$pmix_prefix/share" ] && cp -r "$pmix_prefix/share" "$out/pmix/"
+  fi
+fi
+
+# RPATHs: programs and launchers look in OUT/lib, libraries beside themselves, components up
+# to OUT/lib; debug info stripped (the build keeps it).
+relative_lib() { python3 -c "import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))" "$out/lib" "$1"; }
+for f in "$out"/bin/* "$out"/ompi/bin/orterun "$out"/ompi/bin/orted; do
+  strip --strip-debug "$f"
+  patchelf --set-rpath "\$ORIGIN/$(relative_lib "$(dirname "$f")")" "$f"
+done
+for f in "$out"/lib/*; do
+  strip --strip-debug "$f" 2>/dev/null || true
+  patchelf --set-rpath '$ORIGIN' "$f"
+done
+for d in "$out/ompi/$rel_pkglib" "$out/pmix/lib/pmix"; do
+  [ -d "$d" ] || continue
+  rel=$(relative_lib "$d")
+  for f in "$d"/*.so; do patchelf --set-rpath "\$ORIGIN/$rel" "$f"; done
+done
+
+# Data and scripts.
+cp -r experiments topologies models calibration "$out/"
+mkdir -p "$out/tests/sim" "$out/scripts" "$out/tools"
+cp -r tests/data "$out/tests/"
+cp -r tests/sim/golden "$out/tests/sim/"
+cp scripts/gpu-check.sh "$out/scripts/"
+cp tools/zipnn_peer.py tools/capture_trace.py "$out/tools/"
+cp README.md "$out/"
+[ -f docs/BUNDLE.md ] && cp docs/BUNDLE.md "$out/"
+
+cat >"$out/env.sh" <<'EOF'
+# source OUT/env.sh — the bundle's programs and Open MPI on PATH, NCCL's folder found.
+B=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export COMPCOLL_BUNDLE=$B
+export PATH="$B/bin:$B/ompi/bin:$PATH"
+export OPAL_PREFIX="$B/ompi"
+[ -d "$B/pmix" ] && export PMIX_INSTALL_PREFIX="$B/pmix"
+export COMPCOLL_SOURCE_DIR="$B" COMPCOLL_TEST_DATA_DIR="$B/tests/data"
+export COMPCOLL_TOOLS_DIR="$B/tools"
+# NCCL: COMPCOLL_NCCL_LIB, the system's, the nvidia-nccl-cu13 wheel's, or the CUDA toolkit's.
+nccl_dir=""
+if [ -n "${COMPCOLL_NCCL_LIB:-}" ]; then
+  nccl_dir=$COMPCOLL_NCCL_LIB
+elif ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
+  nccl_dir=system
+else
+  for d in "$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)" \
+           /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+    if [ -n "$d" ] && [ -e "$d/libnccl.so.2" ]; then nccl_dir=$d; break; fi
+  done
+fi
+if [ -z "$nccl_dir" ]; then
+  echo "compcoll bundle: NCCL (libnccl.so.2) not found: pip install nvidia-nccl-cu13, or set COMPCOLL_NCCL_LIB" >&2
+elif [ "$nccl_dir" != system ]; then
+  export LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+export COMPCOLL_NCCL_DIR=$nccl_dir
+unset nccl_dir d
+EOF
+
+cat >"$out/run-tests.sh" <<'EOF'
+#!/usr/bin/env bash
+# OUT/run-tests.sh — the bundle's tests, from any folder: the Catch2 suites (GPU cases print
+# SKIPPED without a GPU), the MPI tests on 1 and 2 ranks under the bundled mpirun, and one run
+# of each program. Exit 0 when all pass; each step's log goes to $RESULTS (default
+# ./bundle-tests).
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$COMPCOLL_BUNDLE"
+results=${RESULTS:-$PWD/bundle-tests}
+mkdir -p "$results"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+failed=0
+step() {
+  local name=$1
+  shift
+  printf '== %-16s' "$name"
+  if "$@" >"$results/$name.log" 2>&1; then echo " OK"; else echo " FAILED ($results/$name.log)"; failed=$((failed + 1)); fi
+}
+step unit compcoll_tests
+step sim-unit compcoll_sim_tests
+step mpi-1 mpirun -np 1 compcoll_real_tests "~[nccl]"
+step mpi-2 mpirun -np 2 compcoll_real_tests "~[nccl]"
+step sim-smoke bash -c 'compcoll-sim experiments/smoke-sim.yaml | tail -1 | grep -qx "# OK"'
+step run-smoke bash -c 'mpirun -np 2 compcoll-run experiments/smoke-cpu.yaml --backend mpi | tail -1 | grep -qx "# OK"'
+step bench-codec bash -c 'compcoll-bench codec --min-time 0 tests/data/grad.layer1-attn-out-weight.step060.bf16.npy --dtype bf16 | tail -1 | grep -qx "# OK"'
+if [ $failed -eq 0 ]; then echo "bundle tests: all passed"; else echo "bundle tests: $failed failed"; fi
+exit $((failed > 0))
+EOF
+chmod +x "$out/run-tests.sh"
+echo "bundle: $out ($(du -sh "$out" | cut -f1))"
