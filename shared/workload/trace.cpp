@@ -194,6 +194,12 @@ class FileReader {
     const json& events = doc["traceEvents"];
     find_step(events);
     collect_main_thread(events);
+    if (is_gpu_trace(events)) {
+      read_gpu(events);
+      if (out_.rank.calls.empty()) fail(file_, "no NCCL kernel launched in " + out_.rank.step);
+      build_items();
+      return std::move(out_);
+    }
     if (!off_thread_.empty())
       fail(file_, off_thread_ + " is on another thread than the step's: a timeline of several issuing threads (a GPU job's "
                                 "autograd thread) is not read");
@@ -426,10 +432,6 @@ class FileReader {
   // record_param_comms: the group's ranks and sizes on the event; executed where a gloo:* work
   // of the same elements ran, or over the event itself.
   void read_record_param_comms(const json& events) {
-    for (const auto& e : events)
-      if (e.is_object() && e.value("cat", std::string()) == "kernel" && e.contains("args") && e["args"].contains("Collective name"))
-        fail(file_, "GPU kernel " + e.value("name", std::string()) +
-                        ": a GPU (NCCL) trace; the replay reads the CPU timeline of gloo jobs, not GPU kernel timelines");
     std::vector<Work> work = gloo_work(events);
     for (const auto& [ev, backward] : main_) {
       if (ev.name != "record_param_comms") continue;
@@ -473,6 +475,108 @@ class FileReader {
     }
   }
 
+  static bool is_nccl_kernel(const json& e) {
+    const std::string n = e.value("name", std::string());
+    return e.value("cat", std::string()) == "kernel" && (n.rfind("ncclKernel", 0) == 0 || n.rfind("ncclDevKernel", 0) == 0);
+  }
+  static bool is_gpu_trace(const json& events) {
+    for (const auto& e : events)
+      if (e.is_object() && is_nccl_kernel(e)) return true;
+    return false;
+  }
+
+  // A GPU job: the timeline is the GPU's. The step's GPU work is what the CPU launched inside
+  // the ProfilerStep (cuda_runtime / cuda_driver events, matched by correlation id), from its
+  // first start to its last end; the compute lane is every non-NCCL kernel, copy and memset on
+  // any stream; each NCCL kernel (its args: collective, element counts, dtype, group ranks) is
+  // a call, issued when it started (NCCL's stream waits for the compute it depends on, and the
+  // kernel starts before its peers arrive) and waited on where the compute lane resumed right
+  // after it. Backward: the launch was inside autograd's evaluate_function on its thread.
+  void read_gpu(const json& events) {
+    std::set<int64_t> launched;
+    std::map<int64_t, std::pair<json, double>> launch_at;  // correlation -> (thread, time)
+    std::map<json, std::vector<std::pair<double, double>>> autograd;  // thread -> intervals
+    for (const auto& e : events) {
+      if (!e.is_object() || e.value("ph", std::string()) != "X" || e["pid"] != main_pid_) continue;
+      const std::string cat = e.value("cat", std::string());
+      const double ts = num(e, "ts"), dur = num(e, "dur");
+      if (!std::isfinite(ts)) continue;
+      if (e.value("name", std::string()).rfind("autograd::engine::evaluate_function", 0) == 0)
+        autograd[e["tid"]].emplace_back(ts, ts + dur);
+      if ((cat == "cuda_runtime" || cat == "cuda_driver") && ts >= t0_ && ts < t1_ && e.contains("args") &&
+          e["args"].contains("correlation") && e["args"]["correlation"].is_number_integer()) {
+        const int64_t c = e["args"]["correlation"].get<int64_t>();
+        launched.insert(c);
+        launch_at[c] = {e["tid"], ts};
+      }
+    }
+    struct Gpu {
+      const json* e;
+      double ts, end;
+    };
+    std::vector<Gpu> gpu;
+    double g0 = INFINITY, g1 = -INFINITY;
+    for (const auto& e : events) {
+      if (!e.is_object() || e.value("ph", std::string()) != "X") continue;
+      const std::string cat = e.value("cat", std::string());
+      if (cat != "kernel" && cat != "gpu_memcpy" && cat != "gpu_memset") continue;
+      if (!e.contains("args") || !e["args"].contains("correlation") || !e["args"]["correlation"].is_number_integer()) continue;
+      if (!launched.count(e["args"]["correlation"].get<int64_t>())) continue;
+      const double ts = num(e, "ts"), dur = num(e, "dur");
+      if (!std::isfinite(ts) || !(dur >= 0)) continue;
+      gpu.push_back({&e, ts, ts + dur});
+      g0 = std::min(g0, ts);
+      g1 = std::max(g1, ts + dur);
+    }
+    if (gpu.empty()) fail(file_, "no GPU work launched in " + out_.rank.step + " (profile with ProfilerActivity.CUDA)");
+    std::sort(gpu.begin(), gpu.end(), [](const Gpu& a, const Gpu& b) { return a.ts < b.ts; });
+    t0_ = g0;  // times from the step's first GPU work
+    out_.rank.step_s = (g1 - g0) * 1e-6;
+    leaves_.clear();
+    for (const auto& g : gpu) {
+      if (!is_nccl_kernel(*g.e)) {
+        leaves_.emplace_back(g.ts, g.end);
+        continue;
+      }
+      const json& a = (*g.e)["args"];
+      const std::string cname = a.value("Collective name", std::string());
+      std::ostringstream at;
+      at << g.e->value("name", std::string()).substr(0, g.e->value("name", std::string()).find('(')) << " at " << g.ts - g0
+         << " us into the step's GPU work";
+      const std::string where = at.str();
+      if (cname.empty())
+        fail(file_, where + ": an NCCL kernel without 'Collective name' (an older PyTorch schema): not read");
+      const auto coll = named_collective(cname);
+      if (!coll) fail(file_, where + ": collective '" + cname + "' is not replayed");
+      const TypeInfo ti = type_info(a.value("dtype", std::string()));
+      if (ti.size == 0) fail(file_, where + ": unknown dtype '" + a.value("dtype", std::string()) + "'");
+      std::vector<int> ranks = parse_rank_list(a.value("Process Group Ranks", std::string()));
+      if (ranks.empty()) {
+        const std::string pg = a.value("Process Group Name", std::string());
+        for (const auto& pgc : pgs_)
+          if (pgc.name == pg) ranks = pgc.ranks;
+      }
+      if (ranks.empty()) fail(file_, where + ": no 'Process Group Ranks' and no pg_config entry for its group");
+      const uint64_t in = a.value("In msg nelems", uint64_t{0}), outn = a.value("Out msg nelems", uint64_t{0});
+      TraceCall c;
+      c.collective = *coll;
+      c.name = cname;
+      c.dtype = ti.dtype;
+      c.tensor = ti.floating ? "?" : "";
+      c.bytes = (*coll == Collective::AllGather ? outn : in) * ti.size;
+      if (c.bytes == 0) continue;
+      c.issue_s = c.start_s = (g.ts - g0) * 1e-6;
+      c.end_s = (g.end - g0) * 1e-6;
+      const auto la = launch_at.find(a["correlation"].get<int64_t>());
+      if (la != launch_at.end())
+        for (const auto& [s0, s1] : autograd[la->second.first])
+          if (s0 <= la->second.second && la->second.second < s1) c.backward = true;
+      out_.rank.calls.push_back(c);
+      out_.call_groups.push_back(ranks);
+      meta_.push_back({c.end_s, 0});  // asynchronous to the compute lane
+    }
+  }
+
   // The timeline. A blocking call (async_op=False on its c10d op) is waited on from the end of
   // its op until it finished. An asynchronous call is waited on where the main thread, idle
   // (no CPU op running), resumed within kResume of its end: the thread was blocked on it. All
@@ -505,11 +609,13 @@ class FileReader {
       size_t best = r.calls.size();
       for (size_t c = 0; c < r.calls.size(); ++c) {
         const TraceCall& k = r.calls[c];
-        if (meta_[c].blocking != 1 && k.issue_s <= g0 && k.end_s > g0 && k.end_s <= g1 && g1 - k.end_s <= kResume &&
-            (best == r.calls.size() || k.end_s > r.calls[best].end_s))
+        if (meta_[c].blocking != 1 && k.issue_s < g1 && k.end_s > std::max(g0, k.issue_s) && k.end_s <= g1 &&
+            g1 - k.end_s <= kResume && (best == r.calls.size() || k.end_s > r.calls[best].end_s))
           best = c;
       }
-      if (best < r.calls.size()) waits.push_back({g0, r.calls[best].end_s, best});
+      // Waiting from the gap's start, or from the call's issue when it came later (a GPU's NCCL
+      // kernel can start after the compute went idle).
+      if (best < r.calls.size()) waits.push_back({std::max(g0, r.calls[best].issue_s), r.calls[best].end_s, best});
     }
     std::sort(waits.begin(), waits.end(), [](const Wait& a, const Wait& b) { return a.start < b.start; });
     struct Mark {

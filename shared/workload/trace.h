@@ -6,10 +6,12 @@
 // when every member has issued them. Nothing here picks an algorithm or a codec.
 //
 // Schemas read: the gloo backend's (c10d::* CPU ops on the main thread, gloo:* annotations on
-// the process group's worker threads; the group is told by which group's threads ran the call)
-// and record_param_comms events (NCCL-style: collective name, element counts, dtype and the
-// group's ranks on the event). A trace of another schema, without collectives, without a
-// ProfilerStep annotation, or a rank set with holes is refused with the file and the event.
+// the process group's worker threads; the group is told by which group's threads ran the call),
+// record_param_comms events (collective name, element counts, dtype and the group's ranks on
+// the event), and GPU traces of NCCL jobs (the GPU work the step launched: NCCL kernels with
+// the same args, and the compute lane). A trace of another schema, without collectives,
+// without a ProfilerStep annotation, or a rank set with holes is refused with the file and
+// the event.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "workload/trace.h"
 
@@ -266,15 +267,6 @@ TEST_CASE("trace: bad traces get one line naming the file and the event", "[work
     has(error_of({f0, tmp.write("mismatch.json", j)}), "mismatch.json", "on the dp group of ranks [0,1] is c10d::_allgather_base_ of");
   }
   {
-    json j = r0;
-    j["traceEvents"].push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"},
-                                {"ts", 0}, {"dur", 1}, {"pid", 0}, {"tid", 7},
-                                {"args", {{"Collective name", "allreduce"}}}});
-    j["traceEvents"].push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "record_param_comms"}, {"ts", 0}, {"dur", 1},
-                                {"pid", 0}, {"tid", 7}, {"args", json::object()}});
-    has(error_of({tmp.write("gpu.json", j), f1}), "gpu.json", "a GPU (NCCL) trace");
-  }
-  {
     json j = r0;  // a collective issued from a second thread (a GPU job's autograd thread)
     for (auto& e : j["traceEvents"])
       if (e.value("name", "") == "c10d::_allgather_base_") {
@@ -314,4 +306,73 @@ TEST_CASE("trace: without a step asked for, the last step every rank has", "[wor
   } catch (const std::runtime_error& e) {
     CHECK(std::string(e.what()).find("rank1.json: no ProfilerStep#3 (the trace has 2)") != std::string::npos);
   }
+}
+
+namespace {
+
+// A small GPU (NCCL) job of two ranks in PyTorch's schema: CPU launches (cuda_runtime, by
+// correlation id) inside ProfilerStep#1, compute kernels on stream 7, NCCL kernels with their
+// args on stream 20: a forward allreduce the compute waits for, a backward one (launched from
+// autograd's thread) it does not, and a kernel launched after the step.
+json gpu_rank(int rank) {
+  json ev = json::array();
+  auto x = [&](const char* cat, const std::string& name, double ts, double dur, int pid, int tid, json args) {
+    ev.push_back({{"ph", "X"}, {"cat", cat}, {"name", name}, {"ts", ts}, {"dur", dur}, {"pid", pid}, {"tid", tid},
+                  {"args", args}});
+  };
+  x("user_annotation", "ProfilerStep#1", 0, 1000, 10, 1, json::object());
+  x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 500, 300, 10, 2, json::object());
+  for (auto [corr, ts, tid] : {std::tuple{1, 10, 1}, {2, 20, 1}, {3, 30, 1}, {4, 600, 2}, {5, 610, 1}, {99, 2000, 1}})
+    x("cuda_runtime", "cudaLaunchKernel", ts, 5, 10, tid, {{"correlation", corr}});
+  const json nccl{{"Collective name", "allreduce"}, {"In msg nelems", 1024}, {"Out msg nelems", 1024}, {"dtype", "Float"},
+                  {"Process Group Ranks", "[0, 1]"}, {"Process Group Name", "0"}};
+  x("kernel", "gemm", 100, 200, 0, 7, {{"correlation", 1}});
+  json a = nccl;
+  a["correlation"] = 2;
+  x("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 300 + rank * 20, 100 - rank * 20, 0, 20, a);
+  x("kernel", "gemm", 410, 190, 0, 7, {{"correlation", 3}});
+  a["correlation"] = 4;
+  x("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 620, 80, 0, 20, a);
+  x("kernel", "gemm", 605, 295, 0, 7, {{"correlation", 5}});
+  x("kernel", "gemm", 2100, 50, 0, 7, {{"correlation", 99}});
+  return {{"distributedInfo", {{"backend", "nccl"}, {"rank", rank}, {"world_size", 2},
+                               {"pg_config", json::array({{{"pg_name", "0"}, {"ranks", {0, 1}}}})}}},
+          {"traceEvents", ev}};
+}
+
+}  // namespace
+
+TEST_CASE("trace: a GPU job's timeline is its GPU work", "[workload][trace]") {
+  TempDir tmp;
+  const std::vector<std::string> files{tmp.write("g0.json", gpu_rank(0)), tmp.write("g1.json", gpu_rank(1))};
+  const TraceJob t = load_trace(files, {0, 2, 1});
+  REQUIRE(t.backend == "nccl");
+  REQUIRE(t.groups.size() == 1);
+  CHECK(t.groups[0].label == "tp");
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    const RankTrace& rt = t.ranks[static_cast<size_t>(r)];
+    REQUIRE(rt.calls.size() == 2);
+    CHECK(rt.calls[0].bytes == 4096);
+    CHECK(rt.calls[0].tensor == "act");      // launched from the main thread
+    CHECK(rt.calls[1].tensor == "actgrad");  // launched inside autograd's evaluate_function
+    CHECK(rt.step_s == Approx(800e-6));      // first GPU work to last; the later launch left out
+    // The compute resumed 10 us after the forward allreduce ended: a wait from the gap's start
+    // (rank 0) or from the kernel's start when it came later (rank 1: 20 us later).
+    CHECK(rt.compute_s == Approx(800e-6 - 100e-6 + r * 20e-6));
+  }
+  const auto free = replay(t, [](int, size_t) { return 0.0; });
+  const auto own = traced_call_seconds(t);
+  CHECK(own[0][0] == Approx(80e-6));  // rank 1's kernel started 20 us later: 320..400
+  const auto traced = replay(t, [&](int r, size_t c) { return own[static_cast<size_t>(r)][c]; });
+  CHECK(free[0] == Approx(720e-6));  // rank 0 waits for rank 1 to issue the forward allreduce
+  CHECK(traced[0] == Approx(800e-6));
+
+  json old = gpu_rank(0);  // an NCCL kernel without the collective's args: an older schema
+  for (auto& e : old["traceEvents"])
+    if (e["cat"] == "kernel" && e["name"].get<std::string>().rfind("nccl", 0) == 0) e["args"].erase("Collective name");
+  const std::string msg = error_of({tmp.write("old-gpu.json", old), files[1]});
+  INFO(msg);
+  CHECK(msg.find("old-gpu.json: ncclDevKernel_AllReduce_Sum_f32_RING_LL at 200 us into the step's GPU work: an NCCL "
+                 "kernel without 'Collective name'") != std::string::npos);
 }
