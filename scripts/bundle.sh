@@ -15,9 +15,11 @@
 #   OUT/run-tests.sh the bundle's tests, from any folder
 #
 # Not bundled: glibc (the target needs glibc >= the build machine's: ldd --version), the NVIDIA
-# driver (libcuda, loaded by the CUDA runtime), and NCCL (its library alone is about 200 MB):
-# env.sh finds it in COMPCOLL_NCCL_LIB, the system (ldconfig), the nvidia-nccl-cu13 wheel of
-# python3, or /usr/local/cuda/lib{,64}. Needs patchelf (scripts/setup.sh installs it).
+# driver (libcuda, loaded by the CUDA runtime), NCCL (its library alone is about 200 MB): env.sh
+# finds it in COMPCOLL_NCCL_LIB, the system (ldconfig), the nvidia-nccl-cu13 wheel of python3,
+# or /usr/local/cuda/lib{,64}; and nvCOMP (25 MB, opened at run time by compcoll-bench when
+# present): COMPCOLL_NVCOMP_LIB or the nvidia-libnvcomp-cu13 wheel. Needs patchelf
+# (scripts/setup.sh installs it).
 # `tar -C OUT/.. -czf compcoll.tar.gz $(basename OUT)` packs it (docs/BUNDLE.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -145,7 +147,13 @@ elif [ "$nccl_dir" != system ]; then
   export LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 export COMPCOLL_NCCL_DIR=$nccl_dir
-unset nccl_dir d
+# nvCOMP (compcoll-bench codec --device cuda opens libnvcomp.so.6 at run time, when it is there):
+# COMPCOLL_NVCOMP_LIB, or the nvidia-libnvcomp-cu13 wheel of python3.
+nvcomp_dir=${COMPCOLL_NVCOMP_LIB:-$(python3 -c 'import nvidia.libnvcomp, os; print(os.path.join(list(nvidia.libnvcomp.__path__)[0], "lib64"))' 2>/dev/null)}
+if [ -n "$nvcomp_dir" ] && [ -e "$nvcomp_dir/libnvcomp.so.6" ]; then
+  export LD_LIBRARY_PATH="$nvcomp_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+unset nccl_dir nvcomp_dir d
 EOF
 
 cat >"$out/run-tests.sh" <<'EOF'

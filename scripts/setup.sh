@@ -9,7 +9,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git patchelf
   libsimgrid-dev simgrid
   libyaml-cpp-dev
   libboost-graph-dev libboost-dev
@@ -50,6 +50,11 @@ if ! "$PY" -m jupyter_client.kernelspec list 2>/dev/null | grep -q python3; then
 fi
 if [ "${COMPCOLL_SETUP_TORCH:-0}" = "1" ] && ! "$PY" -c "import torch" 2>/dev/null; then
   "$PY" -m pip install -q torch
+fi
+# nvCOMP 6 (ANS, Bitcomp) beside the CUDA codecs in compcoll-bench codec --device cuda; CMake
+# finds the wheel through this python3 (tools/CMakeLists.txt).
+if ! "$PY" -c "import nvidia.libnvcomp" 2>/dev/null; then
+  "$PY" -m pip install -q "nvidia-libnvcomp-cu13>=6,<7"
 fi
 
 if ! command -v nvcc >/dev/null 2>&1; then

@@ -3,6 +3,8 @@
 // with CUDA events on a non-blocking stream. Built only with CUDA; without a device,
 // make_cuda_device() throws DeviceUnavailable and the program exits 2 with that one line.
 // Checks are separate, untimed passes against the host input and the host reduce_add.
+// `codec --device cuda` (compcoll_bench.cpp) times the codecs through the same device, and
+// peers (nvCOMP, tools/nvcomp_peer.h) through cuda_peer_context: its input, stream and timing.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "codec/cuda/codec_cuda.h"
 #include "codec/cuda/reduce_cuda.h"
 #include "codec/reduce.h"
+#include "nvcomp_peer.h"
 
 namespace compcoll::bench {
 
@@ -169,7 +172,14 @@ class CudaDevice : public CalibrationDevice {
     return m;
   }
 
- private:
+  // For cuda_peer_context: the loaded input on the device, and the stream everything runs on.
+  const void* input_dev() const { return in_.get(); }
+  uint64_t input_bytes() const { return host_input_ ? host_input_->size() : 0; }
+  DType dtype() const { return dtype_; }
+  cudaStream_t stream() const { return stream_; }
+
+  // One untimed warm-up, then CUDA-event samples of `fn` on the stream until `opt` is met;
+  // the median. measure() and the peers of cuda_peer_context time with this.
   Measurement time(const std::function<void()>& fn, const TimingOptions& opt) {
     fn();  // warm-up
     COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -191,6 +201,8 @@ class CudaDevice : public CalibrationDevice {
     m.samples = static_cast<int>(samples.size());
     return m;
   }
+
+ private:
   void encode_prefix(const Codec& codec, uint64_t elements) {
     cuda_encode(codec.id(), dtype_, in_.get(), elements, stream_buf_.get(), stream_buf_.bytes(),
                 static_cast<uint64_t*>(size_dev_.get()), scratch_.get(), scratch_.bytes(), EncodeOptions{}, stream_);
@@ -238,5 +250,17 @@ class CudaDevice : public CalibrationDevice {
 }  // namespace
 
 std::unique_ptr<CalibrationDevice> make_cuda_device() { return std::make_unique<CudaDevice>(); }
+
+CudaPeerContext cuda_peer_context(CalibrationDevice& device, const TimingOptions& opt) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  if (!cuda) throw std::logic_error("cuda_peer_context: not a device of make_cuda_device()");
+  CudaPeerContext ctx;
+  ctx.input_dev = cuda->input_dev();
+  ctx.bytes = cuda->input_bytes();
+  ctx.dtype = cuda->dtype();
+  ctx.stream = cuda->stream();
+  ctx.time = [cuda, opt](const std::function<void()>& fn) { return cuda->time(fn, opt); };
+  return ctx;
+}
 
 }  // namespace compcoll::bench

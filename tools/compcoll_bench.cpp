@@ -1,12 +1,15 @@
 // tools/compcoll_bench.cpp — compcoll-bench: measures codecs on real or synthetic tensors.
 //   compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json] [--chunk N] [--peer zipnn]
-//                        [--min-time SECONDS] PATH...
+//                        [--min-time SECONDS] [--device host|cuda] PATH...
 // Per input and codec: ratio, the order-0 exponent-entropy bound, encode/decode GB/s (best of
 // several timed runs after an untimed warm-up), then a separate check: bit-exact for lossless
 // codecs; for lossy ones (fp8-hadamard) the max abs and relative L2 error, and a check that
 // decoding succeeds and finite inputs stay finite. zstd -1 (plain
 // and byte-grouped), lz4 and memcpy run on the same bytes in the same process as yardsticks;
 // --peer zipnn runs ZipNN on them too, through Python (tools/zipnn_peer.py).
+// --device cuda runs the CUDA kernels instead, through calibrate's CUDA device (same timing:
+// CUDA events, median), and where the build found nvCOMP its ANS and Bitcomp on the same
+// device buffer as yardsticks (tools/nvcomp_peer.h).
 //   compcoll-bench calibrate ...   (tools/calibrate.cpp: writes a calibration file)
 // The program decides exit codes; the libraries only report.
 #include <lz4.h>
@@ -24,6 +27,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +36,9 @@
 #include "codec/codec.h"
 #include "io/float_convert.h"
 #include "io/tensor_file.h"
+#ifdef COMPCOLL_HAVE_NVCOMP
+#include "nvcomp_peer.h"
+#endif
 
 namespace {
 
@@ -46,6 +53,7 @@ struct Options {
   double min_time = 0.2;
   std::vector<std::string> inputs;
   bool zipnn = false;  // --peer zipnn: ZipNN through Python (tools/zipnn_peer.py) on the same bytes
+  std::string device = "host";  // --device cuda: the CUDA kernels (and nvCOMP where built)
 };
 
 struct Row {
@@ -82,7 +90,8 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
   std::fprintf(stderr, "compcoll-bench: %s\n", msg.c_str());
   std::fprintf(stderr,
                "usage: compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json]\n"
-               "                            [--chunk ELEMENTS] [--min-time SECONDS] [--peer zipnn] PATH...\n"
+               "                            [--chunk ELEMENTS] [--min-time SECONDS] [--peer zipnn]\n"
+               "                            [--device host|cuda] PATH...\n"
                "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n"
                "       compcoll-bench calibrate --out FILE.yaml [...]     (calibrate --help)\n"
                "       mpirun -np N compcoll-bench transport --out FILE.yaml [...]   (transport --help)\n");
@@ -110,13 +119,17 @@ double gbps(size_t bytes, double seconds) { return seconds > 0 ? bytes / seconds
 // The one place rows are printed, as a table or as JSON lines.
 class RowPrinter {
  public:
-  explicit RowPrinter(bool json) : json_(json) {}
+  // device: empty for the host; with --device cuda the GPU's name, and `notes` for the header.
+  explicit RowPrinter(bool json, std::string device = {}, std::vector<std::string> notes = {})
+      : json_(json), device_(std::move(device)), notes_(std::move(notes)) {}
   void header() const {
     if (json_) return;
     std::printf("# compcoll-bench codec: ratio = original / compressed bytes; bound = order-0 exponent-entropy bound\n");
     std::printf("# lossy codecs: check = decodes, finite stays finite; maxabs, relL2 = their error\n");
-    std::printf("# host codec path: %s (COMPCOLL_HOST_SIMD=0 selects the portable one; docs/compcoll-bench.md)\n",
-                std::string(host_codec_path()).c_str());
+    if (device_.empty())
+      std::printf("# host codec path: %s (COMPCOLL_HOST_SIMD=0 selects the portable one; docs/compcoll-bench.md)\n",
+                  std::string(host_codec_path()).c_str());
+    for (const std::string& n : notes_) std::printf("# %s\n", n.c_str());
     std::printf("%-44s %-20s %5s %11s %7s %7s %9s %9s %9s %6s %10s %8s\n", "# file", "codec", "type",
                 "elements", "ratio", "bound", "enc", "dec", "memcpy", "check", "maxabs", "relL2");
     std::printf("%-44s %-20s %5s %11s %7s %7s %9s %9s %9s %6s %10s %8s\n", "#", "", "", "(count)", "", "",
@@ -126,11 +139,12 @@ class RowPrinter {
     if (json_) {
       std::printf("{\"file\": \"%s\", \"codec\": \"%s\", \"dtype\": \"%s\", \"elements\": %zu, "
                   "\"ratio\": %.5f, \"bound\": %.5f, \"encode_gbps\": %.4f, \"decode_gbps\": %.4f, "
-                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f, \"host_path\": \"%s\"%s}\n",
+                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f, \"host_path\": \"%s\"%s%s}\n",
                   json_escape(r.file).c_str(), r.codec.c_str(), std::string(dtype_name(r.dtype)).c_str(),
                   r.elements, r.ratio, r.bound, r.encode_gbps, r.decode_gbps,
                   r.max_abs >= 0 ? "null" : r.check == "OK" ? "true" : (r.check == "FAILED" ? "false" : "null"),
-                  r.memcpy_gbps, std::string(host_codec_path()).c_str(), lossy_json(r).c_str());
+                  r.memcpy_gbps, std::string(host_codec_path()).c_str(), lossy_json(r).c_str(),
+                  device_.empty() ? "" : (", \"device\": \"" + json_escape(device_) + "\"").c_str());
     } else {
       char err[32] = "         -        -";
       if (r.max_abs >= 0) std::snprintf(err, sizeof err, "%10.3g %8.5f", r.max_abs, r.rel_l2);
@@ -164,6 +178,8 @@ class RowPrinter {
     return base.size() > 44 ? "..." + base.substr(base.size() - 41) : base;
   }
   bool json_;
+  std::string device_;
+  std::vector<std::string> notes_;
 };
 
 // Splits each element's bytes into planes (all byte 0s, all byte 1s, ...), the usual
@@ -312,8 +328,83 @@ bool bench_tensor(const TensorData& t, const Options& opt, const RowPrinter& pri
   return ok;
 }
 
+// --device cuda: every selected codec's CUDA kernels on one tensor, through calibrate's CUDA
+// device (tools/calibrate_cuda.cpp): the same buffers, stream and timing (one untimed warm-up,
+// CUDA-event samples until --min-time and at least 3; the median) and its check (decode of
+// the device's own stream, bit-exact against the input, or for a lossy codec against the
+// host round trip). The kernels write streams byte-identical to the host encoder
+// (codec/cuda/codec_cuda.h), so the ratio (and a lossy codec's error) is taken from the host
+// encoder, untimed. With --codec all, nvCOMP's codecs follow on the same device input where
+// the build has nvCOMP, as the yardsticks do on the host. Returns false if a check failed.
+bool bench_tensor_cuda(const TensorData& t, const Options& opt, const RowPrinter& printer,
+                       bench::CalibrationDevice& device) {
+  const size_t bytes = t.bytes.size();
+  const double bound = exponent_entropy(t.dtype, t.bytes.data(), t.elements()).bound;
+  bench::TimingOptions timing;
+  timing.min_time = opt.min_time;
+  timing.min_samples = 3;
+  device.load(t.dtype, t.bytes);
+  const bench::Measurement copy = device.measure(calib::Op::Copy, nullptr, bytes, timing);
+  const double memcpy_gbps = gbps(bytes, copy.seconds);
+  bool ok = true;
+  if (copy.wrong != 0) {
+    std::fprintf(stderr, "compcoll-bench: %s: device-to-device copy: %lld elements differ\n", t.source.c_str(),
+                 static_cast<long long>(copy.wrong));
+    ok = false;
+  }
+  const std::vector<std::string> names = [&] {
+    if (!opt.codecs.empty()) return opt.codecs;
+    std::vector<std::string> all;
+    for (auto n : codec_names()) all.emplace_back(n);
+    return all;
+  }();
+  for (const std::string& name : names) {
+    const Codec& codec = *find_codec(name);
+    double enc = 0, dec = 0;
+    size_t size = 0;
+    bool good = false;
+    LossyError err;
+    try {
+      const bench::Measurement me = device.measure(calib::Op::Compress, &codec, bytes, timing);
+      const bench::Measurement md = device.measure(calib::Op::Decompress, &codec, bytes, timing);
+      enc = me.seconds;
+      dec = md.seconds;
+      good = me.wrong == 0 && md.wrong == 0;
+      const std::vector<uint8_t> stream = encode(codec, t.dtype, t.bytes.data(), t.elements());
+      size = stream.size();
+      if (!codec.lossless()) {
+        std::vector<uint8_t> back(bytes);
+        decode(stream.data(), stream.size(), back.data(), back.size());
+        err = lossy_error(t.dtype, back.data(), t.bytes.data(), t.elements());
+        good &= err.finite;
+      }
+    } catch (const std::exception& e) {  // CodecError, or a CUDA failure (codec/cuda/check.h)
+      std::fprintf(stderr, "compcoll-bench: %s: %s: %s\n", t.source.c_str(), name.c_str(), e.what());
+      good = false;
+    }
+    ok &= good;
+    printer.row({t.source, name, t.dtype, t.elements(), size ? static_cast<double>(bytes) / size : 0, bound,
+                 gbps(bytes, enc), gbps(bytes, dec), memcpy_gbps, good ? "OK" : "FAILED",
+                 codec.lossless() ? -1.0 : err.max_abs, codec.lossless() ? -1.0 : err.rel_l2});
+  }
+  if (!opt.codecs.empty()) return ok;
+#ifdef COMPCOLL_HAVE_NVCOMP
+  // nvCOMP reads the input the kernels above read, on their stream, timed the same way.
+  for (const bench::PeerResult& r : bench::run_nvcomp_peers(bench::cuda_peer_context(device, timing), t.bytes)) {
+    if (!r.ok) std::fprintf(stderr, "compcoll-bench: %s: %s: %s\n", t.source.c_str(), r.codec.c_str(), r.error.c_str());
+    ok &= r.ok;
+    printer.row({t.source, r.codec, t.dtype, t.elements(),
+                 r.ok && r.compressed_bytes ? static_cast<double>(bytes) / r.compressed_bytes : 0, bound,
+                 r.ok ? gbps(bytes, r.encode_seconds) : 0, r.ok ? gbps(bytes, r.decode_seconds) : 0, memcpy_gbps,
+                 r.ok ? "OK" : "FAILED"});
+  }
+#endif
+  return ok;
+}
+
 Options parse_args(int argc, char** argv) {
   Options opt;
+  bool chunk_given = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -348,11 +439,16 @@ Options parse_args(int argc, char** argv) {
       if (!end || *end || c < format::kMinChunkElements || c > format::kMaxChunkElements || c % format::kLanes)
         usage_error("--chunk: expected a multiple of 32 in [32, 65536], got \"" + v + "\"");
       opt.chunk = static_cast<uint32_t>(c);
+      chunk_given = true;
     } else if (a == "--min-time") {
       const std::string v = value();
       char* end = nullptr;
       opt.min_time = std::strtod(v.c_str(), &end);
       if (!end || *end || !(opt.min_time >= 0)) usage_error("--min-time: expected seconds >= 0, got \"" + v + "\"");
+    } else if (a == "--device") {
+      opt.device = value();
+      if (opt.device != "host" && opt.device != "cuda")
+        usage_error("--device: expected host or cuda, got \"" + opt.device + "\"");
     } else if (a.rfind("--", 0) == 0) {
       usage_error("unknown option " + a);
     } else {
@@ -360,12 +456,42 @@ Options parse_args(int argc, char** argv) {
     }
   }
   if (opt.inputs.empty()) usage_error("no input given");
+  if (opt.device == "cuda") {
+    // The CUDA device codes with the default options, as calibrate does.
+    if (chunk_given && opt.chunk != format::kDefaultChunkElements)
+      usage_error("--chunk: --device cuda codes chunks of " + std::to_string(format::kDefaultChunkElements) +
+                  " elements only");
+    if (opt.zipnn) usage_error("--peer zipnn: runs on the host, not with --device cuda");
+  }
   return opt;
 }
 
 int run_codec_bench(int argc, char** argv) {
   const Options opt = parse_args(argc, argv);
-  const RowPrinter printer(opt.json);
+  // --device cuda: the GPU, or one line and exit 2 before any input is read (no GPU, or a
+  // build without CUDA), as calibrate --device cuda does.
+  std::unique_ptr<bench::CalibrationDevice> device;
+  std::vector<std::string> notes;
+  if (opt.device == "cuda") {
+    try {
+      device = bench::make_cuda_device();
+    } catch (const bench::DeviceUnavailable& e) {
+      std::fprintf(stderr, "compcoll-bench: %s\n", e.what());
+      return 2;
+    }
+    notes.push_back("device: " + device->name() + " (--device cuda: enc, dec = median of CUDA-event samples on one stream; "
+                    "memcpy = device to device; ratio from the host encoder, whose bytes the kernels write)");
+#ifdef COMPCOLL_HAVE_NVCOMP
+    if (const std::string why = bench::nvcomp_unavailable(); !why.empty())
+      notes.push_back("yardsticks: none (nvCOMP: " + why + ")");
+    else
+      notes.push_back("yardsticks: " + bench::nvcomp_version() + " nvcomp-ans, nvcomp-bitcomp (batched API, " +
+                      std::to_string(bench::kNvcompChunkBytes / 1024) + " KiB chunks; ratio counts 8 bytes per chunk for its size)");
+#else
+    notes.push_back("yardsticks: none (this compcoll-bench was built without nvCOMP; docs/compcoll-bench.md)");
+#endif
+  }
+  const RowPrinter printer(opt.json, device ? device->name() : std::string(), notes);
   printer.header();
   bool ok = true, input_error = false;
   for (const std::string& in : opt.inputs) {
@@ -378,7 +504,8 @@ int run_codec_bench(int argc, char** argv) {
       input_error = true;
       continue;
     }
-    for (const TensorData& t : tensors) ok &= bench_tensor(t, opt, printer);
+    for (const TensorData& t : tensors)
+      ok &= device ? bench_tensor_cuda(t, opt, printer, *device) : bench_tensor(t, opt, printer);
   }
   if (!opt.json) std::printf("# %s\n", ok && !input_error ? "OK" : (ok ? "INPUT ERRORS" : "FAILED"));
   return input_error ? 2 : (ok ? 0 : 1);
