@@ -429,6 +429,34 @@ class FileReader {
     }
   }
 
+  // A call from args in record_param_comms' form (on the CPU op, or on an NCCL kernel): the
+  // collective, nccl-tests size and dtype, and the group's ranks (on the event, else
+  // pg_config's group of that name). nullopt for pseudo-calls (wait, barrier) and empty calls.
+  std::optional<std::pair<TraceCall, std::vector<int>>> call_from_args(const json& a, const std::string& where) const {
+    const std::string cname = a.value("Collective name", std::string());
+    if (cname == "wait" || cname == "barrier" || cname == "coalesced") return std::nullopt;
+    const auto coll = named_collective(cname);
+    if (!coll) fail(file_, where + ": collective '" + cname + "' is not replayed");
+    const TypeInfo ti = type_info(a.value("dtype", std::string()));
+    if (ti.size == 0) fail(file_, where + ": unknown dtype '" + a.value("dtype", std::string()) + "'");
+    std::vector<int> ranks = parse_rank_list(a.value("Process Group Ranks", std::string()));
+    if (ranks.empty()) {
+      const std::string pg = a.value("Process Group Name", std::string());
+      for (const auto& g : pgs_)
+        if (g.name == pg) ranks = g.ranks;
+    }
+    if (ranks.empty()) fail(file_, where + ": no 'Process Group Ranks' and no pg_config entry for its group");
+    const uint64_t in = a.value("In msg nelems", uint64_t{0}), outn = a.value("Out msg nelems", uint64_t{0});
+    TraceCall c;
+    c.collective = *coll;
+    c.name = cname;
+    c.dtype = ti.dtype;
+    c.tensor = ti.floating ? "?" : "";
+    c.bytes = (*coll == Collective::AllGather ? outn : in) * ti.size;
+    if (c.bytes == 0) return std::nullopt;
+    return std::make_pair(c, ranks);
+  }
+
   // record_param_comms: the group's ranks and sizes on the event; executed where a gloo:* work
   // of the same elements ran, or over the event itself.
   void read_record_param_comms(const json& events) {
@@ -436,28 +464,12 @@ class FileReader {
     for (const auto& [ev, backward] : main_) {
       if (ev.name != "record_param_comms") continue;
       const json& a = ev.e->contains("args") ? (*ev.e)["args"] : json::object();
-      const std::string cname = a.value("Collective name", std::string());
-      if (cname.empty()) fail(file_, at_ts(*ev.e, t0_) + ": record_param_comms without 'Collective name'");
-      if (cname == "wait" || cname == "barrier" || cname == "coalesced") continue;
-      const auto coll = named_collective(cname);
-      if (!coll) fail(file_, at_ts(*ev.e, t0_) + ": collective '" + cname + "' is not replayed");
-      const TypeInfo ti = type_info(a.value("dtype", std::string()));
-      if (ti.size == 0) fail(file_, at_ts(*ev.e, t0_) + ": unknown dtype '" + a.value("dtype", std::string()) + "'");
-      std::vector<int> ranks = parse_rank_list(a.value("Process Group Ranks", std::string()));
-      if (ranks.empty()) {
-        const std::string pg = a.value("Process Group Name", std::string());
-        for (const auto& g : pgs_)
-          if (g.name == pg) ranks = g.ranks;
-      }
-      if (ranks.empty()) fail(file_, at_ts(*ev.e, t0_) + ": no 'Process Group Ranks' and no pg_config entry for its group");
-      const uint64_t in = a.value("In msg nelems", uint64_t{0}), outn = a.value("Out msg nelems", uint64_t{0});
-      TraceCall c;
-      c.collective = *coll;
-      c.name = cname;
-      c.dtype = ti.dtype;
-      c.tensor = ti.floating ? "?" : "";
-      const uint64_t size = *coll == Collective::AllGather ? outn : in;
-      c.bytes = size * ti.size;
+      if (a.value("Collective name", std::string()).empty())
+        fail(file_, at_ts(*ev.e, t0_) + ": record_param_comms without 'Collective name'");
+      auto parsed = call_from_args(a, at_ts(*ev.e, t0_));
+      if (!parsed) continue;
+      auto& [c, ranks] = *parsed;
+      const uint64_t in = a.value("In msg nelems", uint64_t{0});
       c.backward = backward;
       c.issue_s = c.start_s = (ev.ts - t0_) * 1e-6;
       c.end_s = (ev.end - t0_) * 1e-6;
@@ -468,7 +480,6 @@ class FileReader {
           c.end_s = (w.end - t0_) * 1e-6;
           break;
         }
-      if (c.bytes == 0) continue;
       out_.rank.calls.push_back(c);
       meta_.push_back({(ev.end - t0_) * 1e-6, -1});
       out_.call_groups.push_back(ranks);
@@ -539,32 +550,14 @@ class FileReader {
         continue;
       }
       const json& a = (*g.e)["args"];
-      const std::string cname = a.value("Collective name", std::string());
       std::ostringstream at;
       at << g.e->value("name", std::string()).substr(0, g.e->value("name", std::string()).find('(')) << " at " << g.ts - g0
          << " us into the step's GPU work";
-      const std::string where = at.str();
-      if (cname.empty())
-        fail(file_, where + ": an NCCL kernel without 'Collective name' (an older PyTorch schema): not read");
-      const auto coll = named_collective(cname);
-      if (!coll) fail(file_, where + ": collective '" + cname + "' is not replayed");
-      const TypeInfo ti = type_info(a.value("dtype", std::string()));
-      if (ti.size == 0) fail(file_, where + ": unknown dtype '" + a.value("dtype", std::string()) + "'");
-      std::vector<int> ranks = parse_rank_list(a.value("Process Group Ranks", std::string()));
-      if (ranks.empty()) {
-        const std::string pg = a.value("Process Group Name", std::string());
-        for (const auto& pgc : pgs_)
-          if (pgc.name == pg) ranks = pgc.ranks;
-      }
-      if (ranks.empty()) fail(file_, where + ": no 'Process Group Ranks' and no pg_config entry for its group");
-      const uint64_t in = a.value("In msg nelems", uint64_t{0}), outn = a.value("Out msg nelems", uint64_t{0});
-      TraceCall c;
-      c.collective = *coll;
-      c.name = cname;
-      c.dtype = ti.dtype;
-      c.tensor = ti.floating ? "?" : "";
-      c.bytes = (*coll == Collective::AllGather ? outn : in) * ti.size;
-      if (c.bytes == 0) continue;
+      if (a.value("Collective name", std::string()).empty())
+        fail(file_, at.str() + ": an NCCL kernel without 'Collective name' (an older PyTorch schema): not read");
+      auto parsed = call_from_args(a, at.str());
+      if (!parsed) continue;
+      auto& [c, ranks] = *parsed;
       c.issue_s = c.start_s = (g.ts - g0) * 1e-6;
       c.end_s = (g.end - g0) * 1e-6;
       const auto la = launch_at.find(a["correlation"].get<int64_t>());

@@ -376,3 +376,36 @@ TEST_CASE("trace: a GPU job's timeline is its GPU work", "[workload][trace]") {
   CHECK(msg.find("old-gpu.json: ncclDevKernel_AllReduce_Sum_f32_RING_LL at 200 us into the step's GPU work: an NCCL "
                  "kernel without 'Collective name'") != std::string::npos);
 }
+
+TEST_CASE("trace: record_param_comms events on the CPU", "[workload][trace]") {
+  TempDir tmp;
+  std::vector<std::string> files;
+  for (int rank = 0; rank < 2; ++rank) {
+    json ev = json::array();
+    auto x = [&](const char* cat, const std::string& name, double ts, double dur, json args) {
+      ev.push_back({{"ph", "X"}, {"cat", cat}, {"name", name}, {"ts", ts}, {"dur", dur}, {"pid", 5}, {"tid", 1},
+                    {"args", args}});
+    };
+    x("user_annotation", "ProfilerStep#7", 0, 400, json::object());
+    x("cpu_op", "aten::mm", 0, 100, json::object());
+    x("cpu_op", "record_param_comms", 100, 10,
+      {{"Collective name", "allgather"}, {"In msg nelems", 256}, {"Out msg nelems", 512}, {"dtype", "BFloat16"},
+       {"Process Group Name", "0"}});
+    x("cpu_op", "record_param_comms", 110, 5, {{"Collective name", "wait"}, {"In msg nelems", 0}, {"dtype", "Byte"}});
+    x("cpu_op", "aten::mm", 120, 280, json::object());
+    files.push_back(tmp.write("c" + std::to_string(rank) + ".json",
+                              {{"distributedInfo", {{"backend", "gloo"}, {"rank", rank}, {"world_size", 2},
+                                                    {"pg_config", json::array({{{"pg_name", "0"}, {"ranks", {0, 1}}}})}}},
+                               {"traceEvents", ev}}));
+  }
+  const TraceJob t = load_trace(files, {});
+  for (const auto& r : t.ranks) {
+    REQUIRE(r.calls.size() == 1);  // the wait pseudo-call is skipped
+    CHECK(r.calls[0].collective == sched::Collective::AllGather);
+    CHECK(r.calls[0].bytes == 1024);  // the output: 512 bf16 elements
+    CHECK(r.calls[0].dtype == DType::BF16);
+    CHECK(r.calls[0].tensor == "param");
+    CHECK(r.step == "ProfilerStep#7");
+  }
+  CHECK(t.groups.at(0).ranks == std::vector<int>{0, 1});
+}
