@@ -61,6 +61,7 @@ class DataBackend {
   virtual double timer_stop() = 0;
 };
 
-std::unique_ptr<DataBackend> make_host_backend();
+// codec_threads: threads coding (and decoding) each stream's chunks (EncodeOptions::threads).
+std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads = 1);
 
 }  // namespace compcoll::real

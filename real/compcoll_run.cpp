@@ -451,7 +451,7 @@ void make_transport(Session& s, int local_rank) {
 #endif
   (void)local_rank;
   s.transport = std::make_unique<MpiTransport>(MPI_COMM_WORLD);
-  s.backend = make_host_backend();
+  s.backend = make_host_backend(s.st.exp.run.codec_threads);
 }
 
 // The header lines (rank 0), the results document and the CSV.

@@ -15,9 +15,11 @@ namespace {
 
 class HostBackend final : public DataBackend {
  public:
+  explicit HostBackend(uint32_t codec_threads) : codec_threads_(codec_threads) {}
   MemorySpace memory() const override { return MemorySpace::Host; }
   std::string describe() const override {
-    return "host (" + std::to_string(std::thread::hardware_concurrency()) + " hardware threads)";
+    return "host (" + std::to_string(std::thread::hardware_concurrency()) + " hardware threads; codecs on " +
+           std::to_string(codec_threads_) + " thread(s) per rank)";
   }
   void* alloc(size_t bytes) override {
     if (bytes == 0) return nullptr;
@@ -42,11 +44,13 @@ class HostBackend final : public DataBackend {
   }
   Completion compress(const Codec& codec, DType dtype, const void* src, uint64_t count, void* wire, size_t capacity,
                       const EncodeOptions& opt, uint64_t* stream_bytes) override {
-    *stream_bytes = encode(codec, dtype, src, count, wire, capacity, opt);
+    EncodeOptions threaded = opt;
+    threaded.threads = codec_threads_;
+    *stream_bytes = encode(codec, dtype, src, count, wire, capacity, threaded);
     return -1;
   }
   Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) override {
-    const StreamInfo info = decode(wire, bytes, dst, count * dtype_size(dtype));
+    const StreamInfo info = decode(wire, bytes, dst, count * dtype_size(dtype), codec_threads_);
     check_decoded(info, dtype, count);
     return -1;
   }
@@ -56,11 +60,12 @@ class HostBackend final : public DataBackend {
   double timer_stop() override { return MPI_Wtime() - t0_; }
 
  private:
+  uint32_t codec_threads_;
   double t0_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<DataBackend> make_host_backend() { return std::make_unique<HostBackend>(); }
+std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads) { return std::make_unique<HostBackend>(codec_threads); }
 
 }  // namespace compcoll::real

@@ -1,6 +1,6 @@
 // tools/compcoll_bench.cpp — compcoll-bench: measures codecs on real or synthetic tensors.
 //   compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json] [--chunk N] [--peer zipnn]
-//                        [--min-time SECONDS] [--device host|cuda] PATH...
+//                        [--min-time SECONDS] [--threads N] [--device host|cuda] PATH...
 // Per input and codec: ratio, the order-0 exponent-entropy bound, encode/decode GB/s (best of
 // several timed runs after an untimed warm-up), then a separate check: bit-exact for lossless
 // codecs; for lossy ones (fp8-hadamard) the max abs and relative L2 error, and a check that
@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "calibrate.h"
@@ -54,6 +55,7 @@ struct Options {
   std::vector<std::string> inputs;
   bool zipnn = false;  // --peer zipnn: ZipNN through Python (tools/zipnn_peer.py) on the same bytes
   std::string device = "host";  // --device cuda: the CUDA kernels (and nvCOMP where built)
+  uint32_t threads = 1;          // --threads N: host encode/decode on N threads (0: one per hardware thread)
 };
 
 struct Row {
@@ -91,7 +93,7 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
   std::fprintf(stderr,
                "usage: compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json]\n"
                "                            [--chunk ELEMENTS] [--min-time SECONDS] [--peer zipnn]\n"
-               "                            [--device host|cuda] PATH...\n"
+               "                            [--threads N] [--device host|cuda] PATH...\n"
                "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n"
                "       compcoll-bench calibrate --out FILE.yaml [...]     (calibrate --help)\n"
                "       mpirun -np N compcoll-bench transport --out FILE.yaml [...]   (transport --help)\n");
@@ -120,8 +122,8 @@ double gbps(size_t bytes, double seconds) { return seconds > 0 ? bytes / seconds
 class RowPrinter {
  public:
   // device: empty for the host; with --device cuda the GPU's name, and `notes` for the header.
-  explicit RowPrinter(bool json, std::string device = {}, std::vector<std::string> notes = {})
-      : json_(json), device_(std::move(device)), notes_(std::move(notes)) {}
+  explicit RowPrinter(bool json, std::string device = {}, std::vector<std::string> notes = {}, uint32_t threads = 1)
+      : json_(json), device_(std::move(device)), notes_(std::move(notes)), threads_(threads) {}
   void header() const {
     if (json_) return;
     std::printf("# compcoll-bench codec: ratio = original / compressed bytes; bound = order-0 exponent-entropy bound\n");
@@ -139,11 +141,11 @@ class RowPrinter {
     if (json_) {
       std::printf("{\"file\": \"%s\", \"codec\": \"%s\", \"dtype\": \"%s\", \"elements\": %zu, "
                   "\"ratio\": %.5f, \"bound\": %.5f, \"encode_gbps\": %.4f, \"decode_gbps\": %.4f, "
-                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f, \"host_path\": \"%s\"%s%s}\n",
+                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f, \"host_path\": \"%s\", \"threads\": %u%s%s}\n",
                   json_escape(r.file).c_str(), r.codec.c_str(), std::string(dtype_name(r.dtype)).c_str(),
                   r.elements, r.ratio, r.bound, r.encode_gbps, r.decode_gbps,
                   r.max_abs >= 0 ? "null" : r.check == "OK" ? "true" : (r.check == "FAILED" ? "false" : "null"),
-                  r.memcpy_gbps, std::string(host_codec_path()).c_str(), lossy_json(r).c_str(),
+                  r.memcpy_gbps, std::string(host_codec_path()).c_str(), threads_, lossy_json(r).c_str(),
                   device_.empty() ? "" : (", \"device\": \"" + json_escape(device_) + "\"").c_str());
     } else {
       char err[32] = "         -        -";
@@ -180,6 +182,7 @@ class RowPrinter {
   bool json_;
   std::string device_;
   std::vector<std::string> notes_;
+  uint32_t threads_;
 };
 
 // Splits each element's bytes into planes (all byte 0s, all byte 1s, ...), the usual
@@ -280,6 +283,7 @@ bool bench_tensor(const TensorData& t, const Options& opt, const RowPrinter& pri
   }();
   EncodeOptions eopt;
   eopt.chunk_elements = opt.chunk;
+  eopt.threads = opt.threads;
   for (const std::string& name : names) {
     const Codec& codec = *find_codec(name);
     std::vector<uint8_t> stream(max_encoded_size(codec, t.dtype, t.elements(), eopt));
@@ -288,14 +292,14 @@ bool bench_tensor(const TensorData& t, const Options& opt, const RowPrinter& pri
       size = encode(codec, t.dtype, t.bytes.data(), t.elements(), stream.data(), stream.size(), eopt);
     }, opt.min_time);
     std::vector<uint8_t> out(bytes);
-    const double dec = best_seconds([&] { decode(stream.data(), size, out.data(), out.size()); }, opt.min_time);
+    const double dec = best_seconds([&] { decode(stream.data(), size, out.data(), out.size(), opt.threads); }, opt.min_time);
     // Correctness pass, separate from timing: a fresh buffer, decoded from an exact-size copy.
     std::vector<uint8_t> exact(stream.begin(), stream.begin() + size);
     std::vector<uint8_t> check(bytes, 0x5A);
     bool good = true;
     LossyError err;
     try {
-      decode(exact.data(), exact.size(), check.data(), check.size());
+      decode(exact.data(), exact.size(), check.data(), check.size(), opt.threads);
       if (codec.lossless()) {
         good = check == t.bytes;
       } else {
@@ -445,6 +449,12 @@ Options parse_args(int argc, char** argv) {
       char* end = nullptr;
       opt.min_time = std::strtod(v.c_str(), &end);
       if (!end || *end || !(opt.min_time >= 0)) usage_error("--min-time: expected seconds >= 0, got \"" + v + "\"");
+    } else if (a == "--threads") {
+      const std::string v = value();
+      char* end = nullptr;
+      const long t = std::strtol(v.c_str(), &end, 10);
+      if (!end || *end || t < 0 || t > 1024) usage_error("--threads: expected 0 (one per hardware thread) to 1024, got \"" + v + "\"");
+      opt.threads = static_cast<uint32_t>(t);
     } else if (a == "--device") {
       opt.device = value();
       if (opt.device != "host" && opt.device != "cuda")
@@ -462,6 +472,7 @@ Options parse_args(int argc, char** argv) {
       usage_error("--chunk: --device cuda codes chunks of " + std::to_string(format::kDefaultChunkElements) +
                   " elements only");
     if (opt.zipnn) usage_error("--peer zipnn: runs on the host, not with --device cuda");
+    if (opt.threads != 1) usage_error("--threads: host threads, not with --device cuda");
   }
   return opt;
 }
@@ -491,7 +502,11 @@ int run_codec_bench(int argc, char** argv) {
     notes.push_back("yardsticks: none (this compcoll-bench was built without nvCOMP; docs/compcoll-bench.md)");
 #endif
   }
-  const RowPrinter printer(opt.json, device ? device->name() : std::string(), notes);
+  if (!device && opt.threads != 1)
+    notes.push_back("host threads: " + std::to_string(opt.threads) + (opt.threads == 0 ? " (one per hardware thread: " +
+                    std::to_string(std::thread::hardware_concurrency()) + ")" : "") +
+                    " code and decode the chunks of each stream (at least 4 chunks a thread); memcpy and the yardsticks run on one");
+  const RowPrinter printer(opt.json, device ? device->name() : std::string(), notes, opt.threads);
   printer.header();
   bool ok = true, input_error = false;
   for (const std::string& in : opt.inputs) {

@@ -2,7 +2,10 @@
 // table, validation, and the codec registry. Chunk contents belong to each codec.
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "codec/codec.h"
 #include "codec/codec_internal.h"
@@ -23,6 +26,35 @@ void check_options(const EncodeOptions& opt) {
                          " in [" + std::to_string(kMinChunkElements) + ", " +
                          std::to_string(kMaxChunkElements) + "], got " + std::to_string(c),
                      0);
+}
+
+// Threads for `chunks` chunks: the request (0: the hardware's), at most one per
+// kMinChunksPerThread chunks, at least 1.
+uint32_t threads_for(uint32_t requested, uint32_t chunks) {
+  uint32_t t = requested ? requested : std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1u, std::min(t, chunks / kMinChunksPerThread));
+}
+
+// Runs f(t, first, count) for T contiguous ranges of `chunks` chunks, range 0 on the calling
+// thread; rethrows the exception of the lowest range that threw.
+template <typename F>
+void for_chunk_ranges(uint32_t chunks, uint32_t threads, F&& f) {
+  std::vector<std::exception_ptr> errors(threads);
+  auto range = [&](uint32_t t) {
+    const uint32_t first = static_cast<uint32_t>(uint64_t{chunks} * t / threads);
+    const uint32_t end = static_cast<uint32_t>(uint64_t{chunks} * (t + 1) / threads);
+    try {
+      f(t, first, end - first);
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (uint32_t t = 1; t < threads; ++t) pool.emplace_back(range, t);
+  range(0);
+  for (auto& th : pool) th.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 std::string stream_prefix(const StreamInfo& info) {
@@ -90,12 +122,36 @@ size_t encode(const Codec& codec, DType dtype, const void* in, uint64_t elements
   const size_t esize = dtype_size(dtype);
   uint8_t* table = o + kHeaderBytes;
   uint8_t* payload = table + size_t{kOffsetEntryBytes} * chunks;
+  // Each range of chunks is coded where the bound puts it (every full chunk before it at its
+  // largest), its table entries relative to its start; then the ranges are moved down, in
+  // order, to follow each other, and the entries made absolute.
+  const uint32_t threads = threads_for(opt.threads, chunks);
+  const size_t full_bound = chunks ? codec.max_chunk_bytes(dtype, opt.chunk_elements) : 0;
+  std::vector<uint64_t> range_first(threads), range_bytes(threads);
+  for_chunk_ranges(chunks, threads, [&](uint32_t t, uint32_t first_chunk, uint32_t count) {
+    uint8_t* at = payload + size_t{first_chunk} * full_bound;
+    uint64_t pos = 0;
+    for (uint32_t c = first_chunk; c < first_chunk + count; ++c) {
+      const uint64_t first = uint64_t{c} * opt.chunk_elements;
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(opt.chunk_elements, elements - first));
+      pos += codec.encode_chunk(dtype, src + first * esize, n, at + pos);
+      store_u64(table + size_t{kOffsetEntryBytes} * c, pos);
+    }
+    range_first[t] = first_chunk;
+    range_bytes[t] = pos;
+  });
   uint64_t pos = 0;
-  for (uint32_t c = 0; c < chunks; ++c) {
-    const uint64_t first = uint64_t{c} * opt.chunk_elements;
-    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(opt.chunk_elements, elements - first));
-    pos += codec.encode_chunk(dtype, src + first * esize, n, payload + pos);
-    store_u64(table + size_t{kOffsetEntryBytes} * c, pos);
+  for (uint32_t t = 0; t < threads; ++t) {
+    const uint32_t first_chunk = static_cast<uint32_t>(range_first[t]);
+    const uint32_t end_chunk = t + 1 < threads ? static_cast<uint32_t>(range_first[t + 1]) : chunks;
+    if (t > 0) {
+      std::memmove(payload + pos, payload + size_t{first_chunk} * full_bound, range_bytes[t]);
+      for (uint32_t c = first_chunk; c < end_chunk; ++c) {
+        uint8_t* entry = table + size_t{kOffsetEntryBytes} * c;
+        store_u64(entry, load_u64(entry) + pos);
+      }
+    }
+    pos += range_bytes[t];
   }
   std::memcpy(o + kOffMagic, kMagic, 4);
   o[kOffVersion] = kVersion;
@@ -228,9 +284,20 @@ void decode_chunks(const void* stream, size_t bytes, uint32_t first, uint32_t co
   decode_range(read_stream_info(stream, bytes), stream, first, count, out, out_capacity);
 }
 
-StreamInfo decode(const void* stream, size_t bytes, void* out, size_t out_capacity) {
+StreamInfo decode(const void* stream, size_t bytes, void* out, size_t out_capacity, uint32_t threads) {
   const StreamInfo info = read_stream_info(stream, bytes);
-  decode_range(info, stream, 0, info.chunk_count, out, out_capacity);
+  const uint32_t t = threads_for(threads, info.chunk_count);
+  if (t == 1) {
+    decode_range(info, stream, 0, info.chunk_count, out, out_capacity);
+    return info;
+  }
+  if (out_capacity < info.elements * dtype_size(info.dtype))  // the whole check, before any thread
+    decode_range(info, stream, 0, info.chunk_count, out, out_capacity);
+  const size_t esize = dtype_size(info.dtype);
+  for_chunk_ranges(info.chunk_count, t, [&](uint32_t, uint32_t first, uint32_t count) {
+    const uint64_t e0 = uint64_t{first} * info.chunk_elements;
+    decode_range(info, stream, first, count, static_cast<uint8_t*>(out) + e0 * esize, out_capacity - e0 * esize);
+  });
   return info;
 }
 

@@ -32,7 +32,13 @@ class CodecError : public std::runtime_error {
 
 struct EncodeOptions {
   uint32_t chunk_elements = format::kDefaultChunkElements;  // multiple of 32, 32..65536
+  // Host threads coding chunks at once (chunks are independent); the stream is the same bytes
+  // for any count. 0: one per hardware thread. Inputs of fewer than kMinChunksPerThread chunks
+  // per thread use fewer threads. With several, the calling thread keeps a scratch buffer of
+  // about (T-1)/T of its largest stream's bound between calls. The CUDA kernels ignore it.
+  uint32_t threads = 1;
 };
+inline constexpr uint32_t kMinChunksPerThread = 4;
 
 // What a stream's header and offset table say, after validation.
 struct StreamInfo {
@@ -87,8 +93,9 @@ std::vector<uint8_t> encode(const Codec& codec, DType dtype, const void* in, uin
 StreamInfo read_stream_info(const void* stream, size_t bytes);
 
 // Decodes a whole stream into `out` (host, out_capacity bytes, at least
-// elements * dtype_size). Throws CodecError naming the chunk and byte offset of any damage.
-StreamInfo decode(const void* stream, size_t bytes, void* out, size_t out_capacity);
+// elements * dtype_size). Throws CodecError naming the chunk and byte offset of any damage
+// (with several threads, the damaged chunk of lowest index). `threads` as EncodeOptions::threads.
+StreamInfo decode(const void* stream, size_t bytes, void* out, size_t out_capacity, uint32_t threads = 1);
 // Decodes chunks [first, first + count) into `out`, which receives the elements of those
 // chunks only (a slice of the tensor; the rest of the stream is not read beyond its header
 // and offset table).

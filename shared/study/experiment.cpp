@@ -274,6 +274,7 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     e.run.gpus_per_node = static_cast<int>(run.get_int("gpus_per_node", 0, 0, 1 << 16));
     e.run.timeout_s = run.get_double("timeout_s", e.run.timeout_s);
     if (!(e.run.timeout_s > 0)) run.opt("timeout_s").fail("expected a positive number of seconds");
+    e.run.codec_threads = static_cast<uint32_t>(run.get_int("codec_threads", 1, 0, 1024));
     const Node en = run.opt("entropy");
     if (en.defined()) e.run.entropy = parse_entropy_run(en, dir);
     run.check_no_unknown_keys();

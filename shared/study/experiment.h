@@ -48,12 +48,12 @@ struct RunSpec {
   std::string backend;              // mpi | nccl; empty: compcoll-run's --backend or mpi
   int gpus_per_node = 0;            // ranks per node for hierarchical algorithms; 0: the topology's
   double timeout_s = 300;           // a rank silent this long ends the job (real/watchdog.h)
+  uint32_t codec_threads = 1;       // host codecs (MPI backend): threads per rank coding a stream's chunks
   // EDGC for real (run.entropy, docs/compcoll-run.md): the entropy policy over a gradient trace,
   // its lowrank steps allreduced by the executor.
   std::optional<EntropyRunSpec> entropy;
 };
 
-// A training workload (docs/WORKLOADS.md): the iteration's collective calls replace `calls`.
 // A job's profiler traces (docs/WORKLOADS.md, "Trace replay"), instead of a model.
 struct TraceSpec {
   std::string name;                 // the workload's name in the tables (default: the first file's folder)
@@ -64,6 +64,7 @@ struct TraceSpec {
   double compute_scale = 1.0;       // the traced compute x this (a faster or slower device)
 };
 
+// A training workload (docs/WORKLOADS.md): the iteration's collective calls replace `calls`.
 struct WorkloadSpec {
   std::string model, layout;        // resolved paths
   double peak_flops = 0, efficiency = 0;

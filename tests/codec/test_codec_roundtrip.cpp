@@ -280,6 +280,56 @@ TEST_CASE("damaged streams are rejected with a located error, never misread", "[
   CHECK_THROWS_AS(decode(stream.data(), stream.size(), small.data(), small.size()), CodecError);
 }
 
+TEST_CASE("threads code the same stream, decode the same tensor and report the same damage", "[codec][threads]") {
+  const auto codec_name = GENERATE(as<std::string_view>{}, "identity", "gauss-exp", "entropy-exp", "fp8-hadamard");
+  const DType dtype = GENERATE(DType::BF16, DType::FP32);
+  const size_t n = 40 * 1024 + 77;  // 41 chunks of 1024, the last partial
+  const auto in = test::gaussian_bytes(dtype, n, 0.02, 77);
+  const Codec& codec = *find_codec(codec_name);
+  EncodeOptions one;
+  one.chunk_elements = 1024;
+  const auto stream = encode(codec, dtype, in.data(), n, one);
+  std::vector<uint8_t> want(in.size());
+  decode(stream.data(), stream.size(), want.data(), want.size());
+  CAPTURE(codec_name, dtype_name(dtype));
+  for (uint32_t threads : {0u, 2u, 3u, 8u, 64u}) {
+    CAPTURE(threads);
+    EncodeOptions opt = one;
+    opt.threads = threads;
+    CHECK(encode(codec, dtype, in.data(), n, opt) == stream);
+    std::vector<uint8_t> got(in.size(), 0xAB);
+    decode(stream.data(), stream.size(), got.data(), got.size(), threads);
+    CHECK(got == want);
+  }
+  // Damage in two chunks: one thread and four report the same (the lower chunk's) error, or
+  // both decode the same bytes.
+  const StreamInfo info = read_stream_info(stream.data(), stream.size());
+  const size_t payload = format::kHeaderBytes + size_t{format::kOffsetEntryBytes} * info.chunk_count;
+  for (size_t at = payload + 3; at < stream.size(); at += stream.size() / 23) {
+    auto bad = stream;
+    bad[at] ^= 0x5A;
+    bad[bad.size() - 5] ^= 0x21;
+    std::string one_error, four_error;
+    std::vector<uint8_t> a(in.size()), b(in.size());
+    try {
+      decode(bad.data(), bad.size(), a.data(), a.size(), 1);
+    } catch (const CodecError& e) {
+      one_error = e.what();
+    }
+    try {
+      decode(bad.data(), bad.size(), b.data(), b.size(), 4);
+    } catch (const CodecError& e) {
+      four_error = e.what();
+    }
+    CAPTURE(at);
+    CHECK(one_error == four_error);
+    if (one_error.empty()) CHECK(a == b);
+  }
+  // A too-small output is refused before any thread writes.
+  std::vector<uint8_t> small(in.size() - 1);
+  CHECK_THROWS_AS(decode(stream.data(), stream.size(), small.data(), small.size(), 4), CodecError);
+}
+
 TEST_CASE("bad encode options are errors", "[codec]") {
   const auto in = test::gaussian_bytes(DType::BF16, 100, 1.0, 1);
   EncodeOptions opt;
