@@ -128,7 +128,7 @@ class Load {
 // while N - 1 other threads run the same op (Load).
 class HostDevice : public CalibrationDevice {
  public:
-  explicit HostDevice(int concurrent) : concurrent_(concurrent) {
+  HostDevice(int concurrent, uint32_t threads) : concurrent_(concurrent), threads_(threads) {
     // Other processes share the cores: the load when the run began goes into the file.
     std::ifstream in("/proc/loadavg");
     std::getline(in, loadavg_);
@@ -147,13 +147,16 @@ class HostDevice : public CalibrationDevice {
             {"threads_used", concurrent_ > 1 ? "1 timed, " + std::to_string(concurrent_ - 1) +
                                                    " running the same op on their own buffers (--concurrent)"
                                              : std::string("1")},
+            {"codec_threads", std::to_string(threads_)},
             {"loadavg_at_start", loadavg_},
             {"kernel", std::string(u.sysname) + " " + u.release + " " + u.machine},
             {"compiler", __VERSION__},
             {"host_codec_path", std::string(host_codec_path())}};
   }
   std::string method() const override {
-    return std::string("host codecs (compcoll::encode/decode), reduce_add and memcpy on one thread") +
+    return std::string("host codecs (compcoll::encode/decode") +
+           (threads_ != 1 ? ", each stream's chunks on " + std::to_string(threads_) + " threads (--threads; 0: one per hardware thread)" : "") +
+           "), reduce_add and memcpy on one thread" +
            (concurrent_ > 1 ? " while " + std::to_string(concurrent_ - 1) +
                                   " other thread(s) ran the same op on buffers of their own (--concurrent " +
                                   std::to_string(concurrent_) + ": every rank of a host running the kernel at once)"
@@ -183,7 +186,7 @@ class HostDevice : public CalibrationDevice {
         break;
       case calib::Op::Decompress:
         if (encoded_.codec != codec || encoded_.elements != elements) encode_prefix(*codec, elements);
-        m = median_seconds([&] { decode(stream_.data(), encoded_.size, out_.data(), bytes); }, opt);
+        m = median_seconds([&] { decode(stream_.data(), encoded_.size, out_.data(), bytes, threads_); }, opt);
         break;
       case calib::Op::Reduce:
         // dst starts as the input and accumulates it: the values grow, the work does not change.
@@ -243,8 +246,11 @@ class HostDevice : public CalibrationDevice {
 
  private:
   int concurrent_ = 1;
+  uint32_t threads_ = 1;
   void encode_prefix(const Codec& codec, uint64_t elements) {
-    encoded_.size = encode(codec, dtype_, input_->data(), elements, stream_.data(), stream_.size());
+    EncodeOptions eo;
+    eo.threads = threads_;
+    encoded_.size = encode(codec, dtype_, input_->data(), elements, stream_.data(), stream_.size(), eo);
     encoded_.codec = &codec;
     encoded_.elements = elements;
   }
@@ -315,6 +321,7 @@ struct Options {
   std::vector<calib::Op> ops;
   bool selected = false;  // some of --dtype, --codec, --ops was given
   int concurrent = 1;     // host: threads running the op at once, one of them timed
+  uint32_t threads = 1;   // host: threads coding each stream's chunks (EncodeOptions::threads)
 };
 
 const char* const kUsage =
@@ -329,6 +336,8 @@ const char* const kUsage =
     "  --quick      sizes in powers of 4 instead of 2, 3 samples per point instead of 5\n"
     "  --concurrent host: N threads run each op at once on their own buffers, one of them timed (default 1):\n"
     "               the kernels' speed when every rank of a host (N of them) runs one at the same time\n"
+    "  --threads    host: threads coding and decoding each stream's chunks (default 1; 0: one per hardware\n"
+    "               thread): the codec curves of a rank that runs its codecs on that many threads\n"
     "  --data       directory of the real tensors (default the bundled tests/data)\n"
     "  --dtype      only these element types: bf16, fp16, fp32 (repeatable or a comma list; default all)\n"
     "  --codec      only these codecs' compress and decompress curves: identity, gauss-exp, entropy-exp,\n"
@@ -408,6 +417,12 @@ Options parse_args(int argc, char** argv) {
       const long n = std::strtol(v.c_str(), &end, 10);
       if (!end || *end || n < 1 || n > 1024) fail("--concurrent: expected a number of threads in [1, 1024], got \"" + v + "\"");
       opt.concurrent = static_cast<int>(n);
+    } else if (a == "--threads") {
+      const std::string v = value();
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (!end || *end || n < 0 || n > 1024) fail("--threads: expected 0 (one per hardware thread) to 1024, got \"" + v + "\"");
+      opt.threads = static_cast<uint32_t>(n);
     } else if (a == "--data") {
       opt.data_dir = value();
     } else if (a == "--dtype") {
@@ -445,6 +460,7 @@ Options parse_args(int argc, char** argv) {
   }
   if (opt.out.empty()) fail("missing --out FILE.yaml (see compcoll-bench calibrate --help)");
   if (opt.concurrent > 1 && opt.device != "host") fail("--concurrent: host only (a GPU runs one rank's kernels)");
+  if (opt.threads != 1 && opt.device != "host") fail("--threads: host only");
   for (size_t k = 0; k < std::size(kDTypes); ++k)
     if (!any_dtype || dtype_on[k]) opt.dtypes.push_back(kDTypes[k]);
   for (size_t k = 0; k < names.size(); ++k)
@@ -650,7 +666,9 @@ double median(std::vector<double> v) {
   return (*std::max_element(v.begin(), v.begin() + mid) + upper) / 2;
 }
 
-std::unique_ptr<CalibrationDevice> make_host_device(int concurrent) { return std::make_unique<HostDevice>(concurrent); }
+std::unique_ptr<CalibrationDevice> make_host_device(int concurrent, uint32_t threads) {
+  return std::make_unique<HostDevice>(concurrent, threads);
+}
 
 #ifndef COMPCOLL_HAVE_CUDA
 std::unique_ptr<CalibrationDevice> make_cuda_device() {
@@ -666,7 +684,7 @@ int run_calibrate(int argc, char** argv) {
 
   std::unique_ptr<CalibrationDevice> device;
   try {
-    device = opt.device == "cuda" ? make_cuda_device() : make_host_device(opt.concurrent);
+    device = opt.device == "cuda" ? make_cuda_device() : make_host_device(opt.concurrent, opt.threads);
   } catch (const DeviceUnavailable& e) {
     fail(e.what());
   }

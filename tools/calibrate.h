@@ -87,8 +87,9 @@ class RoundTripReference {
   unsigned threads_ = 0;
 };
 
-// concurrent: threads running each op at once, one of them timed (--concurrent).
-std::unique_ptr<CalibrationDevice> make_host_device(int concurrent = 1);
+// concurrent: threads running each op at once, one of them timed (--concurrent); threads: the
+// threads each codec call codes its stream's chunks on (--threads, EncodeOptions::threads).
+std::unique_ptr<CalibrationDevice> make_host_device(int concurrent = 1, uint32_t threads = 1);
 // Throws DeviceUnavailable when this build has no CUDA or no device is present.
 std::unique_ptr<CalibrationDevice> make_cuda_device();
 
