@@ -3,7 +3,9 @@
 // policy plans every call; each distinct call is simulated once on a representative group of
 // its kind (tensor-parallel ranks inside a node, data-parallel ranks one per node, ...); the
 // iteration's time, communication time (total and exposed) and speed-ups follow from
-// workload::estimate.
+// workload::estimate. A traced job (workload.trace, shared/workload/trace.h) instead: its
+// distinct calls are planned and simulated on their groups' own ranks, and the ranks'
+// timelines replayed with each variant's call times.
 #pragma once
 
 #include <nlohmann/json.hpp>

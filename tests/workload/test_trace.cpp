@@ -2,7 +2,8 @@
 // shipped PyTorch profiler traces of tests/data/torch-trace: the calls found in each rank's
 // trace are the calls the job logged (job.json: collective, size, group, order), the replay
 // with free calls gives the trace's compute, scale-out grows the data-parallel groups, and bad
-// traces get one line naming the file and the event.
+// traces get one line naming the file and the event; small synthetic jobs in the GPU (NCCL
+// kernels) and CPU record_param_comms schemas.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
