@@ -851,16 +851,13 @@ TraceJob scale_data_parallel(const TraceJob& job, int k) {
 
 std::vector<std::vector<double>> traced_call_seconds(const TraceJob& job) {
   std::map<std::pair<size_t, size_t>, std::pair<double, double>> span;  // (group, k) -> (latest start, earliest end)
-  auto each = [&](auto&& f) {
-    for (const auto& r : job.ranks) {
-      std::vector<size_t> count(job.groups.size(), 0);
-      for (const auto& c : r.calls) f(c, std::make_pair(c.group, count[c.group]++));
+  for (const auto& r : job.ranks) {
+    std::vector<size_t> count(job.groups.size(), 0);
+    for (const auto& c : r.calls) {
+      auto [it, fresh] = span.try_emplace({c.group, count[c.group]++}, c.start_s, c.end_s);
+      if (!fresh) it->second = {std::max(it->second.first, c.start_s), std::min(it->second.second, c.end_s)};
     }
-  };
-  each([&](const TraceCall& c, std::pair<size_t, size_t> key) {
-    auto [it, fresh] = span.try_emplace(key, c.start_s, c.end_s);
-    if (!fresh) it->second = {std::max(it->second.first, c.start_s), std::min(it->second.second, c.end_s)};
-  });
+  }
   std::vector<std::vector<double>> out(job.ranks.size());
   size_t r = 0;
   for (const auto& rank : job.ranks) {
