@@ -264,17 +264,39 @@ void decode_range(const StreamInfo& info, const void* stream, uint32_t first, ui
                      0);
   const Codec& codec = codec_by_id(info.codec);
   auto* o = static_cast<uint8_t*>(out);
-  for (uint32_t c = first; c < first + count; ++c) {
+  const auto chunk_ref = [&](uint32_t c) {
     const uint64_t begin = c == 0 ? 0 : load_u64(table + uint64_t{kOffsetEntryBytes} * (c - 1));
     const uint64_t end = load_u64(table + uint64_t{kOffsetEntryBytes} * c);
     const uint64_t e0 = uint64_t{c} * info.chunk_elements;
     const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(info.chunk_elements, info.elements - e0));
-    const std::string err = codec.decode_chunk(info.dtype, p + payload_at + begin, end - begin, n,
-                                               o + (e0 - first_elem) * esize);
-    if (!err.empty())
-      throw CodecError(stream_prefix(info) + ": chunk " + std::to_string(c) + " at " +
-                           hex_offset(payload_at + begin) + ": " + err,
-                       payload_at + begin);
+    return Codec::ChunkRef{p + payload_at + begin, end - begin, n, o + (e0 - first_elem) * esize};
+  };
+  const auto check = [&](uint32_t c, const std::string& err) {
+    if (err.empty()) return;
+    const uint64_t begin = c == 0 ? 0 : load_u64(table + uint64_t{kOffsetEntryBytes} * (c - 1));
+    throw CodecError(stream_prefix(info) + ": chunk " + std::to_string(c) + " at " +
+                         hex_offset(payload_at + begin) + ": " + err,
+                     payload_at + begin);
+  };
+  // Two chunks at a time (codecs that gain from it decode them at once), the lower one's
+  // error first.
+  uint32_t c = first;
+  for (; c + 1 < first + count; c += 2) {
+    const Codec::ChunkRef pair[2] = {chunk_ref(c), chunk_ref(c + 1)};
+    // The next pair's bytes, for the codec to ask for while it decodes these.
+    std::span<const uint8_t> ahead;
+    if (c + 3 < first + count) {
+      const uint64_t next = load_u64(table + uint64_t{kOffsetEntryBytes} * (c + 1));
+      ahead = {p + payload_at + next, load_u64(table + uint64_t{kOffsetEntryBytes} * (c + 3)) - next};
+    }
+    std::string err[2];
+    codec.decode_chunk_pair(info.dtype, pair, ahead, err);
+    check(c, err[0]);
+    check(c + 1, err[1]);
+  }
+  if (c < first + count) {
+    const Codec::ChunkRef one = chunk_ref(c);
+    check(c, codec.decode_chunk(info.dtype, one.in, one.bytes, one.n, one.out));
   }
 }
 }  // namespace

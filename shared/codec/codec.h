@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,22 @@ class Codec {
   // string on success, else what is wrong (the caller adds which chunk and where).
   virtual std::string decode_chunk(DType dtype, const uint8_t* in, size_t bytes, uint32_t n,
                                    uint8_t* out) const = 0;
+  // One chunk to decode: `bytes` bytes at `in`, n elements to `out`.
+  struct ChunkRef {
+    const uint8_t* in;
+    size_t bytes;
+    uint32_t n;
+    uint8_t* out;
+  };
+  // Decodes two chunks, each as decode_chunk does (err[i] its result; the outputs must not
+  // overlap). `ahead`: the bytes the caller decodes next, which a codec may ask the memory
+  // for while it works (a hint; may be empty). This default decodes one after the other; a
+  // codec whose decoder waits on dependency chains runs the two at once.
+  virtual void decode_chunk_pair(DType dtype, const ChunkRef (&chunk)[2], std::span<const uint8_t> ahead,
+                                 std::string (&err)[2]) const {
+    (void)ahead;
+    for (uint32_t i = 0; i < 2; ++i) err[i] = decode_chunk(dtype, chunk[i].in, chunk[i].bytes, chunk[i].n, chunk[i].out);
+  }
 };
 
 const Codec& codec_by_id(CodecId id);

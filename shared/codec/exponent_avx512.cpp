@@ -10,13 +10,19 @@
 // extra bits). A symbol is decoded by byte permutes instead of table gathers: the fixed
 // code's codes of up to 7 bits come from a 128-entry table indexed by the next 7 bits
 // (VPERMI2B); longer codes (0.6-1.9 % of the elements of the bundled bf16 tensors) share two
-// 7-bit prefixes and are finished, on a branch, from a 32-entry table indexed by prefix and
-// the next 4 bits (VPERMW). Exponents come from a per-chunk copy of the tables with the
-// reference added, so no per-element arithmetic remains; where the reference puts some
-// symbols' exponents out of range (fp16's usual references, extreme ones elsewhere), those
-// entries are marked and each element is checked. Lanes that read past their own words do so
-// harmlessly (positions are clamped to a padded copy of the streams) and fail the end-of-lane
-// check, as in the portable decoder.
+// 7-bit prefixes and are finished from a 32-entry table indexed by prefix and the next 4 bits
+// (VPERMW), on every step: a branch on them is taken by a fifth of the steps at random.
+// Exponents come from tables with the reference added (built once for each of the 256), so
+// no per-element arithmetic remains; where the reference puts some symbols' exponents out of
+// range (fp16's usual references, extreme ones elsewhere), those entries are marked and each
+// element is checked. Lanes that read past their own words do so harmlessly (positions are
+// clamped to the streams' end, and at most 8 bytes past it are read: the next chunk's, or a
+// padded copy's) and fail the end-of-lane check, as in the portable decoder.
+//
+// A row's bit positions depend on the row before: a chain of permutes and shifts about as
+// long as the row's work. Two chunks are therefore decoded at once, their rows interleaved,
+// and the next two chunks' bytes are asked of the memory a few lines a row, so that long
+// inputs decode at the speed of cache-resident ones.
 //
 // Encode: one pass writes each row's raw bytes and sums the exponents for the reference; a
 // second computes every element's symbol, code and length (16-bit lanes, a row per vector),
@@ -165,9 +171,12 @@ COMPCOLL_AVX512 inline __m512i decode_step(Lanes& l, const DecodeRegs& r, __mmas
   const __mmask16 is_long = _mm512_testn_epi32_mask(len, len);
   if constexpr (kCheck)
     *bad |= _mm512_mask_cmpeq_epi32_mask(active & ~is_long, ex, _mm512_set1_epi32(kBadShort));
-  if (is_long) {
-    // (next 4 bits) | slot << 4, as the low word's 5 index bits (ternary 0xE4: C ? A : B,
-    // bit by bit, with C = 0xF).
+  {
+    // Every step takes the second level too, whether or not some lane needs it: about a
+    // fifth of the steps have a longer code in one of their 16 lanes, at random, and on
+    // data that does not repeat a branch on it is mispredicted that often (it costs more
+    // than the lookup). (next 4 bits) | slot << 4, as the low word's 5 index bits (ternary
+    // 0xE4: C ? A : B, bit by bit, with C = 0xF).
     const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi32(l.lo, kShortBits),
                                                   _mm512_slli_epi32(ex, 4),
                                                   _mm512_set1_epi32(0xF), 0xE4);
@@ -401,106 +410,213 @@ void set_enabled(bool on) { g_switch.store(on ? 1 : 0, std::memory_order_relaxed
 
 namespace {
 
-// The rows of a chunk, two vectors of lanes at a time; false if some lane decoded a symbol
-// out of range (only looked for with kCheck).
+// One chunk's decode state: its two vectors of lanes, tables and buffers.
+struct ChunkState {
+  Lanes a, b;
+  DecodeRegs r;
+  const uint8_t* base;  // the padded copy of its streams
+  const uint8_t* raw;
+  uint8_t* out;
+  uint32_t n;
+  bool check;           // some symbol is out of range for its reference
+  alignas(64) uint32_t start[kLanes];
+  uint32_t words[kLanes];
+};
+
+// Row `row` of a chunk: 32 elements, one of each lane (lanes past the last row's end are
+// neither read nor written).
 template <class L, bool kCheck>
-COMPCOLL_AVX512 bool decode_rows(Lanes& a_out, Lanes& b_out, const uint8_t* base, const DecodeRegs& r_in,
-                                 uint32_t n, const uint8_t* raw, uint8_t* out) {
-  const uint32_t full_rows = n / kLanes, rows = (n + kLanes - 1) / kLanes, tail = n % kLanes;
-  Lanes a = a_out, b = b_out;  // locals, so that they stay in registers
-  const DecodeRegs r = r_in;
+COMPCOLL_AVX512 inline void decode_row(Lanes& a, Lanes& b, const DecodeRegs& r, const uint8_t* base,
+                                       uint32_t row, uint32_t n, const uint8_t* raw, uint8_t* out,
+                                       __mmask16* bad) {
+  const uint32_t full_rows = n / kLanes, tail = n % kLanes;
+  refill_if_low(a, base, r);
+  refill_if_low(b, base, r);
+  const __mmask32 live = row < full_rows ? 0xFFFFFFFFu : (1u << tail) - 1;  // the last row: 0 .. tail-1
+  const __m512i ea = decode_step<L, kCheck>(a, r, static_cast<__mmask16>(live), bad);
+  const __m512i eb = decode_step<L, kCheck>(b, r, static_cast<__mmask16>(live >> 16), bad);
+  Rows<L>::join(out, row, live, ea, eb, raw);
+}
+
+// The rows [row0, rows) of one chunk; false if some lane decoded a symbol out of range (only
+// looked for with kCheck).
+template <class L, bool kCheck>
+COMPCOLL_AVX512 bool decode_rows(ChunkState& c, uint32_t row0) {
+  const uint32_t rows = (c.n + kLanes - 1) / kLanes;
+  Lanes a = c.a, b = c.b;  // locals, so that they stay in registers
+  const DecodeRegs r = c.r;
   __mmask16 bad = 0;
-  refill(a, base, r);
-  refill(b, base, r);
-  for (uint32_t row = 0; row < rows; ++row) {
-    refill_if_low(a, base, r);
-    refill_if_low(b, base, r);
-    const __mmask32 live = row < full_rows ? 0xFFFFFFFFu : (1u << tail) - 1;  // the last row: 0 .. tail-1
-    const __m512i ea = decode_step<L, kCheck>(a, r, static_cast<__mmask16>(live), &bad);
-    const __m512i eb = decode_step<L, kCheck>(b, r, static_cast<__mmask16>(live >> 16), &bad);
-    Rows<L>::join(out, row, live, ea, eb, raw);
-  }
-  a_out = a;
-  b_out = b;
+  for (uint32_t row = row0; row < rows; ++row) decode_row<L, kCheck>(a, b, r, c.base, row, c.n, c.raw, c.out, &bad);
+  c.a = a;
+  c.b = b;
   return bad == 0;
 }
 
-template <class L>
-COMPCOLL_AVX512 bool decode_gauss_impl(const uint8_t* streams, size_t stream_bytes, const uint8_t* lane_table,
-                                       const uint8_t* raw, uint32_t n, uint32_t ref, uint8_t* out) {
-  const DecodeTables& t = decode_tables();
-  if (!t.usable || n == 0) return false;
-
-  // A copy of the streams with zero padding: windows are read up to 8 bytes past a
-  // position clamped to the streams' end.
-  thread_local std::vector<uint8_t> copy;
-  constexpr size_t kPad = 64;
-  if (copy.size() < stream_bytes + kPad) copy.resize(stream_bytes + kPad);
-  std::memcpy(copy.data(), streams, stream_bytes);
-  std::memset(copy.data() + stream_bytes, 0, kPad);
-  const uint8_t* base = copy.data();
-
-  // The tables with this chunk's reference folded in. Where ref + d leaves the exponent
-  // range for some symbols (references below 13, or near the top), they are marked and
-  // every decoded symbol is checked. GaussSymbols::exponent gives -1 for those.
-  const expbits::GaussSymbols syms{ref};
-  alignas(64) uint8_t l1_exp[128];
-  alignas(64) uint16_t l2_exp[32], l2_len[32];
-  bool check = false;
-  for (uint32_t i = 0; i < 128; ++i) {
-    if (t.l1_len[i] == 0) {
-      l1_exp[i] = t.l1_sym[i];  // the slot of a longer code
-      continue;
+// The rows both chunks have, the two chunks' rows interleaved: a row's symbols depend on
+// the bit positions the row before left, a chain of permutes and shifts as long as the row's
+// work, and the other chunk's row fills that wait. Then each chunk's remaining rows.
+template <class L, bool kCheck>
+COMPCOLL_AVX512 void decode_rows_pair(ChunkState& c0, ChunkState& c1, const uint8_t* ahead, size_t ahead_bytes,
+                                      bool in_range[2]) {
+  const uint32_t common = std::min(c0.n, c1.n) / kLanes;  // full rows of both
+  Lanes a0 = c0.a, b0 = c0.b, a1 = c1.a, b1 = c1.b;
+  __mmask16 bad0 = 0, bad1 = 0;
+  const uint8_t* const ahead_end = ahead + ahead_bytes;
+  for (uint32_t row = 0; row < common; ++row) {
+    if (ahead < ahead_end) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T1);
+      ahead += 128;
     }
-    const int e = syms.exponent<L>(t.l1_sym[i]);
-    check |= e < 0;
-    l1_exp[i] = e < 0 ? kBadShort : static_cast<uint8_t>(e);
+    decode_row<L, kCheck>(a0, b0, c0.r, c0.base, row, c0.n, c0.raw, c0.out, &bad0);
+    decode_row<L, kCheck>(a1, b1, c1.r, c1.base, row, c1.n, c1.raw, c1.out, &bad1);
   }
-  for (uint32_t i = 0; i < 32; ++i) {
-    const bool esc = t.l2_sym[i] == kGaussSymEsc;
-    const int e = esc ? 0 : syms.exponent<L>(t.l2_sym[i]);
-    check |= e < 0;
-    l2_exp[i] = esc ? kEscMarker : e < 0 ? kBadLong : static_cast<uint16_t>(e);
-    l2_len[i] = static_cast<uint16_t>(t.l2_len[i] + (esc ? L::kExpBits : 0));
-  }
+  c0.a = a0;
+  c0.b = b0;
+  c1.a = a1;
+  c1.b = b1;
+  in_range[0] = decode_rows<L, kCheck>(c0, common) && bad0 == 0;
+  in_range[1] = decode_rows<L, kCheck>(c1, common) && bad1 == 0;
+}
 
-  DecodeRegs r;
+// The decode tables with a reference folded in: exponents instead of symbols. Where ref + d
+// leaves the exponent range for some symbols (references below 13, or near the top), they
+// are marked and `check` says every decoded symbol must be checked. GaussSymbols::exponent
+// gives -1 for those.
+struct RefTables {
+  alignas(64) uint8_t l1_exp[128];
+  alignas(64) uint16_t l2_exp[32];
+  alignas(64) uint16_t l2_len[32];
+  bool check;
+};
+
+// The tables of every reference a chunk header can hold (a byte), built once per layout:
+// about a tenth of a chunk's decode time if built per chunk.
+template <class L>
+const std::vector<RefTables>& ref_tables() {
+  static const std::vector<RefTables> all = [] {
+    const DecodeTables& t = decode_tables();
+    std::vector<RefTables> v(256);
+    for (uint32_t ref = 0; ref < 256; ++ref) {
+      const expbits::GaussSymbols syms{ref};
+      RefTables& rt = v[ref];
+      rt.check = false;
+      for (uint32_t i = 0; i < 128; ++i) {
+        if (t.l1_len[i] == 0) {
+          rt.l1_exp[i] = t.l1_sym[i];  // the slot of a longer code
+          continue;
+        }
+        const int e = syms.exponent<L>(t.l1_sym[i]);
+        rt.check |= e < 0;
+        rt.l1_exp[i] = e < 0 ? kBadShort : static_cast<uint8_t>(e);
+      }
+      for (uint32_t i = 0; i < 32; ++i) {
+        const bool esc = t.l2_sym[i] == kGaussSymEsc;
+        const int e = esc ? 0 : syms.exponent<L>(t.l2_sym[i]);
+        rt.check |= e < 0;
+        rt.l2_exp[i] = esc ? kEscMarker : e < 0 ? kBadLong : static_cast<uint16_t>(e);
+        rt.l2_len[i] = static_cast<uint16_t>(t.l2_len[i] + (esc ? L::kExpBits : 0));
+      }
+    }
+    return v;
+  }();
+  return all;
+}
+
+// Sets up a chunk's state: where its windows are read (the streams, or a copy in `copy`), its reference's
+// tables, its lanes at their starts (refilled).
+template <class L>
+COMPCOLL_AVX512 void start_chunk(const GaussChunk& g, const DecodeTables& t, std::vector<uint8_t>& copy,
+                                 ChunkState& c) {
+  // Windows are read up to 8 bytes past a position clamped to the streams' end: in place
+  // where the caller says they may be, else in a copy with zero padding. Bits past a lane's
+  // words are never taken by a clean lane, so what they hold does not matter.
+  if (g.readable_after) {
+    c.base = g.streams;
+  } else {
+    constexpr size_t kPad = 64;
+    if (copy.size() < g.stream_bytes + kPad) copy.resize(g.stream_bytes + kPad);
+    std::memcpy(copy.data(), g.streams, g.stream_bytes);
+    std::memset(copy.data() + g.stream_bytes, 0, kPad);
+    c.base = copy.data();
+  }
+  c.raw = g.raw;
+  c.out = g.out;
+  c.n = g.n;
+
+  const RefTables& rt = ref_tables<L>()[g.ref & 0xFF];
+  c.check = rt.check;
+
+  DecodeRegs& r = c.r;
   r.l1_len_a = _mm512_load_si512(t.l1_len);
   r.l1_len_b = _mm512_load_si512(t.l1_len + 64);
-  r.l1_exp_a = _mm512_load_si512(l1_exp);
-  r.l1_exp_b = _mm512_load_si512(l1_exp + 64);
-  r.l2_len = _mm512_load_si512(l2_len);
-  r.l2_exp = _mm512_load_si512(l2_exp);
-  r.limit = _mm512_set1_epi32(static_cast<int>(8 * stream_bytes));
+  r.l1_exp_a = _mm512_load_si512(rt.l1_exp);
+  r.l1_exp_b = _mm512_load_si512(rt.l1_exp + 64);
+  r.l2_len = _mm512_load_si512(rt.l2_len);
+  r.l2_exp = _mm512_load_si512(rt.l2_exp);
+  r.limit = _mm512_set1_epi32(static_cast<int>(8 * g.stream_bytes));
   r.even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   r.odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   r.seven = _mm512_set1_epi32(7);
   r.esc_len = t.esc_len;
 
-  alignas(64) uint32_t start[kLanes];
-  uint32_t words[kLanes];
   uint32_t at = 0;
   for (uint32_t j = 0; j < kLanes; ++j) {
-    words[j] = load_u16(lane_table + 2 * j);
-    start[j] = 32 * at;
-    at += words[j];
+    c.words[j] = load_u16(g.lane_table + 2 * j);
+    c.start[j] = 32 * at;
+    at += c.words[j];
   }
-  Lanes a{_mm512_load_si512(start), {}, {}, {}}, b{_mm512_load_si512(start + 16), {}, {}, {}};  // refilled first
-  const bool in_range = check ? decode_rows<L, true>(a, b, base, r, n, raw, out)
-                              : decode_rows<L, false>(a, b, base, r, n, raw, out);
-  if (!in_range) return false;
+  c.a = Lanes{_mm512_load_si512(c.start), {}, {}, {}};
+  c.b = Lanes{_mm512_load_si512(c.start + 16), {}, {}, {}};
+  refill(c.a, c.base, r);
+  refill(c.b, c.base, r);
+}
 
-  // Each lane must end exactly: its words hold the bits read plus zero padding of < 32 bits.
+// Each lane must end exactly: its words hold the bits read plus zero padding of < 32 bits.
+COMPCOLL_AVX512 bool lanes_end_clean(const ChunkState& c) {
   alignas(64) uint32_t pos[kLanes];
-  _mm512_store_si512(pos, a.pos);
-  _mm512_store_si512(pos + 16, b.pos);
+  _mm512_store_si512(pos, c.a.pos);
+  _mm512_store_si512(pos + 16, c.b.pos);
   for (uint32_t j = 0; j < kLanes; ++j) {
-    const uint32_t used = pos[j] - start[j];
-    if ((used + 31) / 32 != words[j]) return false;
-    if ((used & 31) != 0 && (load_u32(base + start[j] / 8 + 4 * (used / 32)) >> (used & 31)) != 0)
+    const uint32_t used = pos[j] - c.start[j];
+    if ((used + 31) / 32 != c.words[j]) return false;
+    if ((used & 31) != 0 && (load_u32(c.base + c.start[j] / 8 + 4 * (used / 32)) >> (used & 31)) != 0)
       return false;
   }
   return true;
+}
+
+template <class L>
+COMPCOLL_AVX512 bool decode_gauss_impl(const GaussChunk& g) {
+  const DecodeTables& t = decode_tables();
+  if (!t.usable || g.n == 0) return false;
+  thread_local std::vector<uint8_t> copy;
+  ChunkState c;
+  start_chunk<L>(g, t, copy, c);
+  const bool in_range = c.check ? decode_rows<L, true>(c, 0) : decode_rows<L, false>(c, 0);
+  return in_range && lanes_end_clean(c);
+}
+
+template <class L>
+COMPCOLL_AVX512 void decode_gauss_pair_impl(const GaussChunk& g0, const GaussChunk& g1, const uint8_t* ahead,
+                                            size_t ahead_bytes, bool ok[2]) {
+  const DecodeTables& t = decode_tables();
+  if (!t.usable || g0.n == 0 || g1.n == 0) {
+    ok[0] = ok[1] = false;
+    return;
+  }
+  thread_local std::vector<uint8_t> copy[2];
+  ChunkState c[2];
+  start_chunk<L>(g0, t, copy[0], c[0]);
+  start_chunk<L>(g1, t, copy[1], c[1]);
+  // Tables without marked symbols never match the checks, so one variant serves both.
+  bool in_range[2];
+  if (c[0].check || c[1].check)
+    decode_rows_pair<L, true>(c[0], c[1], ahead, ahead_bytes, in_range);
+  else
+    decode_rows_pair<L, false>(c[0], c[1], ahead, ahead_bytes, in_range);
+  ok[0] = in_range[0] && lanes_end_clean(c[0]);
+  ok[1] = in_range[1] && lanes_end_clean(c[1]);
 }
 
 template <class L>
@@ -643,10 +759,14 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
 // public specialization is an ordinary function that carries it.
 #define COMPCOLL_AVX512_SPECIALIZE(LAYOUT)                                                          \
   template <>                                                                                      \
-  COMPCOLL_AVX512 bool decode_gauss<LAYOUT>(const uint8_t* streams, size_t stream_bytes,           \
-                                            const uint8_t* lane_table, const uint8_t* raw,         \
-                                            uint32_t n, uint32_t ref, uint8_t* out) {              \
-    return decode_gauss_impl<LAYOUT>(streams, stream_bytes, lane_table, raw, n, ref, out);         \
+  COMPCOLL_AVX512 bool decode_gauss<LAYOUT>(const GaussChunk& chunk) {                             \
+    return decode_gauss_impl<LAYOUT>(chunk);                                                       \
+  }                                                                                                \
+  template <>                                                                                      \
+  COMPCOLL_AVX512 void decode_gauss_pair<LAYOUT>(const GaussChunk& c0, const GaussChunk& c1,      \
+                                                 const uint8_t* ahead, size_t ahead_bytes,         \
+                                                 bool ok[2]) {                                     \
+    decode_gauss_pair_impl<LAYOUT>(c0, c1, ahead, ahead_bytes, ok);                                \
   }                                                                                                \
   template <>                                                                                      \
   COMPCOLL_AVX512 size_t encode_gauss<LAYOUT>(const uint8_t* in, uint32_t n, uint8_t* out) {      \

@@ -28,17 +28,38 @@ void set_enabled(bool on);
 // Whether the CPU has the instructions, whatever the switch says.
 bool cpu_supported();
 
+// A coded gauss-exp chunk of n elements (n >= 1) to decode: `streams` holds all 32 lanes'
+// words back to back (stream_bytes in all, already checked against the lane table),
+// `lane_table` the 32 word counts, `raw` the raw section, `ref` the chunk's reference; n
+// values go to `out`. `readable_after`: at least 8 bytes after the streams may be read
+// (the decoder's 8-byte windows then read the streams in place instead of a padded copy).
+struct GaussChunk {
+  const uint8_t* streams;
+  size_t stream_bytes;
+  const uint8_t* lane_table;
+  const uint8_t* raw;
+  uint32_t n;
+  uint32_t ref;
+  uint8_t* out;
+  bool readable_after = false;
+};
+
 // L is expbits::Bf16Layout, Fp16Layout or Fp32Layout (the only specializations).
 //
-// Decodes the lane streams of a coded gauss-exp chunk of n elements (n >= 1): `streams` holds
-// all 32 lanes' words back to back (stream_bytes in all, already checked against the lane
-// table), `lane_table` the 32 word counts, `raw` the raw section, `ref` the chunk's reference.
-// Writes n values to out and returns true when every lane decoded cleanly; returns false
-// (out then holds garbage) for anything else, and the caller decodes the chunk again with the
-// portable loops, which name the error. Never reads outside the given buffers.
+// Decodes a chunk; returns true when every lane decoded cleanly, false (out then holds
+// garbage) for anything else, and the caller decodes the chunk again with the portable
+// loops, which name the error. Never reads outside the given buffers.
 template <class L>
-bool decode_gauss(const uint8_t* streams, size_t stream_bytes, const uint8_t* lane_table,
-                  const uint8_t* raw, uint32_t n, uint32_t ref, uint8_t* out);
+bool decode_gauss(const GaussChunk& chunk);
+
+// Decodes two chunks at once, their rows interleaved (a row's decode waits on the row before
+// it; the other chunk's row fills the wait): the same values and the same verdicts, ok[i], as
+// decode_gauss on each.
+// `ahead`, `ahead_bytes`: what the caller decodes next, asked of the memory a few lines a row
+// so that it has arrived when its turn comes (may be empty).
+template <class L>
+void decode_gauss_pair(const GaussChunk& c0, const GaussChunk& c1, const uint8_t* ahead, size_t ahead_bytes,
+                       bool ok[2]);
 
 // Encodes a gauss-exp chunk of n elements (1 <= n <= kMaxChunkElements) from `in` into `out`
 // (room for the codec's max_chunk_bytes): the coded form, or the stored form when coding would
@@ -47,20 +68,16 @@ bool decode_gauss(const uint8_t* streams, size_t stream_bytes, const uint8_t* la
 template <class L>
 size_t encode_gauss(const uint8_t* in, uint32_t n, uint8_t* out);
 
-template <>
-bool decode_gauss<expbits::Bf16Layout>(const uint8_t*, size_t, const uint8_t*, const uint8_t*, uint32_t,
-                                       uint32_t, uint8_t*);
-template <>
-bool decode_gauss<expbits::Fp32Layout>(const uint8_t*, size_t, const uint8_t*, const uint8_t*, uint32_t,
-                                       uint32_t, uint8_t*);
-template <>
-size_t encode_gauss<expbits::Bf16Layout>(const uint8_t*, uint32_t, uint8_t*);
-template <>
-size_t encode_gauss<expbits::Fp32Layout>(const uint8_t*, uint32_t, uint8_t*);
-template <>
-bool decode_gauss<expbits::Fp16Layout>(const uint8_t*, size_t, const uint8_t*, const uint8_t*, uint32_t,
-                                       uint32_t, uint8_t*);
-template <>
-size_t encode_gauss<expbits::Fp16Layout>(const uint8_t*, uint32_t, uint8_t*);
+#define COMPCOLL_AVX512_DECLARE(LAYOUT)                                            \
+  template <>                                                                    \
+  bool decode_gauss<LAYOUT>(const GaussChunk&);                                  \
+  template <>                                                                    \
+  void decode_gauss_pair<LAYOUT>(const GaussChunk&, const GaussChunk&, const uint8_t*, size_t, bool[2]); \
+  template <>                                                                    \
+  size_t encode_gauss<LAYOUT>(const uint8_t*, uint32_t, uint8_t*);
+COMPCOLL_AVX512_DECLARE(expbits::Bf16Layout)
+COMPCOLL_AVX512_DECLARE(expbits::Fp16Layout)
+COMPCOLL_AVX512_DECLARE(expbits::Fp32Layout)
+#undef COMPCOLL_AVX512_DECLARE
 
 }  // namespace compcoll::detail::avx512

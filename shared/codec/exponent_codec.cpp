@@ -266,8 +266,53 @@ class ExponentCodec final : public Codec {
     }
     throw_bad_dtype(static_cast<uint8_t>(dtype));
   }
+  // gauss-exp on the AVX-512 paths decodes two coded chunks at once; anything else (entropy-
+  // exp, the portable paths, a stored or damaged chunk) one after the other.
+  void decode_chunk_pair(DType dtype, const ChunkRef (&chunk)[2], std::span<const uint8_t> ahead,
+                         std::string (&err)[2]) const override {
+    if constexpr (K == Kind::Gauss) {
+      if (avx512::enabled()) {
+        switch (dtype) {
+          case DType::BF16: return decode_pair<expbits::Bf16Layout>(chunk, ahead, err);
+          case DType::FP16: return decode_pair<expbits::Fp16Layout>(chunk, ahead, err);
+          case DType::FP32: return decode_pair<expbits::Fp32Layout>(chunk, ahead, err);
+        }
+      }
+    }
+    Codec::decode_chunk_pair(dtype, chunk, ahead, err);
+  }
 
  private:
+  // A coded gauss-exp chunk whose sizes check out, located for the AVX-512 decoder; false for
+  // anything else (the full decoder then takes it and names what is wrong).
+  template <class L>
+  static bool locate_gauss(const ChunkRef& c, avx512::GaussChunk& g) {
+    if (c.bytes < kChunkHeaderBytes || c.in[0] != kModeCoded || c.in[2] != 0 || c.in[3] != 0) return false;
+    const uint32_t streams_at = ChunkLayout<L>::streams_at(0, c.n);
+    if (c.bytes < streams_at) return false;
+    const uint8_t* lane_table = c.in + ChunkLayout<L>::lane_table_at(0);
+    uint64_t total_words = 0;
+    for (uint32_t lane = 0; lane < kLanes; ++lane) total_words += load_u16(lane_table + 2 * lane);
+    if (c.bytes != streams_at + 4 * total_words) return false;
+    g = {c.in + streams_at, 4 * total_words, lane_table, c.in + ChunkLayout<L>::raw_at(0), c.n,
+         expbits::GaussSymbols{c.in[1]}.ref, c.out};
+    return true;
+  }
+
+  template <class L>
+  void decode_pair(const ChunkRef (&chunk)[2], std::span<const uint8_t> ahead, std::string (&err)[2]) const {
+    avx512::GaussChunk g[2];
+    bool ok[2] = {false, false};
+    if (locate_gauss<L>(chunk[0], g[0]) && locate_gauss<L>(chunk[1], g[1])) {
+      // A chunk's streams end it; where the next chunk follows, the decoder reads in place.
+      g[0].readable_after = chunk[0].in + chunk[0].bytes == chunk[1].in;
+      g[1].readable_after = ahead.size() >= 8 && chunk[1].in + chunk[1].bytes == ahead.data();
+      avx512::decode_gauss_pair<L>(g[0], g[1], ahead.data(), ahead.size(), ok);
+    }
+    for (uint32_t i = 0; i < 2; ++i)
+      err[i] = ok[i] ? std::string{} : decode<L>(chunk[i].in, chunk[i].bytes, chunk[i].n, chunk[i].out);
+  }
+
   template <class L>
   static constexpr uint32_t kMaxTableBytes =
       K == Kind::Gauss ? 0 : ChunkLayout<L>::table_bytes_entropy(1u << L::kExpBits);
@@ -454,7 +499,7 @@ class ExponentCodec final : public Codec {
     // accept as clean goes on to the portable decoders below.
     if constexpr (K == Kind::Gauss && kHasAvx512Path<L>) {
       if (avx512::enabled() &&
-          avx512::decode_gauss<L>(lane_stream[0], 4 * total_words, lane_table, raw, n, gauss.ref, out_bytes))
+          avx512::decode_gauss<L>({lane_stream[0], 4 * total_words, lane_table, raw, n, gauss.ref, out_bytes}))
         return {};
     }
     // The fast decoders need a complete code (every bit pattern starts a code word) and no

@@ -83,8 +83,8 @@ TEST_CASE("AVX-512 gauss-exp runs on coded chunks", "[codec]") {
     const size_t raw_at = format::kChunkHeaderBytes + format::kLaneTableBytes;
     const size_t streams_at = raw_at + expbits::ChunkLayout<L>::raw_bytes(n);
     std::vector<uint8_t> out(in.size());
-    CHECK(simd::decode_gauss<L>(chunk.data() + streams_at, size - streams_at, chunk.data() + format::kChunkHeaderBytes,
-                                chunk.data() + raw_at, n, chunk[1], out.data()));
+    CHECK(simd::decode_gauss<L>({chunk.data() + streams_at, size - streams_at, chunk.data() + format::kChunkHeaderBytes,
+                                 chunk.data() + raw_at, n, chunk[1], out.data()}));
     CHECK(out == in);
   };
   for (int kind : {0, 2, 4}) {
@@ -185,6 +185,111 @@ TEST_CASE("AVX-512 gauss-exp reports damage exactly as the portable decoder", "[
       const size_t at = from + rng.next() % (trial % 7 == 6 ? 1 : stream.size() - from);
       stream[at] ^= static_cast<uint8_t>(1u << (rng.next() % 8));
     }
+    std::vector<uint8_t> a(in.size(), 0x11), b(in.size(), 0x22);
+    const std::string portable = decode_with(false, stream, in.size(), &a);
+    const std::string fast = decode_with(true, stream, in.size(), &b);
+    CHECK(fast == portable);
+    if (portable.empty()) {
+      CHECK(a == b);
+      ++decoded;
+    } else {
+      ++failures;
+    }
+  }
+  CHECK(failures > 0);
+  CHECK(decoded > 0);
+}
+
+namespace {
+
+// A coded bf16 chunk of n elements at `at` of `buf`, located for the vector decoder.
+simd::GaussChunk locate(std::vector<uint8_t>& buf, size_t at, size_t size, uint32_t n, uint8_t* out) {
+  using L = expbits::Bf16Layout;
+  const size_t raw_at = at + format::kChunkHeaderBytes + format::kLaneTableBytes;
+  const size_t streams_at = raw_at + expbits::ChunkLayout<L>::raw_bytes(n);
+  return {buf.data() + streams_at, at + size - streams_at, buf.data() + at + format::kChunkHeaderBytes,
+          buf.data() + raw_at, n, buf[at + 1], out};
+}
+
+}  // namespace
+
+TEST_CASE("AVX-512 gauss-exp decodes two chunks at once as it decodes each", "[codec]") {
+  SKIP_WITHOUT_AVX512();
+  SimdSwitch guard;
+  using L = expbits::Bf16Layout;
+  // Two chunks back to back, the second shorter (a stream's last chunk), then a third that
+  // stands for what follows (the decoder reads the first in place, the second from a copy
+  // or in place).
+  const uint32_t n0 = format::kDefaultChunkElements, n1 = 5000 + 7;
+  const auto in0 = values_of_kind(DType::BF16, n0, 4, 1), in1 = values_of_kind(DType::BF16, n1, 2, 2);
+  std::vector<uint8_t> buf(2 * (in0.size() + in1.size()) + 4096);
+  const size_t s0 = simd::encode_gauss<L>(in0.data(), n0, buf.data());
+  const size_t s1 = simd::encode_gauss<L>(in1.data(), n1, buf.data() + s0);
+  REQUIRE(buf[0] == format::kModeCoded);
+  REQUIRE(buf[s0] == format::kModeCoded);
+  const bool in_place = GENERATE(false, true);
+  CAPTURE(in_place);
+  std::vector<uint8_t> out0(in0.size()), out1(in1.size());
+  simd::GaussChunk g0 = locate(buf, 0, s0, n0, out0.data()), g1 = locate(buf, s0, s1, n1, out1.data());
+  g0.readable_after = in_place;
+  g1.readable_after = in_place;
+  bool ok[2] = {false, false};
+  simd::decode_gauss_pair<L>(g0, g1, buf.data() + s0 + s1, 64, ok);
+  CHECK(ok[0]);
+  CHECK(ok[1]);
+  CHECK(out0 == in0);
+  CHECK(out1 == in1);
+  // The chunks in the other order (the shorter first), as decode_gauss decodes each.
+  std::fill(out0.begin(), out0.end(), 0);
+  std::fill(out1.begin(), out1.end(), 0);
+  simd::decode_gauss_pair<L>(g1, g0, nullptr, 0, ok);
+  CHECK((ok[0] && ok[1]));
+  CHECK(out0 == in0);
+  CHECK(out1 == in1);
+  // Damage in the second chunk's lane streams: each chunk's verdict is decode_gauss's, and
+  // the clean chunk still decodes.
+  test::SplitMix64 rng{11};
+  int failed = 0;
+  for (int trial = 0; trial < 50; ++trial) {
+    auto damaged = buf;
+    const size_t streams1 = static_cast<size_t>(g1.streams - buf.data());
+    damaged[streams1 + rng.next() % g1.stream_bytes] ^= static_cast<uint8_t>(1u << (rng.next() % 8));
+    std::vector<uint8_t> one(in1.size()), pair0(in0.size()), pair1(in1.size());
+    simd::GaussChunk d0 = locate(damaged, 0, s0, n0, pair0.data()), d1 = locate(damaged, s0, s1, n1, pair1.data());
+    d0.readable_after = d1.readable_after = in_place;
+    simd::GaussChunk single = d1;
+    single.out = one.data();
+    const bool alone = simd::decode_gauss<L>(single);
+    simd::decode_gauss_pair<L>(d0, d1, nullptr, 0, ok);
+    CHECK(ok[0]);
+    CHECK(pair0 == in0);
+    CHECK(ok[1] == alone);
+    if (alone) CHECK(pair1 == one);
+    failed += !alone;
+  }
+  CHECK(failed > 0);
+}
+
+TEST_CASE("AVX-512 gauss-exp reports damage in many-chunk streams as the portable decoder", "[codec]") {
+  SKIP_WITHOUT_AVX512();
+  SimdSwitch guard;
+  // Streams of several chunks are decoded two chunks at a time, reading lane streams in place
+  // where another chunk follows: the first damaged chunk's error, word for word.
+  const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
+  const uint32_t chunks = GENERATE(2u, 5u);
+  const uint32_t chunk = 1024, n = chunks * chunk - 100;
+  CAPTURE(dtype_name(dtype), chunks);
+  const auto in = values_of_kind(dtype, n, 4, 91);
+  const auto clean = encode_with(true, dtype, in, chunk);
+  const size_t payload_at = format::kHeaderBytes + size_t{format::kOffsetEntryBytes} * chunks;
+  test::SplitMix64 rng{chunks * 7u + static_cast<uint32_t>(dtype)};
+  int failures = 0, decoded = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    CAPTURE(trial);
+    auto stream = clean;
+    const int flips = 1 + static_cast<int>(rng.next() % 3);
+    for (int f = 0; f < flips; ++f)
+      stream[payload_at + rng.next() % (stream.size() - payload_at)] ^= static_cast<uint8_t>(1u << (rng.next() % 8));
     std::vector<uint8_t> a(in.size(), 0x11), b(in.size(), 0x22);
     const std::string portable = decode_with(false, stream, in.size(), &a);
     const std::string fast = decode_with(true, stream, in.size(), &b);
