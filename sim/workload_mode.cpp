@@ -16,21 +16,56 @@
 #include "workload/workload.h"
 
 namespace compcoll::sim {
-namespace {
 
-// The ranks of the representative group of each kind, in Megatron-LM's rank order
-// (rank = (pipeline stage x dp + dp rank) x tp + tp rank): it contains rank 0.
-std::vector<int> group_ranks(const std::string& group, int size, const workload::Parallel& p) {
-  std::vector<int> r(static_cast<size_t>(size));
-  for (int k = 0; k < size; ++k) {
-    if (group == "tp") r[k] = k;
-    else if (group == "dp" || group == "ep") r[k] = k * p.tp;
-    else if (group == "edp") r[k] = k * p.ep * p.tp;
-    else if (group == "pp") r[k] = k * p.dp * p.tp;
-    else throw std::runtime_error("workload: unknown process group '" + group + "'");
+std::vector<int> group_gpus(const workload::CommCall& call, const workload::Parallel& p) {
+  if (!call.ranks.empty()) return call.ranks;
+  // The representative group of the kind, in Megatron-LM's rank order
+  // (rank = (pipeline stage x dp + dp rank) x tp + tp rank): it contains rank 0.
+  std::vector<int> r(static_cast<size_t>(call.group_size));
+  for (int k = 0; k < call.group_size; ++k) {
+    if (call.group == "tp") r[k] = k;
+    else if (call.group == "dp" || call.group == "ep") r[k] = k * p.tp;
+    else if (call.group == "edp") r[k] = k * p.ep * p.tp;
+    else if (call.group == "pp") r[k] = k * p.dp * p.tp;
+    else throw std::runtime_error("workload: unknown process group '" + call.group + "'");
   }
   return r;
 }
+
+TraceCalls distinct_trace_calls(const workload::TraceJob& job) {
+  TraceCalls out;
+  std::map<std::string, size_t> index;
+  out.call_of.assign(job.ranks.size(), {});
+  std::vector<std::map<size_t, int>> per_rank(job.ranks.size());
+  for (size_t r = 0; r < job.ranks.size(); ++r)
+    for (const auto& c : job.ranks[r].calls) {
+      const std::string key = std::to_string(c.group) + "/" + std::to_string(static_cast<int>(c.collective)) + "/" +
+                              std::to_string(c.bytes) + "/" + std::string(dtype_name(c.dtype)) + "/" + c.tensor;
+      auto [it, fresh] = index.try_emplace(key, out.distinct.calls.size());
+      if (fresh) {
+        workload::CommCall cc;
+        cc.kind = c.kind;
+        cc.collective = c.collective;
+        cc.bytes = c.bytes;
+        cc.dtype = c.dtype;
+        cc.tensor = c.tensor;
+        cc.group = job.groups[c.group].label;
+        cc.ranks = job.groups[c.group].ranks;
+        cc.group_size = static_cast<int>(cc.ranks.size());
+        cc.phase = c.backward ? workload::Phase::Backward : workload::Phase::Forward;
+        cc.count = 0;
+        cc.overlappable = false;
+        out.distinct.calls.push_back(cc);
+      }
+      out.call_of[r].push_back(it->second);
+      per_rank[r][it->second]++;
+    }
+  for (const auto& m : per_rank)
+    for (const auto& [d, n] : m) out.distinct.calls[d].count = std::max(out.distinct.calls[d].count, n);
+  return out;
+}
+
+namespace {
 
 struct Variant {
   std::string name;                 // nccl-like, adaptive, adaptive/gauss-exp, lowrank/r=8, ...
@@ -232,7 +267,7 @@ Planned prepare(const workload::Iteration& it, const workload::Parallel& par, co
     if (p.group_topo.count(gkey)) continue;
     topo::Topology g = topo;
     g.rank_to_gpu.clear();
-    for (int r : call.ranks.empty() ? group_ranks(call.group, call.group_size, par) : call.ranks) g.rank_to_gpu.push_back(r);
+    g.rank_to_gpu = group_gpus(call, par);
     g.placement = call.group + " group";
     p.group_topo.emplace(gkey, std::move(g));
   }
@@ -460,43 +495,9 @@ struct TraceRun {
   workload::TraceJob job;        // as traced (scale 1)
   workload::TraceJob scaled;     // what is replayed
   std::vector<Variant> variants;
-  workload::Iteration distinct;  // one CommCall per distinct call; count = calls per iteration, busiest rank
-  std::vector<std::vector<size_t>> call_of;  // [rank][call] -> index into distinct.calls
+  TraceCalls calls;              // the scaled job's distinct calls
   std::unique_ptr<std::ofstream> csv;
 };
-
-// Builds the distinct calls of the replayed job.
-void merge_calls(TraceRun& w) {
-  std::map<std::string, size_t> index;
-  const auto& job = w.scaled;
-  w.call_of.assign(job.ranks.size(), {});
-  std::vector<std::map<size_t, int>> per_rank(job.ranks.size());
-  for (size_t r = 0; r < job.ranks.size(); ++r)
-    for (const auto& c : job.ranks[r].calls) {
-      const std::string key = std::to_string(c.group) + "/" + std::to_string(static_cast<int>(c.collective)) + "/" +
-                              std::to_string(c.bytes) + "/" + std::string(dtype_name(c.dtype)) + "/" + c.tensor;
-      auto [it, fresh] = index.try_emplace(key, w.distinct.calls.size());
-      if (fresh) {
-        workload::CommCall cc;
-        cc.kind = c.kind;
-        cc.collective = c.collective;
-        cc.bytes = c.bytes;
-        cc.dtype = c.dtype;
-        cc.tensor = c.tensor;
-        cc.group = job.groups[c.group].label;
-        cc.ranks = job.groups[c.group].ranks;
-        cc.group_size = static_cast<int>(cc.ranks.size());
-        cc.phase = c.backward ? workload::Phase::Backward : workload::Phase::Forward;
-        cc.count = 0;
-        cc.overlappable = false;
-        w.distinct.calls.push_back(cc);
-      }
-      w.call_of[r].push_back(it->second);
-      per_rank[r][it->second]++;
-    }
-  for (const auto& m : per_rank)
-    for (const auto& [d, n] : m) w.distinct.calls[d].count = std::max(w.distinct.calls[d].count, n);
-}
 
 // Iteration, compute, communication (the busiest rank's sum) and exposed time of one variant:
 // replays of the ranks' timelines (all calls, none, all but one kind).
@@ -512,8 +513,8 @@ workload::Estimate replay_estimate(const TraceRun& w, const std::function<double
   }
   auto run = [&](const std::string& free_kind, bool all_free) {
     const auto t = workload::replay(*j, [&](int r, size_t c) {
-      const size_t d = w.call_of[static_cast<size_t>(r)][c];
-      if (all_free || w.distinct.calls[d].kind == free_kind) return 0.0;
+      const size_t d = w.calls.call_of[static_cast<size_t>(r)][c];
+      if (all_free || w.calls.distinct.calls[d].kind == free_kind) return 0.0;
       return call_s(d);
     });
     return *std::max_element(t.begin(), t.end());
@@ -526,9 +527,9 @@ workload::Estimate replay_estimate(const TraceRun& w, const std::function<double
     double comm = 0;
     std::map<std::string, double> by_kind;
     for (size_t c = 0; c < job.ranks[r].calls.size(); ++c) {
-      const size_t d = w.call_of[r][c];
+      const size_t d = w.calls.call_of[r][c];
       comm += call_s(d);
-      by_kind[w.distinct.calls[d].kind] += call_s(d);
+      by_kind[w.calls.distinct.calls[d].kind] += call_s(d);
     }
     if (comm >= e.comm_s) e.comm_s = comm, e.comm_by_kind = by_kind;
   }
@@ -539,7 +540,7 @@ workload::Estimate replay_estimate(const TraceRun& w, const std::function<double
 // Every compressing codec needs curves for the dtypes the job sends.
 void check_trace_curves(const TraceRun& w, const WorkloadContext& ctx) {
   if (ctx.cal->source == "zero") return;
-  for (const auto& c : w.distinct.calls)
+  for (const auto& c : w.calls.distinct.calls)
     for (const auto& codec : ctx.exp->codecs)
       for (auto op : {calib::Op::Compress, calib::Op::Decompress})
         if (codec != "identity" && !c.tensor.empty() && !ctx.cal->has(op, codec, c.dtype))
@@ -553,10 +554,18 @@ bool run_trace_on_topology(TraceRun& w, const std::string& topo_path, nlohmann::
   const study::TraceSpec& spec = *ctx.workload->trace;
   const topo::Topology topo = topo::load_topology(topo_path);
   const auto& job = w.scaled;
-  if (job.world > topo.gpus())
-    throw config::ConfigError(ctx.exp->file + ": workload.trace: the job's " + std::to_string(job.world) + " ranks" +
-                              (spec.scale_dp > 1 ? " (scale_dp " + std::to_string(spec.scale_dp) + ")" : "") + ", but " +
-                              topo_path + " has " + std::to_string(topo.gpus()) + " GPUs");
+  if (job.world > topo.gpus()) {
+    // Job rank r runs on GPU r: every rank needs a GPU, not only the largest group's.
+    const workload::TraceGroup* largest = &job.groups.front();
+    for (const auto& g : job.groups)
+      if (g.ranks.size() > largest->ranks.size()) largest = &g;
+    throw config::ConfigError(ctx.exp->file + ": workload.trace: " + spec.files.front() + ": the job's " +
+                              std::to_string(job.world) + " ranks" +
+                              (spec.scale_dp > 1 ? " (scale_dp " + std::to_string(spec.scale_dp) + ")" : "") +
+                              ", its largest group the " + largest->label + " group of " +
+                              std::to_string(largest->ranks.size()) + " ranks, but " + topo_path + " has " +
+                              std::to_string(topo.gpus()) + " GPUs (job rank r runs on GPU r)");
+  }
   // The trace as it ran: its step, its compute and the replay with its own call times.
   double step_s = 0, compute_s = 0;
   for (const auto& r : w.job.ranks) step_s = std::max(step_s, r.step_s), compute_s = std::max(compute_s, r.compute_s);
@@ -575,15 +584,15 @@ bool run_trace_on_topology(TraceRun& w, const std::string& topo_path, nlohmann::
                 report::fixed(step_s * 1e3, 2).c_str(), report::fixed(compute_s * 1e3, 2).c_str(),
                 report::fixed(own_s * 1e3, 2).c_str());
   }
-  Planned p = prepare(w.distinct, {}, topo, w.variants.size());
+  Planned p = prepare(w.calls.distinct, {}, topo, w.variants.size());
   workload::Model no_model;
   workload::Device no_device;
   for (size_t v = 0; v < w.variants.size(); ++v) {
     const std::unique_ptr<policy::Policy> policy = policy::make_policy(w.variants[v].policy);
-    for (size_t c = 0; c < w.distinct.calls.size(); ++c) {
+    for (size_t c = 0; c < w.calls.distinct.calls.size(); ++c) {
       // Integer data (no tensor kind) is not compressed: the variant without codecs plans it.
-      const Variant& var = w.distinct.calls[c].tensor.empty() ? w.variants[kUncompressed] : w.variants[v];
-      plan_call(p, ctx, w.distinct, c, var, v, *policy, no_model, no_device);
+      const Variant& var = w.calls.distinct.calls[c].tensor.empty() ? w.variants[kUncompressed] : w.variants[v];
+      plan_call(p, ctx, w.calls.distinct, c, var, v, *policy, no_model, no_device);
     }
   }
   bool ok = true;
@@ -592,7 +601,7 @@ bool run_trace_on_topology(TraceRun& w, const std::string& topo_path, nlohmann::
   for (size_t v = 0; v < w.variants.size(); ++v)
     est[v] = replay_estimate(w, [&](size_t d) {
       const double s = p.seconds[d][v];
-      if (std::isnan(s)) throw std::runtime_error("workload: call " + w.distinct.calls[d].kind + " was not simulated");
+      if (std::isnan(s)) throw std::runtime_error("workload: call " + w.calls.distinct.calls[d].kind + " was not simulated");
       return s;
     }, spec.compute_scale);
   nlohmann::json tj{{"topology", topo.name}, {"gpus", topo.gpus()}, {"model", "trace:" + spec.name},
@@ -605,7 +614,7 @@ bool run_trace_on_topology(TraceRun& w, const std::string& topo_path, nlohmann::
   prefix << topo.name << "," << topo.gpus() << ",trace:" << spec.name << "," << l.dp << "," << l.tp << "," << l.pp
          << ",1,,1,";
   tj["variants"] = report_variants(w.variants, est, ctx, prefix.str(), w.csv.get());
-  tj["calls"] = calls_json(w.distinct, w.variants, p);
+  tj["calls"] = calls_json(w.calls.distinct, w.variants, p);
   if (!ctx.json) print_by_kind(w.variants, est, messages);
   doc["workload"].push_back(tj);
   return ok;
@@ -622,7 +631,7 @@ bool run_trace_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
     throw config::ConfigError(ctx.exp->file + ": workload.trace: " + e.what());
   }
   w.variants = make_variants(*ctx.exp, *ctx.workload);
-  merge_calls(w);
+  w.calls = distinct_trace_calls(w.scaled);
   check_trace_curves(w, ctx);
   w.csv = append_csv(ctx.out, "workload.csv", kWorkloadCsvHeader);
   bool ok = true;

@@ -18,6 +18,8 @@
 #include "study/experiment.h"
 #include "study/study.h"
 #include "sim/simulator.h"
+#include "workload/trace.h"
+#include "workload/workload.h"
 
 namespace compcoll::sim {
 
@@ -34,5 +36,19 @@ struct WorkloadContext {
 // Runs one workload of the experiment on every topology; appends to doc["workload"] and to
 // OUT/workload.csv. Returns true when every call simulated.
 bool run_workload(const WorkloadContext& ctx, nlohmann::json& doc);
+
+// The GPUs a call's group runs on, member by member (topo::Topology::rank_to_gpu): the call's own
+// ranks when it has them (a traced job: job rank r on GPU r), else the representative group of
+// its kind in Megatron-LM's rank order (tensor-parallel ranks 0..tp-1, data-parallel ranks
+// strided by tp, ...).
+std::vector<int> group_gpus(const workload::CommCall& call, const workload::Parallel& par);
+
+// A traced job's distinct calls, one per (group, collective, size, dtype, tensor kind), each
+// with its group's job ranks; count: how often the busiest rank makes it per iteration.
+struct TraceCalls {
+  workload::Iteration distinct;
+  std::vector<std::vector<size_t>> call_of;  // [rank][call] -> index into distinct.calls
+};
+TraceCalls distinct_trace_calls(const workload::TraceJob& job);
 
 }  // namespace compcoll::sim

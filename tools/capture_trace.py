@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Capture PyTorch profiler traces of a small real distributed training job, for
+r"""Capture PyTorch profiler traces of a small real distributed training job, for
 compcoll-sim's trace workload (docs/WORKLOADS.md, "Trace replay").
 
 Runs N processes of torch.distributed on CPU (gloo) training a small GPT-style
@@ -31,8 +31,10 @@ Every collective goes through torch.distributed as a user's job would; the
 profiler sees them as the gloo backend records them (c10d::* CPU ops on the
 main thread, gloo:* annotations on the process group's worker threads).
 
-Examples:
-    python3 tools/capture_trace.py --out tests/data/trace-job     # the shipped trace
+Examples (the first two made the bundled tests/data/torch-trace; its README):
+    python3 tools/capture_trace.py --out tests/data/torch-trace/ddp-tp2-dp2 --layers 2 --bucket-mb 0.25
+    python3 tools/capture_trace.py --out tests/data/torch-trace/zero-dp2 --world 2 --tp 1 --mode zero \
+        --layers 1 --d-model 128 --steps 1 --bucket-mb 0.25 --port 29534
     python3 tools/capture_trace.py --world 4 --tp 1 --mode zero --out /tmp/zero
 """
 import argparse

@@ -575,7 +575,9 @@ class FileReader {
   // (no CPU op running), resumed within kResume of its end: the thread was blocked on it. All
   // else in the step is compute (ops, and idle time no call explains: Python between ops).
   void build_items() {
-    constexpr double kResume = 1e-3;  // wake-up after a call's end; 0.07-0.4 ms measured (README)
+    // A thread blocked on a call is taken to wake within this of the call's end; an idle
+    // stretch that ends later is compute (Python between ops), not a wait.
+    constexpr double kResume = 1e-3;
     auto& r = out_.rank;
     struct Wait {
       double start, end;
@@ -680,6 +682,17 @@ std::string group_label(const std::vector<int>& ranks, const TraceLayout& l, int
   return "group";
 }
 
+// A call as the errors name it: its name and when it was issued, as at_ts names an event.
+std::string call_at(const TraceCall& c) {
+  std::ostringstream s;
+  s << c.name << " at " << c.issue_s * 1e6 << " us into the step";
+  return s.str();
+}
+
+std::string layout_name(const TraceLayout& l) {
+  return "dp " + std::to_string(l.dp) + " x tp " + std::to_string(l.tp) + " x pp " + std::to_string(l.pp);
+}
+
 std::string tensor_kind(const TraceCall& c, const std::string& label) {
   if (c.tensor.empty()) return "";  // integer data: no codec model
   if (c.collective == Collective::AllToAll) return c.backward ? "actgrad" : "moe-dispatch";
@@ -778,14 +791,22 @@ TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& la
       std::vector<int> ranks = p->call_groups[c];
       std::sort(ranks.begin(), ranks.end());
       for (int x : ranks)
-        if (x < 0 || x >= job.world) fail(r.file, r.calls[c].name + ": group rank " + std::to_string(x) + " is outside the job");
+        if (x < 0 || x >= job.world)
+          fail(r.file, call_at(r.calls[c]) + ": group rank " + std::to_string(x) + " is outside the job of " +
+                           std::to_string(job.world) + " ranks");
       if (std::find(ranks.begin(), ranks.end(), r.rank) == ranks.end())
-        fail(r.file, r.calls[c].name + ": its group " + json(ranks).dump() + " does not hold this rank");
+        fail(r.file, call_at(r.calls[c]) + ": its group " + json(ranks).dump() + " does not hold this rank (" +
+                         std::to_string(r.rank) + ")");
       auto [it, fresh] = group_index.try_emplace(ranks, job.groups.size());
       if (fresh) job.groups.push_back({ranks, group_label(ranks, l, job.world)});
       TraceCall& call = r.calls[c];
       call.group = it->second;
       const std::string& label = job.groups[call.group].label;
+      // A group the layout does not name would get the wrong tensor kind (and could not be
+      // scaled): the layout given is not the job's.
+      if (label == "group")
+        fail(r.file, call_at(call) + ": its group of ranks " + json(ranks).dump() + " is none of the tp, dp, pp or world " +
+                         "groups of the layout " + layout_name(l) + ": the layout does not fit the traced groups");
       call.tensor = tensor_kind(call, label);
       call.kind = label + "-" + std::string(sched::collective_name(call.collective));
     }
@@ -811,9 +832,15 @@ TraceJob scale_data_parallel(const TraceJob& job, int k) {
   std::vector<std::vector<size_t>> gmap(job.groups.size(), std::vector<size_t>(static_cast<size_t>(k)));
   for (size_t g = 0; g < job.groups.size(); ++g) {
     const auto& grp = job.groups[g];
-    if (grp.label == "group")
+    if (grp.label == "group") {  // load_trace refuses these; a job built otherwise may hold one
+      for (const RankTrace& r : job.ranks)
+        for (const TraceCall& c : r.calls)
+          if (c.group == g)
+            fail(r.file, "scale_dp: " + call_at(c) + ": its group of ranks " + json(grp.ranks).dump() +
+                             " is none of the tp, dp, pp or world groups of the layout " + layout_name(l));
       throw std::runtime_error("scale_dp: the group of ranks " + json(grp.ranks).dump() +
-                               " is neither a tp, dp, pp nor the world group of the layout");
+                               " is none of the tp, dp, pp or world groups of the layout " + layout_name(l));
+    }
     const bool grows = grp.label == "dp" || grp.label == "world";
     if (grows) {
       TraceGroup ng{{}, grp.label};

@@ -25,14 +25,15 @@
 namespace compcoll::workload {
 
 // The job's layout in Megatron-LM's rank order (rank = (pp stage x dp + dp rank) x tp + tp
-// rank), which names each process group: tp, dp, pp, world, or "group" when it is none of them.
+// rank), which names each process group: tp, dp, pp or world (load_trace refuses a call on a
+// group that is none of them: the layout is not the job's).
 struct TraceLayout {
   int dp = 0, tp = 1, pp = 1;  // dp 0: the trace's world / (tp x pp)
 };
 
 struct TraceGroup {
   std::vector<int> ranks;  // job ranks, ascending
-  std::string label;       // tp | dp | pp | world | group
+  std::string label;       // tp | dp | pp | world
 };
 
 struct TraceCall {
@@ -75,13 +76,14 @@ struct TraceJob {
 
 // Reads one trace file per rank (any order; distributedInfo says whose). `step`: the
 // ProfilerStep#N to read; -1: the last step every file has. Throws std::runtime_error naming the
-// file and the event (or key) on bad input.
+// file and the event (or key) on bad input, and naming the file and the call when a call's group
+// is none of the layout's tp, dp, pp or world groups.
 TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& layout, int step = -1);
 
 // The job with its data parallelism K times larger: every rank's timeline copied to the K
 // replicas, data-parallel groups (and the world group) K times larger with the same bytes per
 // rank (allgather, reduce-scatter and all-to-all sizes grow K times), other groups copied per
-// replica.
+// replica. A group none of tp, dp, pp or world is refused, naming the file and its first call.
 TraceJob scale_data_parallel(const TraceJob& job, int k);
 
 // Each call's traced time as the replay charges it: from the latest member's start to the

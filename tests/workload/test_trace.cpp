@@ -162,7 +162,11 @@ TEST_CASE("trace: replay with free calls gives the traced compute, with the trac
     CHECK(traced[r] >= free[r]);
     compute = std::max(compute, rt.compute_s);
   }
-  CHECK(total(free) == Approx(compute).epsilon(0.02));
+  // Not exact: with free calls a rank still waits at each call for the group's slower members
+  // to issue it, so the slowest rank's replay ends a little after the largest compute (0.24%
+  // on this job: 215.62 against 215.10 ms).
+  CHECK(total(free) >= compute);
+  CHECK(total(free) <= compute * 1.005);
   // Slower calls never make the iteration faster.
   const auto slow = replay(t, [&](int r, size_t c) { return 2 * own[static_cast<size_t>(r)][c]; });
   CHECK(total(slow) >= total(traced));
@@ -275,6 +279,16 @@ TEST_CASE("trace: bad traces get one line naming the file and the event", "[work
         break;
       }
     has(error_of({tmp.write("thread.json", j), f1}), "thread.json", "is on another thread than the step's");
+  }
+  {
+    // The tp 2 x dp 2 job read as tp 4: its pairs are neither tp groups (4 ranks) nor dp
+    // groups (1 rank) of that layout.
+    const auto ddp = files_of(kTraces + "/ddp-tp2-dp2", 4);
+    const std::string msg = error_of(ddp, {0, 4, 1});
+    has(msg, "ddp-tp2-dp2/rank0.json: c10d::allreduce_ at ",
+        " us into the step: its group of ranks [0,1] is none of the tp, dp, pp or world groups of the layout "
+        "dp 1 x tp 4 x pp 1: the layout does not fit the traced groups");
+    CHECK(error_of(ddp, {0, 2, 1}).empty());
   }
   has(error_of({f0, f1}, {0, 4, 1}), "", "the job's 2 ranks are not a multiple of tp x pp = 4");
   has(error_of({f0, f1}, {4, 1, 1}), "", "layout dp x tp x pp = 4, but the job has 2 ranks");
@@ -409,4 +423,51 @@ TEST_CASE("trace: record_param_comms events on the CPU", "[workload][trace]") {
     CHECK(r.step == "ProfilerStep#7");
   }
   CHECK(t.groups.at(0).ranks == std::vector<int>{0, 1});
+}
+
+TEST_CASE("trace: a call on a group outside the job or without its rank is named with its time", "[workload][trace]") {
+  TempDir tmp;
+  auto job = [&](const std::string& ranks0) {  // rank 0 gives its allgather's group as ranks0
+    std::vector<std::string> files;
+    for (int rank = 0; rank < 2; ++rank) {
+      json ev = json::array();
+      auto x = [&](const char* cat, const std::string& name, double ts, double dur, json args) {
+        ev.push_back({{"ph", "X"}, {"cat", cat}, {"name", name}, {"ts", ts}, {"dur", dur}, {"pid", 5}, {"tid", 1},
+                      {"args", args}});
+      };
+      x("user_annotation", "ProfilerStep#7", 1000, 400, json::object());
+      x("cpu_op", "aten::mm", 1000, 100, json::object());
+      x("cpu_op", "record_param_comms", 1250, 10,
+        {{"Collective name", "allgather"}, {"In msg nelems", 256}, {"Out msg nelems", 512}, {"dtype", "BFloat16"},
+         {"Process Group Ranks", rank == 0 ? ranks0 : "[0, 1]"}});
+      files.push_back(tmp.write("p" + std::to_string(rank) + ".json",
+                                {{"distributedInfo", {{"backend", "gloo"}, {"rank", rank}, {"world_size", 2}}},
+                                 {"traceEvents", ev}}));
+    }
+    return files;
+  };
+  CHECK(error_of(job("[0, 1]")).empty());
+  CHECK(error_of(job("[0, 5]")).find("p0.json: allgather at 250 us into the step: group rank 5 is outside the job of 2 "
+                                     "ranks") != std::string::npos);
+  CHECK(error_of(job("[1]")).find("p0.json: allgather at 250 us into the step: its group [1] does not hold this rank (0)") !=
+        std::string::npos);
+}
+
+TEST_CASE("trace: scale_dp refuses a group the layout does not name, with its first call", "[workload][trace]") {
+  TraceJob t = load_trace(files_of(kTraces + "/ddp-tp2-dp2", 4), {0, 2, 1});
+  REQUIRE(scale_data_parallel(t, 2).world == 8);
+  // load_trace refuses such a group; a job built otherwise may still carry one.
+  const size_t g = t.ranks[0].calls[0].group;
+  REQUIRE(t.groups[g].ranks == std::vector<int>{0, 1});
+  t.groups[g].label = "group";
+  try {
+    scale_data_parallel(t, 2);
+    FAIL("the unnamed group was scaled");
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    INFO(msg);
+    CHECK(msg.find("ddp-tp2-dp2/rank0.json: scale_dp: c10d::allreduce_ at ") != std::string::npos);
+    CHECK(msg.find("us into the step: its group of ranks [0,1] is none of the tp, dp, pp or world groups of the layout "
+                   "dp 2 x tp 2 x pp 1") != std::string::npos);
+  }
 }
