@@ -806,7 +806,9 @@ TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& la
       // scaled): the layout given is not the job's.
       if (label == "group")
         fail(r.file, call_at(call) + ": its group of ranks " + json(ranks).dump() + " is none of the tp, dp, pp or world " +
-                         "groups of the layout " + layout_name(l) + ": the layout does not fit the traced groups");
+                         "groups of the layout " + layout_name(l) + ": the layout does not fit the traced groups " +
+                         "(workload.layout gives the job's tp and pp; groups of other kinds, such as " +
+                         "expert-parallel ones, are not replayed)");
       call.tensor = tensor_kind(call, label);
       call.kind = label + "-" + std::string(sched::collective_name(call.collective));
     }
