@@ -1,35 +1,47 @@
 #!/usr/bin/env bash
-# scripts/bundle.sh OUT [--no-build] — a relocatable compcoll: the programs and test binaries
-# with every shared library they need that is not part of glibc, so that a machine with only
-# glibc, the NVIDIA driver and (for the NCCL backend) NCCL can run them from any folder, with no
-# build and no packages:
+# scripts/bundle.sh OUT [--no-build] [--with-nvidia-libs] — a relocatable compcoll: the programs
+# and test binaries with every shared library they need that is not part of glibc, so that a
+# machine with only glibc, the NVIDIA driver and (for the NCCL backend) NCCL can run them from
+# any folder, with no build and no packages:
 #
 #   OUT/bin/         compcoll-sim, compcoll-run, compcoll-bench, the three test binaries
-#                    (debug info stripped; RPATH $ORIGIN/../lib)
+#                    (debug info stripped; RPATH $ORIGIN/../lib, then $ORIGIN/../lib/nvidia)
 #   OUT/lib/         their libraries: yaml-cpp, SimGrid and its ns-3, Boost, Open MPI, zstd, lz4,
 #                    the CUDA runtime, libstdc++, ... (RPATH $ORIGIN)
 #   OUT/ompi/        Open MPI's launcher (mpirun, orted), components and help files, and PMIx's,
 #                    relocated with OPAL_PREFIX and PMIX_INSTALL_PREFIX (env.sh sets them)
 #   OUT/experiments, topologies, models, calibration, tests/data, tests/sim/golden, scripts/
-#   OUT/env.sh       source it: PATH, Open MPI's and PMIx's prefixes, NCCL's folder
+#   OUT/env.sh       source it: PATH, Open MPI's and PMIx's prefixes, the data folders
+#                    (COMPCOLL_SOURCE_DIR, COMPCOLL_TEST_DATA_DIR, COMPCOLL_TOOLS_DIR), NCCL's folder
 #   OUT/run-tests.sh the bundle's tests, from any folder
+#   OUT/lib/nvidia/  only with --with-nvidia-libs: libnccl.so.2 and libnvcomp.so.6, taken where
+#                    env.sh would find them on this machine (COMPCOLL_NCCL_LIB / COMPCOLL_NVCOMP_LIB,
+#                    the system's, the nvidia-nccl-cu13 / nvidia-libnvcomp-cu13 wheels of python3),
+#                    so that an offline machine needs nothing but glibc and the driver; env.sh and
+#                    the programs' RPATH look there (about 230-270 MB more unpacked: docs/BUNDLE.md)
 #
 # Not bundled: glibc (the target needs glibc >= the build machine's: ldd --version), the NVIDIA
-# driver (libcuda, loaded by the CUDA runtime), NCCL (its library alone is about 200 MB): env.sh
-# finds it in COMPCOLL_NCCL_LIB, the system (ldconfig), the nvidia-nccl-cu13 wheel of python3,
-# or /usr/local/cuda/lib{,64}; and nvCOMP (25 MB, opened at run time by compcoll-bench when
-# present): COMPCOLL_NVCOMP_LIB or the nvidia-libnvcomp-cu13 wheel. Needs patchelf
+# driver (libcuda, loaded by the CUDA runtime), and without --with-nvidia-libs NCCL (its library
+# alone is about 210 MB): env.sh finds it in COMPCOLL_NCCL_LIB, the system (ldconfig), the
+# nvidia-nccl-cu13 wheel of python3, or /usr/local/cuda/lib{,64}; and nvCOMP (25 MB, opened at
+# run time by compcoll-bench when present): COMPCOLL_NVCOMP_LIB or the nvidia-libnvcomp-cu13
+# wheel. Needs patchelf
 # (scripts/setup.sh installs it).
 # `tar -C OUT/.. -czf compcoll.tar.gz $(basename OUT)` packs it (docs/BUNDLE.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-if [ $# -lt 1 ]; then
-  echo "usage: scripts/bundle.sh OUT [--no-build]" >&2
-  exit 2
-fi
+usage() { echo "usage: scripts/bundle.sh OUT [--no-build] [--with-nvidia-libs]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
 out=$1
 build=1
-[ "${2:-}" = "--no-build" ] && build=0
+nvidia_libs=0
+for a in "${@:2}"; do
+  case "$a" in
+    --no-build) build=0 ;;
+    --with-nvidia-libs) nvidia_libs=1 ;;
+    *) usage ;;
+  esac
+done
 command -v patchelf >/dev/null || { echo "bundle: patchelf not found (apt-get install patchelf)" >&2; exit 2; }
 [ $build = 1 ] && "$root/scripts/build.sh" >/dev/null
 cd "$root"
@@ -93,14 +105,45 @@ if [ -n "$pmix_lib" ]; then
   fi
 fi
 
-# RPATHs: programs and launchers look in OUT/lib, libraries beside themselves, components up
-# to OUT/lib; debug info stripped (the build keeps it).
+# --with-nvidia-libs: NCCL and nvCOMP into OUT/lib/nvidia, from where env.sh would take them
+# here (the same order), byte for byte (no RPATH: what they need beyond glibc, libstdc++ and
+# libgcc_s, the programs have loaded from OUT/lib before them); those libraries into OUT/lib.
+# nvidia_lib NAME ENV_VAR PYTHON_MODULE PYTHON_SUBDIR: the folder holding NAME, or nothing.
+nvidia_lib() {
+  local name=$1 var=$2 module=$3 sub=$4 d
+  for d in "${!var:-}" \
+           "$(dirname "$(ldconfig -p 2>/dev/null | awk -v n="$name" '$1 == n {print $NF; exit}')")" \
+           "$(python3 -c "import $module, os; print(os.path.join(list($module.__path__)[0], '$sub'))" 2>/dev/null)" \
+           /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+    if [ -n "$d" ] && [ -e "$d/$name" ]; then echo "$d"; return; fi
+  done
+}
+if [ $nvidia_libs = 1 ]; then
+  mkdir -p "$out/lib/nvidia"
+  for spec in "libnccl.so.2 COMPCOLL_NCCL_LIB nvidia.nccl lib" "libnvcomp.so.6 COMPCOLL_NVCOMP_LIB nvidia.libnvcomp lib64"; do
+    read -r name var module sub <<<"$spec"
+    dir=$(nvidia_lib "$name" "$var" "$module" "$sub")
+    [ -n "$dir" ] || { echo "bundle: --with-nvidia-libs: $name not found ($var, the $module wheel of python3, ldconfig, /usr/local/cuda)" >&2; exit 2; }
+    cp -L "$dir/$name" "$out/lib/nvidia/$name"
+    chmod u+w "$out/lib/nvidia/$name"
+    copy_deps "$out/lib/nvidia/$name"
+    echo "bundle: $name from $dir"
+  done
+fi
+
+# RPATHs: programs and launchers look in OUT/lib (programs then in OUT/lib/nvidia, for a bundle
+# made --with-nvidia-libs), libraries beside themselves, components up to OUT/lib; debug info
+# stripped (the build keeps it).
 relative_lib() { python3 -c "import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))" "$out/lib" "$1"; }
-for f in "$out"/bin/* "$out"/ompi/bin/orterun "$out"/ompi/bin/orted; do
+for f in "$out"/bin/*; do
+  strip --strip-debug "$f"
+  patchelf --set-rpath "\$ORIGIN/$(relative_lib "$(dirname "$f")"):\$ORIGIN/$(relative_lib "$(dirname "$f")")/nvidia" "$f"
+done
+for f in "$out"/ompi/bin/orterun "$out"/ompi/bin/orted; do
   strip --strip-debug "$f"
   patchelf --set-rpath "\$ORIGIN/$(relative_lib "$(dirname "$f")")" "$f"
 done
-for f in "$out"/lib/*; do
+for f in "$out"/lib/*.so*; do
   strip --strip-debug "$f" 2>/dev/null || true
   patchelf --set-rpath '$ORIGIN' "$f"
 done
@@ -129,10 +172,13 @@ export OPAL_PREFIX="$B/ompi"
 [ -d "$B/pmix" ] && export PMIX_INSTALL_PREFIX="$B/pmix"
 export COMPCOLL_SOURCE_DIR="$B" COMPCOLL_TEST_DATA_DIR="$B/tests/data"
 export COMPCOLL_TOOLS_DIR="$B/tools"
-# NCCL: COMPCOLL_NCCL_LIB, the system's, the nvidia-nccl-cu13 wheel's, or the CUDA toolkit's.
+# NCCL: COMPCOLL_NCCL_LIB, the bundle's own (lib/nvidia, scripts/bundle.sh --with-nvidia-libs),
+# the system's, the nvidia-nccl-cu13 wheel's, or the CUDA toolkit's.
 nccl_dir=""
 if [ -n "${COMPCOLL_NCCL_LIB:-}" ]; then
   nccl_dir=$COMPCOLL_NCCL_LIB
+elif [ -e "$B/lib/nvidia/libnccl.so.2" ]; then
+  nccl_dir=$B/lib/nvidia
 elif ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
   nccl_dir=system
 else
@@ -148,10 +194,19 @@ elif [ "$nccl_dir" != system ]; then
 fi
 export COMPCOLL_NCCL_DIR=$nccl_dir
 # nvCOMP (compcoll-bench codec --device cuda opens libnvcomp.so.6 at run time, when it is there):
-# COMPCOLL_NVCOMP_LIB, or the nvidia-libnvcomp-cu13 wheel of python3.
-nvcomp_dir=${COMPCOLL_NVCOMP_LIB:-$(python3 -c 'import nvidia.libnvcomp, os; print(os.path.join(list(nvidia.libnvcomp.__path__)[0], "lib64"))' 2>/dev/null)}
+# COMPCOLL_NVCOMP_LIB, the bundle's own (lib/nvidia), or the nvidia-libnvcomp-cu13 wheel of python3.
+if [ -n "${COMPCOLL_NVCOMP_LIB:-}" ]; then
+  nvcomp_dir=$COMPCOLL_NVCOMP_LIB
+elif [ -e "$B/lib/nvidia/libnvcomp.so.6" ]; then
+  nvcomp_dir=$B/lib/nvidia
+else
+  nvcomp_dir=$(python3 -c 'import nvidia.libnvcomp, os; print(os.path.join(list(nvidia.libnvcomp.__path__)[0], "lib64"))' 2>/dev/null)
+fi
 if [ -n "$nvcomp_dir" ] && [ -e "$nvcomp_dir/libnvcomp.so.6" ]; then
-  export LD_LIBRARY_PATH="$nvcomp_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  case ":${LD_LIBRARY_PATH:-}:" in
+    *":$nvcomp_dir:"*) ;;
+    *) export LD_LIBRARY_PATH="$nvcomp_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;;
+  esac
 fi
 unset nccl_dir nvcomp_dir d
 EOF

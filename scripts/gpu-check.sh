@@ -10,20 +10,36 @@
 #      (compcoll_real_tests "[nccl]" under mpirun -np 1);
 #   4. compcoll-run with the nccl backend on one GPU (experiments/smoke-cpu.yaml, every row
 #      checked);
-#   5. compcoll-bench calibrate --device cuda -> OUT_DIR/calibration/<gpu>.yaml (h100.yaml on an
-#      H100; copy it to calibration/ to feed the simulator);
-#   6. compcoll-bench codec --device cuda on a bundled bf16 tensor (compcoll's codecs, and
-#      nvCOMP's ANS and Bitcomp where the bench was built with nvCOMP);
-#   7. a summary: GB/s of every codec at 256 MiB from that file, against the device-to-device
-#      copy of the same run and the targets for gauss-exp bf16 (encode >= 600, decode >= 800),
-#      as OUT_DIR/summary.txt and OUT_DIR/summary.json.
-# A step whose tests report SKIPPED counts as failed: here a skip means the GPU was not used.
+#   5. compcoll-bench calibrate --device cuda --data <the bundle's or repository's tests/data>
+#      -> OUT_DIR/calibration/<gpu>.yaml (h100.yaml on an H100; copy it to calibration/ to feed
+#      the simulator);
+#   6. compcoll-bench codec --device cuda --json on a bundled bf16 tensor and on 64 MiB of
+#      synthetic Gaussian bf16 (synthetic:gaussian:32M): compcoll's codecs, and nvCOMP's ANS and
+#      Bitcomp where the bench has nvCOMP (`compcoll-bench version`, logged first as nvcomp.log,
+#      says whether libnvcomp.so.6 loads); the rows in OUT_DIR/codec-cuda.jsonl;
+#   7. a summary: GB/s of every codec at 256 MiB from the calibration file, against the
+#      device-to-device copy of the same run and the targets for gauss-exp bf16 (encode >= 600,
+#      decode >= 800), and the rows of step 6, as OUT_DIR/summary.txt and OUT_DIR/summary.json;
+#      a WARNING (here and in summary.json's "warnings") when step 6 has no nvCOMP rows.
+# Each step runs under `timeout` (the limits below: about 14 minutes in all, generous for an
+# H100; the repository's build gets 30 more). A step counts as failed when it exits non-zero
+# (the summary included), runs out of time, or has a test that reports SKIPPED (here a skip
+# means the GPU was not used).
 # Exit status: 0 every step passed, 1 some step failed, 2 no GPU (nothing run).
 #
-# What it needs beyond the repository's build or the bundle: the NVIDIA driver (nvidia-smi,
-# libcuda), python3 (the summary), and NCCL's libnccl.so.2 for steps 3-4: the system's, or the
-# nvidia-nccl-cu13 wheel (pip install nvidia-nccl-cu13; the bundle's env.sh finds it), or
-# COMPCOLL_NCCL_LIB=<folder>. No network, no other package.
+# What it needs beyond the repository's build or the bundle, on a machine with no network:
+#   - the NVIDIA driver (nvidia-smi, libcuda.so.1);
+#   - glibc >= 2.36 (the bundle's libstdc++ and programs come from a Debian 12 build;
+#     ldd --version);
+#   - NCCL's libnccl.so.2 for steps 3-4: the bundle's own (scripts/bundle.sh --with-nvidia-libs),
+#     the system's, the nvidia-nccl-cu13 wheel (pip install nvidia-nccl-cu13; env.sh finds it
+#     through python3), or COMPCOLL_NCCL_LIB=<folder>;
+#   - nvCOMP's libnvcomp.so.6 for the yardstick rows of step 6 (without it the step passes with
+#     compcoll's rows and a warning): the bundle's own (--with-nvidia-libs), the
+#     nvidia-libnvcomp-cu13 wheel, or COMPCOLL_NVCOMP_LIB=<folder>;
+#   - python3 with its standard library only (the summary; env.sh's look-up of the wheels);
+#   - coreutils (timeout).
+# No other package.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$PWD/results/gpu-check}
@@ -48,15 +64,19 @@ fi
 cat "$out/gpus.txt"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failed=0
-# step NAME COMMAND...: runs COMMAND with its output in $out/NAME.log; a non-zero exit or a
-# SKIPPED line fails the step.
+# step NAME SECONDS COMMAND...: runs COMMAND under `timeout SECONDS`, its output in
+# $out/NAME.log (its stdin the step's); a non-zero exit, running out of time or a SKIPPED line
+# fails the step.
 step() {
-  local name=$1
-  shift
+  local name=$1 limit=$2
+  shift 2
   printf '== %-14s %s\n' "$name" "$*"
-  "$@" >"$out/$name.log" 2>&1
+  timeout -k 10 "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
-  if [ $rc -ne 0 ]; then
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    echo "   FAILED (timed out after $limit s; $out/$name.log)"
+    failed=$((failed + 1))
+  elif [ $rc -ne 0 ]; then
     echo "   FAILED (exit $rc; $out/$name.log)"
     failed=$((failed + 1))
   elif grep -q "SKIPPED" "$out/$name.log"; then
@@ -69,7 +89,7 @@ step() {
 
 echo "gpu-check: from the $mode ($here); NCCL: ${COMPCOLL_NCCL_DIR:-as the build found it}"
 if [ $mode = repository ]; then
-  step build ./scripts/build.sh
+  step build 1800 ./scripts/build.sh
   if [ ! -x "$tests" ]; then
     echo "gpu-check: the build failed; see $out/build.log" >&2
     exit 1
@@ -80,44 +100,75 @@ slug=$(echo "$gpu" | grep -oiE 'gh200|h100|h200|b200|a100|l40s?' | head -1 | tr 
 slug=${slug:-gpu}
 mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
-step cuda-tests "$tests" "[cuda]"
-step nccl-tests mpirun -np 1 "$real_tests" "[nccl]"
-step run-nccl bash -c "mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
+# The limits, in seconds: generous for an H100, together about 14 minutes.
+step cuda-tests 150 "$tests" "[cuda]"
+step nccl-tests 90 mpirun -np 1 "$real_tests" "[nccl]"
+step run-nccl 90 bash -c "mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
   --set run.gpus_per_node=1 --out '$out/run-nccl' | tee /dev/stderr | grep -qx '# OK'"
-step calibrate "$bench" calibrate --device cuda --out "$cal"
-step codec-cuda "$bench" codec --device cuda --dtype bf16 tests/data/grad.layer1-attn-out-weight.step060.bf16.npy
-
-if [ -f "$cal" ]; then
-  python3 - "$cal" "$out/summary.json" "$gpu" <<'EOF' | tee "$out/summary.txt"
-import json, re, sys
-size = 268435456  # 256 MiB
-rows, copy = [], None
-for line in open(sys.argv[1]):
-    m = re.match(r"\s*- \{op: (\w+), (?:codec: ([\w:=-]*), )?dtype: (\w+), points: (.*)\}\s*$", line)
-    if not m:
-        continue
-    op, codec, dtype, pts = m.groups()
-    codec = codec or "-"
-    for b, s in re.findall(r"\[(\d+), ([0-9.eE+-]+)\]", pts):
-        if int(b) == size:
-            gbps = size / float(s) / 1e9
-            if op == "copy":
-                copy = gbps
-            else:
-                rows.append((codec, dtype, op, gbps))
-print(f"at 256 MiB (uncompressed bytes per second); device-to-device copy {copy:.0f} GB/s" if copy else "at 256 MiB")
-for codec, dtype, op, gbps in sorted(rows):
-    frac = f"  {gbps / copy:5.2f} of copy" if copy else ""
-    target = ""
-    if codec == "gauss-exp" and dtype == "bf16" and op in ("compress", "decompress"):
-        need = 600 if op == "compress" else 800
-        target = f"  target >= {need}: {'met' if gbps >= need else 'NOT met'}"
-    print(f"  {codec:14s} {dtype:5s} {op:10s} {gbps:8.1f} GB/s{frac}{target}")
-json.dump({"gpu": sys.argv[3], "calibration": sys.argv[1], "bytes": size, "copy_gbps": copy,
-           "rows": [{"codec": c, "dtype": d, "op": o, "gbps": g, "fraction_of_copy": g / copy if copy else None}
-                    for c, d, o, g in sorted(rows)]},
-          open(sys.argv[2], "w"), indent=1)
-EOF
+step calibrate 360 "$bench" calibrate --device cuda --data "$here/tests/data" --out "$cal"
+timeout 30 "$bench" version >"$out/nvcomp.log" 2>&1
+grep '^nvcomp:' "$out/nvcomp.log" | sed 's/^/   /'
+codec_rows="$out/codec-cuda.jsonl"
+step codec-cuda 120 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
+  tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:32M >'$codec_rows'"
+if ! grep -q '"codec": "nvcomp-' "$codec_rows" 2>/dev/null; then
+  echo "   WARNING: no nvCOMP rows from codec-cuda ($(grep -m1 '^nvcomp:' "$out/nvcomp.log" || echo "compcoll-bench version failed; $out/nvcomp.log"))"
 fi
+
+step summary 60 python3 - "$cal" "$codec_rows" "$out/summary.json" "$out/summary.txt" "$gpu" <<'EOF'
+import json, os, re, sys
+cal, codec_rows, json_out, txt_out, gpu = sys.argv[1:6]
+size = 268435456  # 256 MiB
+lines, warnings = [], []
+rows, copy = [], None
+if os.path.exists(cal):
+    for line in open(cal):
+        m = re.match(r"\s*- \{op: (\w+), (?:codec: ([\w:=-]*), )?dtype: (\w+), points: (.*)\}\s*$", line)
+        if not m:
+            continue
+        op, codec, dtype, pts = m.groups()
+        codec = codec or "-"
+        for b, s in re.findall(r"\[(\d+), ([0-9.eE+-]+)\]", pts):
+            if int(b) == size:
+                gbps = size / float(s) / 1e9
+                if op == "copy":
+                    copy = gbps
+                else:
+                    rows.append((codec, dtype, op, gbps))
+    lines.append(f"calibrate at 256 MiB (uncompressed bytes per second); device-to-device copy {copy:.0f} GB/s"
+                 if copy else "calibrate at 256 MiB")
+    for codec, dtype, op, gbps in sorted(rows):
+        frac = f"  {gbps / copy:5.2f} of copy" if copy else ""
+        target = ""
+        if codec == "gauss-exp" and dtype == "bf16" and op in ("compress", "decompress"):
+            need = 600 if op == "compress" else 800
+            target = f"  target >= {need}: {'met' if gbps >= need else 'NOT met'}"
+        lines.append(f"  {codec:14s} {dtype:5s} {op:10s} {gbps:8.1f} GB/s{frac}{target}")
+else:
+    warnings.append(f"no calibration file ({cal}): see calibrate.log")
+codec = []
+if os.path.exists(codec_rows):
+    codec = [json.loads(l) for l in open(codec_rows) if l.startswith("{")]
+if not codec:
+    warnings.append("no rows from codec --device cuda: see codec-cuda.log")
+elif not any(r["codec"].startswith("nvcomp-") for r in codec):
+    warnings.append("no nvCOMP rows from codec --device cuda: see nvcomp.log (libnvcomp.so.6 not loadable, "
+                    "or a compcoll-bench built without nvCOMP)")
+if codec:
+    lines.append("codec --device cuda (median GB/s of uncompressed bytes; memcpy = device to device)")
+    for r in codec:
+        check = r.get("lossy_ok") if r.get("lossless_ok") is None else r["lossless_ok"]
+        lines.append(f"  {os.path.basename(r['file'])[:40]:40s} {r['codec']:16s} ratio {r['ratio']:6.3f}"
+                     f"  enc {r['encode_gbps']:8.1f}  dec {r['decode_gbps']:8.1f}  memcpy {r['memcpy_gbps']:7.1f}"
+                     f"  {'-' if check is None else ('OK' if check else 'FAILED')}")
+lines += [f"WARNING: {w}" for w in warnings]
+open(txt_out, "w").write("\n".join(lines) + "\n")
+json.dump({"gpu": gpu, "calibration": cal if os.path.exists(cal) else None, "bytes": size, "copy_gbps": copy,
+           "rows": [{"codec": c, "dtype": d, "op": o, "gbps": g, "fraction_of_copy": g / copy if copy else None}
+                    for c, d, o, g in sorted(rows)],
+           "codec_rows": codec, "warnings": warnings},
+          open(json_out, "w"), indent=1)
+EOF
+[ -f "$out/summary.txt" ] && cat "$out/summary.txt"
 echo "gpu-check: $failed step(s) failed; logs in $out"
 [ $failed -eq 0 ]

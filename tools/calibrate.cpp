@@ -29,15 +29,13 @@
 #include <thread>
 #include <tuple>
 
+#include "bench_paths.h"
 #include "codec/reduce.h"
 #include "config/yaml_node.h"
 #include "io/tensor_file.h"
 
 #ifndef COMPCOLL_VERSION
 #define COMPCOLL_VERSION "unknown"
-#endif
-#ifndef COMPCOLL_DEFAULT_DATA_DIR
-#define COMPCOLL_DEFAULT_DATA_DIR "tests/data"
 #endif
 
 namespace compcoll::bench {
@@ -314,7 +312,7 @@ struct Options {
   uint64_t max_bytes = uint64_t{1} << 30;
   std::optional<double> min_time;
   bool quick = false;
-  std::string data_dir = COMPCOLL_DEFAULT_DATA_DIR;
+  std::string data_dir = default_data_dir();
   // The selection, in the order of a full run; all by default.
   std::vector<DType> dtypes;
   std::vector<const Codec*> codecs;
@@ -338,7 +336,7 @@ const char* const kUsage =
     "               the kernels' speed when every rank of a host (N of them) runs one at the same time\n"
     "  --threads    host: threads coding and decoding each stream's chunks (default 1; 0: one per hardware\n"
     "               thread): the codec curves of a rank that runs its codecs on that many threads\n"
-    "  --data       directory of the real tensors (default the bundled tests/data)\n"
+    "  --data       directory of the real tensors (default $COMPCOLL_TEST_DATA_DIR, else the bundled tests/data)\n"
     "  --dtype      only these element types: bf16, fp16, fp32 (repeatable or a comma list; default all)\n"
     "  --codec      only these codecs' compress and decompress curves: identity, gauss-exp, entropy-exp,\n"
     "               fp8-hadamard, or all (repeatable or a comma list; default all)\n"
@@ -721,6 +719,7 @@ int run_calibrate(int argc, char** argv) {
               device->name().c_str(), opt.device.c_str(), human_bytes(sizes.front()).c_str(),
               human_bytes(largest).c_str(), timing.min_samples, timing.min_time);
   std::printf("# %zu curves; %s is rewritten after each one\n", wanted.size(), opt.out.c_str());
+  std::printf("# inputs: the tensors of %s\n", opt.data_dir.c_str());
   std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s\n", "# size", "type", "op", "codec", "time", "algbw",
               "samples", "#wrong");
   std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s\n", "# (B)", "", "", "", "(us)", "(GB/s)", "", "");
@@ -790,7 +789,7 @@ int run_calibrate(int argc, char** argv) {
               << human_bytes(largest) << " in powers of " << (opt.quick ? 4 : 2)
               << (largest < (uint64_t{1} << 30) ? " (capped by --max-bytes below 1 GiB)" : "")
               << "; bytes are always the uncompressed bytes." << selection << " Inputs: the real training tensors of "
-              << (opt.data_dir == COMPCOLL_DEFAULT_DATA_DIR ? std::string("tests/data (README there)") : opt.data_dir)
+              << (opt.data_dir == bundled_data_dir() ? std::string("tests/data (README there)") : opt.data_dir)
               << ", per dtype concatenated in file-name order and tiled to the largest size; each "
               << "point times the prefix of that buffer (small sizes therefore hold one kind of tensor and run "
               << "cache-warm):" << inputs.str()

@@ -11,6 +11,7 @@
 // CUDA events, median), and where the build found nvCOMP its ANS and Bitcomp on the same
 // device buffer as yardsticks (tools/nvcomp_peer.h).
 //   compcoll-bench calibrate ...   (tools/calibrate.cpp: writes a calibration file)
+//   compcoll-bench version         (the build, and whether libnvcomp.so.6 loads; no GPU needed)
 // The program decides exit codes; the libraries only report.
 #include <lz4.h>
 #include <sys/wait.h>
@@ -33,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_paths.h"
 #include "calibrate.h"
 #include "codec/codec.h"
 #include "io/float_convert.h"
@@ -96,7 +98,8 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
                "                            [--threads N] [--device host|cuda] PATH...\n"
                "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n"
                "       compcoll-bench calibrate --out FILE.yaml [...]     (calibrate --help)\n"
-               "       mpirun -np N compcoll-bench transport --out FILE.yaml [...]   (transport --help)\n");
+               "       mpirun -np N compcoll-bench transport --out FILE.yaml [...]   (transport --help)\n"
+               "       compcoll-bench version   (the build, and whether nvCOMP loads; no GPU needed)\n");
   std::exit(2);
 }
 
@@ -226,10 +229,11 @@ std::vector<Yardstick> yardsticks() {
   return {{"zstd-1", zc, zd, false}, {"zstd-1-bytegrouped", zc, zd, true}, {"lz4", lc, ld, false}};
 }
 
-// --peer zipnn: the script, and the Python that runs it (COMPCOLL_PYTHON, default python3).
+// --peer zipnn: the script (in tools_dir(): COMPCOLL_TOOLS_DIR, the bundle's or the source
+// tree's tools/) and the Python that runs it (COMPCOLL_PYTHON, default python3).
 std::string zipnn_command(const std::string& args) {
   const char* py = std::getenv("COMPCOLL_PYTHON");
-  return std::string(py && *py ? py : "python3") + " '" + COMPCOLL_TOOLS_DIR "/zipnn_peer.py' " + args + " 2>&1";
+  return std::string(py && *py ? py : "python3") + " '" + bench::tools_dir() + "/zipnn_peer.py' " + args + " 2>&1";
 }
 
 // Runs a command; its exit status and everything it printed.
@@ -526,6 +530,29 @@ int run_codec_bench(int argc, char** argv) {
   return input_error ? 2 : (ok ? 0 : 1);
 }
 
+// `compcoll-bench version`: what this program was built with and what it finds at run time,
+// without a GPU: the host codec path, CUDA, and whether libnvcomp.so.6 opens with every
+// function the nvCOMP rows call (the loading of `codec --device cuda`). Exit 0; the lines say
+// what is missing.
+int run_version() {
+  std::printf("compcoll-bench %s\n", COMPCOLL_VERSION);
+  std::printf("host codec path: %s\n", std::string(host_codec_path()).c_str());
+#ifdef COMPCOLL_HAVE_CUDA
+  std::printf("cuda: built with CUDA (codec --device cuda, calibrate --device cuda)\n");
+#else
+  std::printf("cuda: built without CUDA\n");
+#endif
+#ifdef COMPCOLL_HAVE_NVCOMP
+  if (const std::string why = bench::nvcomp_unavailable(); !why.empty())
+    std::printf("nvcomp: not loadable: %s\n", why.c_str());
+  else
+    std::printf("nvcomp: loaded %s from %s\n", bench::nvcomp_version().c_str(), bench::nvcomp_library_file().c_str());
+#else
+  std::printf("nvcomp: built without nvCOMP (docs/compcoll-bench.md)\n");
+#endif
+  return 0;
+}
+
 }  // namespace
 
 namespace compcoll::bench {
@@ -533,9 +560,10 @@ int run_transport(int argc, char** argv);  // tools/transport_cmd.cpp, built wit
 }
 
 int main(int argc, char** argv) {
-  if (argc < 2) usage_error("missing command (codec, calibrate or transport)");
+  if (argc < 2) usage_error("missing command (codec, calibrate, transport or version)");
   const std::string cmd = argv[1];
   try {
+    if (cmd == "version" || cmd == "--version") return run_version();
     if (cmd == "codec") return run_codec_bench(argc, argv);
     if (cmd == "calibrate") return bench::run_calibrate(argc, argv);
     if (cmd == "transport") {
@@ -550,5 +578,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "compcoll-bench: %s\n", e.what());
     return 2;
   }
-  usage_error("unknown command \"" + cmd + "\" (expected codec, calibrate or transport)");
+  usage_error("unknown command \"" + cmd + "\" (expected codec, calibrate, transport or version)");
 }

@@ -360,6 +360,13 @@ std::string nvcomp_version() {
          std::to_string(p.version % 100);
 }
 
+std::string nvcomp_library_file() {
+  if (!api().error.empty()) return "";
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<const void*>(api().nvcompGetProperties), &info) || !info.dli_fname) return "";
+  return info.dli_fname;
+}
+
 std::vector<PeerResult> run_nvcomp_peers(const CudaPeerContext& ctx, const std::vector<uint8_t>& host_input) {
   std::vector<PeerResult> results;
   if (!api().error.empty()) return results;

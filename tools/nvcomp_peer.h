@@ -53,6 +53,9 @@ std::string nvcomp_unavailable();
 // "nvCOMP 6.0.0" as the loaded library reports it.
 std::string nvcomp_version();
 
+// The file the loader took libnvcomp.so.6 from ("" when not loaded). Needs no GPU.
+std::string nvcomp_library_file();
+
 // nvCOMP ANS, then Bitcomp, on the context's input; `host_input` holds the same bytes (the
 // reference of the check). A failure of one codec (a status, a CUDA error, a wrong byte) is
 // its result's error, never an exception; the other codec still runs. No results when the
