@@ -461,13 +461,12 @@ COMPCOLL_AVX512 void decode_rows_pair(ChunkState& c0, ChunkState& c1, const uint
   const uint32_t common = std::min(c0.n, c1.n) / kLanes;  // full rows of both
   Lanes a0 = c0.a, b0 = c0.b, a1 = c1.a, b1 = c1.b;
   __mmask16 bad0 = 0, bad1 = 0;
+  // The next pair's bytes, spread over these rows: a whole cache line or more per row.
   const uint8_t* const ahead_end = ahead + ahead_bytes;
+  const size_t ahead_step = common ? (ahead_bytes / common + 64) & ~size_t{63} : 0;
   for (uint32_t row = 0; row < common; ++row) {
-    if (ahead < ahead_end) {
+    for (const uint8_t* const to = std::min(ahead + ahead_step, ahead_end); ahead < to; ahead += 64)
       _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T1);
-      ahead += 128;
-    }
     decode_row<L, kCheck>(a0, b0, c0.r, c0.base, row, c0.n, c0.raw, c0.out, &bad0);
     decode_row<L, kCheck>(a1, b1, c1.r, c1.base, row, c1.n, c1.raw, c1.out, &bad1);
   }
@@ -673,7 +672,13 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
   alignas(64) uint16_t esc[3][kLanes];  // an escape's exponent, else 0
   alignas(64) uint16_t extra[3][kLanes];  // fp16: the extra bits
   alignas(64) uint64_t vals[kLanes], ptrs[kLanes];
+  // The next chunk's input usually follows this one's and comes from memory on long inputs:
+  // its rows are asked for as this chunk's are coded (a prefetch never faults).
+  constexpr uint32_t kRowBytes = kLanes * sizeof(typename L::Bits);
+  const uint8_t* const next = in + size_t{n} * sizeof(typename L::Bits);
   for (uint32_t row0 = 0; row0 < rows; row0 += 3) {
+    for (uint32_t b = 0; b < 3 * kRowBytes; b += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next + size_t{row0} * kRowBytes + b), _MM_HINT_T1);
     bool any_esc = false;
     for (uint32_t t = 0; t < 3; ++t) {
       const uint32_t row = row0 + t;
