@@ -417,65 +417,100 @@ struct ChunkState {
   const uint8_t* base;  // the padded copy of its streams
   const uint8_t* raw;
   uint8_t* out;
+  const uint8_t* lut;   // entropy-exp: the chunk's decode table, 2 bytes before its entry 0
   uint32_t n;
-  bool check;           // some symbol is out of range for its reference
+  bool check;           // gauss-exp: some symbol is out of range for its reference
   alignas(64) uint32_t start[kLanes];
   uint32_t words[kLanes];
 };
 
-// Row `row` of a chunk: 32 elements, one of each lane (lanes past the last row's end are
-// neither read nor written).
-template <class L, bool kCheck>
-COMPCOLL_AVX512 inline void decode_row(Lanes& a, Lanes& b, const DecodeRegs& r, const uint8_t* base,
-                                       uint32_t row, uint32_t n, const uint8_t* raw, uint8_t* out,
-                                       __mmask16* bad) {
-  const uint32_t full_rows = n / kLanes, tail = n % kLanes;
-  refill_if_low(a, base, r);
-  refill_if_low(b, base, r);
-  const __mmask32 live = row < full_rows ? 0xFFFFFFFFu : (1u << tail) - 1;  // the last row: 0 .. tail-1
-  const __m512i ea = decode_step<L, kCheck>(a, r, static_cast<__mmask16>(live), bad);
-  const __m512i eb = decode_step<L, kCheck>(b, r, static_cast<__mmask16>(live >> 16), bad);
-  Rows<L>::join(out, row, live, ea, eb, raw);
+// How a chunk's symbols are decoded: gauss-exp's fixed code from permuted tables (its
+// symbols checked when the reference puts some out of range), or entropy-exp's code of the
+// chunk from its table of 4096 entries, gathered.
+enum class Mode { Gauss, GaussChecked, Entropy };
+
+// entropy-exp: one element of each of the 16 lanes from the chunk's table, indexed by the next
+// 12 bits (kMaxCodeBits): symbol << 4 | length, length 0 where no code starts (added to *bad
+// for active lanes). `lut` points 2 bytes before entry 0, so that each 4-byte gather ends on
+// its entry (the high half) and never reads past the table.
+template <class L>
+COMPCOLL_AVX512 inline __m512i decode_step_lut(Lanes& l, const uint8_t* lut, __mmask16 active, __mmask16* bad) {
+  static_assert(kMaxCodeBits == 12, "the table has 4096 entries");
+  const __m512i idx = _mm512_and_si512(l.lo, _mm512_set1_epi32(0xFFF));
+  const __m512i e = _mm512_srli_epi32(_mm512_i32gather_epi32(idx, lut, 2), 16);
+  __m512i len = _mm512_and_si512(e, _mm512_set1_epi32(0xF));
+  __m512i ex = _mm512_srli_epi32(e, 4);
+  *bad |= _mm512_mask_testn_epi32_mask(active, len, len);
+  if constexpr (L::kExtraBits != 0) {  // fp16: sign, mantissa bits 9 and 8 after the code
+    const __m512i extra = _mm512_and_si512(_mm512_srlv_epi32(l.lo, len), _mm512_set1_epi32((1 << L::kExtraBits) - 1));
+    ex = _mm512_or_si512(ex, _mm512_slli_epi32(extra, 8));
+    len = _mm512_add_epi32(len, _mm512_set1_epi32(L::kExtraBits));
+  }
+  len = _mm512_maskz_mov_epi32(active, len);
+  l.lo = _mm512_shrdv_epi32(l.lo, l.hi, len);
+  l.hi = _mm512_srlv_epi32(l.hi, len);
+  l.pos = _mm512_add_epi32(l.pos, len);
+  l.valid = _mm512_sub_epi32(l.valid, len);
+  return ex;
 }
 
-// The rows [row0, rows) of one chunk; false if some lane decoded a symbol out of range (only
-// looked for with kCheck).
-template <class L, bool kCheck>
+// Row `row` of a chunk: 32 elements, one of each lane (lanes past the last row's end are
+// neither read nor written).
+template <class L, Mode M>
+COMPCOLL_AVX512 inline void decode_row(Lanes& a, Lanes& b, const ChunkState& c, uint32_t row, __mmask16* bad) {
+  const uint32_t full_rows = c.n / kLanes, tail = c.n % kLanes;
+  refill_if_low(a, c.base, c.r);
+  refill_if_low(b, c.base, c.r);
+  const __mmask32 live = row < full_rows ? 0xFFFFFFFFu : (1u << tail) - 1;  // the last row: 0 .. tail-1
+  __m512i ea, eb;
+  if constexpr (M == Mode::Entropy) {
+    ea = decode_step_lut<L>(a, c.lut, static_cast<__mmask16>(live), bad);
+    eb = decode_step_lut<L>(b, c.lut, static_cast<__mmask16>(live >> 16), bad);
+  } else {
+    ea = decode_step<L, M == Mode::GaussChecked>(a, c.r, static_cast<__mmask16>(live), bad);
+    eb = decode_step<L, M == Mode::GaussChecked>(b, c.r, static_cast<__mmask16>(live >> 16), bad);
+  }
+  Rows<L>::join(c.out, row, live, ea, eb, c.raw);
+}
+
+// The rows [row0, rows) of one chunk; false if some lane decoded a symbol out of range or
+// without a code (looked for by GaussChecked and Entropy).
+template <class L, Mode M>
 COMPCOLL_AVX512 bool decode_rows(ChunkState& c, uint32_t row0) {
   const uint32_t rows = (c.n + kLanes - 1) / kLanes;
   Lanes a = c.a, b = c.b;  // locals, so that they stay in registers
-  const DecodeRegs r = c.r;
   __mmask16 bad = 0;
-  for (uint32_t row = row0; row < rows; ++row) decode_row<L, kCheck>(a, b, r, c.base, row, c.n, c.raw, c.out, &bad);
+  for (uint32_t row = row0; row < rows; ++row) decode_row<L, M>(a, b, c, row, &bad);
   c.a = a;
   c.b = b;
   return bad == 0;
 }
 
 // The rows both chunks have, the two chunks' rows interleaved: a row's symbols depend on
-// the bit positions the row before left, a chain of permutes and shifts as long as the row's
-// work, and the other chunk's row fills that wait. Then each chunk's remaining rows.
-template <class L, bool kCheck>
+// the bit positions the row before left, a chain of permutes (or a gather) and shifts as long
+// as the row's work, and the other chunk's row fills that wait. Then each chunk's remaining
+// rows.
+template <class L, Mode M>
 COMPCOLL_AVX512 void decode_rows_pair(ChunkState& c0, ChunkState& c1, const uint8_t* ahead, size_t ahead_bytes,
                                       bool in_range[2]) {
   const uint32_t common = std::min(c0.n, c1.n) / kLanes;  // full rows of both
   Lanes a0 = c0.a, b0 = c0.b, a1 = c1.a, b1 = c1.b;
   __mmask16 bad0 = 0, bad1 = 0;
   // The next pair's bytes, spread over these rows: a whole cache line or more per row.
-  const uint8_t* const ahead_end = ahead + ahead_bytes;
   const size_t ahead_step = common ? (ahead_bytes / common + 64) & ~size_t{63} : 0;
+  size_t asked = 0;
   for (uint32_t row = 0; row < common; ++row) {
-    for (const uint8_t* const to = std::min(ahead + ahead_step, ahead_end); ahead < to; ahead += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T1);
-    decode_row<L, kCheck>(a0, b0, c0.r, c0.base, row, c0.n, c0.raw, c0.out, &bad0);
-    decode_row<L, kCheck>(a1, b1, c1.r, c1.base, row, c1.n, c1.raw, c1.out, &bad1);
+    for (const size_t to = std::min(asked + ahead_step, ahead_bytes); asked < to; asked += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + asked), _MM_HINT_T1);
+    decode_row<L, M>(a0, b0, c0, row, &bad0);
+    decode_row<L, M>(a1, b1, c1, row, &bad1);
   }
   c0.a = a0;
   c0.b = b0;
   c1.a = a1;
   c1.b = b1;
-  in_range[0] = decode_rows<L, kCheck>(c0, common) && bad0 == 0;
-  in_range[1] = decode_rows<L, kCheck>(c1, common) && bad1 == 0;
+  in_range[0] = decode_rows<L, M>(c0, common) && bad0 == 0;
+  in_range[1] = decode_rows<L, M>(c1, common) && bad1 == 0;
 }
 
 // The decode tables with a reference folded in: exponents instead of symbols. Where ref + d
@@ -522,11 +557,11 @@ const std::vector<RefTables>& ref_tables() {
   return all;
 }
 
-// Sets up a chunk's state: where its windows are read (the streams, or a copy in `copy`), its reference's
-// tables, its lanes at their starts (refilled).
+// Sets up a chunk's state: where its windows are read (the streams, or a copy in `copy`),
+// gauss-exp's tables for its reference or entropy-exp's table, its lanes at their starts
+// (refilled).
 template <class L>
-COMPCOLL_AVX512 void start_chunk(const GaussChunk& g, const DecodeTables& t, std::vector<uint8_t>& copy,
-                                 ChunkState& c) {
+COMPCOLL_AVX512 void start_chunk(const CodedChunk& g, std::vector<uint8_t>& copy, ChunkState& c) {
   // Windows are read up to 8 bytes past a position clamped to the streams' end: in place
   // where the caller says they may be, else in a copy with zero padding. Bits past a lane's
   // words are never taken by a clean lane, so what they hold does not matter.
@@ -542,22 +577,29 @@ COMPCOLL_AVX512 void start_chunk(const GaussChunk& g, const DecodeTables& t, std
   c.raw = g.raw;
   c.out = g.out;
   c.n = g.n;
-
-  const RefTables& rt = ref_tables<L>()[g.ref & 0xFF];
-  c.check = rt.check;
+  c.lut = g.lut ? reinterpret_cast<const uint8_t*>(g.lut) - 2 : nullptr;
 
   DecodeRegs& r = c.r;
-  r.l1_len_a = _mm512_load_si512(t.l1_len);
-  r.l1_len_b = _mm512_load_si512(t.l1_len + 64);
-  r.l1_exp_a = _mm512_load_si512(rt.l1_exp);
-  r.l1_exp_b = _mm512_load_si512(rt.l1_exp + 64);
-  r.l2_len = _mm512_load_si512(rt.l2_len);
-  r.l2_exp = _mm512_load_si512(rt.l2_exp);
+  if (!g.lut) {
+    const DecodeTables& t = decode_tables();
+    const RefTables& rt = ref_tables<L>()[g.ref & 0xFF];
+    c.check = rt.check;
+    r.l1_len_a = _mm512_load_si512(t.l1_len);
+    r.l1_len_b = _mm512_load_si512(t.l1_len + 64);
+    r.l1_exp_a = _mm512_load_si512(rt.l1_exp);
+    r.l1_exp_b = _mm512_load_si512(rt.l1_exp + 64);
+    r.l2_len = _mm512_load_si512(rt.l2_len);
+    r.l2_exp = _mm512_load_si512(rt.l2_exp);
+    r.esc_len = t.esc_len;
+  } else {
+    c.check = false;
+    r.l1_len_a = r.l1_len_b = r.l1_exp_a = r.l1_exp_b = r.l2_len = r.l2_exp = _mm512_setzero_si512();
+    r.esc_len = 0;
+  }
   r.limit = _mm512_set1_epi32(static_cast<int>(8 * g.stream_bytes));
   r.even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   r.odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   r.seven = _mm512_set1_epi32(7);
-  r.esc_len = t.esc_len;
 
   uint32_t at = 0;
   for (uint32_t j = 0; j < kLanes; ++j) {
@@ -586,34 +628,34 @@ COMPCOLL_AVX512 bool lanes_end_clean(const ChunkState& c) {
 }
 
 template <class L>
-COMPCOLL_AVX512 bool decode_gauss_impl(const GaussChunk& g) {
-  const DecodeTables& t = decode_tables();
-  if (!t.usable || g.n == 0) return false;
+COMPCOLL_AVX512 bool decode_impl(const CodedChunk& g) {
+  if ((!g.lut && !decode_tables().usable) || g.n == 0) return false;
   thread_local std::vector<uint8_t> copy;
   ChunkState c;
-  start_chunk<L>(g, t, copy, c);
-  const bool in_range = c.check ? decode_rows<L, true>(c, 0) : decode_rows<L, false>(c, 0);
+  start_chunk<L>(g, copy, c);
+  const bool in_range = c.lut     ? decode_rows<L, Mode::Entropy>(c, 0)
+                        : c.check ? decode_rows<L, Mode::GaussChecked>(c, 0)
+                                  : decode_rows<L, Mode::Gauss>(c, 0);
   return in_range && lanes_end_clean(c);
 }
 
 template <class L>
-COMPCOLL_AVX512 void decode_gauss_pair_impl(const GaussChunk& g0, const GaussChunk& g1, const uint8_t* ahead,
-                                            size_t ahead_bytes, bool ok[2]) {
-  const DecodeTables& t = decode_tables();
-  if (!t.usable || g0.n == 0 || g1.n == 0) {
-    ok[0] = ok[1] = false;
+COMPCOLL_AVX512 void decode_pair_impl(const CodedChunk& g0, const CodedChunk& g1, const uint8_t* ahead,
+                                      size_t ahead_bytes, bool ok[2]) {
+  ok[0] = ok[1] = false;
+  if ((g0.lut == nullptr) != (g1.lut == nullptr) || (!g0.lut && !decode_tables().usable) || g0.n == 0 || g1.n == 0)
     return;
-  }
   thread_local std::vector<uint8_t> copy[2];
   ChunkState c[2];
-  start_chunk<L>(g0, t, copy[0], c[0]);
-  start_chunk<L>(g1, t, copy[1], c[1]);
-  // Tables without marked symbols never match the checks, so one variant serves both.
+  start_chunk<L>(g0, copy[0], c[0]);
+  start_chunk<L>(g1, copy[1], c[1]);
   bool in_range[2];
-  if (c[0].check || c[1].check)
-    decode_rows_pair<L, true>(c[0], c[1], ahead, ahead_bytes, in_range);
+  if (c[0].lut)
+    decode_rows_pair<L, Mode::Entropy>(c[0], c[1], ahead, ahead_bytes, in_range);
+  else if (c[0].check || c[1].check)  // tables without marked symbols never match the checks
+    decode_rows_pair<L, Mode::GaussChecked>(c[0], c[1], ahead, ahead_bytes, in_range);
   else
-    decode_rows_pair<L, false>(c[0], c[1], ahead, ahead_bytes, in_range);
+    decode_rows_pair<L, Mode::Gauss>(c[0], c[1], ahead, ahead_bytes, in_range);
   ok[0] = in_range[0] && lanes_end_clean(c[0]);
   ok[1] = in_range[1] && lanes_end_clean(c[1]);
 }
@@ -764,14 +806,13 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
 // public specialization is an ordinary function that carries it.
 #define COMPCOLL_AVX512_SPECIALIZE(LAYOUT)                                                          \
   template <>                                                                                      \
-  COMPCOLL_AVX512 bool decode_gauss<LAYOUT>(const GaussChunk& chunk) {                             \
-    return decode_gauss_impl<LAYOUT>(chunk);                                                       \
+  COMPCOLL_AVX512 bool decode_chunk<LAYOUT>(const CodedChunk& chunk) {                             \
+    return decode_impl<LAYOUT>(chunk);                                                             \
   }                                                                                                \
   template <>                                                                                      \
-  COMPCOLL_AVX512 void decode_gauss_pair<LAYOUT>(const GaussChunk& c0, const GaussChunk& c1,      \
-                                                 const uint8_t* ahead, size_t ahead_bytes,         \
-                                                 bool ok[2]) {                                     \
-    decode_gauss_pair_impl<LAYOUT>(c0, c1, ahead, ahead_bytes, ok);                                \
+  COMPCOLL_AVX512 void decode_pair<LAYOUT>(const CodedChunk& c0, const CodedChunk& c1,            \
+                                           const uint8_t* ahead, size_t ahead_bytes, bool ok[2]) { \
+    decode_pair_impl<LAYOUT>(c0, c1, ahead, ahead_bytes, ok);                                      \
   }                                                                                                \
   template <>                                                                                      \
   COMPCOLL_AVX512 size_t encode_gauss<LAYOUT>(const uint8_t* in, uint32_t n, uint8_t* out) {      \

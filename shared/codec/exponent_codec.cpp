@@ -266,48 +266,97 @@ class ExponentCodec final : public Codec {
     }
     throw_bad_dtype(static_cast<uint8_t>(dtype));
   }
-  // gauss-exp on the AVX-512 paths decodes two coded chunks at once; anything else (entropy-
-  // exp, the portable paths, a stored or damaged chunk) one after the other.
+  // The AVX-512 paths decode two coded chunks at once; the portable paths, and a stored or
+  // damaged chunk, one after the other.
   void decode_chunk_pair(DType dtype, const ChunkRef (&chunk)[2], std::span<const uint8_t> ahead,
                          std::string (&err)[2]) const override {
-    if constexpr (K == Kind::Gauss) {
-      if (avx512::enabled()) {
-        switch (dtype) {
-          case DType::BF16: return decode_pair<expbits::Bf16Layout>(chunk, ahead, err);
-          case DType::FP16: return decode_pair<expbits::Fp16Layout>(chunk, ahead, err);
-          case DType::FP32: return decode_pair<expbits::Fp32Layout>(chunk, ahead, err);
-        }
+    if (avx512::enabled()) {
+      switch (dtype) {
+        case DType::BF16: return decode_pair<expbits::Bf16Layout>(chunk, ahead, err);
+        case DType::FP16: return decode_pair<expbits::Fp16Layout>(chunk, ahead, err);
+        case DType::FP32: return decode_pair<expbits::Fp32Layout>(chunk, ahead, err);
       }
     }
     Codec::decode_chunk_pair(dtype, chunk, ahead, err);
   }
 
  private:
-  // A coded gauss-exp chunk whose sizes check out, located for the AVX-512 decoder; false for
-  // anything else (the full decoder then takes it and names what is wrong).
+  // A coded chunk's parts, its header, table and sizes checked.
+  struct Located {
+    const uint8_t* lane_table;
+    const uint8_t* raw;
+    const uint8_t* streams;  // the lane streams, back to back: 4 * total_words bytes
+    uint64_t total_words;
+    uint32_t ref;            // gauss-exp: the reference
+    bool complete_code;      // every bit pattern starts a code word (gauss-exp's fixed code does)
+  };
+
+  // Checks a coded chunk (not a stored one) and finds its parts; for entropy-exp also reads
+  // its code into `code` (with the decode table). "" or what is wrong.
   template <class L>
-  static bool locate_gauss(const ChunkRef& c, avx512::GaussChunk& g) {
-    if (c.bytes < kChunkHeaderBytes || c.in[0] != kModeCoded || c.in[2] != 0 || c.in[3] != 0) return false;
-    const uint32_t streams_at = ChunkLayout<L>::streams_at(0, c.n);
-    if (c.bytes < streams_at) return false;
-    const uint8_t* lane_table = c.in + ChunkLayout<L>::lane_table_at(0);
-    uint64_t total_words = 0;
-    for (uint32_t lane = 0; lane < kLanes; ++lane) total_words += load_u16(lane_table + 2 * lane);
-    if (c.bytes != streams_at + 4 * total_words) return false;
-    g = {c.in + streams_at, 4 * total_words, lane_table, c.in + ChunkLayout<L>::raw_at(0), c.n,
-         expbits::GaussSymbols{c.in[1]}.ref, c.out};
-    return true;
+  static std::string locate(const uint8_t* in, size_t bytes, uint32_t n, PrefixCode& code, Located& c) {
+    const auto size_error = [&](size_t expected) {
+      return "chunk of " + std::to_string(bytes) + " bytes, its contents need " + std::to_string(expected);
+    };
+    if (bytes < kChunkHeaderBytes) return size_error(kChunkHeaderBytes);
+    if (in[0] != kModeCoded) return "unknown chunk mode " + std::to_string(in[0]) + " at chunk byte 0";
+    if (in[2] != 0 || in[3] != 0) return "reserved chunk header bytes 2..3 are not zero";
+    uint32_t table_bytes = 0;
+    c.complete_code = true;  // gauss-exp's fixed code is complete (tests check it)
+    c.ref = expbits::GaussSymbols{in[1]}.ref;
+    if constexpr (K == Kind::Entropy) {
+      constexpr uint32_t kSyms = 1u << L::kExpBits;
+      const uint32_t nsyms = uint32_t{in[1]} + 1;
+      if (nsyms > kSyms) return "symbol count " + std::to_string(nsyms) + " exceeds " + std::to_string(kSyms);
+      table_bytes = ChunkLayout<L>::table_bytes_entropy(nsyms);
+      if (bytes < kChunkHeaderBytes + table_bytes) return size_error(kChunkHeaderBytes + table_bytes);
+      uint8_t lengths[kSyms] = {};
+      int prev = -1;
+      uint32_t kraft = 0;  // in units of 2^-kMaxCodeBits
+      for (uint32_t i = 0; i < nsyms; ++i) {
+        const uint32_t s = in[kChunkHeaderBytes + 2 * i], l = in[kChunkHeaderBytes + 2 * i + 1];
+        if (static_cast<int>(s) <= prev || s >= kSyms || l == 0 || l > kMaxCodeBits)
+          return "code table entry " + std::to_string(i) + " (symbol " + std::to_string(s) +
+                 ", length " + std::to_string(l) + ") is invalid";
+        lengths[s] = static_cast<uint8_t>(l);
+        prev = static_cast<int>(s);
+        kraft += 1u << (kMaxCodeBits - l);
+      }
+      if (!expbits::host::build_prefix_code(lengths, kSyms, code))
+        return "code table lengths violate the Kraft inequality";
+      c.complete_code = kraft == (1u << kMaxCodeBits);
+    }
+    const uint32_t streams_at = ChunkLayout<L>::streams_at(table_bytes, n);
+    if (bytes < streams_at) return size_error(streams_at);
+    c.lane_table = in + ChunkLayout<L>::lane_table_at(table_bytes);
+    c.total_words = 0;
+    for (uint32_t lane = 0; lane < kLanes; ++lane) c.total_words += load_u16(c.lane_table + 2 * lane);
+    if (bytes != streams_at + 4 * c.total_words) return size_error(streams_at + 4 * c.total_words);
+    c.raw = in + ChunkLayout<L>::raw_at(table_bytes);
+    c.streams = in + streams_at;
+    return {};
+  }
+
+  // A located chunk as the AVX-512 decoder takes it.
+  static avx512::CodedChunk vector_chunk(const Located& c, uint32_t n, uint8_t* out, const PrefixCode& code) {
+    return {c.streams, 4 * c.total_words, c.lane_table, c.raw, n, c.ref, out,
+            K == Kind::Entropy ? code.lut : nullptr};
   }
 
   template <class L>
   void decode_pair(const ChunkRef (&chunk)[2], std::span<const uint8_t> ahead, std::string (&err)[2]) const {
-    avx512::GaussChunk g[2];
+    PrefixCode code[2];
+    Located c[2];
     bool ok[2] = {false, false};
-    if (locate_gauss<L>(chunk[0], g[0]) && locate_gauss<L>(chunk[1], g[1])) {
+    if (chunk[0].bytes >= 1 && chunk[0].in[0] == kModeCoded && chunk[1].bytes >= 1 && chunk[1].in[0] == kModeCoded &&
+        locate<L>(chunk[0].in, chunk[0].bytes, chunk[0].n, code[0], c[0]).empty() &&
+        locate<L>(chunk[1].in, chunk[1].bytes, chunk[1].n, code[1], c[1]).empty()) {
+      avx512::CodedChunk g[2] = {vector_chunk(c[0], chunk[0].n, chunk[0].out, code[0]),
+                                 vector_chunk(c[1], chunk[1].n, chunk[1].out, code[1])};
       // A chunk's streams end it; where the next chunk follows, the decoder reads in place.
       g[0].readable_after = chunk[0].in + chunk[0].bytes == chunk[1].in;
       g[1].readable_after = ahead.size() >= 8 && chunk[1].in + chunk[1].bytes == ahead.data();
-      avx512::decode_gauss_pair<L>(g[0], g[1], ahead.data(), ahead.size(), ok);
+      avx512::decode_pair<L>(g[0], g[1], ahead.data(), ahead.size(), ok);
     }
     for (uint32_t i = 0; i < 2; ++i)
       err[i] = ok[i] ? std::string{} : decode<L>(chunk[i].in, chunk[i].bytes, chunk[i].n, chunk[i].out);
@@ -454,53 +503,22 @@ class ExponentCodec final : public Codec {
       std::memcpy(out_bytes, in + kChunkHeaderBytes, size_t{n} * sizeof(typename L::Bits));
       return {};
     }
-    if (in[0] != kModeCoded) return "unknown chunk mode " + std::to_string(in[0]) + " at chunk byte 0";
-    if (in[2] != 0 || in[3] != 0) return "reserved chunk header bytes 2..3 are not zero";
     PrefixCode entropy_code;
-    const PrefixCode* pc = &gauss_prefix_code();
-    uint32_t table_bytes = 0;
-    bool complete_code = true;  // gauss-exp's fixed code is complete (tests check it)
-    expbits::GaussSymbols gauss{in[1]};
-    if constexpr (K == Kind::Entropy) {
-      constexpr uint32_t kSyms = 1u << L::kExpBits;
-      const uint32_t nsyms = uint32_t{in[1]} + 1;
-      if (nsyms > kSyms) return "symbol count " + std::to_string(nsyms) + " exceeds " + std::to_string(kSyms);
-      table_bytes = ChunkLayout<L>::table_bytes_entropy(nsyms);
-      if (bytes < kChunkHeaderBytes + table_bytes) return size_error(kChunkHeaderBytes + table_bytes);
-      uint8_t lengths[kSyms] = {};
-      int prev = -1;
-      uint32_t kraft = 0;  // in units of 2^-kMaxCodeBits
-      for (uint32_t i = 0; i < nsyms; ++i) {
-        const uint32_t s = in[kChunkHeaderBytes + 2 * i], l = in[kChunkHeaderBytes + 2 * i + 1];
-        if (static_cast<int>(s) <= prev || s >= kSyms || l == 0 || l > kMaxCodeBits)
-          return "code table entry " + std::to_string(i) + " (symbol " + std::to_string(s) +
-                 ", length " + std::to_string(l) + ") is invalid";
-        lengths[s] = static_cast<uint8_t>(l);
-        prev = static_cast<int>(s);
-        kraft += 1u << (kMaxCodeBits - l);
-      }
-      if (!expbits::host::build_prefix_code(lengths, kSyms, entropy_code))
-        return "code table lengths violate the Kraft inequality";
-      pc = &entropy_code;
-      complete_code = kraft == (1u << kMaxCodeBits);
-    }
-    const uint32_t streams_at = ChunkLayout<L>::streams_at(table_bytes, n);
-    if (bytes < streams_at) return size_error(streams_at);
-    const uint8_t* lane_table = in + ChunkLayout<L>::lane_table_at(table_bytes);
-    uint64_t total_words = 0;
-    for (uint32_t lane = 0; lane < kLanes; ++lane) total_words += load_u16(lane_table + 2 * lane);
-    if (bytes != streams_at + 4 * total_words) return size_error(streams_at + 4 * total_words);
-    const uint8_t* raw = in + ChunkLayout<L>::raw_at(table_bytes);
+    Located c;
+    if (std::string err = locate<L>(in, bytes, n, entropy_code, c); !err.empty()) return err;
+    const PrefixCode* pc = K == Kind::Gauss ? &gauss_prefix_code() : &entropy_code;
+    const expbits::GaussSymbols gauss{c.ref};
+    const uint8_t* const lane_table = c.lane_table;
+    const uint8_t* const raw = c.raw;
+    const bool complete_code = c.complete_code;
     const uint8_t* lane_stream[kLanes];
-    lane_stream[0] = in + streams_at;
+    lane_stream[0] = c.streams;
     for (uint32_t lane = 1; lane < kLanes; ++lane)
       lane_stream[lane] = lane_stream[lane - 1] + 4 * load_u16(lane_table + 2 * (lane - 1));
-    // gauss-exp first tries the AVX-512 decoder where the CPU has it; a chunk it does not
-    // accept as clean goes on to the portable decoders below.
-    if constexpr (K == Kind::Gauss && kHasAvx512Path<L>) {
-      if (avx512::enabled() &&
-          avx512::decode_gauss<L>({lane_stream[0], 4 * total_words, lane_table, raw, n, gauss.ref, out_bytes}))
-        return {};
+    // The AVX-512 decoder first, where the CPU has it; a chunk it does not accept as clean
+    // goes on to the portable decoders below.
+    if constexpr (kHasAvx512Path<L>) {
+      if (avx512::enabled() && avx512::decode_chunk<L>(vector_chunk(c, n, out_bytes, entropy_code))) return {};
     }
     // The fast decoders need a complete code (every bit pattern starts a code word) and no
     // extra bits (bf16, fp32). A chunk they do not accept as clean is decoded again by the

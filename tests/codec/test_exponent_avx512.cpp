@@ -11,6 +11,7 @@
 #include "codec/codec.h"
 #include "codec/exponent_avx512.h"
 #include "codec/exponent_bits.h"
+#include "codec/exponent_host.h"
 #include "codec/format.h"
 #include "io/tensor_file.h"
 #include "test_util.h"
@@ -35,11 +36,12 @@ struct SimdSwitch {
 
 using test::values_of_kind;  // kinds 0..7; 3 (tiny) and fp16's 0 have references below 13
 
-std::vector<uint8_t> encode_with(bool on, DType dtype, const std::vector<uint8_t>& in, uint32_t chunk) {
+std::vector<uint8_t> encode_with(bool on, DType dtype, const std::vector<uint8_t>& in, uint32_t chunk,
+                                 const char* codec = "gauss-exp") {
   simd::set_enabled(on);
   EncodeOptions opt;
   opt.chunk_elements = chunk;
-  return encode(*find_codec("gauss-exp"), dtype, in.data(), in.size() / dtype_size(dtype), opt);
+  return encode(*find_codec(codec), dtype, in.data(), in.size() / dtype_size(dtype), opt);
 }
 
 // decode() with the switch as given: the error message, or "" and the values in *out.
@@ -53,9 +55,10 @@ std::string decode_with(bool on, const std::vector<uint8_t>& stream, size_t byte
   return {};
 }
 
-void check_same(DType dtype, const std::vector<uint8_t>& in, uint32_t chunk) {
-  const auto portable = encode_with(false, dtype, in, chunk);
-  const auto fast = encode_with(true, dtype, in, chunk);
+// gauss-exp: both encoders and both decoders; entropy-exp (no vector encoder): both decoders.
+void check_same(DType dtype, const std::vector<uint8_t>& in, uint32_t chunk, const char* codec = "gauss-exp") {
+  const auto portable = encode_with(false, dtype, in, chunk, codec);
+  const auto fast = encode_with(true, dtype, in, chunk, codec);
   REQUIRE(fast == portable);
   std::vector<uint8_t> a(in.size(), 0x11), b(in.size(), 0x22);
   CHECK(decode_with(false, fast, in.size(), &a).empty());
@@ -83,7 +86,7 @@ TEST_CASE("AVX-512 gauss-exp runs on coded chunks", "[codec]") {
     const size_t raw_at = format::kChunkHeaderBytes + format::kLaneTableBytes;
     const size_t streams_at = raw_at + expbits::ChunkLayout<L>::raw_bytes(n);
     std::vector<uint8_t> out(in.size());
-    CHECK(simd::decode_gauss<L>({chunk.data() + streams_at, size - streams_at, chunk.data() + format::kChunkHeaderBytes,
+    CHECK(simd::decode_chunk<L>({chunk.data() + streams_at, size - streams_at, chunk.data() + format::kChunkHeaderBytes,
                                  chunk.data() + raw_at, n, chunk[1], out.data()}));
     CHECK(out == in);
   };
@@ -104,29 +107,32 @@ TEST_CASE("AVX-512 gauss-exp runs on coded chunks", "[codec]") {
 TEST_CASE("AVX-512 gauss-exp writes and reads the portable bytes", "[codec]") {
   SKIP_WITHOUT_AVX512();
   SimdSwitch guard;
+  const char* codec = GENERATE("gauss-exp", "entropy-exp");
   const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
   const uint32_t chunk = GENERATE(32u, 96u, 1024u, format::kDefaultChunkElements, format::kMaxChunkElements);
   const int kind = GENERATE(0, 1, 2, 3, 4, 5, 6, 7);
-  CAPTURE(dtype_name(dtype), chunk, kind);
+  CAPTURE(codec, dtype_name(dtype), chunk, kind);
   std::vector<size_t> sizes = {0, 1, 15, 16, 17, 31, 32, 33, 64, 65, 95, 97, chunk - 1, chunk, chunk + 1,
                                2 * size_t{chunk} + 17};
   test::SplitMix64 rng{static_cast<uint64_t>(chunk) * 31 + kind};
   for (int i = 0; i < 3; ++i) sizes.push_back(rng.next() % (3 * size_t{chunk}));
   for (size_t n : sizes) {
     CAPTURE(n);
-    check_same(dtype, values_of_kind(dtype, n, kind, n * 13 + kind), chunk);
+    check_same(dtype, values_of_kind(dtype, n, kind, n * 13 + kind), chunk, codec);
   }
 }
 
 TEST_CASE("AVX-512 gauss-exp on every exponent, 16-bit pattern and real tensor", "[codec]") {
   SKIP_WITHOUT_AVX512();
   SimdSwitch guard;
+  const char* codec = GENERATE("gauss-exp", "entropy-exp");
+  CAPTURE(codec);
   std::vector<uint8_t> all(65536 * 2);
   for (uint32_t v = 0; v < 65536; ++v) format::store_u16(all.data() + 2 * v, static_cast<uint16_t>(v));
-  check_same(DType::BF16, all, format::kDefaultChunkElements);
-  check_same(DType::FP16, all, format::kDefaultChunkElements);
-  check_same(DType::BF16, all, 1024);  // chunks of one or a few exponents: references of every value
-  check_same(DType::FP16, all, 1024);
+  check_same(DType::BF16, all, format::kDefaultChunkElements, codec);
+  check_same(DType::FP16, all, format::kDefaultChunkElements, codec);
+  check_same(DType::BF16, all, 1024, codec);  // chunks of one or a few exponents: references of every value
+  check_same(DType::FP16, all, 1024, codec);
   // Every exponent (with random sign and mantissa) next to an ordinary reference.
   test::SplitMix64 rng{8};
   auto bf16 = test::gaussian_bytes(DType::BF16, 4096, 1.0, 8);
@@ -138,20 +144,20 @@ TEST_CASE("AVX-512 gauss-exp on every exponent, 16-bit pattern and real tensor",
     format::store_u32(fp32.data() + 4 * (e * 13), (r & 0x807FFFFFu) | e << 23);
     if (e < 32) format::store_u16(fp16.data() + 2 * (e * 101), static_cast<uint16_t>((r & 0x83FF) | e << 10));
   }
-  check_same(DType::BF16, bf16, 1024);
-  check_same(DType::FP16, fp16, 1024);
-  check_same(DType::FP32, fp32, 1024);
+  check_same(DType::BF16, bf16, 1024, codec);
+  check_same(DType::FP16, fp16, 1024, codec);
+  check_same(DType::FP32, fp32, 1024, codec);
   int files = 0;
   for (const auto& path : test::real_tensor_files()) {
     const std::string name = path.filename().string();
     const bool is_bf16 = name.find(".bf16.") != std::string::npos;
     CAPTURE(name);
     for (const TensorData& t : load_tensors(path.string(), is_bf16 ? std::optional(DType::BF16) : std::nullopt)) {
-      check_same(t.dtype, t.bytes, format::kDefaultChunkElements);
+      check_same(t.dtype, t.bytes, format::kDefaultChunkElements, codec);
       ++files;
     }
     if (!is_bf16)  // fp32 tensors also as fp16, rounded to nearest even
-      for (const TensorData& t : load_tensors(path.string(), DType::FP16)) check_same(t.dtype, t.bytes, format::kDefaultChunkElements);
+      for (const TensorData& t : load_tensors(path.string(), DType::FP16)) check_same(t.dtype, t.bytes, format::kDefaultChunkElements, codec);
   }
   if (files == 0) WARN("SKIPPED: no tensors under " << test::test_data_dir());
 }
@@ -159,12 +165,13 @@ TEST_CASE("AVX-512 gauss-exp on every exponent, 16-bit pattern and real tensor",
 TEST_CASE("AVX-512 gauss-exp reports damage exactly as the portable decoder", "[codec]") {
   SKIP_WITHOUT_AVX512();
   SimdSwitch guard;
+  const char* codec = GENERATE("gauss-exp", "entropy-exp");
   const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
   const int kind = GENERATE(0, 2, 3, 4, 5);
   const uint32_t n = GENERATE(1000u, 4096u);
-  CAPTURE(dtype_name(dtype), kind, n);
+  CAPTURE(codec, dtype_name(dtype), kind, n);
   const auto in = values_of_kind(dtype, n, kind, 77 + kind);
-  const auto clean = encode_with(true, dtype, in, format::align_up(n, format::kLanes));
+  const auto clean = encode_with(true, dtype, in, format::align_up(n, format::kLanes), codec);
   const size_t chunk_at = format::kHeaderBytes + format::kOffsetEntryBytes;
   // fp16 chunks of a third zeros or of subnormals barely shrink, if at all (ZERO's 7-bit
   // code and 3 extra bits): a stored one has no lane streams to damage. Every other
@@ -203,7 +210,7 @@ TEST_CASE("AVX-512 gauss-exp reports damage exactly as the portable decoder", "[
 namespace {
 
 // A coded bf16 chunk of n elements at `at` of `buf`, located for the vector decoder.
-simd::GaussChunk locate(std::vector<uint8_t>& buf, size_t at, size_t size, uint32_t n, uint8_t* out) {
+simd::CodedChunk locate(std::vector<uint8_t>& buf, size_t at, size_t size, uint32_t n, uint8_t* out) {
   using L = expbits::Bf16Layout;
   const size_t raw_at = at + format::kChunkHeaderBytes + format::kLaneTableBytes;
   const size_t streams_at = raw_at + expbits::ChunkLayout<L>::raw_bytes(n);
@@ -230,23 +237,23 @@ TEST_CASE("AVX-512 gauss-exp decodes two chunks at once as it decodes each", "[c
   const bool in_place = GENERATE(false, true);
   CAPTURE(in_place);
   std::vector<uint8_t> out0(in0.size()), out1(in1.size());
-  simd::GaussChunk g0 = locate(buf, 0, s0, n0, out0.data()), g1 = locate(buf, s0, s1, n1, out1.data());
+  simd::CodedChunk g0 = locate(buf, 0, s0, n0, out0.data()), g1 = locate(buf, s0, s1, n1, out1.data());
   g0.readable_after = in_place;
   g1.readable_after = in_place;
   bool ok[2] = {false, false};
-  simd::decode_gauss_pair<L>(g0, g1, buf.data() + s0 + s1, 64, ok);
+  simd::decode_pair<L>(g0, g1, buf.data() + s0 + s1, 64, ok);
   CHECK(ok[0]);
   CHECK(ok[1]);
   CHECK(out0 == in0);
   CHECK(out1 == in1);
-  // The chunks in the other order (the shorter first), as decode_gauss decodes each.
+  // The chunks in the other order (the shorter first), as decode_chunk decodes each.
   std::fill(out0.begin(), out0.end(), 0);
   std::fill(out1.begin(), out1.end(), 0);
-  simd::decode_gauss_pair<L>(g1, g0, nullptr, 0, ok);
+  simd::decode_pair<L>(g1, g0, nullptr, 0, ok);
   CHECK((ok[0] && ok[1]));
   CHECK(out0 == in0);
   CHECK(out1 == in1);
-  // Damage in the second chunk's lane streams: each chunk's verdict is decode_gauss's, and
+  // Damage in the second chunk's lane streams: each chunk's verdict is decode_chunk's, and
   // the clean chunk still decodes.
   test::SplitMix64 rng{11};
   int failed = 0;
@@ -255,12 +262,12 @@ TEST_CASE("AVX-512 gauss-exp decodes two chunks at once as it decodes each", "[c
     const size_t streams1 = static_cast<size_t>(g1.streams - buf.data());
     damaged[streams1 + rng.next() % g1.stream_bytes] ^= static_cast<uint8_t>(1u << (rng.next() % 8));
     std::vector<uint8_t> one(in1.size()), pair0(in0.size()), pair1(in1.size());
-    simd::GaussChunk d0 = locate(damaged, 0, s0, n0, pair0.data()), d1 = locate(damaged, s0, s1, n1, pair1.data());
+    simd::CodedChunk d0 = locate(damaged, 0, s0, n0, pair0.data()), d1 = locate(damaged, s0, s1, n1, pair1.data());
     d0.readable_after = d1.readable_after = in_place;
-    simd::GaussChunk single = d1;
+    simd::CodedChunk single = d1;
     single.out = one.data();
-    const bool alone = simd::decode_gauss<L>(single);
-    simd::decode_gauss_pair<L>(d0, d1, nullptr, 0, ok);
+    const bool alone = simd::decode_chunk<L>(single);
+    simd::decode_pair<L>(d0, d1, nullptr, 0, ok);
     CHECK(ok[0]);
     CHECK(pair0 == in0);
     CHECK(ok[1] == alone);
@@ -275,12 +282,13 @@ TEST_CASE("AVX-512 gauss-exp reports damage in many-chunk streams as the portabl
   SimdSwitch guard;
   // Streams of several chunks are decoded two chunks at a time, reading lane streams in place
   // where another chunk follows: the first damaged chunk's error, word for word.
+  const char* codec = GENERATE("gauss-exp", "entropy-exp");
   const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
   const uint32_t chunks = GENERATE(2u, 5u);
   const uint32_t chunk = 1024, n = chunks * chunk - 100;
-  CAPTURE(dtype_name(dtype), chunks);
+  CAPTURE(codec, dtype_name(dtype), chunks);
   const auto in = values_of_kind(dtype, n, 4, 91);
-  const auto clean = encode_with(true, dtype, in, chunk);
+  const auto clean = encode_with(true, dtype, in, chunk, codec);
   const size_t payload_at = format::kHeaderBytes + size_t{format::kOffsetEntryBytes} * chunks;
   test::SplitMix64 rng{chunks * 7u + static_cast<uint32_t>(dtype)};
   int failures = 0, decoded = 0;
@@ -303,4 +311,44 @@ TEST_CASE("AVX-512 gauss-exp reports damage in many-chunk streams as the portabl
   }
   CHECK(failures > 0);
   CHECK(decoded > 0);
+}
+
+TEST_CASE("AVX-512 entropy-exp decode runs on coded chunks", "[codec]") {
+  SKIP_WITHOUT_AVX512();
+  SimdSwitch guard;
+  // Called directly with the chunk's own decode table, so a silent fallback to the portable
+  // paths would fail here.
+  const auto run = [](auto layout, DType dtype, int kind) {
+    using L = decltype(layout);
+    CAPTURE(dtype_name(dtype), kind);
+    constexpr uint32_t n = format::kDefaultChunkElements - 5;
+    const auto in = values_of_kind(dtype, n, kind, 5);
+    const Codec& codec = *find_codec("entropy-exp");
+    std::vector<uint8_t> chunk(codec.max_chunk_bytes(dtype, n));
+    const size_t size = codec.encode_chunk(dtype, in.data(), n, chunk.data());
+    REQUIRE(chunk[0] == format::kModeCoded);
+    constexpr uint32_t kSyms = 1u << L::kExpBits;
+    const uint32_t nsyms = uint32_t{chunk[1]} + 1;
+    uint8_t lengths[kSyms] = {};
+    for (uint32_t i = 0; i < nsyms; ++i)
+      lengths[chunk[format::kChunkHeaderBytes + 2 * i]] = chunk[format::kChunkHeaderBytes + 2 * i + 1];
+    expbits::PrefixCode pc;
+    REQUIRE(expbits::host::build_prefix_code(lengths, kSyms, pc));
+    using Layout = expbits::ChunkLayout<L>;
+    const uint32_t table = Layout::table_bytes_entropy(nsyms);
+    const size_t streams_at = Layout::streams_at(table, n);
+    std::vector<uint8_t> out(in.size());
+    simd::CodedChunk c{chunk.data() + streams_at, size - streams_at, chunk.data() + Layout::lane_table_at(table),
+                       chunk.data() + Layout::raw_at(table), n, 0, out.data(), pc.lut};
+    CHECK(simd::decode_chunk<L>(c));
+    CHECK(out == in);
+    // A table that no longer fits the streams: the decoder says so rather than guess.
+    pc.lut[(chunk[streams_at] | chunk[streams_at + 1] << 8) & 0xFFF] &= 0xFFF0;  // lane 0's first code: none
+    CHECK_FALSE(simd::decode_chunk<L>(c));
+  };
+  for (int kind : {0, 2, 4}) {
+    run(expbits::Bf16Layout{}, DType::BF16, kind);
+    run(expbits::Fp16Layout{}, DType::FP16, kind);
+    run(expbits::Fp32Layout{}, DType::FP32, kind);
+  }
 }
