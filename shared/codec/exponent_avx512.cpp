@@ -366,13 +366,11 @@ struct Writers {
   __m512i acc, nb, p;
 };
 
-// Appends to each of 8 lanes a code of at most 54 bits (t, lengths len): stores each lane's
-// 8 accumulator bytes at its byte address, then moves the address past the complete bytes.
-COMPCOLL_AVX512 inline void append(Writers& w, __m512i t, __m512i len, uint64_t* vals, uint64_t* ptrs) {
-  w.acc = _mm512_or_si512(w.acc, _mm512_sllv_epi64(t, w.nb));
+// Stores each of 8 lanes' accumulator (at most 63 bits) at its byte address, then moves the
+// address past the complete bytes and keeps the incomplete one.
+COMPCOLL_AVX512 inline void flush(Writers& w, uint64_t* vals, uint64_t* ptrs) {
   _mm512_store_si512(vals, w.acc);
   _mm512_store_si512(ptrs, w.p);
-  w.nb = _mm512_add_epi64(w.nb, len);
   w.p = _mm512_add_epi64(w.p, _mm512_srli_epi64(w.nb, 3));
   w.acc = _mm512_srlv_epi64(w.acc, _mm512_and_si512(w.nb, _mm512_set1_epi64(56)));
   w.nb = _mm512_and_si512(w.nb, _mm512_set1_epi64(7));
@@ -411,14 +409,21 @@ void set_enabled(bool on) { g_switch.store(on ? 1 : 0, std::memory_order_relaxed
 namespace {
 
 // One chunk's decode state: its two vectors of lanes, tables and buffers.
-struct ChunkState {
-  Lanes a, b;
+// What a chunk's rows read. The row loops copy its fields into locals, so that the compiler
+// keeps them in registers across the stores of decoded values (which may alias any memory).
+struct RowContext {
   DecodeRegs r;
-  const uint8_t* base;  // the padded copy of its streams
+  const uint8_t* base;  // where its windows are read: the streams, or a padded copy
   const uint8_t* raw;
   uint8_t* out;
   const uint8_t* lut;   // entropy-exp: the chunk's decode table, 2 bytes before its entry 0
   uint32_t n;
+};
+
+// One chunk's decode state: its two vectors of lanes, what its rows read, its lanes' extent.
+struct ChunkState {
+  Lanes a, b;
+  RowContext x;
   bool check;           // gauss-exp: some symbol is out of range for its reference
   alignas(64) uint32_t start[kLanes];
   uint32_t words[kLanes];
@@ -457,30 +462,35 @@ COMPCOLL_AVX512 inline __m512i decode_step_lut(Lanes& l, const uint8_t* lut, __m
 // Row `row` of a chunk: 32 elements, one of each lane (lanes past the last row's end are
 // neither read nor written).
 template <class L, Mode M>
-COMPCOLL_AVX512 inline void decode_row(Lanes& a, Lanes& b, const ChunkState& c, uint32_t row, __mmask16* bad) {
-  const uint32_t full_rows = c.n / kLanes, tail = c.n % kLanes;
-  refill_if_low(a, c.base, c.r);
-  refill_if_low(b, c.base, c.r);
+COMPCOLL_AVX512 inline void decode_row(Lanes& a, Lanes& b, const DecodeRegs& r, const uint8_t* base,
+                                       const uint8_t* lut, uint32_t row, uint32_t n, const uint8_t* raw,
+                                       uint8_t* out, __mmask16* bad) {
+  const uint32_t full_rows = n / kLanes, tail = n % kLanes;
+  refill_if_low(a, base, r);
+  refill_if_low(b, base, r);
   const __mmask32 live = row < full_rows ? 0xFFFFFFFFu : (1u << tail) - 1;  // the last row: 0 .. tail-1
   __m512i ea, eb;
   if constexpr (M == Mode::Entropy) {
-    ea = decode_step_lut<L>(a, c.lut, static_cast<__mmask16>(live), bad);
-    eb = decode_step_lut<L>(b, c.lut, static_cast<__mmask16>(live >> 16), bad);
+    ea = decode_step_lut<L>(a, lut, static_cast<__mmask16>(live), bad);
+    eb = decode_step_lut<L>(b, lut, static_cast<__mmask16>(live >> 16), bad);
   } else {
-    ea = decode_step<L, M == Mode::GaussChecked>(a, c.r, static_cast<__mmask16>(live), bad);
-    eb = decode_step<L, M == Mode::GaussChecked>(b, c.r, static_cast<__mmask16>(live >> 16), bad);
+    ea = decode_step<L, M == Mode::GaussChecked>(a, r, static_cast<__mmask16>(live), bad);
+    eb = decode_step<L, M == Mode::GaussChecked>(b, r, static_cast<__mmask16>(live >> 16), bad);
   }
-  Rows<L>::join(c.out, row, live, ea, eb, c.raw);
+  Rows<L>::join(out, row, live, ea, eb, raw);
 }
 
 // The rows [row0, rows) of one chunk; false if some lane decoded a symbol out of range or
 // without a code (looked for by GaussChecked and Entropy).
 template <class L, Mode M>
 COMPCOLL_AVX512 bool decode_rows(ChunkState& c, uint32_t row0) {
-  const uint32_t rows = (c.n + kLanes - 1) / kLanes;
+  const uint32_t n = c.x.n, rows = (n + kLanes - 1) / kLanes;
   Lanes a = c.a, b = c.b;  // locals, so that they stay in registers
+  const DecodeRegs r = c.x.r;
+  const uint8_t *const base = c.x.base, *const lut = c.x.lut, *const raw = c.x.raw;
+  uint8_t* const out = c.x.out;
   __mmask16 bad = 0;
-  for (uint32_t row = row0; row < rows; ++row) decode_row<L, M>(a, b, c, row, &bad);
+  for (uint32_t row = row0; row < rows; ++row) decode_row<L, M>(a, b, r, base, lut, row, n, raw, out, &bad);
   c.a = a;
   c.b = b;
   return bad == 0;
@@ -493,7 +503,12 @@ COMPCOLL_AVX512 bool decode_rows(ChunkState& c, uint32_t row0) {
 template <class L, Mode M>
 COMPCOLL_AVX512 void decode_rows_pair(ChunkState& c0, ChunkState& c1, const uint8_t* ahead, size_t ahead_bytes,
                                       bool in_range[2]) {
-  const uint32_t common = std::min(c0.n, c1.n) / kLanes;  // full rows of both
+  const RowContext &x0 = c0.x, &x1 = c1.x;
+  const uint32_t common = std::min(x0.n, x1.n) / kLanes;  // full rows of both
+  const uint8_t *const base0 = x0.base, *const lut0 = x0.lut, *const raw0 = x0.raw;
+  const uint8_t *const base1 = x1.base, *const lut1 = x1.lut, *const raw1 = x1.raw;
+  uint8_t *const out0 = x0.out, *const out1 = x1.out;
+  const uint32_t n0 = x0.n, n1 = x1.n;
   Lanes a0 = c0.a, b0 = c0.b, a1 = c1.a, b1 = c1.b;
   __mmask16 bad0 = 0, bad1 = 0;
   // The next pair's bytes, spread over these rows: a whole cache line or more per row.
@@ -502,8 +517,8 @@ COMPCOLL_AVX512 void decode_rows_pair(ChunkState& c0, ChunkState& c1, const uint
   for (uint32_t row = 0; row < common; ++row) {
     for (const size_t to = std::min(asked + ahead_step, ahead_bytes); asked < to; asked += 64)
       _mm_prefetch(reinterpret_cast<const char*>(ahead + asked), _MM_HINT_T1);
-    decode_row<L, M>(a0, b0, c0, row, &bad0);
-    decode_row<L, M>(a1, b1, c1, row, &bad1);
+    decode_row<L, M>(a0, b0, x0.r, base0, lut0, row, n0, raw0, out0, &bad0);
+    decode_row<L, M>(a1, b1, x1.r, base1, lut1, row, n1, raw1, out1, &bad1);
   }
   c0.a = a0;
   c0.b = b0;
@@ -566,20 +581,20 @@ COMPCOLL_AVX512 void start_chunk(const CodedChunk& g, std::vector<uint8_t>& copy
   // where the caller says they may be, else in a copy with zero padding. Bits past a lane's
   // words are never taken by a clean lane, so what they hold does not matter.
   if (g.readable_after) {
-    c.base = g.streams;
+    c.x.base = g.streams;
   } else {
     constexpr size_t kPad = 64;
     if (copy.size() < g.stream_bytes + kPad) copy.resize(g.stream_bytes + kPad);
     std::memcpy(copy.data(), g.streams, g.stream_bytes);
     std::memset(copy.data() + g.stream_bytes, 0, kPad);
-    c.base = copy.data();
+    c.x.base = copy.data();
   }
-  c.raw = g.raw;
-  c.out = g.out;
-  c.n = g.n;
-  c.lut = g.lut ? reinterpret_cast<const uint8_t*>(g.lut) - 2 : nullptr;
+  c.x.raw = g.raw;
+  c.x.out = g.out;
+  c.x.n = g.n;
+  c.x.lut = g.lut ? reinterpret_cast<const uint8_t*>(g.lut) - 2 : nullptr;
 
-  DecodeRegs& r = c.r;
+  DecodeRegs& r = c.x.r;
   if (!g.lut) {
     const DecodeTables& t = decode_tables();
     const RefTables& rt = ref_tables<L>()[g.ref & 0xFF];
@@ -609,8 +624,8 @@ COMPCOLL_AVX512 void start_chunk(const CodedChunk& g, std::vector<uint8_t>& copy
   }
   c.a = Lanes{_mm512_load_si512(c.start), {}, {}, {}};
   c.b = Lanes{_mm512_load_si512(c.start + 16), {}, {}, {}};
-  refill(c.a, c.base, r);
-  refill(c.b, c.base, r);
+  refill(c.a, c.x.base, r);
+  refill(c.b, c.x.base, r);
 }
 
 // Each lane must end exactly: its words hold the bits read plus zero padding of < 32 bits.
@@ -621,7 +636,7 @@ COMPCOLL_AVX512 bool lanes_end_clean(const ChunkState& c) {
   for (uint32_t j = 0; j < kLanes; ++j) {
     const uint32_t used = pos[j] - c.start[j];
     if ((used + 31) / 32 != c.words[j]) return false;
-    if ((used & 31) != 0 && (load_u32(c.base + c.start[j] / 8 + 4 * (used / 32)) >> (used & 31)) != 0)
+    if ((used & 31) != 0 && (load_u32(c.x.base + c.start[j] / 8 + 4 * (used / 32)) >> (used & 31)) != 0)
       return false;
   }
   return true;
@@ -633,7 +648,7 @@ COMPCOLL_AVX512 bool decode_impl(const CodedChunk& g) {
   thread_local std::vector<uint8_t> copy;
   ChunkState c;
   start_chunk<L>(g, copy, c);
-  const bool in_range = c.lut     ? decode_rows<L, Mode::Entropy>(c, 0)
+  const bool in_range = c.x.lut   ? decode_rows<L, Mode::Entropy>(c, 0)
                         : c.check ? decode_rows<L, Mode::GaussChecked>(c, 0)
                                   : decode_rows<L, Mode::Gauss>(c, 0);
   return in_range && lanes_end_clean(c);
@@ -650,7 +665,7 @@ COMPCOLL_AVX512 void decode_pair_impl(const CodedChunk& g0, const CodedChunk& g1
   start_chunk<L>(g0, copy[0], c[0]);
   start_chunk<L>(g1, copy[1], c[1]);
   bool in_range[2];
-  if (c[0].lut)
+  if (c[0].x.lut)
     decode_rows_pair<L, Mode::Entropy>(c[0], c[1], ahead, ahead_bytes, in_range);
   else if (c[0].check || c[1].check)  // tables without marked symbols never match the checks
     decode_rows_pair<L, Mode::GaussChecked>(c[0], c[1], ahead, ahead_bytes, in_range);
@@ -693,8 +708,11 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
   const uint32_t raw_bytes = Layout::raw_bytes(n);
   std::memset(raw + n * L::kRawBytes, 0, raw_bytes - n * L::kRawBytes);
 
-  // Pass 2: per row, each element's symbol, code and length (16-bit lanes); per three rows
-  // and lane, one code of up to 54 bits appended to the lane's scratch stream.
+  // Pass 2: per row, each element's symbol, code and length (16-bit lanes), appended to its
+  // lane's 64-bit accumulator. When some lane might not have room for another row's code
+  // (more than 63 - 18 bits pending), every lane's complete bytes are stored (one 8-byte store
+  // per lane) and the accumulators keep the incomplete byte: on Gaussian data about every ten
+  // rows, where a fixed three rows per store would always make room for three escapes.
   const uint32_t max_lane_bytes = 4 * Layout::max_lane_words(n);
   const uint32_t stride = max_lane_bytes + 16;
   thread_local std::vector<uint8_t> scratch;
@@ -710,61 +728,59 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
   const __m512i code_len = _mm512_load_si512(tab.code_len);
   const __m512i base = _mm512_set1_epi16(static_cast<short>(ref + kGaussDMin));
   const __m512i twenty = _mm512_set1_epi16(kGaussSymZero), esc_sym = _mm512_set1_epi16(kGaussSymEsc);
-  alignas(64) uint16_t cl[3][kLanes];   // code | length << 12, per row of the three
-  alignas(64) uint16_t esc[3][kLanes];  // an escape's exponent, else 0
-  alignas(64) uint16_t extra[3][kLanes];  // fp16: the extra bits
+  const __m512i room = _mm512_set1_epi64(63 - kMaxElementBits);
+  alignas(64) uint16_t cl[kLanes];     // code | length << 12
+  alignas(64) uint16_t esc[kLanes];    // an escape's exponent, else 0
+  alignas(64) uint16_t extra[kLanes];  // fp16: the extra bits
   alignas(64) uint64_t vals[kLanes], ptrs[kLanes];
   // The next chunk's input usually follows this one's and comes from memory on long inputs:
   // its rows are asked for as this chunk's are coded (a prefetch never faults).
   constexpr uint32_t kRowBytes = kLanes * sizeof(typename L::Bits);
   const uint8_t* const next = in + size_t{n} * sizeof(typename L::Bits);
-  for (uint32_t row0 = 0; row0 < rows; row0 += 3) {
-    for (uint32_t b = 0; b < 3 * kRowBytes; b += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(next + size_t{row0} * kRowBytes + b), _MM_HINT_T1);
-    bool any_esc = false;
-    for (uint32_t t = 0; t < 3; ++t) {
-      const uint32_t row = row0 + t;
-      const __mmask32 live = row < rows ? live_mask(row) : 0;
-      const __m512i e = Rows<L>::exponents(in, row < rows ? row : 0, live);
-      const __m512i d = _mm512_sub_epi16(e, base);
-      const __mmask32 zero = _mm512_testn_epi16_mask(e, e);
-      // ref + d for d in [-12, 7], exponent neither 0 nor all ones (GaussSymbols::symbol).
-      const __mmask32 near = _mm512_cmplt_epu16_mask(d, twenty) & ~zero & _mm512_cmpneq_epi16_mask(e, all_ones);
-      const __m512i sym = _mm512_mask_mov_epi16(_mm512_mask_mov_epi16(esc_sym, zero, twenty), near, d);
-      _mm512_store_si512(cl[t], _mm512_maskz_permutexvar_epi16(live, sym, code_len));
-      const __mmask32 is_esc = live & ~(near | zero);
-      _mm512_store_si512(esc[t], _mm512_maskz_mov_epi16(is_esc, e));
-      any_esc |= is_esc != 0;
-      if constexpr (L::kExtraBits != 0)
-        _mm512_store_si512(extra[t], Rows<L>::extras(in, row < rows ? row : 0, live));
-    }
+  for (uint32_t row = 0; row < rows; ++row) {
+    for (uint32_t b = 0; b < kRowBytes; b += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next + size_t{row} * kRowBytes + b), _MM_HINT_T1);
+    const __mmask32 live = live_mask(row);
+    const __m512i e = Rows<L>::exponents(in, row, live);
+    const __m512i d = _mm512_sub_epi16(e, base);
+    const __mmask32 zero = _mm512_testn_epi16_mask(e, e);
+    // ref + d for d in [-12, 7], exponent neither 0 nor all ones (GaussSymbols::symbol).
+    const __mmask32 near = _mm512_cmplt_epu16_mask(d, twenty) & ~zero & _mm512_cmpneq_epi16_mask(e, all_ones);
+    const __m512i sym = _mm512_mask_mov_epi16(_mm512_mask_mov_epi16(esc_sym, zero, twenty), near, d);
+    _mm512_store_si512(cl, _mm512_maskz_permutexvar_epi16(live, sym, code_len));
+    const __mmask32 is_esc = live & ~(near | zero);
+    if (is_esc) _mm512_store_si512(esc, _mm512_maskz_mov_epi16(is_esc, e));
+    if constexpr (L::kExtraBits != 0) _mm512_store_si512(extra, Rows<L>::extras(in, row, live));
+    __m512i most = _mm512_setzero_si512();
     for (uint32_t g = 0; g < 4; ++g) {
-      __m512i c[3], l[3];
-      for (uint32_t t = 0; t < 3; ++t) {
-        const __m512i v = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(cl[t] + 8 * g)));
-        l[t] = _mm512_srli_epi64(v, 12);
-        c[t] = _mm512_and_si512(v, _mm512_set1_epi64(0xFFF));
-        if (any_esc) {
-          const __m512i ex = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(esc[t] + 8 * g)));
-          const __mmask8 k = _mm512_test_epi64_mask(ex, ex);
-          c[t] = _mm512_mask_or_epi64(c[t], k, c[t], _mm512_sll_epi64(ex, _mm_cvtsi32_si128(static_cast<int>(tab.esc_len))));
-          l[t] = _mm512_mask_add_epi64(l[t], k, l[t], _mm512_set1_epi64(L::kExpBits));
-        }
-        if constexpr (L::kExtraBits != 0) {  // after the code (and escape), live elements only
-          const __m512i x = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(extra[t] + 8 * g)));
-          const __mmask8 live = _mm512_test_epi64_mask(l[t], l[t]);  // every code has a length
-          c[t] = _mm512_or_si512(c[t], _mm512_sllv_epi64(x, l[t]));
-          l[t] = _mm512_mask_add_epi64(l[t], live, l[t], _mm512_set1_epi64(L::kExtraBits));
-        }
+      const __m512i v = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(cl + 8 * g)));
+      __m512i l = _mm512_srli_epi64(v, 12);
+      __m512i c = _mm512_and_si512(v, _mm512_set1_epi64(0xFFF));
+      if (is_esc) {
+        const __m512i ex = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(esc + 8 * g)));
+        const __mmask8 k = _mm512_test_epi64_mask(ex, ex);
+        c = _mm512_mask_or_epi64(c, k, c, _mm512_sll_epi64(ex, _mm_cvtsi32_si128(static_cast<int>(tab.esc_len))));
+        l = _mm512_mask_add_epi64(l, k, l, _mm512_set1_epi64(L::kExpBits));
       }
-      const __m512i l01 = _mm512_add_epi64(l[0], l[1]);
-      const __m512i code = _mm512_ternarylogic_epi64(c[0], _mm512_sllv_epi64(c[1], l[0]),
-                                                     _mm512_sllv_epi64(c[2], l01), 0xFE);
-      append(w[g], code, _mm512_add_epi64(l01, l[2]), vals + 8 * g, ptrs + 8 * g);
+      if constexpr (L::kExtraBits != 0) {  // after the code (and escape), live elements only
+        const __m512i x = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(extra + 8 * g)));
+        const __mmask8 lv = _mm512_test_epi64_mask(l, l);  // every code has a length
+        c = _mm512_or_si512(c, _mm512_sllv_epi64(x, l));
+        l = _mm512_mask_add_epi64(l, lv, l, _mm512_set1_epi64(L::kExtraBits));
+      }
+      w[g].acc = _mm512_or_si512(w[g].acc, _mm512_sllv_epi64(c, w[g].nb));
+      w[g].nb = _mm512_add_epi64(w[g].nb, l);
+      most = _mm512_max_epu64(most, w[g].nb);
     }
-    store_lanes(vals, ptrs);
+    if (_mm512_cmpgt_epu64_mask(most, room)) {
+      for (uint32_t g = 0; g < 4; ++g) flush(w[g], vals + 8 * g, ptrs + 8 * g);
+      store_lanes(vals, ptrs);
+    }
   }
-  // The incomplete last bytes, zero-padded to 8 bytes, and each lane's word count.
+  // The complete bytes, then the incomplete last one, zero-padded to 8 bytes (so that a lane's
+  // last word is written whole), and each lane's word count.
+  for (uint32_t g = 0; g < 4; ++g) flush(w[g], vals + 8 * g, ptrs + 8 * g);
+  store_lanes(vals, ptrs);
   alignas(64) uint64_t nbs[kLanes];
   for (uint32_t g = 0; g < 4; ++g) {
     _mm512_store_si512(vals + 8 * g, w[g].acc);

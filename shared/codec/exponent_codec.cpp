@@ -345,7 +345,7 @@ class ExponentCodec final : public Codec {
 
   template <class L>
   void decode_pair(const ChunkRef (&chunk)[2], std::span<const uint8_t> ahead, std::string (&err)[2]) const {
-    PrefixCode code[2];
+    thread_local PrefixCode code[2];  // entropy-exp: the chunks' codes (9 KB each, off the stack)
     Located c[2];
     bool ok[2] = {false, false};
     if (chunk[0].bytes >= 1 && chunk[0].in[0] == kModeCoded && chunk[1].bytes >= 1 && chunk[1].in[0] == kModeCoded &&
