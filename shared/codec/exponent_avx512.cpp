@@ -25,10 +25,13 @@
 // inputs decode at the speed of cache-resident ones.
 //
 // Encode: one pass writes each row's raw bytes and sums the exponents for the reference; a
-// second computes every element's symbol, code and length (16-bit lanes, a row per vector),
-// joins three rows of a lane into one code of at most 54 bits (64-bit lanes) and appends it
-// to the lane's scratch stream with one 8-byte store per lane (the portable LaneWriter's
-// scheme, 8 lanes per vector); the lanes are then copied back to back.
+// second computes every element's symbol, code and length (16-bit lanes, a row per vector)
+// and appends them to 64-bit lane accumulators, stored to the lanes' scratch streams with one
+// 8-byte store per lane when some lane might not have room for another row (the portable
+// LaneWriter's scheme, 8 lanes per vector); the lanes are then copied back to back.
+//
+// entropy-exp decode is gauss-exp's but for the symbols: one gather per 16 lanes from the
+// chunk's 4096-entry decode table (codes of up to 12 bits).
 #include "codec/exponent_avx512.h"
 
 // GCC 12 warns about the intrinsics headers' deliberately undefined vectors (_mm512_undefined_*).
@@ -711,8 +714,8 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
   // Pass 2: per row, each element's symbol, code and length (16-bit lanes), appended to its
   // lane's 64-bit accumulator. When some lane might not have room for another row's code
   // (more than 63 - 18 bits pending), every lane's complete bytes are stored (one 8-byte store
-  // per lane) and the accumulators keep the incomplete byte: on Gaussian data about every ten
-  // rows, where a fixed three rows per store would always make room for three escapes.
+  // per lane) and the accumulators keep the incomplete byte: far fewer stores than a fixed
+  // three rows per store, which always makes room for three escapes.
   const uint32_t max_lane_bytes = 4 * Layout::max_lane_words(n);
   const uint32_t stride = max_lane_bytes + 16;
   thread_local std::vector<uint8_t> scratch;
