@@ -162,6 +162,24 @@ COMPCOLL_AVX512 inline void refill_if_low(Lanes& l, const uint8_t* base, const D
   if (_mm512_cmplt_epu32_mask(l.valid, _mm512_set1_epi32(kMaxElementBits))) refill(l, base, r);
 }
 
+// The end of a step, once each lane's exponent `ex` and code length `len` are known: fp16's
+// extra bits after the code, then the active lanes move past what they took. Returns the
+// exponent, and for fp16 the extra bits << 8, one per 32-bit lane.
+template <class L>
+COMPCOLL_AVX512 inline __m512i finish_step(Lanes& l, __m512i ex, __m512i len, __mmask16 active) {
+  if constexpr (L::kExtraBits != 0) {  // fp16: sign, mantissa bits 9 and 8 after the code
+    const __m512i extra = _mm512_and_si512(_mm512_srlv_epi32(l.lo, len), _mm512_set1_epi32((1 << L::kExtraBits) - 1));
+    ex = _mm512_or_si512(ex, _mm512_slli_epi32(extra, 8));
+    len = _mm512_add_epi32(len, _mm512_set1_epi32(L::kExtraBits));
+  }
+  len = _mm512_maskz_mov_epi32(active, len);
+  l.lo = _mm512_shrdv_epi32(l.lo, l.hi, len);
+  l.hi = _mm512_srlv_epi32(l.hi, len);
+  l.pos = _mm512_add_epi32(l.pos, len);
+  l.valid = _mm512_sub_epi32(l.valid, len);
+  return ex;
+}
+
 // One element of each of the 16 lanes (only lanes in `active` advance): returns the
 // exponent, and for fp16 the extra bits << 8, one per 32-bit lane. With kCheck (a chunk whose
 // reference puts some symbols out of range), active lanes that decode such a symbol are
@@ -194,17 +212,7 @@ COMPCOLL_AVX512 inline __m512i decode_step(Lanes& l, const DecodeRegs& r, __mmas
     len = _mm512_mask_mov_epi32(len, is_long, len2);
     ex = _mm512_mask_mov_epi32(ex, is_long, ex2);
   }
-  if constexpr (L::kExtraBits != 0) {  // fp16: sign, mantissa bits 9 and 8 after the code
-    const __m512i extra = _mm512_and_si512(_mm512_srlv_epi32(l.lo, len), _mm512_set1_epi32((1 << L::kExtraBits) - 1));
-    ex = _mm512_or_si512(ex, _mm512_slli_epi32(extra, 8));
-    len = _mm512_add_epi32(len, _mm512_set1_epi32(L::kExtraBits));
-  }
-  len = _mm512_maskz_mov_epi32(active, len);
-  l.lo = _mm512_shrdv_epi32(l.lo, l.hi, len);
-  l.hi = _mm512_srlv_epi32(l.hi, len);
-  l.pos = _mm512_add_epi32(l.pos, len);
-  l.valid = _mm512_sub_epi32(l.valid, len);
-  return ex;
+  return finish_step<L>(l, ex, len, active);
 }
 
 // What differs between the dtypes, one row (32 elements) at a time: the exponent fields,
@@ -449,17 +457,7 @@ COMPCOLL_AVX512 inline __m512i decode_step_lut(Lanes& l, const uint8_t* lut, __m
   __m512i len = _mm512_and_si512(e, _mm512_set1_epi32(0xF));
   __m512i ex = _mm512_srli_epi32(e, 4);
   *bad |= _mm512_mask_testn_epi32_mask(active, len, len);
-  if constexpr (L::kExtraBits != 0) {  // fp16: sign, mantissa bits 9 and 8 after the code
-    const __m512i extra = _mm512_and_si512(_mm512_srlv_epi32(l.lo, len), _mm512_set1_epi32((1 << L::kExtraBits) - 1));
-    ex = _mm512_or_si512(ex, _mm512_slli_epi32(extra, 8));
-    len = _mm512_add_epi32(len, _mm512_set1_epi32(L::kExtraBits));
-  }
-  len = _mm512_maskz_mov_epi32(active, len);
-  l.lo = _mm512_shrdv_epi32(l.lo, l.hi, len);
-  l.hi = _mm512_srlv_epi32(l.hi, len);
-  l.pos = _mm512_add_epi32(l.pos, len);
-  l.valid = _mm512_sub_epi32(l.valid, len);
-  return ex;
+  return finish_step<L>(l, ex, len, active);
 }
 
 // Row `row` of a chunk: 32 elements, one of each lane (lanes past the last row's end are

@@ -55,6 +55,20 @@ std::string decode_with(bool on, const std::vector<uint8_t>& stream, size_t byte
   return {};
 }
 
+// A damaged stream through both decoders: the same error, or the same values; counts which.
+void same_on_damage(const std::vector<uint8_t>& stream, size_t bytes, int* decoded, int* failures) {
+  std::vector<uint8_t> a(bytes, 0x11), b(bytes, 0x22);
+  const std::string portable = decode_with(false, stream, bytes, &a);
+  const std::string fast = decode_with(true, stream, bytes, &b);
+  CHECK(fast == portable);
+  if (portable.empty()) {
+    CHECK(a == b);
+    ++*decoded;
+  } else {
+    ++*failures;
+  }
+}
+
 // gauss-exp: both encoders and both decoders; entropy-exp (no vector encoder): both decoders.
 void check_same(DType dtype, const std::vector<uint8_t>& in, uint32_t chunk, const char* codec = "gauss-exp") {
   const auto portable = encode_with(false, dtype, in, chunk, codec);
@@ -192,16 +206,7 @@ TEST_CASE("AVX-512 gauss-exp reports damage exactly as the portable decoder", "[
       const size_t at = from + rng.next() % (trial % 7 == 6 ? 1 : stream.size() - from);
       stream[at] ^= static_cast<uint8_t>(1u << (rng.next() % 8));
     }
-    std::vector<uint8_t> a(in.size(), 0x11), b(in.size(), 0x22);
-    const std::string portable = decode_with(false, stream, in.size(), &a);
-    const std::string fast = decode_with(true, stream, in.size(), &b);
-    CHECK(fast == portable);
-    if (portable.empty()) {
-      CHECK(a == b);
-      ++decoded;
-    } else {
-      ++failures;
-    }
+    same_on_damage(stream, in.size(), &decoded, &failures);
   }
   CHECK(failures > 0);
   CHECK(decoded > 0);
@@ -298,16 +303,7 @@ TEST_CASE("AVX-512 gauss-exp reports damage in many-chunk streams as the portabl
     const int flips = 1 + static_cast<int>(rng.next() % 3);
     for (int f = 0; f < flips; ++f)
       stream[payload_at + rng.next() % (stream.size() - payload_at)] ^= static_cast<uint8_t>(1u << (rng.next() % 8));
-    std::vector<uint8_t> a(in.size(), 0x11), b(in.size(), 0x22);
-    const std::string portable = decode_with(false, stream, in.size(), &a);
-    const std::string fast = decode_with(true, stream, in.size(), &b);
-    CHECK(fast == portable);
-    if (portable.empty()) {
-      CHECK(a == b);
-      ++decoded;
-    } else {
-      ++failures;
-    }
+    same_on_damage(stream, in.size(), &decoded, &failures);
   }
   CHECK(failures > 0);
   CHECK(decoded > 0);

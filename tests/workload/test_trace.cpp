@@ -325,6 +325,11 @@ TEST_CASE("trace: without a step asked for, the last step every rank has", "[wor
 
 namespace {
 
+// One complete ("X") event of a Chrome trace.
+json trace_event(const char* cat, const std::string& name, double ts, double dur, int pid, int tid, json args) {
+  return {{"ph", "X"}, {"cat", cat}, {"name", name}, {"ts", ts}, {"dur", dur}, {"pid", pid}, {"tid", tid}, {"args", args}};
+}
+
 // A small GPU (NCCL) job of two ranks in PyTorch's schema: CPU launches (cuda_runtime, by
 // correlation id) inside ProfilerStep#1, compute kernels on stream 7, NCCL kernels with their
 // args on stream 20: a forward allreduce the compute waits for, a backward one (launched from
@@ -332,8 +337,7 @@ namespace {
 json gpu_rank(int rank) {
   json ev = json::array();
   auto x = [&](const char* cat, const std::string& name, double ts, double dur, int pid, int tid, json args) {
-    ev.push_back({{"ph", "X"}, {"cat", cat}, {"name", name}, {"ts", ts}, {"dur", dur}, {"pid", pid}, {"tid", tid},
-                  {"args", args}});
+    ev.push_back(trace_event(cat, name, ts, dur, pid, tid, args));
   };
   x("user_annotation", "ProfilerStep#1", 0, 1000, 10, 1, json::object());
   x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 500, 300, 10, 2, json::object());
@@ -398,8 +402,7 @@ TEST_CASE("trace: record_param_comms events on the CPU", "[workload][trace]") {
   for (int rank = 0; rank < 2; ++rank) {
     json ev = json::array();
     auto x = [&](const char* cat, const std::string& name, double ts, double dur, json args) {
-      ev.push_back({{"ph", "X"}, {"cat", cat}, {"name", name}, {"ts", ts}, {"dur", dur}, {"pid", 5}, {"tid", 1},
-                    {"args", args}});
+      ev.push_back(trace_event(cat, name, ts, dur, 5, 1, args));
     };
     x("user_annotation", "ProfilerStep#7", 0, 400, json::object());
     x("cpu_op", "aten::mm", 0, 100, json::object());
@@ -432,8 +435,7 @@ TEST_CASE("trace: a call on a group outside the job or without its rank is named
     for (int rank = 0; rank < 2; ++rank) {
       json ev = json::array();
       auto x = [&](const char* cat, const std::string& name, double ts, double dur, json args) {
-        ev.push_back({{"ph", "X"}, {"cat", cat}, {"name", name}, {"ts", ts}, {"dur", dur}, {"pid", 5}, {"tid", 1},
-                      {"args", args}});
+        ev.push_back(trace_event(cat, name, ts, dur, 5, 1, args));
       };
       x("user_annotation", "ProfilerStep#7", 1000, 400, json::object());
       x("cpu_op", "aten::mm", 1000, 100, json::object());
