@@ -283,11 +283,13 @@ void decode_range(const StreamInfo& info, const void* stream, uint32_t first, ui
   uint32_t c = first;
   for (; c + 1 < first + count; c += 2) {
     const Codec::ChunkRef pair[2] = {chunk_ref(c), chunk_ref(c + 1)};
-    // The next pair's bytes, for the codec to ask for while it decodes these.
+    // The next pair's bytes (or the last chunk's), for the codec to ask for while it decodes
+    // these.
     std::span<const uint8_t> ahead;
-    if (c + 3 < first + count) {
+    if (c + 2 < first + count) {
       const uint64_t next = load_u64(table + uint64_t{kOffsetEntryBytes} * (c + 1));
-      ahead = {p + payload_at + next, load_u64(table + uint64_t{kOffsetEntryBytes} * (c + 3)) - next};
+      const uint32_t last = std::min(c + 3, first + count - 1);
+      ahead = {p + payload_at + next, load_u64(table + uint64_t{kOffsetEntryBytes} * last) - next};
     }
     std::string err[2];
     codec.decode_chunk_pair(info.dtype, pair, ahead, err);
