@@ -575,9 +575,10 @@ bool run_trace_on_topology(TraceRun& w, const std::string& topo_path, nlohmann::
   const auto& l = job.layout;
   if (!ctx.json) {
     std::cout << describe(topo);
-    std::printf("# workload trace %s: %zu files, %s backend, %s of rank 0; %d ranks as traced, dp %d, tp %d, pp %d",
-                spec.name.c_str(), spec.files.size(), w.job.backend.c_str(), w.job.ranks[0].step.c_str(), w.job.world,
+    std::printf("# workload trace %s: %zu file%s, %s backend, %s of rank 0; %d ranks as traced, dp %d, tp %d, pp %d",
+                spec.name.c_str(), spec.files.size(), spec.files.size() == 1 ? "" : "s", w.job.backend.c_str(), w.job.ranks[0].step.c_str(), w.job.world,
                 w.job.layout.dp, w.job.layout.tp, w.job.layout.pp);
+    if (spec.spmd) std::printf("; spmd: one rank's trace for every rank");
     if (spec.scale_dp > 1) std::printf("; replayed at %dx data parallelism: %d ranks, dp %d", spec.scale_dp, job.world, l.dp);
     if (spec.compute_scale != 1.0) std::printf("; compute x %g", spec.compute_scale);
     std::printf("\n# traced: step %s ms, compute %s ms (slowest rank); replayed with the trace's own call times: %s ms\n",
@@ -607,7 +608,7 @@ bool run_trace_on_topology(TraceRun& w, const std::string& topo_path, nlohmann::
   nlohmann::json tj{{"topology", topo.name}, {"gpus", topo.gpus()}, {"model", "trace:" + spec.name},
                     {"layout", {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"ep", 1}}},
                     {"trace", {{"files", spec.files}, {"backend", w.job.backend}, {"step", w.job.ranks[0].step},
-                               {"ranks", w.job.world}, {"scale_dp", spec.scale_dp}, {"compute_scale", spec.compute_scale},
+                               {"ranks", w.job.world}, {"spmd", spec.spmd}, {"scale_dp", spec.scale_dp}, {"compute_scale", spec.compute_scale},
                                {"traced_step_ms", step_s * 1e3}, {"traced_compute_ms", compute_s * 1e3},
                                {"replayed_own_times_ms", own_s * 1e3}}}};
   std::ostringstream prefix;
@@ -625,7 +626,7 @@ bool run_trace_workload(const WorkloadContext& ctx, nlohmann::json& doc) {
   TraceRun w;
   w.ctx = &ctx;
   try {  // bad traces are bad input: one line naming the experiment, the file and the event
-    w.job = workload::load_trace(spec.files, {spec.dp, spec.tp, spec.pp}, spec.step);
+    w.job = workload::load_trace(spec.files, {spec.dp, spec.tp, spec.pp}, spec.step, spec.spmd);
     w.scaled = workload::scale_data_parallel(w.job, spec.scale_dp);
   } catch (const std::runtime_error& e) {
     throw config::ConfigError(ctx.exp->file + ": workload.trace: " + e.what());

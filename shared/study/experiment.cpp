@@ -139,6 +139,7 @@ TraceSpec parse_trace(const Node& n, const fs::path& dir) {
     lay.check_no_unknown_keys();
   }
   t.step = static_cast<int>(n.get_int("step", -1, 0, 1 << 30));
+  if (const Node sp = n.opt("spmd"); sp.defined()) t.spmd = sp.as_bool();
   t.scale_dp = static_cast<int>(n.get_int("scale_dp", 1, 1, 1 << 16));
   t.compute_scale = n.get_double("compute_scale", 1.0);
   if (!(t.compute_scale > 0)) n.get("compute_scale").fail("expected a positive factor");

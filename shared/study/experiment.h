@@ -60,6 +60,7 @@ struct TraceSpec {
   std::vector<std::string> files;   // resolved paths, one per rank
   int dp = 0, tp = 1, pp = 1;       // the job's layout in Megatron-LM order (dp 0: world / (tp x pp))
   int step = -1;                    // ProfilerStep#N; -1: the last one
+  bool spmd = false;                // one rank's trace stands for every rank
   int scale_dp = 1;                 // replay with K times the data parallelism
   double compute_scale = 1.0;       // the traced compute x this (a faster or slower device)
 };

@@ -732,9 +732,34 @@ void check_matching(const TraceJob& job) {
   }
 }
 
+int rank_at(const Coord& c, const TraceLayout& l) { return (c.pp * l.dp + c.dp) * l.tp + c.tp; }
+
+// An SPMD job from the one rank traced: every other rank gets the same step, each call on the
+// group the traced rank's group becomes when moved, in the layout's grid (pp, dp, tp, each
+// modulo its size), from the traced rank to this one: its own tp, dp, pp or world group.
+void spmd_ranks(std::vector<std::optional<Parsed>>& by_rank, const TraceLayout& l) {
+  const auto given = std::find_if(by_rank.begin(), by_rank.end(), [](const auto& p) { return p.has_value(); });
+  const Parsed& p0 = **given;
+  const Coord c0 = coord(p0.rank.rank, l);
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (by_rank[r]) continue;
+    Parsed p = p0;
+    p.rank.rank = static_cast<int>(r);
+    const Coord cr = coord(static_cast<int>(r), l);
+    for (auto& group : p.call_groups)
+      for (int& m : group) {
+        const Coord cm = coord(m, l);
+        m = rank_at({(cr.pp + cm.pp - c0.pp + l.pp) % l.pp, (cr.dp + cm.dp - c0.dp + l.dp) % l.dp,
+                     (cr.tp + cm.tp - c0.tp + l.tp) % l.tp},
+                    l);
+      }
+    by_rank[r] = std::move(p);
+  }
+}
+
 }  // namespace
 
-TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& layout_in, int step) {
+TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& layout_in, int step, bool spmd) {
   if (files.empty()) throw std::runtime_error("no trace files");
   TraceJob job;
   std::vector<std::optional<Parsed>> by_rank;
@@ -751,12 +776,28 @@ TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& la
     if (slot) fail(f, "rank " + std::to_string(p.rank.rank) + " again (also " + slot->rank.file + ")");
     slot = std::move(p);
   }
+  TraceLayout& l = job.layout;
+  l = layout_in;
+  if (l.dp == 0) {
+    if (job.world % (l.tp * l.pp))
+      throw std::runtime_error("the job's " + std::to_string(job.world) + " ranks are not a multiple of tp x pp = " +
+                               std::to_string(l.tp * l.pp));
+    l.dp = job.world / (l.tp * l.pp);
+  }
+  if (l.dp * l.tp * l.pp != job.world)
+    throw std::runtime_error("layout dp x tp x pp = " + std::to_string(l.dp * l.tp * l.pp) + ", but the job has " +
+                             std::to_string(job.world) + " ranks");
+  if (spmd) {
+    if (files.size() != 1)
+      fail(files[0], "spmd: one rank's trace stands for every rank; " + std::to_string(files.size()) + " files given");
+    spmd_ranks(by_rank, l);
+  }
   std::string missing;
   for (size_t r = 0; r < by_rank.size(); ++r)
     if (!by_rank[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
   if (!missing.empty())
     fail(files[0], "a job of " + std::to_string(job.world) + " ranks, but no trace of rank " + missing +
-                       " (give one file per rank)");
+                       " (give one file per rank, or one with spmd: true)");
   // Without a step asked for: the last one every file has, read again where it is not the last.
   if (step < 0) {
     std::set<int> common = by_rank[0]->steps;
@@ -772,17 +813,6 @@ TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& la
       if (p && p->step != *common.rbegin()) p = FileReader(p->rank.file, *common.rbegin()).read();
   }
 
-  TraceLayout& l = job.layout;
-  l = layout_in;
-  if (l.dp == 0) {
-    if (job.world % (l.tp * l.pp))
-      throw std::runtime_error("the job's " + std::to_string(job.world) + " ranks are not a multiple of tp x pp = " +
-                               std::to_string(l.tp * l.pp));
-    l.dp = job.world / (l.tp * l.pp);
-  }
-  if (l.dp * l.tp * l.pp != job.world)
-    throw std::runtime_error("layout dp x tp x pp = " + std::to_string(l.dp * l.tp * l.pp) + ", but the job has " +
-                             std::to_string(job.world) + " ranks");
 
   std::map<std::vector<int>, size_t> group_index;
   for (auto& p : by_rank) {

@@ -75,10 +75,13 @@ struct TraceJob {
 };
 
 // Reads one trace file per rank (any order; distributedInfo says whose). `step`: the
-// ProfilerStep#N to read; -1: the last step every file has. Throws std::runtime_error naming the
+// ProfilerStep#N to read; -1: the last step every file has. `spmd`: one file only, whose rank
+// stands for every rank of the job (each rank runs the same step, on its own tp, dp, pp or
+// world groups). Throws std::runtime_error naming the
 // file and the event (or key) on bad input, and naming the file and the call when a call's group
 // is none of the layout's tp, dp, pp or world groups.
-TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& layout, int step = -1);
+TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& layout, int step = -1,
+                    bool spmd = false);
 
 // The job with its data parallelism K times larger: every rank's timeline copied to the K
 // replicas, data-parallel groups (and the world group) K times larger with the same bytes per

@@ -473,3 +473,41 @@ TEST_CASE("trace: scale_dp refuses a group the layout does not name, with its fi
                    "dp 2 x tp 2 x pp 1") != std::string::npos);
   }
 }
+
+TEST_CASE("trace: one rank's trace stands for every rank of an SPMD job (spmd)", "[workload][trace]") {
+  // The bundled tp 2 x dp 2 job is SPMD: any one of its traces, with spmd, gives every rank the
+  // calls the job made (collectives, sizes, kinds and the very groups), and that rank's compute.
+  const auto all = files_of(kTraces + "/ddp-tp2-dp2", 4);
+  const TraceJob full = load_trace(all, {0, 2, 1});
+  for (int given : {0, 3}) {
+    CAPTURE(given);
+    const TraceJob one = load_trace({all[static_cast<size_t>(given)]}, {0, 2, 1}, -1, true);
+    REQUIRE(one.world == 4);
+    REQUIRE(one.ranks.size() == 4);
+    for (int r = 0; r < 4; ++r) {
+      CAPTURE(r);
+      const auto& a = full.ranks[static_cast<size_t>(r)].calls;
+      const auto& b = one.ranks[static_cast<size_t>(r)].calls;
+      REQUIRE(b.size() == a.size());
+      for (size_t c = 0; c < a.size(); ++c) {
+        CHECK(b[c].collective == a[c].collective);
+        CHECK(b[c].bytes == a[c].bytes);
+        CHECK(b[c].kind == a[c].kind);
+        CHECK(one.groups[b[c].group].ranks == full.groups[a[c].group].ranks);
+      }
+      CHECK(one.ranks[static_cast<size_t>(r)].compute_s == one.ranks[static_cast<size_t>(given)].compute_s);
+    }
+  }
+  const auto error_of = [](const std::vector<std::string>& files, bool spmd) -> std::string {
+    try {
+      load_trace(files, {0, 2, 1}, -1, spmd);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return {};
+  };
+  CHECK(error_of({all[0], all[1]}, true).find("spmd: one rank's trace stands for every rank; 2 files given") !=
+        std::string::npos);
+  CHECK(error_of({all[0]}, false).find("no trace of rank 1, 2, 3 (give one file per rank, or one with spmd: true)") !=
+        std::string::npos);
+}
