@@ -1,6 +1,7 @@
 // sim/workload_mode.cpp — see workload_mode.h.
 #include "sim/workload_mode.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -556,9 +557,9 @@ bool run_trace_on_topology(TraceRun& w, const std::string& topo_path, nlohmann::
   const auto& job = w.scaled;
   if (job.world > topo.gpus()) {
     // Job rank r runs on GPU r: every rank needs a GPU, not only the largest group's.
-    const workload::TraceGroup* largest = &job.groups.front();
-    for (const auto& g : job.groups)
-      if (g.ranks.size() > largest->ranks.size()) largest = &g;
+    const auto largest = std::max_element(job.groups.begin(), job.groups.end(), [](const auto& a, const auto& b) {
+      return a.ranks.size() < b.ranks.size();
+    });
     throw config::ConfigError(ctx.exp->file + ": workload.trace: " + spec.files.front() + ": the job's " +
                               std::to_string(job.world) + " ranks" +
                               (spec.scale_dp > 1 ? " (scale_dp " + std::to_string(spec.scale_dp) + ")" : "") +
@@ -576,8 +577,8 @@ bool run_trace_on_topology(TraceRun& w, const std::string& topo_path, nlohmann::
   if (!ctx.json) {
     std::cout << describe(topo);
     std::printf("# workload trace %s: %zu file%s, %s backend, %s of rank 0; %d ranks as traced, dp %d, tp %d, pp %d",
-                spec.name.c_str(), spec.files.size(), spec.files.size() == 1 ? "" : "s", w.job.backend.c_str(), w.job.ranks[0].step.c_str(), w.job.world,
-                w.job.layout.dp, w.job.layout.tp, w.job.layout.pp);
+                spec.name.c_str(), spec.files.size(), spec.files.size() == 1 ? "" : "s", w.job.backend.c_str(),
+                w.job.ranks[0].step.c_str(), w.job.world, w.job.layout.dp, w.job.layout.tp, w.job.layout.pp);
     if (spec.spmd) std::printf("; spmd: one rank's trace for every rank");
     if (spec.scale_dp > 1) std::printf("; replayed at %dx data parallelism: %d ranks, dp %d", spec.scale_dp, job.world, l.dp);
     if (spec.compute_scale != 1.0) std::printf("; compute x %g", spec.compute_scale);

@@ -264,19 +264,19 @@ void decode_range(const StreamInfo& info, const void* stream, uint32_t first, ui
                      0);
   const Codec& codec = codec_by_id(info.codec);
   auto* o = static_cast<uint8_t*>(out);
+  // Chunk c's bytes in the payload: [chunk_end(c - 1), chunk_end(c)).
+  const auto chunk_end = [&](uint32_t c) { return load_u64(table + uint64_t{kOffsetEntryBytes} * c); };
+  const auto chunk_begin = [&](uint32_t c) { return c == 0 ? uint64_t{0} : chunk_end(c - 1); };
   const auto chunk_ref = [&](uint32_t c) {
-    const uint64_t begin = c == 0 ? 0 : load_u64(table + uint64_t{kOffsetEntryBytes} * (c - 1));
-    const uint64_t end = load_u64(table + uint64_t{kOffsetEntryBytes} * c);
+    const uint64_t begin = chunk_begin(c);
     const uint64_t e0 = uint64_t{c} * info.chunk_elements;
     const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(info.chunk_elements, info.elements - e0));
-    return Codec::ChunkRef{p + payload_at + begin, end - begin, n, o + (e0 - first_elem) * esize};
+    return Codec::ChunkRef{p + payload_at + begin, chunk_end(c) - begin, n, o + (e0 - first_elem) * esize};
   };
   const auto check = [&](uint32_t c, const std::string& err) {
     if (err.empty()) return;
-    const uint64_t begin = c == 0 ? 0 : load_u64(table + uint64_t{kOffsetEntryBytes} * (c - 1));
-    throw CodecError(stream_prefix(info) + ": chunk " + std::to_string(c) + " at " +
-                         hex_offset(payload_at + begin) + ": " + err,
-                     payload_at + begin);
+    const uint64_t at = payload_at + chunk_begin(c);
+    throw CodecError(stream_prefix(info) + ": chunk " + std::to_string(c) + " at " + hex_offset(at) + ": " + err, at);
   };
   // Two chunks at a time (codecs that gain from it decode them at once), the lower one's
   // error first.
@@ -287,9 +287,8 @@ void decode_range(const StreamInfo& info, const void* stream, uint32_t first, ui
     // these.
     std::span<const uint8_t> ahead;
     if (c + 2 < first + count) {
-      const uint64_t next = load_u64(table + uint64_t{kOffsetEntryBytes} * (c + 1));
-      const uint32_t last = std::min(c + 3, first + count - 1);
-      ahead = {p + payload_at + next, load_u64(table + uint64_t{kOffsetEntryBytes} * last) - next};
+      const uint64_t next = chunk_begin(c + 2);
+      ahead = {p + payload_at + next, chunk_end(std::min(c + 3, first + count - 1)) - next};
     }
     std::string err[2];
     codec.decode_chunk_pair(info.dtype, pair, ahead, err);

@@ -664,6 +664,7 @@ struct Coord {
   int pp, dp, tp;
 };
 Coord coord(int r, const TraceLayout& l) { return {r / (l.tp * l.dp), (r / l.tp) % l.dp, r % l.tp}; }
+int rank_at(const Coord& c, const TraceLayout& l) { return (c.pp * l.dp + c.dp) * l.tp + c.tp; }
 
 std::string group_label(const std::vector<int>& ranks, const TraceLayout& l, int world) {
   bool same_pp = true, same_dp = true, same_tp = true;
@@ -731,8 +732,6 @@ void check_matching(const TraceJob& job) {
     }
   }
 }
-
-int rank_at(const Coord& c, const TraceLayout& l) { return (c.pp * l.dp + c.dp) * l.tp + c.tp; }
 
 // An SPMD job from the one rank traced: every other rank gets the same step, each call on the
 // group the traced rank's group becomes when moved, in the layout's grid (pp, dp, tp, each
@@ -856,9 +855,9 @@ TraceJob scale_data_parallel(const TraceJob& job, int k) {
   out.backend = job.backend;
   out.world = job.world * k;
   out.layout = {l.dp * k, l.tp, l.pp};
-  auto map_rank = [&](int r, int replica) {
+  auto map_rank = [&](int r, int replica) {  // replica's copy of rank r: dp rank replica x dp + its own
     const Coord c = coord(r, l);
-    return (c.pp * l.dp * k + replica * l.dp + c.dp) * l.tp + c.tp;
+    return rank_at({c.pp, replica * l.dp + c.dp, c.tp}, out.layout);
   };
   // group index [old group][replica] -> new group (a grown group: the same for every replica)
   std::vector<std::vector<size_t>> gmap(job.groups.size(), std::vector<size_t>(static_cast<size_t>(k)));
