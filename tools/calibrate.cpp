@@ -411,16 +411,14 @@ Options parse_args(int argc, char** argv) {
       opt.quick = true;
     } else if (a == "--concurrent") {
       const std::string v = value();
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (!end || *end || n < 1 || n > 1024) fail("--concurrent: expected a number of threads in [1, 1024], got \"" + v + "\"");
-      opt.concurrent = static_cast<int>(n);
+      const auto n = whole_number(v, 1, 1024);
+      if (!n) fail("--concurrent: expected a number of threads in [1, 1024], got \"" + v + "\"");
+      opt.concurrent = static_cast<int>(*n);
     } else if (a == "--threads") {
       const std::string v = value();
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (!end || *end || n < 0 || n > 1024) fail("--threads: expected 0 (one per hardware thread) to 1024, got \"" + v + "\"");
-      opt.threads = static_cast<uint32_t>(n);
+      const auto n = whole_number(v, 0, 1024);
+      if (!n) fail("--threads: expected 0 (one per hardware thread) to 1024, got \"" + v + "\"");
+      opt.threads = static_cast<uint32_t>(*n);
     } else if (a == "--data") {
       opt.data_dir = value();
     } else if (a == "--dtype") {
@@ -653,6 +651,13 @@ const uint8_t* RoundTripReference::get(uint64_t bytes) {
   }
   whole_ = bytes / chunk_bytes * chunk_bytes;
   return out_.data();
+}
+
+std::optional<long> whole_number(const std::string& v, long lo, long hi) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (!end || *end || n < lo || n > hi) return std::nullopt;
+  return n;
 }
 
 double median(std::vector<double> v) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -95,6 +96,9 @@ std::unique_ptr<CalibrationDevice> make_cuda_device();
 
 // Median of the values (sorts a copy); 0 for none.
 double median(std::vector<double> v);
+
+// A command-line value read as a whole number (strtol, base 10) in [lo, hi]; nothing otherwise.
+std::optional<long> whole_number(const std::string& v, long lo, long hi);
 
 // `compcoll-bench calibrate ...`; returns the exit code (0 ok, 1 a check failed, 2 bad input).
 // Exits 2 itself (one line on stderr) on bad arguments, inputs or an unwritable --out.

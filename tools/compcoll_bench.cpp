@@ -455,10 +455,9 @@ Options parse_args(int argc, char** argv) {
       if (!end || *end || !(opt.min_time >= 0)) usage_error("--min-time: expected seconds >= 0, got \"" + v + "\"");
     } else if (a == "--threads") {
       const std::string v = value();
-      char* end = nullptr;
-      const long t = std::strtol(v.c_str(), &end, 10);
-      if (!end || *end || t < 0 || t > 1024) usage_error("--threads: expected 0 (one per hardware thread) to 1024, got \"" + v + "\"");
-      opt.threads = static_cast<uint32_t>(t);
+      const auto t = bench::whole_number(v, 0, 1024);
+      if (!t) usage_error("--threads: expected 0 (one per hardware thread) to 1024, got \"" + v + "\"");
+      opt.threads = static_cast<uint32_t>(*t);
     } else if (a == "--device") {
       opt.device = value();
       if (opt.device != "host" && opt.device != "cuda")
