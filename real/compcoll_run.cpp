@@ -38,6 +38,7 @@
 #include "config/yaml_node.h"
 #include "io/float_convert.h"
 #include "io/tensor_file.h"
+#include "policy/cost_model.h"
 #include "policy/entropy.h"
 #include "policy/policy.h"
 #include "real/backend.h"
@@ -45,6 +46,7 @@
 #include "real/edgc_run.h"
 #include "real/executor.h"
 #include "real/transport.h"
+#include "real/transport_bench.h"
 #include "real/verify.h"
 #include "real/watchdog.h"
 #include "report/model_check.h"
@@ -71,7 +73,9 @@ constexpr const char* kUsage =
     "               (default: run.backend of the experiment, else mpi)\n"
     "  --out DIR    rank 0 writes DIR/results.csv (row by row) and DIR/results.json\n"
     "  --set K=V    override one key of the experiment file (repeatable)\n"
-    "  --lockstep   post transfers step by step in groups (always on with nccl)\n";
+    "  --lockstep   post transfers step by step in groups (always on with nccl)\n"
+    "  --no-transport-check  skip the transport check before the first row (the exchange at a few sizes,\n"
+    "               measured now beside the model's time on the topology)\n";
 
 // A bad command line or experiment: reported once (rank 0), exit status 2 on every rank.
 struct BadInput : std::runtime_error {
@@ -82,6 +86,7 @@ struct Args {
   std::string experiment, out, backend, command;
   std::vector<std::string> sets;
   bool lockstep = false;
+  bool transport_check = true;
   bool help = false;
 };
 
@@ -101,6 +106,7 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--backend") a.backend = value("--backend");
     else if (s.starts_with("--backend=")) a.backend = s.substr(10);
     else if (s == "--lockstep") a.lockstep = true;
+    else if (s == "--no-transport-check") a.transport_check = false;
     else if (s.starts_with("-")) throw BadInput("unknown option " + s);
     else if (a.experiment.empty()) a.experiment = s;
     else throw BadInput("one experiment file only (got " + a.experiment + " and " + s + ")");
@@ -156,6 +162,7 @@ struct Setup {
   uint64_t plans_hash = 0;  // of every row's plan: the ranks must agree (policies decide on each)
   std::vector<std::string> skipped;  // rows the experiment asks for that do not apply
   std::vector<std::string> unmodelled;  // why some rows have no model time
+  std::vector<std::string> host_differences;  // the calibration's host against this one (mpi backend)
   // run.entropy: the gradient trace, and the allreduce call whose algorithm carries it.
   std::optional<GradientTrace> trace;
   size_t entropy_call = 0;
@@ -349,6 +356,7 @@ Setup setup(const Args& args, int world, int local_size) {
   for (const study::Cell& c : study::cells(st.exp, {study::Group{st.exp.topologies[0], world, world}}))
     st.cells.push_back(plan_cell(st, args, planner, c));
   if (st.exp.run.entropy) setup_entropy(st, world);
+  if (st.backend == "mpi") st.host_differences = calib::host_differences(st.cal);
   if (st.backend == "nccl") {
 #ifndef COMPCOLL_HAVE_NCCL
     throw BadInput("--backend nccl: this compcoll-run was built without CUDA and NCCL");
@@ -390,6 +398,8 @@ struct Session {
   std::unique_ptr<std::ofstream> csv;
   report::Speedups speedups;
   report::ModelCheck model_check;  // rank 0
+  std::vector<std::string> transport_lines;  // the transport check's, rank 0
+  json transport_json;                       // its points, rank 0
   std::unique_ptr<report::Progress> progress;
   uint64_t total_wrong = 0;
   size_t row_index = 0;  // for COMPCOLL_RUN_FAULT
@@ -454,6 +464,63 @@ void make_transport(Session& s, int local_rank) {
   s.backend = make_host_backend(s.st.exp.run.codec_threads);
 }
 
+// The transport as it is now beside the topology the model column reads: the exchange round
+// compcoll-bench transport times (every rank sending and receiving at once), at a few sizes up
+// to the experiment's largest, measured here, and its time in the cost model on the run's
+// topology. A topology measured on another day, another machine or under another MPI
+// configuration shows here, before the first row. Lines and JSON for rank 0.
+void transport_check(Session& s) {
+  if (!s.args.transport_check) return;
+  const study::Experiment& exp = s.st.exp;
+  const uint64_t largest = exp.sizes.empty() ? 0 : *std::max_element(exp.sizes.begin(), exp.sizes.end());
+  TransportBenchOptions opt;
+  for (const uint64_t b : {uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{16} << 20})
+    if (b <= std::max(largest, uint64_t{64} << 10)) opt.sizes.push_back(b);
+  opt.pingpong = false;
+  opt.min_time_s = 0.05;
+  opt.min_samples = 3;
+  const std::vector<int> host_of = hosts_of_world();
+  std::vector<TransportSeries> series;
+  try {
+    series = measure_transport(*s.transport, *s.backend, host_of, opt);
+  } catch (const std::exception& e) {
+    abort_job(s.rank, std::string("transport check: ") + e.what());
+  }
+  if (s.rank != 0) return;
+  policy::RouteCache routes(s.st.topo);
+  const policy::NetFactors net = study::net_factors(exp);
+  const calib::Calibration none = calib::zero_calibration();
+  json rows = json::array();
+  double worst = 0;
+  std::string worst_at;
+  for (const TransportSeries& ts : series) {
+    std::ostringstream line;
+    line << "# transport check, exchange " << (ts.between == "host" ? "within a host" : "between hosts")
+         << " (measured now / the model on " << exp.topologies[0] << "):";
+    for (const auto& [bytes, measured] : ts.points) {
+      const auto b = static_cast<uint64_t>(bytes);
+      const double model =
+          policy::predict(exchange_schedule(host_of, ts.between, b), s.st.topo, none, "identity", 1.0, net, routes).time_s;
+      const double err = model / measured - 1;
+      char cell[96];
+      std::snprintf(cell, sizeof cell, " %s %.1f / %.1f us (%+.0f%%)", config::format_bytes(b).c_str(), measured * 1e6,
+                    model * 1e6, 100 * err);
+      line << (rows.empty() || rows.back()["between"] != ts.between ? "" : ",") << cell;
+      rows.push_back({{"between", ts.between}, {"bytes", b}, {"measured_us", measured * 1e6}, {"model_us", model * 1e6},
+                      {"err", err}});
+      if (b >= (uint64_t{1} << 20) && std::fabs(err) > std::fabs(worst)) worst = err, worst_at = config::format_bytes(b);
+    }
+    s.transport_lines.push_back(line.str());
+  }
+  if (std::fabs(worst) > 0.2)
+    s.transport_lines.push_back(
+        "# WARNING: the topology does not describe this transport as it is now (" + worst_at + ": the model " +
+        std::to_string(static_cast<int>(std::lround(100 * worst))) +
+        "%): the model column then judges the topology, not the model. Measure this machine's: mpirun -np " +
+        std::to_string(s.world) + " compcoll-bench transport --topology-out FILE (docs/CALIBRATION.md)");
+  s.transport_json = rows;
+}
+
 // The header lines (rank 0), the results document and the CSV.
 void start_output(Session& s) {
   const study::Experiment& exp = s.st.exp;
@@ -473,6 +540,8 @@ void start_output(Session& s) {
            {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}}},
            {"topology", {{"file", exp.topologies[0]}, {"name", s.st.topo.name}}},
            {"rows", json::array()}};
+  if (!s.transport_json.is_null()) s.doc["transport_check"] = s.transport_json;
+  if (!s.st.host_differences.empty()) s.doc["calibration_host_differences"] = s.st.host_differences;
 #ifdef COMPCOLL_HAVE_NCCL
   if (s.st.backend == "nccl") s.doc["versions"]["nccl"] = nccl_version_string();
 #endif
@@ -498,6 +567,15 @@ void start_output(Session& s) {
             << exp.topologies[0] << ", " << s.st.cal.label() << ", network model " << exp.network.model
             << "; err = model / measured - 1\n";
   for (const auto& k : s.st.unmodelled) std::cout << "# no model time for " << k << "\n";
+  for (const auto& k : s.transport_lines) std::cout << k << "\n";
+  if (!s.st.host_differences.empty()) {
+    std::string d;
+    for (const auto& k : s.st.host_differences) d += (d.empty() ? "" : "; ") + k;
+    std::cout << "# WARNING: the calibration was measured on another host (" << d
+              << "): the model column prices kernels this machine does not run. Measure them here: compcoll-bench "
+                 "calibrate --device host --concurrent "
+              << s.st.gpus_per_node << " ... (docs/CALIBRATION.md)\n";
+  }
   std::cout << "# correctness: lossless rows on integer inputs, bitwise against the closed-form result (#wrong: "
                "elements, all ranks); lossy rows: rel.err = ||out - uncompressed|| / ||uncompressed|| on the timed "
                "runs' data (#wrong: non-finite elements)\n";
@@ -798,6 +876,7 @@ int run(const Args& args) {
   // From here a silent rank ends the job within run.timeout_s instead of hanging it.
   Watchdog watchdog(s.rank, s.st.exp.run.timeout_s);
   make_transport(s, local_rank);
+  transport_check(s);
   start_output(s);
   size_t total_rows = 0;
   for (const auto& cell : s.st.cells) total_rows += 1 + cell.entries.size();

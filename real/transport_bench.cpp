@@ -12,10 +12,12 @@ namespace compcoll::real {
 
 namespace {
 
-// The sizes of a sweep: 8 bytes, then powers of 2 from 4 KiB to max_bytes.
-std::vector<uint64_t> sweep_sizes(uint64_t max_bytes) {
+// The sizes of a sweep: the ones asked for, else 8 bytes, then powers of 2 from 4 KiB to
+// max_bytes.
+std::vector<uint64_t> sweep_sizes(const TransportBenchOptions& opt) {
+  if (!opt.sizes.empty()) return opt.sizes;
   std::vector<uint64_t> v{8};
-  for (uint64_t b = 4096; b <= max_bytes; b *= 2) v.push_back(b);
+  for (uint64_t b = 4096; b <= opt.max_bytes; b *= 2) v.push_back(b);
   return v;
 }
 
@@ -108,12 +110,41 @@ Layout layout(const std::vector<int>& host_of, int rank) {
   return l;
 }
 
+// This rank's part of the exchange round within each host (every host's ranks in a ring, all
+// hosts at once), or between hosts (rank (host h, local i) to (h+1, i), from (h-1, i): NCCL's
+// rail rings); Idle when the round leaves it out.
+Round exchange_round(const Layout& l, const std::string& between) {
+  const auto& mine = l.hosts[static_cast<size_t>(l.host)];
+  if (between == "host") {
+    const size_t n = mine.size(), i = static_cast<size_t>(l.local);
+    if (n < 2) return {};
+    return {Round::Exchange, mine[(i + 1) % n], mine[(i + n - 1) % n]};
+  }
+  const size_t H = l.hosts.size(), h = static_cast<size_t>(l.host), i = static_cast<size_t>(l.local);
+  return {Round::Exchange, l.hosts[(h + 1) % H][i], l.hosts[(h + H - 1) % H][i]};
+}
+
+// Whether measure_transport times the exchange within hosts (every host has two ranks or
+// more) and between them (several hosts, each with as many ranks).
+bool exchanges_within(const Layout& l) {
+  for (const auto& h : l.hosts)
+    if (h.size() < 2) return false;
+  return true;
+}
+bool exchanges_between(const Layout& l) {
+  if (l.hosts.size() < 2) return false;
+  for (const auto& h : l.hosts)
+    if (h.size() != l.hosts[0].size()) return false;
+  return true;
+}
+
 TransportSeries sweep(Transport& t, DataBackend& b, const Round& r, const std::string& pattern,
                       const std::string& between, const TransportBenchOptions& opt, double per_round) {
   TransportSeries s{pattern, between, {}};
-  const std::vector<uint64_t> sizes = sweep_sizes(opt.max_bytes);
-  void* sbuf = b.alloc(kWindow * opt.max_bytes);
-  void* rbuf = b.alloc(kWindow * opt.max_bytes);
+  const std::vector<uint64_t> sizes = sweep_sizes(opt);
+  const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+  void* sbuf = b.alloc(kWindow * largest);
+  void* rbuf = b.alloc(kWindow * largest);
   for (uint64_t bytes : sizes)
     s.points.emplace_back(static_cast<double>(bytes), time_rounds(t, b, r, sbuf, rbuf, bytes, opt) * per_round);
   b.release(sbuf);
@@ -146,18 +177,10 @@ std::vector<int> hosts_of_world() {
 std::vector<TransportSeries> measure_transport(Transport& t, DataBackend& b, const std::vector<int>& host_of,
                                                const TransportBenchOptions& opt) {
   const Layout l = layout(host_of, t.rank());
-  const auto& mine = l.hosts[static_cast<size_t>(l.host)];
   std::vector<TransportSeries> out;
-  // Every host's ranks in a ring, all hosts at once.
-  bool all_shared = true;
-  for (const auto& h : l.hosts) all_shared &= h.size() >= 2;
-  if (all_shared) {
-    const size_t n = mine.size(), i = static_cast<size_t>(l.local);
-    const Round r{Round::Exchange, mine[(i + 1) % n], mine[(i + n - 1) % n]};
-    out.push_back(sweep(t, b, r, "exchange", "host", opt, 1.0));
-  }
+  if (exchanges_within(l)) out.push_back(sweep(t, b, exchange_round(l, "host"), "exchange", "host", opt, 1.0));
   // Rank 0 and the next rank of its host, the others idle.
-  if (l.hosts[0].size() >= 2) {
+  if (opt.pingpong && l.hosts[0].size() >= 2) {
     Round r;
     const int peer = l.hosts[0][1];
     if (t.rank() == 0) r = {Round::Ping, peer, peer};
@@ -165,13 +188,9 @@ std::vector<TransportSeries> measure_transport(Transport& t, DataBackend& b, con
     out.push_back(sweep(t, b, r, "pingpong", "host", opt, 0.5));
   }
   if (l.hosts.size() >= 2) {
-    bool even = true;
-    for (const auto& h : l.hosts) even &= h.size() == l.hosts[0].size();
-    if (even) {  // rank (host h, local i) to (h+1, i), from (h-1, i): NCCL's rail rings
-      const size_t H = l.hosts.size(), h = static_cast<size_t>(l.host), i = static_cast<size_t>(l.local);
-      const Round r{Round::Exchange, l.hosts[(h + 1) % H][i], l.hosts[(h + H - 1) % H][i]};
-      out.push_back(sweep(t, b, r, "exchange", "network", opt, 1.0));
-    }
+    if (exchanges_between(l))
+      out.push_back(sweep(t, b, exchange_round(l, "network"), "exchange", "network", opt, 1.0));
+    if (!opt.pingpong) return out;
     Round r;
     const int peer = l.hosts[1][0];
     if (t.rank() == 0) r = {Round::Ping, peer, peer};
@@ -179,6 +198,26 @@ std::vector<TransportSeries> measure_transport(Transport& t, DataBackend& b, con
     out.push_back(sweep(t, b, r, "pingpong", "network", opt, 0.5));
   }
   return out;
+}
+
+sched::Schedule exchange_schedule(const std::vector<int>& host_of, const std::string& between, uint64_t bytes) {
+  sched::Schedule s;
+  s.collective = sched::Collective::AllToAll;
+  s.algorithm = "exchange";
+  s.dtype = DType::BF16;
+  s.count = bytes / 2;
+  s.ranks.resize(host_of.size());
+  for (size_t r = 0; r < host_of.size(); ++r) {
+    const Layout l = layout(host_of, static_cast<int>(r));
+    const bool in_round = between == "host" ? exchanges_within(l) : exchanges_between(l);
+    const Round round = in_round ? exchange_round(l, between) : Round{};
+    if (round.kind != Round::Exchange) continue;
+    sched::RankProgram& p = s.ranks[r];
+    p.input_count = p.output_count = s.count;
+    p.ops.push_back({sched::OpKind::Send, round.send_to, {sched::BufKind::Input, 0, 0, s.count}, {}, {}, 0, 0});
+    p.ops.push_back({sched::OpKind::Recv, round.recv_from, {}, {sched::BufKind::Output, 0, 0, s.count}, {}, 0, 0});
+  }
+  return s;
 }
 
 TransportFit fit_transport(const TransportSeries& s, double fit_from) {
@@ -199,14 +238,7 @@ TransportFit fit_transport(const TransportSeries& s, double fit_from) {
   f.bandwidth_Bps = bw.size() % 2 ? bw[bw.size() / 2] : 0.5 * (bw[bw.size() / 2 - 1] + bw[bw.size() / 2]);
   for (const auto& [bytes, sec] : s.points)
     f.worst_rel_error = std::max(f.worst_rel_error, std::fabs((f.latency_s + bytes / f.bandwidth_Bps) / sec - 1));
-  auto human = [](double b) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB"};
-    int u = 0;
-    while (b >= 1024 && u < 3) b /= 1024, ++u;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g %s", b, units[u]);
-    return std::string(buf);
-  };
+  auto human = [](double b) { return config::format_bytes(static_cast<uint64_t>(b)); };
   f.source = s.pattern + ", latency the least time (at " + human(s.points.front().first) + " normally), bandwidth the median over " +
              human(fit_from) + " - " + human(s.points.back().first);
   return f;

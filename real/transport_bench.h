@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "real/backend.h"
+#include "schedule/schedule.h"
 #include "real/transport.h"
 
 namespace compcoll::real {
@@ -47,12 +48,20 @@ struct TransportBenchOptions {
   uint64_t max_bytes = uint64_t{64} << 20;
   double min_time_s = 0.1;   // of timed rounds per point, at least
   int min_samples = 5;       // batches of rounds per point; the median batch is the point
+  std::vector<uint64_t> sizes;  // the sizes timed; empty: 8 B, then powers of 2 from 4 KiB to max_bytes
+  bool pingpong = true;         // also the pingpong series (else the exchange series only)
 };
 
 // Every rank calls it (collective over `transport`'s ranks); every rank gets the series
 // (rank 0's view). `host_of[r]` is rank r's host index.
 std::vector<TransportSeries> measure_transport(Transport& transport, DataBackend& backend,
                                                const std::vector<int>& host_of, const TransportBenchOptions& opt);
+
+// The exchange round of a series (`between`: "host" or "network") as a schedule of `bytes`
+// per message (bf16 elements): each rank's one send and one receive, on the ring
+// measure_transport times, so that the model's time for the round can be set beside the
+// measured one (compcoll-run's transport check). Ranks outside the round have no ops.
+sched::Schedule exchange_schedule(const std::vector<int>& host_of, const std::string& between, uint64_t bytes);
 
 // The fit of one series (its smallest point gives the latency). `fit_from`: the smallest
 // size the bandwidth is read from.

@@ -48,19 +48,7 @@ constexpr uint64_t kMinBytes = 4096;
 
 // ---- the host device -------------------------------------------------------------------
 
-std::string cpuinfo_field(const std::string& key) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) != 0) continue;
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string v = line.substr(colon + 1);
-    v.erase(0, v.find_first_not_of(" \t"));
-    return v;
-  }
-  return "";
-}
+using calib::cpuinfo_field;
 
 // Median of the samples of `fn`: one untimed warm-up, then samples until both minimums are
 // met. Calls shorter than 20 us are timed in batches (the sample is the batch's mean) so the
@@ -504,13 +492,6 @@ std::vector<uint8_t> tile(const std::vector<uint8_t>& pool, uint64_t bytes) {
   return out;
 }
 
-std::string human_bytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (u < 4 && b >= 1024 && b % 1024 == 0) b /= 1024, ++u;
-  return std::to_string(b) + " " + units[u];
-}
-
 struct CurveKey {
   calib::Op op;
   std::string codec, dtype;
@@ -721,8 +702,8 @@ int run_calibrate(int argc, char** argv) {
   }
 
   std::printf("# compcoll-bench calibrate: %s (%s), sizes %s to %s, median of >= %d samples and >= %g s per point\n",
-              device->name().c_str(), opt.device.c_str(), human_bytes(sizes.front()).c_str(),
-              human_bytes(largest).c_str(), timing.min_samples, timing.min_time);
+              device->name().c_str(), opt.device.c_str(), config::format_bytes(sizes.front()).c_str(),
+              config::format_bytes(largest).c_str(), timing.min_samples, timing.min_time);
   std::printf("# %zu curves; %s is rewritten after each one\n", wanted.size(), opt.out.c_str());
   std::printf("# inputs: the tensors of %s\n", opt.data_dir.c_str());
   std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s\n", "# size", "type", "op", "codec", "time", "algbw",
@@ -790,8 +771,8 @@ int run_calibrate(int argc, char** argv) {
               << ". Each point: one untimed warm-up, then the median of at least " << timing.min_samples
               << " samples and " << timing.min_time
               << " s of samples; a separate untimed pass checks every result (round trip bit-exact, lossy codecs "
-              << "against the host round trip, reduce x + x = 2x, copy). Sizes " << human_bytes(sizes.front()) << " to "
-              << human_bytes(largest) << " in powers of " << (opt.quick ? 4 : 2)
+              << "against the host round trip, reduce x + x = 2x, copy). Sizes " << config::format_bytes(sizes.front()) << " to "
+              << config::format_bytes(largest) << " in powers of " << (opt.quick ? 4 : 2)
               << (largest < (uint64_t{1} << 30) ? " (capped by --max-bytes below 1 GiB)" : "")
               << "; bytes are always the uncompressed bytes." << selection << " Inputs: the real training tensors of "
               << (opt.data_dir == bundled_data_dir() ? std::string("tests/data (README there)") : opt.data_dir)

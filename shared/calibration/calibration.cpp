@@ -2,7 +2,10 @@
 #include "calibration/calibration.h"
 
 #include <algorithm>
+#include <fstream>
+#include <thread>
 
+#include "codec/codec.h"
 #include "config/yaml_node.h"
 
 namespace compcoll::calib {
@@ -96,7 +99,10 @@ Calibration load_calibration(const std::string& path) {
     if (!m.is_sequence()) m.fail("expected a list of curves, like [\"reduce bf16\"]");
     for (size_t i = 0; i < m.size(); ++i) cal.missing.push_back(m[i].as_string());
   }
-  root.opt("machine");  // free-form metadata written by calibrate (driver, clocks, ...)
+  // Free-form metadata written by calibrate (driver, clocks, ...): its scalars are kept.
+  if (const Node m = root.opt("machine"); m.defined() && m.is_map())
+    for (const std::string& k : m.keys())
+      if (m.get(k).is_scalar()) cal.machine.emplace_back(k, m.get(k).as_string());
   const Node curves = root.get("curves");
   for (size_t i = 0; i < curves.size(); ++i) {
     const Node c = curves[i];
@@ -127,6 +133,33 @@ Calibration load_calibration(const std::string& path) {
   }
   root.check_no_unknown_keys();
   return cal;
+}
+
+std::string cpuinfo_field(const std::string& key) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string v = line.substr(colon + 1);
+    v.erase(0, v.find_first_not_of(" \t"));
+    return v;
+  }
+  return "";
+}
+
+std::vector<std::string> host_differences(const Calibration& cal) {
+  const std::pair<std::string, std::string> here[] = {
+      {"cpu", cpuinfo_field("model name")},
+      {"cache", cpuinfo_field("cache size")},
+      {"logical_cpus", std::to_string(std::thread::hardware_concurrency())},
+      {"host_codec_path", std::string(host_codec_path())}};
+  std::vector<std::string> out;
+  for (const auto& [key, value] : here)
+    for (const auto& [k, v] : cal.machine)
+      if (k == key && v != value) out.push_back(key + ": " + v + " there, " + value + " here");
+  return out;
 }
 
 }  // namespace compcoll::calib

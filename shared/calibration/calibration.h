@@ -43,6 +43,7 @@ struct Calibration {
   std::vector<Curve> curves;
   bool complete = true;               // false: the run that wrote the file had not finished
   std::vector<std::string> missing;   // the curves that run did not measure ("reduce bf16")
+  std::vector<std::pair<std::string, std::string>> machine;  // the file's machine: (key, value), as written
 
   // The duration of `op` over `bytes` uncompressed bytes. Identity compress/decompress cost
   // nothing (no kernel runs). Throws config::ConfigError naming the file and what is missing.
@@ -57,6 +58,14 @@ struct Calibration {
 };
 
 Calibration load_calibration(const std::string& path);
+
+// A field of this host's /proc/cpuinfo ("model name", "cache size"); empty when absent.
+std::string cpuinfo_field(const std::string& key);
+// How the host `cal` was measured on differs from this one, in what decides a host kernel's
+// speed: the CPU model, its cache, the logical CPUs and the host codec path (AVX-512 or
+// portable). One "key: X there, Y here" per difference among the keys the file's machine has;
+// empty for the same host, and for files that do not say (derived, GPU).
+std::vector<std::string> host_differences(const Calibration& cal);
 // Every duration zero (tests of the network alone).
 Calibration zero_calibration();
 

@@ -86,6 +86,13 @@ uint64_t parse_bytes(const std::string& s) {
   throw std::invalid_argument("unknown size unit '" + unit + "'");
 }
 
+std::string format_bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && b >= 1024 && b % 1024 == 0) b /= 1024, ++u;
+  return std::to_string(b) + " " + units[u];
+}
+
 Node::Node(YAML::Node n, std::shared_ptr<const std::string> file, std::string path, std::shared_ptr<ReadKeys> read)
     : node_(std::move(n)), file_(std::move(file)), path_(std::move(path)), read_(std::move(read)) {}
 

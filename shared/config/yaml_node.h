@@ -88,6 +88,8 @@ class Node {
 double parse_bandwidth(const std::string& s);
 double parse_time(const std::string& s);
 uint64_t parse_bytes(const std::string& s);
+// The other way: "64 KiB", "1 MiB", "8 B" (the largest binary unit that divides it).
+std::string format_bytes(uint64_t b);
 
 // Writing the files the tools generate: a double-quoted YAML string (quotes and backslashes
 // escaped, control characters dropped) and a number with 5 significant digits.

@@ -1,7 +1,7 @@
 // tests/calibration/test_calibration.cpp — calibration files (calibration/calibration.h): loading
 // both curve forms, interpolation inside, below and past the points, the dtype-specific curve
 // winning over `any`, identity free, one-line errors naming file and key; every shipped file
-// loads. The hidden case [.calibrate-output] checks a file compcoll-bench calibrate just wrote
+// loads; the host a file was measured on against this one. The hidden case [.calibrate-output] checks a file compcoll-bench calibrate just wrote
 // (ctest bench_calibrate_loads runs it with COMPCOLL_CALIBRATION_FILE set).
 #include <catch2/catch.hpp>
 
@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "calibration/calibration.h"
@@ -214,4 +215,26 @@ TEST_CASE("calibrate leaves a loadable partial file when stopped", "[.calibrate-
   CHECK_THAT(cal.label(), Catch::Contains("PARTIAL"));
   for (const calib::Curve& c : cal.curves)
     for (const auto& [bytes, seconds] : c.points) CHECK(seconds > 0);
+}
+
+TEST_CASE("calibration: the host a file was measured on, against this one", "[calibration]") {
+  const std::string curve = "curves:\n  - {op: copy, dtype: any, points: [[4096, 1e-7]]}\n";
+  // The file's machine as calibrate would write it here: no difference.
+  const std::string here = "machine:\n  cpu: \"" + calib::cpuinfo_field("model name") + "\"\n  cache: \"" +
+                           calib::cpuinfo_field("cache size") + "\"\n  logical_cpus: \"" +
+                           std::to_string(std::thread::hardware_concurrency()) + "\"\n  host_codec_path: \"" +
+                           std::string(host_codec_path()) + "\"\n  cpu_mhz: \"1.0\"\n  kernel: \"another\"\n";
+  const calib::Calibration same = calib::load_calibration(write_file("same-host", std::string(kHeader) + here + curve));
+  CHECK(same.machine.size() == 6);
+  CHECK(calib::host_differences(same).empty());  // clock and kernel are not the kernels' speed
+  // Another host: each differing key named, with both values.
+  const std::string other =
+      "machine:\n  cpu: \"Another CPU\"\n  logical_cpus: \"1000\"\n  host_codec_path: \"another-path\"\n";
+  const auto d = calib::host_differences(calib::load_calibration(write_file("other-host", std::string(kHeader) + other + curve)));
+  REQUIRE(d.size() == 3);
+  CHECK(d[0] == "cpu: Another CPU there, " + calib::cpuinfo_field("model name") + " here");
+  CHECK(d[1] == "logical_cpus: 1000 there, " + std::to_string(std::thread::hardware_concurrency()) + " here");
+  CHECK(d[2] == "host_codec_path: another-path there, " + std::string(host_codec_path()) + " here");
+  // A file that does not say (derived figures, a GPU's): nothing to compare.
+  CHECK(calib::host_differences(calib::load_calibration(write_file("no-machine", std::string(kHeader) + curve))).empty());
 }
