@@ -398,8 +398,8 @@ struct Session {
   std::unique_ptr<std::ofstream> csv;
   report::Speedups speedups;
   report::ModelCheck model_check;  // rank 0
-  std::vector<std::string> transport_lines;  // the transport check's, rank 0
-  json transport_json;                       // its points, rank 0
+  std::vector<std::string> transport_lines;  // the transport check's before the first row, rank 0
+  json transport_start;                      // its points, rank 0
   std::unique_ptr<report::Progress> progress;
   uint64_t total_wrong = 0;
   size_t row_index = 0;  // for COMPCOLL_RUN_FAULT
@@ -468,9 +468,15 @@ void make_transport(Session& s, int local_rank) {
 // compcoll-bench transport times (every rank sending and receiving at once), at a few sizes up
 // to the experiment's largest, measured here, and its time in the cost model on the run's
 // topology. A topology measured on another day, another machine or under another MPI
-// configuration shows here, before the first row. Lines and JSON for rank 0.
-void transport_check(Session& s) {
-  if (!s.args.transport_check) return;
+// configuration shows here, before the first row; run again after the last row (`end`), it
+// says how much the transport itself moved while the rows ran. Lines and JSON for rank 0.
+struct TransportCheck {
+  std::vector<std::string> lines;
+  json points;  // null when not run
+};
+TransportCheck transport_check(Session& s, bool end) {
+  TransportCheck out;
+  if (!s.args.transport_check) return out;
   const study::Experiment& exp = s.st.exp;
   const uint64_t largest = exp.sizes.empty() ? 0 : *std::max_element(exp.sizes.begin(), exp.sizes.end());
   TransportBenchOptions opt;
@@ -486,7 +492,7 @@ void transport_check(Session& s) {
   } catch (const std::exception& e) {
     abort_job(s.rank, std::string("transport check: ") + e.what());
   }
-  if (s.rank != 0) return;
+  if (s.rank != 0) return out;
   policy::RouteCache routes(s.st.topo);
   const policy::NetFactors net = study::net_factors(exp);
   const calib::Calibration none = calib::zero_calibration();
@@ -495,8 +501,9 @@ void transport_check(Session& s) {
   std::string worst_at;
   for (const TransportSeries& ts : series) {
     std::ostringstream line;
-    line << "# transport check, exchange " << (ts.between == "host" ? "within a host" : "between hosts")
-         << " (measured now / the model on " << exp.topologies[0] << "):";
+    line << "# transport check" << (end ? " after the last row" : "") << ", exchange "
+         << (ts.between == "host" ? "within a host" : "between hosts") << " (measured now / the model on "
+         << exp.topologies[0] << "):";
     for (const auto& [bytes, measured] : ts.points) {
       const auto b = static_cast<uint64_t>(bytes);
       const double model =
@@ -508,17 +515,35 @@ void transport_check(Session& s) {
       line << (rows.empty() || rows.back()["between"] != ts.between ? "" : ",") << cell;
       rows.push_back({{"between", ts.between}, {"bytes", b}, {"measured_us", measured * 1e6}, {"model_us", model * 1e6},
                       {"err", err}});
+      if (end)  // against the same point before the first row
+        for (const json& before : s.transport_start)
+          if (before["between"] == ts.between && before["bytes"] == b)
+            rows.back()["change"] = measured * 1e6 / before["measured_us"].get<double>() - 1;
       if (b >= (uint64_t{1} << 20) && std::fabs(err) > std::fabs(worst)) worst = err, worst_at = config::format_bytes(b);
     }
-    s.transport_lines.push_back(line.str());
+    out.lines.push_back(line.str());
   }
-  if (std::fabs(worst) > 0.2)
-    s.transport_lines.push_back(
+  if (end) {
+    std::ostringstream moved;
+    for (const json& p : rows)
+      if (p.contains("change")) {
+        char cell[64];
+        std::snprintf(cell, sizeof cell, " %s %+.0f%%", config::format_bytes(p["bytes"].get<uint64_t>()).c_str(),
+                      100 * p["change"].get<double>());
+        moved << (moved.tellp() > 0 ? "," : "") << cell;
+      }
+    if (moved.tellp() > 0)
+      out.lines.push_back("# the transport moved while the rows ran (after / before - 1):" + moved.str() +
+                          ": the rows' errors include such moves, which are the machine's, not the model's");
+  } else if (std::fabs(worst) > 0.2) {
+    out.lines.push_back(
         "# WARNING: the topology does not describe this transport as it is now (" + worst_at + ": the model " +
         std::to_string(static_cast<int>(std::lround(100 * worst))) +
         "%): the model column then judges the topology, not the model. Measure this machine's: mpirun -np " +
         std::to_string(s.world) + " compcoll-bench transport --topology-out FILE (docs/CALIBRATION.md)");
-  s.transport_json = rows;
+  }
+  out.points = rows;
+  return out;
 }
 
 // The header lines (rank 0), the results document and the CSV.
@@ -540,7 +565,7 @@ void start_output(Session& s) {
            {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}}},
            {"topology", {{"file", exp.topologies[0]}, {"name", s.st.topo.name}}},
            {"rows", json::array()}};
-  if (!s.transport_json.is_null()) s.doc["transport_check"] = s.transport_json;
+  if (!s.transport_start.is_null()) s.doc["transport_check"] = s.transport_start;
   if (!s.st.host_differences.empty()) s.doc["calibration_host_differences"] = s.st.host_differences;
 #ifdef COMPCOLL_HAVE_NCCL
   if (s.st.backend == "nccl") s.doc["versions"]["nccl"] = nccl_version_string();
@@ -876,13 +901,22 @@ int run(const Args& args) {
   // From here a silent rank ends the job within run.timeout_s instead of hanging it.
   Watchdog watchdog(s.rank, s.st.exp.run.timeout_s);
   make_transport(s, local_rank);
-  transport_check(s);
+  {
+    TransportCheck c = transport_check(s, false);
+    s.transport_lines = std::move(c.lines);
+    s.transport_start = std::move(c.points);
+  }
   start_output(s);
   size_t total_rows = 0;
   for (const auto& cell : s.st.cells) total_rows += 1 + cell.entries.size();
   s.progress = std::make_unique<report::Progress>("compcoll-run", total_rows);
   for (const Cell& cell : s.st.cells) run_cell(s, cell);
   if (s.rank == 0) std::cout << s.model_check.summary();
+  if (!s.st.cells.empty()) {
+    const TransportCheck c = transport_check(s, true);
+    for (const auto& k : c.lines) std::cout << k << "\n";
+    if (!c.points.is_null()) s.doc["transport_check_end"] = c.points;
+  }
   run_trace(s);
   if (!s.out_dir.empty()) report::write_atomic(s.out_dir / "results.json", s.doc.dump(1));
   if (s.rank == 0) std::cout << (s.total_wrong ? "# FAILED: " + std::to_string(s.total_wrong) + " wrong elements\n" : "# OK\n");

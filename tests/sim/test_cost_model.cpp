@@ -305,7 +305,7 @@ TEST_CASE("cost model against SimGrid with full rate updates and fine time preci
 // receiver's core copying each message (topo receive_copy).
 TEST_CASE("cost model within 0.2% of the simulator with bandwidth factors by message size and receive copies",
           "[sim][cost-model]") {
-  const auto host = calib::load_calibration(kRoot + "/calibration/host-amd-epyc-noavx512-x4.yaml");
+  const auto host = calib::load_calibration(kRoot + "/calibration/host-amd-epyc-x4.yaml");
   const auto t = topo::load_topology(kRoot + "/topologies/host-mpi-4.yaml");
   REQUIRE(t.has_size_factors());
   struct Case {
