@@ -139,6 +139,7 @@ struct Entry {
   std::string policy = "static", algorithm, placement, codec;  // the row's labels
   double predicted_s = NAN;                                    // the policy's own estimate
   double model_s = NAN;  // the cost model's time for `spec` (lowrank rows: none)
+  double model_kernel_s = NAN;  // its compress, decompress, reduce and copy ops' calibrated time, mean per rank
   // "lowrank:r=N" (the gradient compressor EDGC drives, codec/lowrank.h): `spec` allreduces
   // P (rows x rank, fp32), `q_spec` Q (cols x rank), the gradient taken as a rows x cols matrix.
   uint32_t lowrank = 0;
@@ -290,7 +291,9 @@ Cell plan_cell(Setup& st, const Args& args, study::Planner& planner, const study
     e.predicted_s = se.predicted_s;
     if (!e.lowrank) {
       try {
-        e.model_s = planner.model(e.spec, e.codec, c).time_s;
+        const policy::PlanCost cost = planner.model(e.spec, e.codec, c);
+        e.model_s = cost.time_s;
+        e.model_kernel_s = cost.kernel_s;
       } catch (const std::exception& err) {  // a curve the calibration lacks, a ratio with no tensors
         const std::string why = e.codec + ": " + err.what();
         if (std::find(st.unmodelled.begin(), st.unmodelled.end(), why) == st.unmodelled.end()) st.unmodelled.push_back(why);
@@ -730,6 +733,8 @@ void entry_row(Session& s, const Cell& cell, const Entry& entry, const std::vect
   w.algorithm = entry.algorithm, w.placement = entry.placement, w.codec = entry.codec, w.policy = entry.policy;
   w.predicted_s = entry.predicted_s;
   w.model_s = entry.model_s;
+  // The kernels' measured time is the host backend's (GPU kernels run asynchronously).
+  if (s.backend->memory() == MemorySpace::Host) w.model_kernel_s = entry.model_kernel_s;
   const ExecutorOptions opt = options(s, entry.codec);
   Executor ex(sch, s.rank, *s.transport, *s.backend, opt);
   const auto tin =

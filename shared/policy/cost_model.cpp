@@ -77,7 +77,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     std::vector<double> ready, finish;
     std::vector<uint32_t> seq;                      // sends / receives: index among those of the connection
     std::vector<uint64_t> wire;                     // bytes of each wire buffer's message
-    double gpu_free = 0, codec_s = 0;
+    double gpu_free = 0, codec_s = 0, kernel_s = 0;
   };
   std::vector<Rank> ranks(static_cast<size_t>(n));
   size_t remaining = 0;
@@ -390,6 +390,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       const auto& op = s.ranks[r].ops[i];
       auto kernel = [&](double seconds) {
         if (seconds <= 0) return now;  // zero-time ops do not queue (the simulator skips them)
+        st.kernel_s += seconds;
         st.gpu_free = std::max(st.gpu_free, now) + seconds;
         return st.gpu_free;
       };
@@ -448,7 +449,10 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     if (!dirty.empty()) recompute();
   }
   if (remaining > 0) throw std::runtime_error("cost model: the schedule cannot finish (a receive is never matched)");
-  for (const auto& st : ranks) cost.codec_s = std::max(cost.codec_s, st.codec_s);
+  for (const auto& st : ranks) {
+    cost.codec_s = std::max(cost.codec_s, st.codec_s);
+    cost.kernel_s += st.kernel_s / n;
+  }
   cost.time_s = end;
   return cost;
 }

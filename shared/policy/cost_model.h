@@ -55,6 +55,8 @@ NetFactors flow_model_defaults(const std::string& model);
 struct PlanCost {
   double time_s = 0;       // from the first op to the last one, all ranks
   double codec_s = 0;      // compress + decompress time of the busiest rank
+  double kernel_s = 0;     // mean over ranks of each rank's compress, decompress, reduce and copy
+                           // time (not the receive copies of topology receive_copy)
   uint64_t wire_bytes = 0; // all messages
   uint64_t messages = 0;
 };

@@ -32,6 +32,10 @@ void ModelCheck::add(const Row& row) {
     errors_.push_back({row.collective + " " + row.algorithm + " " + row.placement + " " + row.codec + " " +
                            std::to_string(row.size) + " (" + row.policy + ")",
                        row.size, row.model_err()});
+  if (std::isfinite(row.kernel_factor()) && row.kernel_factor() > 0)
+    kernels_.push_back({row.collective + " " + row.algorithm + " " + row.placement + " " + row.codec + " " +
+                            std::to_string(row.size) + " (" + row.policy + ")",
+                        row.size, row.kernel_factor() - 1});
   for (Row& r : cell_)
     if (plan_of(r) == plan_of(row)) {  // the same plan measured twice (a policy chose a static plan)
       if (row.time_s < r.time_s) r.time_s = row.time_s;
@@ -89,6 +93,14 @@ std::pair<std::vector<double>, std::vector<double>> ModelCheck::split_errors() c
   return {all, large};
 }
 
+double ModelCheck::kernel_geomean(bool large_only) const {
+  double sum = 0;
+  size_t n = 0;
+  for (const Err& k : kernels_)
+    if (!large_only || k.size >= (1u << 20)) sum += std::log1p(k.err), ++n;
+  return n ? std::exp(sum / static_cast<double>(n)) : NAN;
+}
+
 std::string ModelCheck::summary() const {
   std::ostringstream o;
   const auto [all, large] = split_errors();
@@ -106,6 +118,15 @@ std::string ModelCheck::summary() const {
     o << "; rows of 1 MiB and more: " << fixed(100 * geomean_abs(large), 1) << "%, " << large_within << "/" << large.size()
       << " within 15%";
   o << "; worst " << percent(worst->err) << ": " << worst->label << "\n";
+  if (!kernels_.empty()) {
+    const auto [lo, hi] =
+        std::minmax_element(kernels_.begin(), kernels_.end(), [](const Err& a, const Err& b) { return a.err < b.err; });
+    o << "# kernels: the rows' compress, decompress, reduce and copy ops took " << fixed(kernel_geomean(), 2)
+      << "x their calibrated time (geometric mean over " << kernels_.size() << " rows";
+    if (std::isfinite(kernel_geomean(true))) o << "; rows of 1 MiB and more: " << fixed(kernel_geomean(true), 2) << "x";
+    o << "; from " << fixed(1 + lo->err, 2) << "x, " << lo->label << ", to " << fixed(1 + hi->err, 2) << "x, " << hi->label
+      << "): that much of the model's error is the kernel calibration's\n";
+  }
   int cells = 0, picked = 0, close = 0, pairs = 0, agree = 0;
   std::map<std::string, std::vector<double>> regrets;
   for (const CellVerdict& v : verdicts_) {
@@ -141,7 +162,8 @@ nlohmann::json ModelCheck::to_json() const {
   const auto [all, large] = split_errors();
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
   return {{"rows_with_model", all.size()}, {"geomean_abs_err", num(geomean_abs(all))},
-          {"geomean_abs_err_1mib", num(geomean_abs(large))}, {"ranking_tolerance", kRankingTolerance}, {"cells", cells}};
+          {"geomean_abs_err_1mib", num(geomean_abs(large))}, {"ranking_tolerance", kRankingTolerance}, {"cells", cells},
+          {"kernel_factor_geomean", num(kernel_geomean())}};
 }
 
 }  // namespace compcoll::report

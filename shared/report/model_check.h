@@ -1,7 +1,8 @@
 // shared/report/model_check.h — compcoll-run's check of the simulator against what it measured:
 // every row carries the model's time (Row::model_s); per cell, whether the model ranks the
 // plans as they were measured and each policy's measured regret; over the run, the model's
-// error. docs/compcoll-run.md ("Predicted beside measured") explains the figures.
+// error, and how much slower or faster the rows' kernels ran than their calibration says
+// (the part of the error the kernel calibration explains). docs/compcoll-run.md ("Predicted beside measured") explains the figures.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -52,8 +53,12 @@ class ModelCheck {
     double err;
   };
   std::vector<Err> errors_;  // every row with a model
+  std::vector<Err> kernels_;  // every row with a kernel factor (Row::kernel_factor - 1 as err)
   // The errors of every row with a model, and of those of 1 MiB and more.
   std::pair<std::vector<double>, std::vector<double>> split_errors() const;
+  // The geometric mean of the kernel factors (signed: the kernels' own speed against their
+  // calibration), over every row or over rows of 1 MiB and more; NAN for none.
+  double kernel_geomean(bool large_only = false) const;
 };
 
 }  // namespace compcoll::report

@@ -41,6 +41,12 @@ struct Row {
   double model_s = NAN;          // compcoll-run: the cost model's time for the row's plan on the
                                  // experiment's topology and calibration (what compcoll-sim predicts)
   double model_err() const { return model_s / time_s - 1; }  // < 0: the model is faster than measured
+  double model_kernel_s = NAN;   // compcoll-run: the calibrated time of the plan's compress, decompress,
+                                 // reduce and copy ops, mean per rank (beside codec_s + reduce_s + copy_s)
+  // Measured / calibrated kernel time (host backend rows with kernels); NAN otherwise.
+  double kernel_factor() const {
+    return model_kernel_s > 0 ? (codec_s + reduce_s + copy_s) / model_kernel_s : NAN;
+  }
   size_t candidates = 0;         // compcoll-sim's oracle: plans simulated
   double regret = NAN;           // compcoll-sim, with an oracle: time / the oracle's - 1
   // compcoll-run: correctness; lossy rows against the uncompressed output.

@@ -1,6 +1,6 @@
 // tests/report/test_model_check.cpp — compcoll-run's check of the model against measured rows
 // (shared/report/model_check.h): the ranking per cell, the policies' measured regret, the
-// model's error over the run.
+// model's error over the run, the kernels' measured time against their calibration.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -74,6 +74,29 @@ TEST_CASE("model check: the model's pick, pairs ordered as measured, each policy
   CHECK_THAT(s, Catch::Contains("measured fastest in 1/2 cells"));
   CHECK_THAT(s, Catch::Contains("1/3 ordered as measured"));
   CHECK_THAT(s, Catch::Contains("adaptive mean 0.800, max 1.000 (fastest in 0/2)"));
+  CHECK_THAT(s, !Catch::Contains("# kernels"));  // no row has a kernel time (a GPU run)
+  CHECK(check.to_json()["kernel_factor_geomean"].is_null());
+}
+
+TEST_CASE("model check: the kernels' measured time against their calibration", "[report]") {
+  ModelCheck check;
+  Row a = row("ring", "gauss-exp", 100, 80);
+  a.codec_s = 30e-6, a.reduce_s = 10e-6, a.copy_s = 5e-6, a.model_kernel_s = 30e-6;  // 1.5x
+  Row b = row("ring", "identity", 100, 90, "static", 1 << 16);
+  b.reduce_s = 8e-6, b.model_kernel_s = 10e-6;  // 0.8x
+  Row c = row("recursive", "identity", 100, 90);
+  c.reduce_s = 8e-6;  // no calibrated kernel time: not counted
+  CHECK(a.kernel_factor() == Approx(1.5));
+  CHECK(std::isnan(c.kernel_factor()));
+  check.add(a), check.add(b), check.add(c);
+  check.close_cell();
+  const double both = std::sqrt(1.5 * 0.8);
+  CHECK(check.to_json()["kernel_factor_geomean"].get<double>() == Approx(both));
+  const std::string s = check.summary();
+  CHECK_THAT(s, Catch::Contains("# kernels: the rows' compress, decompress, reduce and copy ops took 1.10x their "
+                                "calibrated time (geometric mean over 2 rows; rows of 1 MiB and more: 1.50x; from 0.80x, "
+                                "allreduce ring none identity 65536 (static), to 1.50x, allreduce ring none gauss-exp "
+                                "1048576 (static))"));
 }
 
 TEST_CASE("model check: no row with a model says so", "[report]") {

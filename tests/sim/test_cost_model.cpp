@@ -3,7 +3,7 @@
 // inside it, for every algorithm, placement and network model tried, with and without kernel
 // durations. The model evaluates SimGrid's flow model itself (weighted max-min sharing,
 // recomputed whenever a flow starts or ends), so it is held to 0.2% (measured: 0.9995-1.0000
-// over all cases).
+// over all cases). Also: the kernel time per rank it reports beside the makespan.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -360,4 +360,34 @@ TEST_CASE("cost model within 0.2% of the simulator with bandwidth factors by mes
   // rank, so the pipelining overlaps less and the call takes longer.
   const sim::Call piped = call_of(t, Collective::AllReduce, "ring", Placement::None, "identity", 4, 16 << 20);
   CHECK(simulated(copying, piped, cm02, host) > 1.05 * simulated(flowing, piped, cm02, host));
+}
+
+// PlanCost::kernel_s, what compcoll-run sets beside the kernels' measured time: the calibrated
+// time of every compress, decompress, reduce and copy op, mean per rank; a topology's receive
+// copies (which the MPI library does inside its transfers) are not among them.
+TEST_CASE("cost model: kernel time per rank is the schedule's kernel ops at their calibrated time", "[sim][cost-model]") {
+  const auto host = calib::load_calibration(kRoot + "/calibration/host-amd-epyc-x4.yaml");
+  const auto t = topo::load_topology(kRoot + "/topologies/host-mpi-4.yaml");
+  REQUIRE(t.receive_copy);
+  for (const auto placement : {sched::Placement::None, sched::Placement::ZipCCL}) {
+    const std::string codec = placement == sched::Placement::None ? "identity" : "gauss-exp";
+    const sim::Call call = call_of(t, sched::Collective::AllReduce, "ring", placement, codec, 1, 1 << 20);
+    const sched::Schedule s = sched::build_schedule(call.build);
+    double want = 0;
+    for (const auto& rank : s.ranks)
+      for (const auto& op : rank.ops) {
+        const double src = static_cast<double>(op.src.count * 2), dst = static_cast<double>(op.dst.count * 2);
+        if (op.kind == sched::OpKind::Compress) want += host.seconds(calib::Op::Compress, codec, DType::BF16, src);
+        if (op.kind == sched::OpKind::Decompress) want += host.seconds(calib::Op::Decompress, codec, DType::BF16, dst);
+        if (op.kind == sched::OpKind::Reduce) want += host.seconds(calib::Op::Reduce, codec, DType::BF16, dst);
+        if (op.kind == sched::OpKind::Copy) want += host.seconds(calib::Op::Copy, codec, DType::BF16, dst);
+      }
+    want /= s.size();
+    policy::RouteCache routes(t);
+    const policy::PlanCost cost = policy::predict(s, t, host, codec, call.ratio, policy::flow_model_defaults("cm02"), routes);
+    INFO(codec);
+    CHECK(want > 0);
+    CHECK(cost.kernel_s == Approx(want).epsilon(1e-9));
+    CHECK(cost.kernel_s < cost.time_s);  // the receive copies and the latencies come on top
+  }
 }
