@@ -291,8 +291,9 @@ Cell plan_cell(Setup& st, const Args& args, study::Planner& planner, const study
     e.predicted_s = se.predicted_s;
     if (!e.lowrank) {
       try {
-        const policy::PlanCost cost = planner.model(e.spec, e.codec, c);
-        e.model_s = cost.time_s;
+        // Back to back, as the row is timed: run.iterations calls, each rank's time averaged.
+        const policy::PlanCost cost = planner.model(e.spec, e.codec, c, st.exp.run.iterations);
+        e.model_s = cost.iteration_s;
         e.model_kernel_s = cost.kernel_s;
       } catch (const std::exception& err) {  // a curve the calibration lacks, a ratio with no tensors
         const std::string why = e.codec + ": " + err.what();

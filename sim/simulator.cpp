@@ -61,6 +61,7 @@ namespace {
 constexpr double kHostSpeed = 1e9;  // must match platform.cpp
 constexpr uint32_t kPosted = UINT32_MAX;  // an active send whose op already counts as done
 constexpr int64_t kKernel = -2;             // active_send_conn of a kernel
+constexpr int64_t kAck = -3;                // active_send_conn of a copied message's acknowledgement
 
 // What one message carries through the simulation: its wire size and what it decompresses to.
 struct Payload {
@@ -74,17 +75,24 @@ struct CallRun {
   const topo::Topology* topology = nullptr;
   double bandwidth_factor = 1;   // the flow model's (receive copies are charged at it)
   std::deque<Payload> payloads;  // stable addresses, one per message
+  int iterations = 1;            // the schedule is the call repeated this many times (sched::repeated)
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
   double codec_s = 0, reduce_s = 0, end = 0;
+  std::vector<double> rank_end;  // each rank's last op done, its last send delivered
   std::string error;
 };
 
 // The k-th message from `from` to `to` has a rendezvous point of its own, so the IR's rule
 // (messages between a pair match in program order) holds whatever order they become ready in.
-s4u::Mailbox* mailbox(int from, int to, uint32_t lane, uint32_t seq) {
-  return s4u::Mailbox::by_name(std::to_string(from) + ">" + std::to_string(to) + "#" + std::to_string(seq) +
+s4u::Mailbox* mailbox(int from, int to, uint32_t lane, uint32_t seq, const char* kind = "") {
+  return s4u::Mailbox::by_name(kind + std::to_string(from) + ">" + std::to_string(to) + "#" + std::to_string(seq) +
                                (lane ? "@" + std::to_string(lane) : std::string()));
 }
+// A message the receiver copies (topology receive_copy) is delivered when the copy is done, as
+// an MPI rendezvous send completes once the receiver has pulled the data: the receiver then
+// sends an empty acknowledgement back (it takes the route's latency), which the sender waits for.
+s4u::Mailbox* ack_mailbox(int from, int to, uint32_t lane, uint32_t seq) { return mailbox(from, to, lane, seq, "ack "); }
+int kAckToken = 0;  // what an acknowledgement carries (SimGrid sends no null payload)
 
 // A (peer, lane) pair as one key: messages queue per connection.
 uint64_t connection(int peer, uint32_t lane) { return (uint64_t{lane} << 32) | static_cast<uint32_t>(peer); }
@@ -98,8 +106,13 @@ class RankActor {
 
  private:
   struct Outbox {
-    std::deque<std::pair<Payload*, uint32_t>> pending;  // message, sequence number
+    struct Message {
+      Payload* payload;
+      uint32_t seq, op;  // sequence number on the connection, the send
+    };
+    std::deque<Message> pending;
     bool busy = false;
+    uint32_t on_wire = 0;  // the send whose message is on the wire (busy)
   };
   void start_ready();
   void start_op(uint32_t i);
@@ -109,6 +122,7 @@ class RankActor {
   double kernel(calib::Op kind, uint64_t bytes);
   void track(s4u::ActivityPtr a, uint32_t op, int64_t conn);
   void complete(uint32_t i);
+  void close(uint32_t i);
   void wait_one();
 
   CallRun& run_;
@@ -122,6 +136,7 @@ class RankActor {
   std::vector<uint32_t> seq_;  // sends / receives: index among those to / from the peer on its lane
   std::vector<Payload> wire_;
   std::vector<void*> received_;
+  void* ack_ = nullptr;  // where acknowledgements land (they carry nothing)
   std::vector<uint32_t> ready_, batch_, finished_;  // finished: ops that completed without an activity
   std::vector<s4u::ActivityPtr> active_;
   std::vector<uint32_t> active_op_;
@@ -133,6 +148,12 @@ class RankActor {
   bool kernel_busy_ = false;
   double codec_s_ = 0, reduce_s_ = 0;
   size_t done_ = 0;
+  // Back to back (CallRun::iterations): iteration k's ops are [k x per_iteration_, (k+1) x
+  // per_iteration_); open_[k] counts its ops not done and sends not delivered, and the last one
+  // makes iteration k + 1's first ops (roots_[k + 1]) ready.
+  uint32_t per_iteration_ = 0;
+  std::vector<uint32_t> open_;
+  std::vector<std::vector<uint32_t>> roots_;
 };
 
 RankActor::RankActor(CallRun& run, int r)
@@ -148,14 +169,29 @@ RankActor::RankActor(CallRun& run, int r)
       wire_(p_.wire_buffers),
       received_(n_, nullptr) {
   std::unordered_map<uint64_t, uint32_t> sends_to, recvs_from;
+  const auto iterations = static_cast<size_t>(std::max(run.iterations, 1));
+  per_iteration_ = static_cast<uint32_t>(n_ / iterations);
+  open_.assign(iterations, per_iteration_);
+  roots_.resize(iterations);
   for (uint32_t i = 0; i < n_; ++i) {
     const auto& op = p_.ops[i];
     missing_[i] = static_cast<uint32_t>(op.deps.size());
     for (uint32_t d : op.deps) dependents_[d].push_back(i);
-    if (op.kind == OpKind::Send) seq_[i] = sends_to[connection(op.peer, op.lane)]++;
+    if (op.kind == OpKind::Send) {
+      seq_[i] = sends_to[connection(op.peer, op.lane)]++;
+      ++open_[i / per_iteration_];  // and its delivery
+    }
     if (op.kind == OpKind::Recv) seq_[i] = recvs_from[connection(op.peer, op.lane)]++;
-    if (!missing_[i]) ready_.push_back(i);
+    if (missing_[i]) continue;
+    if (i < per_iteration_) ready_.push_back(i);
+    else roots_[i / per_iteration_].push_back(i);
   }
+}
+
+void RankActor::close(uint32_t i) {
+  const uint32_t k = i / per_iteration_;
+  if (--open_[k] > 0 || k + 1 >= roots_.size()) return;
+  ready_.insert(ready_.end(), roots_[k + 1].begin(), roots_[k + 1].end());
 }
 
 void RankActor::track(s4u::ActivityPtr a, uint32_t op, int64_t conn) {
@@ -174,16 +210,18 @@ void RankActor::start_kernel() {
 void RankActor::start_send(uint64_t conn) {
   const int peer = static_cast<int>(static_cast<uint32_t>(conn));
   auto& q = outbox_[conn];
-  const auto [pl, k] = q.pending.front();
+  const auto [pl, k, op] = q.pending.front();
   q.pending.pop_front();
   q.busy = true;
+  q.on_wire = op;
   // A message the receiver copies (topology receive_copy) carries no bytes on the links: it
   // takes the route's latency, then the receiver's copy (wait_one).
   const int src = run_.topology->rank_to_gpu[static_cast<size_t>(r_)];
   const int dst = run_.topology->rank_to_gpu[static_cast<size_t>(peer)];
-  const uint64_t size = run_.topology->copies_on_receive(src, dst) ? 0 : pl->wire;
-  track(mailbox(r_, peer, static_cast<uint32_t>(conn >> 32), k)->put_async(pl, size), kPosted,
-        static_cast<int64_t>(conn));
+  const bool copied = run_.topology->copies_on_receive(src, dst);
+  const auto lane = static_cast<uint32_t>(conn >> 32);
+  track(mailbox(r_, peer, lane, k)->put_async(pl, copied ? 0 : pl->wire), kPosted, static_cast<int64_t>(conn));
+  if (copied) track(ack_mailbox(r_, peer, lane, k)->get_async<void>(&ack_), op, kAck);
 }
 
 double RankActor::kernel(calib::Op kind, uint64_t bytes) {
@@ -207,7 +245,7 @@ void RankActor::post_send(uint32_t i) {
   run_.raw_bytes += pl.raw;
   const uint64_t conn = connection(op.peer, op.lane);
   auto& q = outbox_[conn];
-  q.pending.emplace_back(&run_.payloads.back(), seq_[i]);
+  q.pending.push_back({&run_.payloads.back(), seq_[i], i});
   if (!q.busy) start_send(conn);
   finished_.push_back(i);
 }
@@ -242,6 +280,7 @@ void RankActor::complete(uint32_t i) {
   ++done_;
   for (uint32_t d : dependents_[i])
     if (--missing_[d] == 0) ready_.push_back(d);
+  close(i);
 }
 
 // Starts what can start, in program order (the order sends to a peer queue up in); zero-time
@@ -271,17 +310,27 @@ void RankActor::wait_one() {
   active_op_.pop_back();
   active_conn_[k] = active_conn_.back();
   active_conn_.pop_back();
-  if (i == kPosted) {
+  if (conn == kAck) {  // a copied message's copy is done: its send is delivered
+    close(i);
+    return;
+  }
+  if (i == kPosted) {  // a message arrived (a copied one: its latency is paid)
     auto& q = outbox_[static_cast<uint64_t>(conn)];
     q.busy = false;
+    const auto& op = p_.ops[q.on_wire];
+    if (!run_.topology->copies_on_receive(run_.topology->rank_to_gpu[static_cast<size_t>(r_)],
+                                          run_.topology->rank_to_gpu[static_cast<size_t>(op.peer)]))
+      close(q.on_wire);
     if (!q.pending.empty()) start_send(static_cast<uint64_t>(conn));
     return;
   }
+  const auto& op = p_.ops[i];
   if (conn == kKernel) {
     kernel_busy_ = false;
     if (!kernels_.empty()) start_kernel();
+    if (op.kind == OpKind::Recv)  // a receive copy: the sender's send is delivered
+      ack_mailbox(op.peer, r_, op.lane, seq_[i])->put_init(&kAckToken, 0)->detach();
   }
-  const auto& op = p_.ops[i];
   if (op.kind == OpKind::Recv && conn != kKernel) {  // the message arrived
     const Payload& pl = *static_cast<const Payload*>(received_[i]);
     if (op.dst.buf == BufKind::Wire) wire_[op.dst.index] = pl;
@@ -294,6 +343,7 @@ void RankActor::wait_one() {
         if (!kernel_busy_) start_kernel();
         return;
       }
+      ack_mailbox(op.peer, r_, op.lane, seq_[i])->put_init(&kAckToken, 0)->detach();  // nothing to copy
     }
   }
   complete(i);
@@ -313,6 +363,7 @@ void RankActor::run() {
   run_.codec_s = std::max(run_.codec_s, codec_s_);
   run_.reduce_s = std::max(run_.reduce_s, reduce_s_);
   run_.end = std::max(run_.end, s4u::Engine::get_clock());
+  run_.rank_end[static_cast<size_t>(r_)] = s4u::Engine::get_clock();
 }
 
 void run_rank(CallRun& run, int r) { RankActor(run, r).run(); }
@@ -371,8 +422,10 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     if (call.build.nranks > static_cast<int>(job.topology.rank_to_gpu.size()))
       throw std::runtime_error("the call has " + std::to_string(call.build.nranks) + " ranks, the placement " +
                                std::to_string(job.topology.rank_to_gpu.size()));
-    const sched::Schedule schedule = sched::build_schedule(call.build);
+    const int iterations = std::max(call.iterations, 1);
+    const sched::Schedule schedule = sched::repeated(sched::build_schedule(call.build), iterations);
     CallRun run;
+    run.iterations = iterations;
     run.schedule = &schedule;
     run.call = &call;
     run.cal = &job.calibration;
@@ -381,6 +434,7 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     for (const auto& rp : schedule.ranks) res.ops += rp.ops.size();
     const double start = s4u::Engine::get_clock();
     run.end = start;
+    run.rank_end.assign(static_cast<size_t>(schedule.size()), start);
     for (int r = 0; r < schedule.size(); ++r) {
       s4u::Host* host = platform.gpu_hosts[static_cast<size_t>(job.topology.rank_to_gpu[static_cast<size_t>(r)])];
       s4u::Actor::create("rank-" + std::to_string(r), host, [&run, r] { run_rank(run, r); });
@@ -388,11 +442,12 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     engine.run();
     if (!run.error.empty()) throw std::runtime_error(run.error);
     res.time_s = run.end - start;
+    for (const double e : run.rank_end) res.iteration_s += (e - start) / schedule.size() / iterations;
     res.messages = run.messages;
     res.wire_bytes = run.wire_bytes;
     res.raw_bytes = run.raw_bytes;
-    res.codec_s = run.codec_s;
-    res.reduce_s = run.reduce_s;
+    res.codec_s = run.codec_s / iterations;
+    res.reduce_s = run.reduce_s / iterations;
   } catch (const std::exception& e) {
     res.error = e.what();
   }
@@ -402,7 +457,7 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
 
 void write_result(FILE* out, const CallResult& res) {
   write_line(out, 'R',
-             {{"index", res.index}, {"time_s", res.time_s}, {"messages", res.messages}, {"wire_bytes", res.wire_bytes},
+             {{"index", res.index}, {"time_s", res.time_s}, {"iteration_s", res.iteration_s}, {"messages", res.messages}, {"wire_bytes", res.wire_bytes},
               {"raw_bytes", res.raw_bytes}, {"codec_s", res.codec_s}, {"reduce_s", res.reduce_s}, {"wall_s", res.wall_s},
               {"ops", res.ops}, {"error", res.error}});
 }
@@ -512,6 +567,7 @@ JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& 
       CallResult r;
       r.index = j.value("index", size_t{0});
       r.time_s = j.value("time_s", 0.0);
+      r.iteration_s = j.value("iteration_s", 0.0);
       r.messages = j.value("messages", uint64_t{0});
       r.wire_bytes = j.value("wire_bytes", uint64_t{0});
       r.raw_bytes = j.value("raw_bytes", uint64_t{0});

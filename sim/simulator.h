@@ -47,11 +47,17 @@ struct Call {
   sched::BuildSpec build;   // the schedule to run (nranks, count, algorithm, placement, ...)
   std::string codec = "identity";
   double ratio = 1.0;       // compressed bytes / uncompressed bytes of a wire message's payload
+  int iterations = 1;       // > 1: back to back, as compcoll-run times a row (sched::repeated):
+                            // each rank starts its next iteration once all of its ops of the
+                            // last one are done and its sends delivered
 };
 
 struct CallResult {
   size_t index = 0;         // into the job's calls
   double time_s = 0;        // simulated: from the start of the call to the last rank's last op
+                            // (of the last iteration)
+  double iteration_s = 0;   // mean over ranks of each rank's time (its last op done, its last send
+                            // delivered) / iterations: compcoll-run's time column
   uint64_t messages = 0;    // SimGrid communications
   uint64_t wire_bytes = 0;  // bytes on the wire, all ranks
   uint64_t raw_bytes = 0;   // the same messages' uncompressed bytes

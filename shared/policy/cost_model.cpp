@@ -62,8 +62,11 @@ const RouteInfo& RouteCache::get(int src, int dst) {
   return cache_.emplace(key, info).first->second;
 }
 
-PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
-                 const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes) {
+PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const calib::Calibration& cal,
+                 const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes, int iterations) {
+  iterations = std::max(iterations, 1);
+  const sched::Schedule back_to_back = iterations > 1 ? sched::repeated(call, iterations) : sched::Schedule{};
+  const sched::Schedule& s = iterations > 1 ? back_to_back : call;
   const int n = s.size();
   if (static_cast<int>(t.rank_to_gpu.size()) < n)
     throw std::runtime_error("cost model: the placement has fewer ranks than the schedule");
@@ -78,6 +81,14 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     std::vector<uint32_t> seq;                      // sends / receives: index among those of the connection
     std::vector<uint64_t> wire;                     // bytes of each wire buffer's message
     double gpu_free = 0, codec_s = 0, kernel_s = 0;
+    // Back to back: iteration k's ops are [k x per_iteration, (k+1) x per_iteration); `open[k]`
+    // counts its ops not done and sends not delivered, and when it reaches 0 (at `gate[k]`, the
+    // latest of those times) iteration k + 1's first ops (`roots[k + 1]`) become ready.
+    uint32_t per_iteration = 0;
+    std::vector<uint32_t> open;
+    std::vector<double> gate;
+    std::vector<std::vector<uint32_t>> roots;
+    double end = 0;  // its last op done, its last send delivered
   };
   std::vector<Rank> ranks(static_cast<size_t>(n));
   size_t remaining = 0;
@@ -93,12 +104,21 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     st.seq.assign(ops.size(), 0);
     st.wire.assign(s.ranks[r].wire_buffers, 0);
     std::unordered_map<uint64_t, uint32_t> sends, recvs;  // per connection
+    st.per_iteration = static_cast<uint32_t>(call.ranks[r].ops.size());
+    st.open.assign(static_cast<size_t>(iterations), st.per_iteration);
+    st.gate.assign(static_cast<size_t>(iterations), 0);
+    st.roots.resize(static_cast<size_t>(iterations));
     for (uint32_t i = 0; i < ops.size(); ++i) {
       st.missing[i] = static_cast<uint32_t>(ops[i].deps.size());
       for (uint32_t d : ops[i].deps) st.dependents[d].push_back(i);
-      if (ops[i].kind == OpKind::Send) st.seq[i] = sends[connection_key(r, ops[i].peer, ops[i].lane)]++;
+      if (ops[i].kind == OpKind::Send) {
+        st.seq[i] = sends[connection_key(r, ops[i].peer, ops[i].lane)]++;
+        ++st.open[i / st.per_iteration];  // and its delivery
+      }
       if (ops[i].kind == OpKind::Recv) st.seq[i] = recvs[connection_key(ops[i].peer, r, ops[i].lane)]++;
-      if (!st.missing[i]) queue.emplace(0.0, r, i);
+      if (st.missing[i]) continue;
+      if (i < st.per_iteration) queue.emplace(0.0, r, i);
+      else st.roots[i / st.per_iteration].push_back(i);
     }
     remaining += ops.size();
   }
@@ -109,6 +129,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
   struct Pending {
     uint32_t seq;
     uint64_t bytes;
+    uint32_t op;  // the send
   };
   struct Pair {
     std::deque<Pending> outbox;
@@ -119,6 +140,19 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
   PlanCost cost;
   double end = 0;
 
+  // One of iteration k's ops done or sends delivered at `when`: the last one lets iteration
+  // k + 1 begin.
+  auto close = [&](int r, uint32_t i, double when) {
+    Rank& st = ranks[r];
+    st.end = std::max(st.end, when);
+    const uint32_t k = i / st.per_iteration;
+    st.gate[k] = std::max(st.gate[k], when);
+    if (--st.open[k] > 0 || k + 1 >= st.roots.size()) return;
+    for (uint32_t root : st.roots[k + 1]) {
+      st.ready[root] = st.gate[k];
+      queue.emplace(st.gate[k], r, root);
+    }
+  };
   auto finish_op = [&](int r, uint32_t i, double done) {
     Rank& st = ranks[r];
     st.finish[i] = done;
@@ -128,6 +162,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       st.ready[d] = std::max(st.ready[d], done);
       if (--st.missing[d] == 0) queue.emplace(st.ready[d], r, d);
     }
+    close(r, i, done);
   };
   // ---- the network: SimGrid's flow model ----------------------------------------------------
   // A message first waits its route's latency (x latency_factor), then its bytes flow at the
@@ -177,6 +212,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     int from, r;
     uint32_t op;  // the receive
     uint64_t bytes;
+    uint32_t send_op = 0;
     uint32_t lane = 0;
     double left = 0, since = 0, rate = 0;  // bytes left at time `since`, flowing at `rate` since
     double factor = 1;                     // bandwidth_factor x the topology's factor for its size
@@ -332,6 +368,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     Flow& fl = flows[slot];
     const uint32_t version = fl.version;  // a reused slot keeps counting: old entries stay stale
     fl = Flow{from, r, recv_op, m.bytes};
+    fl.send_op = m.op;
     fl.lane = lane;
     fl.version = version + 1;
     fl.copied = t.copies_on_receive(src_gpu, dst_gpu);
@@ -353,7 +390,18 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
     Rank& st = ranks[fl.r];
     const double copy = fl.copied ? t.receive_copy_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor) : 0;
     if (copy > 0) st.gpu_free = std::max(st.gpu_free, now) + copy;  // in the receiver's kernel queue
-    finish_op(fl.r, fl.op, copy > 0 ? st.gpu_free : now);
+    const double received = copy > 0 ? st.gpu_free : now;
+    finish_op(fl.r, fl.op, received);
+    // The send is delivered when the message has arrived; a copied one when the receiver's copy is
+    // done and its acknowledgement is back (the reverse route's latency), as an MPI rendezvous.
+    if (!fl.copied) {
+      close(fl.from, fl.send_op, now);
+    } else {
+      const int src_gpu = t.rank_to_gpu[static_cast<size_t>(fl.from)], dst_gpu = t.rank_to_gpu[static_cast<size_t>(fl.r)];
+      const double acked = received + routes.get(dst_gpu, src_gpu).latency * net.latency_factor;
+      end = std::max(end, acked);
+      close(fl.from, fl.send_op, acked);
+    }
     try_send(fl.from, fl.r, fl.lane);
   };
 
@@ -397,7 +445,7 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
       switch (op.kind) {
         case OpKind::Send: {
           const uint64_t bytes = op.src.buf == BufKind::Wire ? st.wire[op.src.index] : op.src.count * dsize;
-          pairs[connection_key(r, op.peer, op.lane)].outbox.push_back({st.seq[i], bytes});
+          pairs[connection_key(r, op.peer, op.lane)].outbox.push_back({st.seq[i], bytes, i});
           ++cost.messages;
           cost.wire_bytes += bytes;
           finish_op(r, i, now);  // buffered: what depends on it may go on
@@ -450,8 +498,9 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
   }
   if (remaining > 0) throw std::runtime_error("cost model: the schedule cannot finish (a receive is never matched)");
   for (const auto& st : ranks) {
-    cost.codec_s = std::max(cost.codec_s, st.codec_s);
-    cost.kernel_s += st.kernel_s / n;
+    cost.codec_s = std::max(cost.codec_s, st.codec_s / iterations);
+    cost.kernel_s += st.kernel_s / n / iterations;
+    cost.iteration_s += st.end / n / iterations;
   }
   cost.time_s = end;
   return cost;

@@ -53,10 +53,12 @@ struct NetFactors {
 NetFactors flow_model_defaults(const std::string& model);
 
 struct PlanCost {
-  double time_s = 0;       // from the first op to the last one, all ranks
-  double codec_s = 0;      // compress + decompress time of the busiest rank
+  double time_s = 0;       // from the first op to the last one, all ranks (all iterations)
+  double iteration_s = 0;  // mean over ranks of each rank's time (its last op done, its last send
+                           // delivered) / iterations: compcoll-run's time column
+  double codec_s = 0;      // compress + decompress time of the busiest rank, per iteration
   double kernel_s = 0;     // mean over ranks of each rank's compress, decompress, reduce and copy
-                           // time (not the receive copies of topology receive_copy)
+                           // time per iteration (not the receive copies of topology receive_copy)
   uint64_t wire_bytes = 0; // all messages
   uint64_t messages = 0;
 };
@@ -81,7 +83,12 @@ class RouteCache {
 };
 
 // Ranks of `s` sit on t.rank_to_gpu. Throws std::runtime_error if the schedule cannot finish.
+// iterations > 1: the call back to back that many times, as compcoll-run times it
+// (sched::repeated): each rank starts its next iteration once all of its ops of the last one are
+// done and its sends delivered (the message has arrived; a receive copy is the receiver's), not
+// waiting for the other ranks, as the simulator does with sim::Call::iterations.
 PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
-                 const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes);
+                 const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes,
+                 int iterations = 1);
 
 }  // namespace compcoll::policy

@@ -161,6 +161,23 @@ void validate(const Schedule& s) {
                           " is never received");
 }
 
+Schedule repeated(const Schedule& s, int times) {
+  Schedule out = s;
+  if (times <= 1) return out;
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    const auto& ops = s.ranks[r].ops;
+    auto& rep = out.ranks[r].ops;
+    rep.reserve(ops.size() * static_cast<size_t>(times));
+    for (int k = 1; k < times; ++k)
+      for (const Op& op : ops) {
+        Op copy = op;
+        for (uint32_t& d : copy.deps) d += static_cast<uint32_t>(k * ops.size());
+        rep.push_back(std::move(copy));
+      }
+  }
+  return out;
+}
+
 std::string to_text(const Schedule& s) {
   std::ostringstream o;
   o << collective_name(s.collective) << " " << s.algorithm << " n=" << s.size() << " count=" << s.count << " "

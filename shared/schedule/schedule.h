@@ -82,6 +82,13 @@ void validate(const Schedule& s);
 // One line per op: "rank 2 op 5 step 3: recv from 1 -> scratch0[0+128] after 4".
 std::string to_text(const Schedule& s);
 
+// The call run `times` times back to back, as compcoll-run times it: every rank's ops repeated,
+// copy k's dependencies inside copy k (op i of copy k is op k x ops + i). Nothing orders one
+// copy after the last: a model of it starts a rank's copy k + 1 once all of the rank's copy k is
+// done, its sends delivered (policy::predict, sim::Call::iterations). Messages between a pair
+// keep matching in program order across copies.
+Schedule repeated(const Schedule& s, int times);
+
 // Bytes each rank sends and receives, per step, for typed messages (wire messages have
 // run-time sizes and are reported by the executors; a compressed schedule's typed bytes are
 // those of the slices it compresses, so compare it with its uncompressed twin).

@@ -176,9 +176,10 @@ sched::BuildSpec Planner::build_spec(const policy::Plan& plan, const Cell& cell)
   return b;
 }
 
-policy::PlanCost Planner::model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell) {
+policy::PlanCost Planner::model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, int iterations) {
   const double ratio = codec == "identity" ? 1.0 : system_.ratio(codec, cell.info.dtype, cell.info.tensor);
-  return policy::predict(sched::build_schedule(b), topo_, *system_.calibration, codec, ratio, system_.net, routes_);
+  return policy::predict(sched::build_schedule(b), topo_, *system_.calibration, codec, ratio, system_.net, routes_,
+                         iterations);
 }
 
 void Planner::label(Entry& e, const Cell& cell) const {

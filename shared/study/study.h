@@ -126,8 +126,9 @@ class Planner {
   // The schedule of a plan of the cell (with the call's root).
   sched::BuildSpec build_spec(const policy::Plan& plan, const Cell& cell) const;
   // The cost model's prediction (shared/policy/cost_model.h) for schedule `b` of the cell as
-  // built, `codec` at the ratio the policies use: what compcoll-sim would simulate for it.
-  policy::PlanCost model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell);
+  // built, `codec` at the ratio the policies use: what compcoll-sim would simulate for it;
+  // with iterations > 1, back to back that many times (policy::predict).
+  policy::PlanCost model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, int iterations = 1);
   const policy::System& system() const { return system_; }
   int gpus_per_node() const { return gpus_per_node_; }
 
