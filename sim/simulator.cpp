@@ -431,7 +431,7 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     run.cal = &job.calibration;
     run.topology = &job.topology;
     run.bandwidth_factor = job.network.bandwidth_factor;
-    for (const auto& rp : schedule.ranks) res.ops += rp.ops.size();
+    for (const auto& rp : schedule.ranks) res.ops += rp.ops.size() / static_cast<size_t>(iterations);
     const double start = s4u::Engine::get_clock();
     run.end = start;
     run.rank_end.assign(static_cast<size_t>(schedule.size()), start);
@@ -443,9 +443,10 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     if (!run.error.empty()) throw std::runtime_error(run.error);
     res.time_s = run.end - start;
     for (const double e : run.rank_end) res.iteration_s += (e - start) / schedule.size() / iterations;
-    res.messages = run.messages;
-    res.wire_bytes = run.wire_bytes;
-    res.raw_bytes = run.raw_bytes;
+    // Per call, whatever the iterations.
+    res.messages = run.messages / static_cast<uint64_t>(iterations);
+    res.wire_bytes = run.wire_bytes / static_cast<uint64_t>(iterations);
+    res.raw_bytes = run.raw_bytes / static_cast<uint64_t>(iterations);
     res.codec_s = run.codec_s / iterations;
     res.reduce_s = run.reduce_s / iterations;
   } catch (const std::exception& e) {

@@ -58,7 +58,7 @@ struct CallResult {
                             // (of the last iteration)
   double iteration_s = 0;   // mean over ranks of each rank's time (its last op done, its last send
                             // delivered) / iterations: compcoll-run's time column
-  uint64_t messages = 0;    // SimGrid communications
+  uint64_t messages = 0;    // SimGrid communications (per call, as all the counts here)
   uint64_t wire_bytes = 0;  // bytes on the wire, all ranks
   uint64_t raw_bytes = 0;   // the same messages' uncompressed bytes
   double codec_s = 0;       // compress + decompress time of the busiest rank (simulated)
