@@ -550,6 +550,23 @@ TransportCheck transport_check(Session& s, bool end) {
   return out;
 }
 
+// MPI settings given through the environment (mpirun --mca X Y sets OMPI_MCA_X=Y; UCX_*,
+// NCCL_*): they change the transport (Open MPI's single-copy mechanism, for one), so a run
+// records them; not the bookkeeping Open MPI's launcher sets for every job.
+std::vector<std::string> mpi_environment() {
+  const char* const launcher[] = {"OMPI_MCA_orte_", "OMPI_MCA_ess", "OMPI_MCA_pmix", "OMPI_MCA_initial_wdir",
+                                  "OMPI_MCA_shmem_RUNTIME_QUERY_hint", "OMPI_MCA_mpi_oversubscribe"};
+  auto starts = [](const char* s, const char* p) { return std::strncmp(s, p, std::strlen(p)) == 0; };
+  std::vector<std::string> v;
+  for (char** e = environ; *e; ++e) {
+    if (!starts(*e, "OMPI_MCA_") && !starts(*e, "UCX_") && !starts(*e, "NCCL_")) continue;
+    if (std::any_of(std::begin(launcher), std::end(launcher), [&](const char* p) { return starts(*e, p); })) continue;
+    v.emplace_back(*e);
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 // The header lines (rank 0), the results document and the CSV.
 void start_output(Session& s) {
   const study::Experiment& exp = s.st.exp;
@@ -563,7 +580,8 @@ void start_output(Session& s) {
   s.doc = {{"experiment", {{"name", exp.name}, {"file", exp.file}, {"description", exp.description}}},
            {"versions", {{"compcoll", "0.1.0"}, {"mpi", mpi_ver}}},
            {"machine", {{"rank0_host", host}, {"backend", s.st.backend}, {"device", s.backend->describe()},
-                        {"ranks", s.world}, {"ranks_per_node", s.st.gpus_per_node}}},
+                        {"ranks", s.world}, {"ranks_per_node", s.st.gpus_per_node},
+                        {"environment", mpi_environment()}}},
            {"command", s.args.command},
            {"host", report::host_json()},
            {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}}},
@@ -586,6 +604,7 @@ void start_output(Session& s) {
             << (exp.description.empty() ? "" : ": " + exp.description) << "\n";
   std::cout << "# backend " << s.st.backend << " on " << s.backend->describe() << "; " << s.world << " ranks, "
             << s.st.gpus_per_node << " per node; rank 0 on " << host << "; " << mpi_ver << "\n";
+  for (const auto& e : mpi_environment()) std::cout << "# environment: " << e << "\n";
   std::cout << "# warm-up " << exp.run.warmup << ", timed iterations " << exp.run.iterations
             << "; time = mean over ranks of each rank's mean iteration time; transfers "
             << (s.args.lockstep || s.transport->sends_wait_for_receives() ? "in lockstep groups by step"

@@ -221,11 +221,25 @@ def loop_run(name, label):
     close = sum(c["model_pick_regret"] <= doc["model_check"]["ranking_tolerance"] for c in cells)
     pairs = sum(c["pairs"] for c in cells)
     agree = sum(c["pairs_agree"] for c in cells)
-    out = [f"**{label}** — command: `{cmd}` (data: `notebooks/data/{name}`); {doc['versions']['mpi']}, "
+    env = m.get("environment", [])
+    out = [f"**{label}** — command: `{cmd}`" + (f" with `{' '.join(env)}` in the environment" if env else "") +
+           f" (data: `notebooks/data/{name}`); {doc['versions']['mpi']}, "
            f"run on {host_text(doc)}; topology `{repo_path(doc['topology']['file'])}`.",
            "",
            f"- model error over {len(errs)} rows: geometric mean {100 * geo_abs(errs):.1f}%; rows of 1 MiB and more: "
-           f"{100 * geo_abs(large):.1f}%, {sum(abs(e) <= 0.15 for e in large)}/{len(large)} within 15%.",
+           f"{100 * geo_abs(large):.1f}%, {sum(abs(e) <= 0.15 for e in large)}/{len(large)} within 15%."]
+    kernels = [(r["codec_us"] + r["reduce_us"] + r["copy_us"]) / r["model_kernel_us"] for r in rows
+               if r.get("model_kernel_us") and r["codec_us"] + r["reduce_us"] + r["copy_us"] > 0]
+    if kernels:
+        out.append(f"- kernels (compress, decompress, reduce, copy) measured / calibrated: geometric mean "
+                   f"{math.exp(sum(map(math.log, kernels)) / len(kernels)):.2f}x over {len(kernels)} rows.")
+    for key, when in (("transport_check", "before the first row"), ("transport_check_end", "after the last row")):
+        if doc.get(key):
+            size = lambda b: f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+            pts = ", ".join(f"{size(p['bytes'])} {p['measured_us']:.1f} / {p['model_us']:.1f} us ({pct(p['err'])})"
+                            for p in doc[key])
+            out.append(f"- transport check {when} (exchange measured / the model on the topology): {pts}.")
+    out += [
            f"- ranking: the model's fastest plan measured fastest in {picked}/{len(cells)} cells, within 10% of it in "
            f"{close}/{len(cells)}; of the plan pairs whose measured times differ by more than 10%, {agree}/{pairs} "
            "ordered as measured.",
@@ -258,7 +272,8 @@ def section_loop():
            "model 50% too fast counts as 100%. The VM is shared: the 2-ranks run twice shows how much the same "
            "command varies. docs/compcoll-run.md explains the misses.", ""]
     for name, label in (("loop-cpu-2.json", "2 ranks"), ("loop-cpu-2-repeat.json", "2 ranks, the same command again"),
-                        ("loop-cpu-4.json", "4 ranks (oversubscribed)")):
+                        ("loop-cpu-4.json", "4 ranks (oversubscribed)"),
+                        ("loop-cpu-2-nocma.json", "2 ranks, Open MPI without its single-copy mechanism")):
         if os.path.exists(os.path.join(DATA, name)):
             out += loop_run(name, label)
     return out
