@@ -124,6 +124,7 @@ class RankActor {
   void complete(uint32_t i);
   void close(uint32_t i);
   void wait_one();
+  void finished(uint32_t i, int64_t conn);
 
   CallRun& run_;
   const int r_;
@@ -299,17 +300,31 @@ void RankActor::start_ready() {
   }
 }
 
-// Waits for any running activity and completes what it finished.
+// Waits for any running activity, then takes every activity finished by now, in op order:
+// SimGrid hands simultaneous completions over one at a time in an order of its own, which would
+// decide which of two kernels made ready at the same instant runs first (and differ between
+// ranks of a symmetric schedule). In op order they queue as the cost model queues them.
 void RankActor::wait_one() {
-  const auto k = static_cast<size_t>(s4u::Activity::wait_any(active_));
-  const uint32_t i = active_op_[k];
-  const int64_t conn = active_conn_[k];
-  active_[k] = active_.back();
-  active_.pop_back();
-  active_op_[k] = active_op_.back();
-  active_op_.pop_back();
-  active_conn_[k] = active_conn_.back();
-  active_conn_.pop_back();
+  size_t k = static_cast<size_t>(s4u::Activity::wait_any(active_));
+  std::vector<std::pair<uint32_t, int64_t>> done;
+  while (true) {
+    done.emplace_back(active_op_[k], active_conn_[k]);
+    active_[k] = active_.back();
+    active_.pop_back();
+    active_op_[k] = active_op_.back();
+    active_op_.pop_back();
+    active_conn_[k] = active_conn_.back();
+    active_conn_.pop_back();
+    k = 0;
+    while (k < active_.size() && !active_[k]->test()) ++k;
+    if (k == active_.size()) break;
+  }
+  std::sort(done.begin(), done.end());
+  for (const auto& [i, conn] : done) finished(i, conn);
+}
+
+// What finishing activity `i` (an op, or kPosted for a message on the wire) does.
+void RankActor::finished(uint32_t i, int64_t conn) {
   if (conn == kAck) {  // a copied message's copy is done: its send is delivered
     close(i);
     return;
