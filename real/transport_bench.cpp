@@ -247,9 +247,13 @@ TransportFit fit_transport(const TransportSeries& s, double fit_from) {
 namespace {
 
 // A link of the topology from a series: half the latency per link (a route crosses two), the
-// fit's bandwidth, the factor of every measured size.
-std::string link_yaml(const TransportSeries& s, const std::string& indent) {
+// fit's bandwidth, the factor of every measured size, such that the exchange round takes its
+// measured time in the model. `copied`: the receiver copies each message (receive_copy), and a
+// send is delivered once the copy is done and the acknowledgement is back, so the round is
+// latency + copy + latency, as the measured round (an MPI rendezvous) was.
+std::string link_yaml(const TransportSeries& s, const std::string& indent, bool copied) {
   const TransportFit f = fit_transport(s);
+  const double paid = (copied ? 2 : 1) * f.latency_s;  // the latencies in a round
   std::ostringstream y;
   y << indent << "bandwidth: " << config::yaml_number(f.bandwidth_Bps / 1e9) << "GB/s\n"
     << indent << "latency: " << config::yaml_number(f.latency_s / 2 * 1e6) << "us\n"
@@ -257,12 +261,13 @@ std::string link_yaml(const TransportSeries& s, const std::string& indent) {
     << indent << "# " << s.pattern << " between " << (s.between == "host" ? "ranks of a host" : "hosts") << ": latency "
     << config::yaml_number(f.latency_s * 1e6) << " us, bandwidth " << config::yaml_number(f.bandwidth_Bps / 1e9)
     << " GB/s (the median over 1 MiB and more; alone within " << config::yaml_number(100 * f.worst_rel_error) << "% of every point);\n"
-    << indent << "# by_size: bytes / (time - latency) / bandwidth of each measured size\n"
+    << indent << "# by_size: bytes / (time - " << (copied ? "2 x latency: the message's and its acknowledgement's" : "latency")
+    << ") / bandwidth of each measured size\n"
     << indent << "by_size: [";
   bool first = true;
   for (const auto& [bytes, sec] : s.points) {
-    if (bytes < 4096 || !(sec > f.latency_s)) continue;
-    y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << config::yaml_number(bytes / (sec - f.latency_s) / f.bandwidth_Bps)
+    if (bytes < 4096 || !(sec > paid)) continue;
+    y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << config::yaml_number(bytes / (sec - paid) / f.bandwidth_Bps)
       << "]";
     first = false;
   }
@@ -285,11 +290,12 @@ std::string topology_yaml(const MachineTopology& m) {
     y << "  # MPI over shared memory: the receiving rank's core copies each message, in turn with its kernels\n"
       << "  receive_copy: true\n";
   // With one rank per host nothing crosses the node's links; they take the network's figures.
-  y << "  gpu_link:\n" << link_yaml(m.per_host >= 2 ? *m.host : *m.network, "    ");
+  const bool copied = m.backend == "mpi" && m.per_host >= 2;  // receive_copy, above
+  y << "  gpu_link:\n" << link_yaml(m.per_host >= 2 ? *m.host : *m.network, "    ", copied);
   if (m.hosts > 1)
     y << "network:\n  nodes: " << m.hosts << "\n  tiers: 2\n"
       << "  gpus_per_leaf: " << m.hosts * m.per_host << "   # every rank's port on one leaf switch\n"
-      << "  link:\n" << link_yaml(*m.network, "    ");
+      << "  link:\n" << link_yaml(*m.network, "    ", false);
   return y.str();
 }
 

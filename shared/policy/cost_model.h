@@ -19,7 +19,8 @@
 // A topology measured by compcoll-bench transport adds two things, as the simulator does: a
 // bandwidth factor per message size (topo::LinkSpec::by_size) on each flow's progress, and
 // with receive_copy a message within a node carries no bytes on its links: after its latency
-// the receiver copies it, in its kernel queue (the host executor's one thread per rank).
+// the receiver copies it, in its kernel queue (the host executor's one thread per rank), and the
+// sender's send is delivered once that copy is done and an empty acknowledgement is back.
 // tests/sim/test_cost_model.cpp: 0.9995-1.0000 of the simulated time in all 268 cases.
 // Over the 1,080 plans of experiments/policy-validation.yaml: 1,056 within 0.5%, all within
 // 0.94-1.06; the outliers, 1,024-rank hierarchical plans on contended topologies, are SimGrid's
@@ -85,8 +86,9 @@ class RouteCache {
 // Ranks of `s` sit on t.rank_to_gpu. Throws std::runtime_error if the schedule cannot finish.
 // iterations > 1: the call back to back that many times, as compcoll-run times it
 // (sched::repeated): each rank starts its next iteration once all of its ops of the last one are
-// done and its sends delivered (the message has arrived; a receive copy is the receiver's), not
-// waiting for the other ranks, as the simulator does with sim::Call::iterations.
+// done and its sends delivered (the message has arrived; with receive_copy, the receiver's copy
+// is done and its acknowledgement is back), not waiting for the other ranks, as the simulator
+// does with sim::Call::iterations.
 PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
                  const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes,
                  int iterations = 1);
