@@ -315,9 +315,10 @@ void RankActor::wait_one() {
     active_op_.pop_back();
     active_conn_[k] = active_conn_.back();
     active_conn_.pop_back();
-    k = 0;
-    while (k < active_.size() && !active_[k]->test()) ++k;
-    if (k == active_.size()) break;
+    if (active_.empty()) break;
+    const ssize_t next = s4u::Activity::test_any(active_);  // one finished by now, or -1
+    if (next < 0) break;
+    k = static_cast<size_t>(next);
   }
   std::sort(done.begin(), done.end());
   for (const auto& [i, conn] : done) finished(i, conn);
