@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "real/backend.h"
-#include "schedule/schedule.h"
 #include "real/transport.h"
+#include "schedule/schedule.h"
 
 namespace compcoll::real {
 
