@@ -141,7 +141,8 @@ class RankActor {
   std::vector<uint32_t> ready_, batch_, finished_;  // finished: ops that completed without an activity
   std::vector<s4u::ActivityPtr> active_;
   std::vector<uint32_t> active_op_;
-  std::vector<int64_t> active_conn_;  // the connection of an active send, kKernel, or -1 for a receive
+  std::vector<int64_t> active_conn_;
+  std::vector<std::pair<uint32_t, int64_t>> done_now_;  // wait_one's finished activities (op, conn), reused  // the connection of an active send, kKernel, or -1 for a receive
   std::unordered_map<uint64_t, Outbox> outbox_;  // per connection (peer, lane)
   // Kernels run one at a time, in the order they become ready, as on one CUDA stream (each
   // codec or reduce kernel has the GPU's memory bandwidth to itself).
@@ -306,9 +307,9 @@ void RankActor::start_ready() {
 // ranks of a symmetric schedule). In op order they queue as the cost model queues them.
 void RankActor::wait_one() {
   size_t k = static_cast<size_t>(s4u::Activity::wait_any(active_));
-  std::vector<std::pair<uint32_t, int64_t>> done;
+  done_now_.clear();
   while (true) {
-    done.emplace_back(active_op_[k], active_conn_[k]);
+    done_now_.emplace_back(active_op_[k], active_conn_[k]);
     active_[k] = active_.back();
     active_.pop_back();
     active_op_[k] = active_op_.back();
@@ -320,8 +321,8 @@ void RankActor::wait_one() {
     if (next < 0) break;
     k = static_cast<size_t>(next);
   }
-  std::sort(done.begin(), done.end());
-  for (const auto& [i, conn] : done) finished(i, conn);
+  std::sort(done_now_.begin(), done_now_.end());
+  for (const auto& [i, conn] : done_now_) finished(i, conn);
 }
 
 // What finishing activity `i` (an op, or kPosted for a message on the wire) does.
