@@ -390,6 +390,12 @@ uint64_t sum_over_ranks(uint64_t v) {
   return v;
 }
 
+// The transport check's header lines and points (below), rank 0.
+struct TransportCheck {
+  std::vector<std::string> lines;
+  json points;  // null when not run
+};
+
 // What every part of the run reads and writes.
 struct Session {
   Args args;
@@ -402,8 +408,7 @@ struct Session {
   std::unique_ptr<std::ofstream> csv;
   report::Speedups speedups;
   report::ModelCheck model_check;  // rank 0
-  std::vector<std::string> transport_lines;  // the transport check's before the first row, rank 0
-  json transport_start;                      // its points, rank 0
+  TransportCheck transport_start;  // the transport check before the first row, rank 0
   std::unique_ptr<report::Progress> progress;
   uint64_t total_wrong = 0;
   size_t row_index = 0;  // for COMPCOLL_RUN_FAULT
@@ -474,10 +479,6 @@ void make_transport(Session& s, int local_rank) {
 // topology. A topology measured on another day, another machine or under another MPI
 // configuration shows here, before the first row; run again after the last row (`end`), it
 // says how much the transport itself moved while the rows ran. Lines and JSON for rank 0.
-struct TransportCheck {
-  std::vector<std::string> lines;
-  json points;  // null when not run
-};
 TransportCheck transport_check(Session& s, bool end) {
   TransportCheck out;
   if (!s.args.transport_check) return out;
@@ -520,7 +521,7 @@ TransportCheck transport_check(Session& s, bool end) {
       rows.push_back({{"between", ts.between}, {"bytes", b}, {"measured_us", measured * 1e6}, {"model_us", model * 1e6},
                       {"err", err}});
       if (end)  // against the same point before the first row
-        for (const json& before : s.transport_start)
+        for (const json& before : s.transport_start.points)
           if (before["between"] == ts.between && before["bytes"] == b)
             rows.back()["change"] = measured * 1e6 / before["measured_us"].get<double>() - 1;
       if (b >= (uint64_t{1} << 20) && std::fabs(err) > std::fabs(worst)) worst = err, worst_at = config::format_bytes(b);
@@ -587,7 +588,7 @@ void start_output(Session& s) {
            {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}}},
            {"topology", {{"file", exp.topologies[0]}, {"name", s.st.topo.name}}},
            {"rows", json::array()}};
-  if (!s.transport_start.is_null()) s.doc["transport_check"] = s.transport_start;
+  if (!s.transport_start.points.is_null()) s.doc["transport_check"] = s.transport_start.points;
   if (!s.st.host_differences.empty()) s.doc["calibration_host_differences"] = s.st.host_differences;
 #ifdef COMPCOLL_HAVE_NCCL
   if (s.st.backend == "nccl") s.doc["versions"]["nccl"] = nccl_version_string();
@@ -615,7 +616,7 @@ void start_output(Session& s) {
             << exp.topologies[0] << ", " << s.st.cal.label() << ", network model " << exp.network.model
             << "; err = model / measured - 1\n";
   for (const auto& k : s.st.unmodelled) std::cout << "# no model time for " << k << "\n";
-  for (const auto& k : s.transport_lines) std::cout << k << "\n";
+  for (const auto& k : s.transport_start.lines) std::cout << k << "\n";
   if (!s.st.host_differences.empty()) {
     std::string d;
     for (const auto& k : s.st.host_differences) d += (d.empty() ? "" : "; ") + k;
@@ -926,11 +927,7 @@ int run(const Args& args) {
   // From here a silent rank ends the job within run.timeout_s instead of hanging it.
   Watchdog watchdog(s.rank, s.st.exp.run.timeout_s);
   make_transport(s, local_rank);
-  {
-    TransportCheck c = transport_check(s, false);
-    s.transport_lines = std::move(c.lines);
-    s.transport_start = std::move(c.points);
-  }
+  s.transport_start = transport_check(s, false);
   start_output(s);
   size_t total_rows = 0;
   for (const auto& cell : s.st.cells) total_rows += 1 + cell.entries.size();
