@@ -126,7 +126,8 @@ std::string transport_yaml(const Job& j, const Options& o, const std::vector<rea
                                "from the previous at once (a ring step), all rings at once; the slowest rank's mean "
                                "time per exchange. pingpong: rank 0 and one peer, the others idle; half the round "
                                "trip. A round's messages rotate through 4 buffer slots of their size on each side (a collective's "
-                               "messages move through buffers several times their size). Each point: one untimed round, then 5 batches of rounds, " +
+                               "messages move through buffers several times their size), every slot written with data before the first "
+                               "round (as a collective's data is). Each point: one untimed round, then 5 batches of rounds, " +
                                config::yaml_number(o.bench.min_time_s) + " s in all, MPI_Wtime around each batch; the median batch. fit: latency = the "
                                "least time of any message (the smallest message's, normally), bandwidth = the median of bytes / (time - latency) over "
                                "messages of 1 MiB and more.")
