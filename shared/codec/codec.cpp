@@ -1,8 +1,10 @@
 // shared/codec/codec.cpp — the stream container common to all codecs: header, chunk offset
 // table, validation, and the codec registry. Chunk contents belong to each codec.
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +57,113 @@ void for_chunk_ranges(uint32_t chunks, uint32_t threads, F&& f) {
   for (auto& th : pool) th.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+// Codes a stream's chunks; a chunk's offset table entry is written relative to the run of
+// chunks it was coded with (the caller adds where the run lands).
+struct ChunkCoder {
+  const Codec& codec;
+  DType dtype;
+  const uint8_t* src;
+  uint64_t elements;
+  uint32_t chunk_elements;
+  uint8_t* table;
+
+  // Chunks [first, end) back to back at `out`; returns their bytes.
+  uint64_t code(uint32_t first, uint32_t end, uint8_t* out) const {
+    const size_t esize = dtype_size(dtype);
+    uint64_t pos = 0;
+    for (uint32_t c = first; c < end; ++c) {
+      const uint64_t e0 = uint64_t{c} * chunk_elements;
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(chunk_elements, elements - e0));
+      pos += codec.encode_chunk(dtype, src + e0 * esize, n, out + pos);
+      store_u64(table + size_t{kOffsetEntryBytes} * c, pos);
+    }
+    return pos;
+  }
+};
+
+// Encoding on several threads. The chunks go out in units of consecutive chunks (about
+// kUnitBytes of input), in order, to whichever thread asks next; a thread codes a unit into the
+// next of its kStageUnits staging slots (small enough to stay in its core's cache), and the units
+// are copied into the stream in order, one at a time, by whichever thread finds the next one
+// coded. A thread waits only when all its slots hold units not yet copied (it is kStageUnits
+// units ahead), so no thread idles while another finishes, and the stream is written once, in
+// order: the same bytes as one thread. The staging slots are kept by the calling thread between
+// calls.
+constexpr size_t kUnitBytes = size_t{128} << 10;
+constexpr uint32_t kStageUnits = 4;
+
+uint64_t encode_staged(const ChunkCoder& coder, uint32_t chunks, uint32_t threads, uint8_t* payload) {
+  const uint64_t chunk_bytes = uint64_t{coder.chunk_elements} * dtype_size(coder.dtype);
+  const uint32_t unit_chunks = static_cast<uint32_t>(std::max<uint64_t>(1, kUnitBytes / chunk_bytes));
+  const uint32_t units = (chunks + unit_chunks - 1) / unit_chunks;
+  const size_t slot_bytes = size_t{unit_chunks} * coder.codec.max_chunk_bytes(coder.dtype, coder.chunk_elements);
+  thread_local std::vector<uint8_t> staging;
+  if (staging.size() < size_t{threads} * kStageUnits * slot_bytes) staging.resize(size_t{threads} * kStageUnits * slot_bytes);
+  uint8_t* const stage = staging.data();  // the workers' own thread_local would be another vector
+
+  struct Coded {
+    const uint8_t* bytes = nullptr;
+    uint64_t size = 0;
+    uint32_t thread = 0;
+  };
+  std::vector<Coded> coded(units);
+  std::vector<uint64_t> copied(threads, 0);  // per thread: its units copied into the stream
+  std::mutex m;
+  std::condition_variable slot_free;
+  uint32_t next_unit = 0, next_copy = 0;
+  uint64_t pos = 0;
+  bool copying = false, failed = false;
+  std::exception_ptr error;
+
+  auto work = [&](uint32_t t) {
+    uint8_t* slots = stage + size_t{t} * kStageUnits * slot_bytes;
+    uint64_t mine = 0;  // units this thread has coded
+    std::unique_lock lk(m);
+    try {
+      for (;;) {
+        slot_free.wait(lk, [&] { return failed || mine - copied[t] < kStageUnits; });
+        if (failed || next_unit == units) return;
+        const uint32_t u = next_unit++;
+        lk.unlock();
+        uint8_t* slot = slots + (mine++ % kStageUnits) * slot_bytes;
+        const uint32_t first = u * unit_chunks, end = std::min(chunks, first + unit_chunks);
+        const uint64_t size = coder.code(first, end, slot);
+        lk.lock();
+        coded[u] = {slot, size, t};
+        if (copying) continue;  // the thread copying takes this unit too when its turn comes
+        copying = true;
+        while (next_copy < units && coded[next_copy].bytes) {
+          const uint32_t v = next_copy;
+          const uint64_t at = pos;
+          lk.unlock();
+          std::memcpy(payload + at, coded[v].bytes, coded[v].size);
+          for (uint32_t c = v * unit_chunks, e = std::min(chunks, c + unit_chunks); c < e; ++c) {
+            uint8_t* entry = coder.table + size_t{kOffsetEntryBytes} * c;
+            store_u64(entry, load_u64(entry) + at);
+          }
+          lk.lock();
+          pos += coded[v].size;
+          ++next_copy;
+          ++copied[coded[v].thread];
+          slot_free.notify_all();
+        }
+        copying = false;
+      }
+    } catch (...) {
+      if (!lk.owns_lock()) lk.lock();
+      if (!error) error = std::current_exception();
+      failed = true;
+      slot_free.notify_all();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (uint32_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+  return pos;
 }
 
 std::string stream_prefix(const StreamInfo& info) {
@@ -117,42 +226,12 @@ size_t encode(const Codec& codec, DType dtype, const void* in, uint64_t elements
                          std::to_string(need),
                      0);
   auto* o = static_cast<uint8_t*>(out);
-  const auto* src = static_cast<const uint8_t*>(in);
   const uint32_t chunks = chunk_count_for(elements, opt.chunk_elements);
-  const size_t esize = dtype_size(dtype);
   uint8_t* table = o + kHeaderBytes;
   uint8_t* payload = table + size_t{kOffsetEntryBytes} * chunks;
-  // Each range of chunks is coded where the bound puts it (every full chunk before it at its
-  // largest), its table entries relative to its start; then the ranges are moved down, in
-  // order, to follow each other, and the entries made absolute.
+  const ChunkCoder coder{codec, dtype, static_cast<const uint8_t*>(in), elements, opt.chunk_elements, table};
   const uint32_t threads = threads_for(opt.threads, chunks);
-  const size_t full_bound = chunks ? codec.max_chunk_bytes(dtype, opt.chunk_elements) : 0;
-  std::vector<uint64_t> range_first(threads), range_bytes(threads);
-  for_chunk_ranges(chunks, threads, [&](uint32_t t, uint32_t first_chunk, uint32_t count) {
-    uint8_t* at = payload + size_t{first_chunk} * full_bound;
-    uint64_t pos = 0;
-    for (uint32_t c = first_chunk; c < first_chunk + count; ++c) {
-      const uint64_t first = uint64_t{c} * opt.chunk_elements;
-      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(opt.chunk_elements, elements - first));
-      pos += codec.encode_chunk(dtype, src + first * esize, n, at + pos);
-      store_u64(table + size_t{kOffsetEntryBytes} * c, pos);
-    }
-    range_first[t] = first_chunk;
-    range_bytes[t] = pos;
-  });
-  uint64_t pos = 0;
-  for (uint32_t t = 0; t < threads; ++t) {
-    const uint32_t first_chunk = static_cast<uint32_t>(range_first[t]);
-    const uint32_t end_chunk = t + 1 < threads ? static_cast<uint32_t>(range_first[t + 1]) : chunks;
-    if (t > 0) {
-      std::memmove(payload + pos, payload + size_t{first_chunk} * full_bound, range_bytes[t]);
-      for (uint32_t c = first_chunk; c < end_chunk; ++c) {
-        uint8_t* entry = table + size_t{kOffsetEntryBytes} * c;
-        store_u64(entry, load_u64(entry) + pos);
-      }
-    }
-    pos += range_bytes[t];
-  }
+  const uint64_t pos = threads > 1 ? encode_staged(coder, chunks, threads, payload) : coder.code(0, chunks, payload);
   std::memcpy(o + kOffMagic, kMagic, 4);
   o[kOffVersion] = kVersion;
   o[kOffCodec] = static_cast<uint8_t>(codec.id());

@@ -35,8 +35,8 @@ struct EncodeOptions {
   uint32_t chunk_elements = format::kDefaultChunkElements;  // multiple of 32, 32..65536
   // Host threads coding chunks at once (chunks are independent); the stream is the same bytes
   // for any count. 0: one per hardware thread. Inputs of fewer than kMinChunksPerThread chunks
-  // per thread use fewer threads. With several, the calling thread keeps a scratch buffer of
-  // about (T-1)/T of its largest stream's bound between calls. The CUDA kernels ignore it.
+  // per thread use fewer threads. With several, the calling thread keeps the encoders' staging
+  // slots (4 runs of about 128 KiB of input per thread) between calls. The CUDA kernels ignore it.
   uint32_t threads = 1;
 };
 inline constexpr uint32_t kMinChunksPerThread = 4;

@@ -283,15 +283,17 @@ TEST_CASE("damaged streams are rejected with a located error, never misread", "[
 TEST_CASE("threads code the same stream, decode the same tensor and report the same damage", "[codec][threads]") {
   const auto codec_name = GENERATE(as<std::string_view>{}, "identity", "gauss-exp", "entropy-exp", "fp8-hadamard");
   const DType dtype = GENERATE(DType::BF16, DType::FP32);
-  const size_t n = 40 * 1024 + 77;  // 41 chunks of 1024, the last partial
+  // 41 chunks of 1024, the last partial; and 201 chunks of 4096, which threads code in many
+  // runs of chunks each (more than a thread stages at once: it waits for its runs to be placed)
+  const auto [chunk, n] = GENERATE(table<uint32_t, size_t>({{1024, 40 * 1024 + 77}, {4096, 200 * 4096 + 77}}));
   const auto in = test::gaussian_bytes(dtype, n, 0.02, 77);
   const Codec& codec = *find_codec(codec_name);
   EncodeOptions one;
-  one.chunk_elements = 1024;
+  one.chunk_elements = chunk;
   const auto stream = encode(codec, dtype, in.data(), n, one);
   std::vector<uint8_t> want(in.size());
   decode(stream.data(), stream.size(), want.data(), want.size());
-  CAPTURE(codec_name, dtype_name(dtype));
+  CAPTURE(codec_name, dtype_name(dtype), chunk);
   for (uint32_t threads : {0u, 2u, 3u, 8u, 64u}) {
     CAPTURE(threads);
     EncodeOptions opt = one;
