@@ -222,16 +222,21 @@ sched::Schedule exchange_schedule(const std::vector<int>& host_of, const std::st
   s.dtype = DType::BF16;
   s.count = bytes / 2;
   s.ranks.resize(host_of.size());
-  for (size_t r = 0; r < host_of.size(); ++r) {
-    const Layout l = layout(host_of, static_cast<int>(r));
-    const bool in_round = between == "host" ? exchanges_within(l) : exchanges_between(l);
-    const Round round = in_round ? exchange_round(l, between) : Round{};
-    if (round.kind != Round::Exchange) continue;
-    sched::RankProgram& p = s.ranks[r];
-    p.input_count = p.output_count = s.count;
-    p.ops.push_back({sched::OpKind::Send, round.send_to, {sched::BufKind::Input, 0, 0, s.count}, {}, {}, 0, 0});
-    p.ops.push_back({sched::OpKind::Recv, round.recv_from, {}, {sched::BufKind::Output, 0, 0, s.count}, {}, 0, 0});
-  }
+  // One layout for every rank (each rank's own host and place in it set in turn).
+  Layout l = layout(host_of, 0);
+  if (!(between == "host" ? exchanges_within(l) : exchanges_between(l))) return s;
+  for (const auto& ranks : l.hosts)
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const auto r = static_cast<size_t>(ranks[i]);
+      l.host = host_of[r];
+      l.local = static_cast<int>(i);
+      const Round round = exchange_round(l, between);
+      if (round.kind != Round::Exchange) continue;
+      sched::RankProgram& p = s.ranks[r];
+      p.input_count = p.output_count = s.count;
+      p.ops.push_back({sched::OpKind::Send, round.send_to, {sched::BufKind::Input, 0, 0, s.count}, {}, {}, 0, 0});
+      p.ops.push_back({sched::OpKind::Recv, round.recv_from, {}, {sched::BufKind::Output, 0, 0, s.count}, {}, 0, 0});
+    }
   return s;
 }
 
