@@ -75,7 +75,9 @@ constexpr const char* kUsage =
     "  --set K=V    override one key of the experiment file (repeatable)\n"
     "  --lockstep   post transfers step by step in groups (always on with nccl)\n"
     "  --no-transport-check  skip the transport check before the first row (the exchange at a few sizes,\n"
-    "               measured now beside the model's time on the topology)\n";
+    "               measured now beside the model's time on the topology)\n"
+    "  --no-kernel-check  skip the kernel check before the first row (mpi: copy and reduce at a few sizes,\n"
+    "               measured now on every rank at once beside the calibration's time)\n";
 
 // A bad command line or experiment: reported once (rank 0), exit status 2 on every rank.
 struct BadInput : std::runtime_error {
@@ -87,6 +89,7 @@ struct Args {
   std::vector<std::string> sets;
   bool lockstep = false;
   bool transport_check = true;
+  bool kernel_check = true;
   bool help = false;
 };
 
@@ -107,6 +110,7 @@ Args parse_args(int argc, char** argv) {
     else if (s.starts_with("--backend=")) a.backend = s.substr(10);
     else if (s == "--lockstep") a.lockstep = true;
     else if (s == "--no-transport-check") a.transport_check = false;
+    else if (s == "--no-kernel-check") a.kernel_check = false;
     else if (s.starts_with("-")) throw BadInput("unknown option " + s);
     else if (a.experiment.empty()) a.experiment = s;
     else throw BadInput("one experiment file only (got " + a.experiment + " and " + s + ")");
@@ -390,11 +394,12 @@ uint64_t sum_over_ranks(uint64_t v) {
   return v;
 }
 
-// The transport check's header lines and points (below), rank 0.
+// The transport or kernel check's header lines and points (below), rank 0.
 struct TransportCheck {
   std::vector<std::string> lines;
   json points;  // null when not run
 };
+using KernelCheck = TransportCheck;
 
 // What every part of the run reads and writes.
 struct Session {
@@ -409,6 +414,7 @@ struct Session {
   report::Speedups speedups;
   report::ModelCheck model_check;  // rank 0
   TransportCheck transport_start;  // the transport check before the first row, rank 0
+  KernelCheck kernel_start;        // the kernel check before the first row, rank 0
   std::unique_ptr<report::Progress> progress;
   uint64_t total_wrong = 0;
   size_t row_index = 0;  // for COMPCOLL_RUN_FAULT
@@ -551,6 +557,122 @@ TransportCheck transport_check(Session& s, bool end) {
   return out;
 }
 
+// The kernels as they run now beside the calibration the model column reads (mpi backend):
+// every rank at once (as compcoll-bench calibrate --concurrent times them) runs the calibrated
+// copy, and the reduce of the first call's dtype, over buffers of written data at 1 MiB and
+// 16 MiB (up to the experiment's largest size, at least 64 KiB), the calibration's way: the same
+// buffers again and again, 3 batches of at least 20 ms, the median batch, the mean over ranks.
+// A calibration measured in another state of the machine shows here (on a shared VM, in spells,
+// a cache-resident copy runs several times slower); run again after the last row (`end`), it
+// says how much the kernels moved while the rows ran. Lines and JSON for rank 0.
+KernelCheck kernel_check(Session& s, bool end) {
+  KernelCheck out;
+  if (!s.args.kernel_check || s.st.backend != "mpi") return out;
+  const study::Experiment& exp = s.st.exp;
+  const DType dtype = exp.calls.empty() ? DType::BF16 : parse_dtype(exp.calls[0].dtype).value_or(DType::BF16);
+  struct Kernel {
+    calib::Op op;
+    std::string name;
+  };
+  std::vector<Kernel> kernels;
+  if (s.st.cal.has(calib::Op::Copy, "", dtype)) kernels.push_back({calib::Op::Copy, "copy"});
+  if (s.st.cal.has(calib::Op::Reduce, "", dtype)) kernels.push_back({calib::Op::Reduce, "reduce " + std::string(dtype_name(dtype))});
+  if (kernels.empty()) return out;
+  const uint64_t largest = exp.sizes.empty() ? 0 : *std::max_element(exp.sizes.begin(), exp.sizes.end());
+  std::vector<uint64_t> sizes;
+  for (const uint64_t b : {uint64_t{1} << 20, uint64_t{16} << 20})
+    if (b <= std::max(largest, uint64_t{64} << 10)) sizes.push_back(b);
+  if (sizes.empty()) sizes.push_back(uint64_t{64} << 10);
+  DataBackend& b = *s.backend;
+  const uint64_t most = sizes.back();
+  void* src = b.alloc(most);
+  void* dst = b.alloc(most);
+  {  // written data (an unwritten buffer reads as the zero page), normal bf16/fp16/fp32 values
+    std::vector<uint8_t> pattern(std::min<uint64_t>(most, uint64_t{1} << 20));
+    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
+      const uint16_t v = static_cast<uint16_t>(0x3C00 + (i / 2) % 512);
+      std::memcpy(pattern.data() + i, &v, 2);
+    }
+    for (uint64_t at = 0; at < most; at += pattern.size()) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(pattern.size(), most - at));
+      b.upload(static_cast<uint8_t*>(src) + at, pattern.data(), n);
+      b.upload(static_cast<uint8_t*>(dst) + at, pattern.data(), n);
+    }
+  }
+  json rows = json::array();
+  std::ostringstream line;
+  line << "# kernel check" << (end ? " after the last row" : "") << ", every rank at once (measured now / the calibration):";
+  double worst = 0;
+  std::string worst_at;
+  for (const Kernel& k : kernels)
+    for (const uint64_t bytes : sizes) {
+      const uint64_t count = bytes / dtype_size(dtype);
+      auto once = [&] {
+        b.synchronize();
+        if (k.op == calib::Op::Copy) b.copy(dst, src, bytes);
+        else b.reduce(dtype, dst, src, count);
+        b.synchronize();
+      };
+      once();  // warm
+      MPI_Barrier(MPI_COMM_WORLD);
+      double t0 = MPI_Wtime();
+      once();
+      double one = MPI_Wtime() - t0;
+      MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      const int reps = std::clamp(static_cast<int>(std::ceil(0.02 / std::max(one, 1e-7))), 1, 100000);
+      std::vector<double> batch;
+      for (int j = 0; j < 3; ++j) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+        for (int i = 0; i < reps; ++i) once();
+        batch.push_back((MPI_Wtime() - t0) / reps);
+      }
+      std::sort(batch.begin(), batch.end());
+      const double measured = mean_over_ranks(batch[1], s.world);
+      if (s.rank != 0) continue;
+      const double cal = s.st.cal.seconds(k.op, "", dtype, static_cast<double>(bytes));
+      const double factor = measured / cal;
+      char cell[128];
+      std::snprintf(cell, sizeof cell, "%s %s %s %.1f / %.1f us (%.3gx)", rows.empty() ? "" : ",", k.name.c_str(),
+                    config::format_bytes(bytes).c_str(), measured * 1e6, cal * 1e6, factor);
+      line << cell;
+      rows.push_back({{"kernel", k.name}, {"bytes", bytes}, {"measured_us", measured * 1e6}, {"calibrated_us", cal * 1e6},
+                      {"factor", factor}});
+      if (end)
+        for (const json& before : s.kernel_start.points)
+          if (before["kernel"] == k.name && before["bytes"] == bytes)
+            rows.back()["change"] = measured * 1e6 / before["measured_us"].get<double>() - 1;
+      if (std::fabs(std::log(factor)) > std::fabs(std::log(worst > 0 ? worst : 1)))
+        worst = factor, worst_at = k.name + " " + config::format_bytes(bytes);
+    }
+  b.release(src);
+  b.release(dst);
+  if (s.rank != 0) return out;
+  out.lines.push_back(line.str());
+  if (end) {
+    std::ostringstream moved;
+    for (const json& p : rows)
+      if (p.contains("change")) {
+        char cell[96];
+        std::snprintf(cell, sizeof cell, " %s %s %+.0f%%", p["kernel"].get<std::string>().c_str(),
+                      config::format_bytes(p["bytes"].get<uint64_t>()).c_str(), 100 * p["change"].get<double>());
+        moved << (moved.tellp() > 0 ? "," : "") << cell;
+      }
+    if (moved.tellp() > 0)
+      out.lines.push_back("# the kernels moved while the rows ran (after / before - 1):" + moved.str() +
+                          ": the rows' errors include such moves, which are the machine's, not the model's");
+  } else if (worst > 0 && std::fabs(std::log(worst)) > std::log(1.3)) {
+    char f[32];
+    std::snprintf(f, sizeof f, "%.3gx", worst);
+    out.lines.push_back("# WARNING: the calibration does not describe these kernels as they run now (" + worst_at +
+                        ": " + f + " its time): the model column then judges the calibration, not the model. "
+                        "Measure them here: compcoll-bench calibrate --device host --concurrent " +
+                        std::to_string(s.st.gpus_per_node) + " ... (docs/CALIBRATION.md)");
+  }
+  out.points = rows;
+  return out;
+}
+
 // MPI settings given through the environment (mpirun --mca X Y sets OMPI_MCA_X=Y; UCX_*,
 // NCCL_*): they change the transport (Open MPI's single-copy mechanism, for one), so a run
 // records them; not the bookkeeping Open MPI's launcher sets for every job.
@@ -589,6 +711,7 @@ void start_output(Session& s) {
            {"topology", {{"file", exp.topologies[0]}, {"name", s.st.topo.name}}},
            {"rows", json::array()}};
   if (!s.transport_start.points.is_null()) s.doc["transport_check"] = s.transport_start.points;
+  if (!s.kernel_start.points.is_null()) s.doc["kernel_check"] = s.kernel_start.points;
   if (!s.st.host_differences.empty()) s.doc["calibration_host_differences"] = s.st.host_differences;
 #ifdef COMPCOLL_HAVE_NCCL
   if (s.st.backend == "nccl") s.doc["versions"]["nccl"] = nccl_version_string();
@@ -617,6 +740,7 @@ void start_output(Session& s) {
             << "; err = model / measured - 1\n";
   for (const auto& k : s.st.unmodelled) std::cout << "# no model time for " << k << "\n";
   for (const auto& k : s.transport_start.lines) std::cout << k << "\n";
+  for (const auto& k : s.kernel_start.lines) std::cout << k << "\n";
   if (!s.st.host_differences.empty()) {
     std::string d;
     for (const auto& k : s.st.host_differences) d += (d.empty() ? "" : "; ") + k;
@@ -928,6 +1052,7 @@ int run(const Args& args) {
   Watchdog watchdog(s.rank, s.st.exp.run.timeout_s);
   make_transport(s, local_rank);
   s.transport_start = transport_check(s, false);
+  s.kernel_start = kernel_check(s, false);
   start_output(s);
   size_t total_rows = 0;
   for (const auto& cell : s.st.cells) total_rows += 1 + cell.entries.size();
@@ -938,6 +1063,9 @@ int run(const Args& args) {
     const TransportCheck c = transport_check(s, true);
     for (const auto& k : c.lines) std::cout << k << "\n";
     if (!c.points.is_null()) s.doc["transport_check_end"] = c.points;
+    const KernelCheck k = kernel_check(s, true);
+    for (const auto& l : k.lines) std::cout << l << "\n";
+    if (!k.points.is_null()) s.doc["kernel_check_end"] = k.points;
   }
   run_trace(s);
   if (!s.out_dir.empty()) report::write_atomic(s.out_dir / "results.json", s.doc.dump(1));
