@@ -479,6 +479,22 @@ void make_transport(Session& s, int local_rank) {
   s.backend = make_host_backend(s.st.exp.run.codec_threads);
 }
 
+// A check run again after the last row: how much each of its points (`rows`, with "bytes" and
+// "change") moved since the run's start, labelled by `label` (then the size); "" when none did.
+template <typename Label>
+std::string moved_line(const std::string& what, const json& rows, Label label) {
+  std::ostringstream moved;
+  for (const json& p : rows)
+    if (p.contains("change")) {
+      char change[32];
+      std::snprintf(change, sizeof change, " %+.0f%%", 100 * p["change"].get<double>());
+      moved << (moved.tellp() > 0 ? ", " : " ") << label(p) << config::format_bytes(p["bytes"].get<uint64_t>()) << change;
+    }
+  if (moved.tellp() == 0) return "";
+  return "# " + what + " moved while the rows ran (after / before - 1):" + moved.str() +
+         ": the rows' errors include such moves, which are the machine's, not the model's";
+}
+
 // The transport as it is now beside the topology the model column reads: the exchange round
 // compcoll-bench transport times (every rank sending and receiving at once), at a few sizes up
 // to the experiment's largest, measured here, and its time in the cost model on the run's
@@ -535,17 +551,8 @@ TransportCheck transport_check(Session& s, bool end) {
     out.lines.push_back(line.str());
   }
   if (end) {
-    std::ostringstream moved;
-    for (const json& p : rows)
-      if (p.contains("change")) {
-        char cell[64];
-        std::snprintf(cell, sizeof cell, " %s %+.0f%%", config::format_bytes(p["bytes"].get<uint64_t>()).c_str(),
-                      100 * p["change"].get<double>());
-        moved << (moved.tellp() > 0 ? "," : "") << cell;
-      }
-    if (moved.tellp() > 0)
-      out.lines.push_back("# the transport moved while the rows ran (after / before - 1):" + moved.str() +
-                          ": the rows' errors include such moves, which are the machine's, not the model's");
+    const std::string moved = moved_line("the transport", rows, [](const json&) { return std::string(); });
+    if (!moved.empty()) out.lines.push_back(moved);
   } else if (std::fabs(worst) > 0.2) {
     out.lines.push_back(
         "# WARNING: the topology does not describe this transport as it is now (" + worst_at + ": the model " +
@@ -650,17 +657,9 @@ KernelCheck kernel_check(Session& s, bool end) {
   if (s.rank != 0) return out;
   out.lines.push_back(line.str());
   if (end) {
-    std::ostringstream moved;
-    for (const json& p : rows)
-      if (p.contains("change")) {
-        char cell[96];
-        std::snprintf(cell, sizeof cell, " %s %s %+.0f%%", p["kernel"].get<std::string>().c_str(),
-                      config::format_bytes(p["bytes"].get<uint64_t>()).c_str(), 100 * p["change"].get<double>());
-        moved << (moved.tellp() > 0 ? "," : "") << cell;
-      }
-    if (moved.tellp() > 0)
-      out.lines.push_back("# the kernels moved while the rows ran (after / before - 1):" + moved.str() +
-                          ": the rows' errors include such moves, which are the machine's, not the model's");
+    const std::string moved =
+        moved_line("the kernels", rows, [](const json& p) { return p["kernel"].get<std::string>() + " "; });
+    if (!moved.empty()) out.lines.push_back(moved);
   } else if (worst > 0 && std::fabs(std::log(worst)) > std::log(1.3)) {
     char f[32];
     std::snprintf(f, sizeof f, "%.3gx", worst);
