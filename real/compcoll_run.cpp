@@ -594,22 +594,12 @@ KernelCheck kernel_check(Session& s, bool end) {
   const uint64_t most = sizes.back();
   void* src = b.alloc(most);
   void* dst = b.alloc(most);
-  {  // written data (an unwritten buffer reads as the zero page), normal bf16/fp16/fp32 values
-    std::vector<uint8_t> pattern(std::min<uint64_t>(most, uint64_t{1} << 20));
-    for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
-      const uint16_t v = static_cast<uint16_t>(0x3C00 + (i / 2) % 512);
-      std::memcpy(pattern.data() + i, &v, 2);
-    }
-    for (uint64_t at = 0; at < most; at += pattern.size()) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(pattern.size(), most - at));
-      b.upload(static_cast<uint8_t*>(src) + at, pattern.data(), n);
-      b.upload(static_cast<uint8_t*>(dst) + at, pattern.data(), n);
-    }
-  }
+  write_data(b, src, most);
+  write_data(b, dst, most);
   json rows = json::array();
   std::ostringstream line;
   line << "# kernel check" << (end ? " after the last row" : "") << ", every rank at once (measured now / the calibration):";
-  double worst = 0;
+  double worst = 1;  // the factor farthest from 1 either way
   std::string worst_at;
   for (const Kernel& k : kernels)
     for (const uint64_t bytes : sizes) {
@@ -649,7 +639,7 @@ KernelCheck kernel_check(Session& s, bool end) {
         for (const json& before : s.kernel_start.points)
           if (before["kernel"] == k.name && before["bytes"] == bytes)
             rows.back()["change"] = measured * 1e6 / before["measured_us"].get<double>() - 1;
-      if (std::fabs(std::log(factor)) > std::fabs(std::log(worst > 0 ? worst : 1)))
+      if (std::fabs(std::log(factor)) > std::fabs(std::log(worst)))
         worst = factor, worst_at = k.name + " " + config::format_bytes(bytes);
     }
   b.release(src);
@@ -660,7 +650,7 @@ KernelCheck kernel_check(Session& s, bool end) {
     const std::string moved =
         moved_line("the kernels", rows, [](const json& p) { return p["kernel"].get<std::string>() + " "; });
     if (!moved.empty()) out.lines.push_back(moved);
-  } else if (worst > 0 && std::fabs(std::log(worst)) > std::log(1.3)) {
+  } else if (std::fabs(std::log(worst)) > std::log(1.3)) {
     char f[32];
     std::snprintf(f, sizeof f, "%.3gx", worst);
     out.lines.push_back("# WARNING: the calibration does not describe these kernels as they run now (" + worst_at +
@@ -699,11 +689,12 @@ void start_output(Session& s) {
   MPI_Get_library_version(mpi_version, &mpi_len);
   std::string mpi_ver(mpi_version, static_cast<size_t>(mpi_len));
   mpi_ver = mpi_ver.substr(0, mpi_ver.find_first_of(",\n"));
+  const std::vector<std::string> environment = mpi_environment();  // header and JSON
   s.doc = {{"experiment", {{"name", exp.name}, {"file", exp.file}, {"description", exp.description}}},
            {"versions", {{"compcoll", "0.1.0"}, {"mpi", mpi_ver}}},
            {"machine", {{"rank0_host", host}, {"backend", s.st.backend}, {"device", s.backend->describe()},
                         {"ranks", s.world}, {"ranks_per_node", s.st.gpus_per_node},
-                        {"environment", mpi_environment()}}},
+                        {"environment", environment}}},
            {"command", s.args.command},
            {"host", report::host_json()},
            {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}}},
@@ -727,7 +718,7 @@ void start_output(Session& s) {
             << (exp.description.empty() ? "" : ": " + exp.description) << "\n";
   std::cout << "# backend " << s.st.backend << " on " << s.backend->describe() << "; " << s.world << " ranks, "
             << s.st.gpus_per_node << " per node; rank 0 on " << host << "; " << mpi_ver << "\n";
-  for (const auto& e : mpi_environment()) std::cout << "# environment: " << e << "\n";
+  for (const auto& e : environment) std::cout << "# environment: " << e << "\n";
   std::cout << "# warm-up " << exp.run.warmup << ", timed iterations " << exp.run.iterations
             << "; time = mean over ranks of each rank's mean iteration time; transfers "
             << (s.args.lockstep || s.transport->sends_wait_for_receives() ? "in lockstep groups by step"

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -138,19 +139,6 @@ bool exchanges_between(const Layout& l) {
   return true;
 }
 
-// Writes a byte pattern over `bytes` at `p` (in pieces of at most 1 MiB). A host buffer the
-// program never wrote reads as the kernel's one shared zero page, which stays in cache: a
-// single-copy transport (Open MPI's CMA) then moves a large message out of it far faster than out
-// of a collective's data, which is always written (measured on the 2-core VM of
-// docs/compcoll-run.md: an 8 MiB exchange 0.73-0.79 ms from unwritten pages, 1.06-1.17 ms from
-// written ones). Writing the receive side too keeps first-touch page faults out of the timing.
-void fill(DataBackend& b, void* p, uint64_t bytes) {
-  std::vector<uint8_t> pattern(static_cast<size_t>(std::min<uint64_t>(bytes, uint64_t{1} << 20)));
-  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint8_t>(i * 131 + 7);
-  for (uint64_t at = 0; at < bytes; at += pattern.size())
-    b.upload(static_cast<uint8_t*>(p) + at, pattern.data(), static_cast<size_t>(std::min<uint64_t>(pattern.size(), bytes - at)));
-}
-
 TransportSeries sweep(Transport& t, DataBackend& b, const Round& r, const std::string& pattern,
                       const std::string& between, const TransportBenchOptions& opt, double per_round) {
   TransportSeries s{pattern, between, {}};
@@ -158,8 +146,8 @@ TransportSeries sweep(Transport& t, DataBackend& b, const Round& r, const std::s
   const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
   void* sbuf = b.alloc(kWindow * largest);
   void* rbuf = b.alloc(kWindow * largest);
-  fill(b, sbuf, kWindow * largest);
-  fill(b, rbuf, kWindow * largest);
+  write_data(b, sbuf, kWindow * largest);
+  write_data(b, rbuf, kWindow * largest);
   for (uint64_t bytes : sizes)
     s.points.emplace_back(static_cast<double>(bytes), time_rounds(t, b, r, sbuf, rbuf, bytes, opt) * per_round);
   b.release(sbuf);
@@ -168,6 +156,16 @@ TransportSeries sweep(Transport& t, DataBackend& b, const Round& r, const std::s
 }
 
 }  // namespace
+
+void write_data(DataBackend& b, void* p, uint64_t bytes) {
+  std::vector<uint8_t> pattern(static_cast<size_t>(std::min<uint64_t>(bytes, uint64_t{1} << 20)));
+  for (size_t i = 0; i + 1 < pattern.size(); i += 2) {
+    const auto v = static_cast<uint16_t>(0x3C00 + (i / 2) % 512);
+    std::memcpy(pattern.data() + i, &v, 2);
+  }
+  for (uint64_t at = 0; at < bytes; at += pattern.size())
+    b.upload(static_cast<uint8_t*>(p) + at, pattern.data(), static_cast<size_t>(std::min<uint64_t>(pattern.size(), bytes - at)));
+}
 
 std::vector<int> hosts_of_world() {
   int rank = 0, world = 1;

@@ -52,6 +52,17 @@ struct TransportBenchOptions {
   bool pingpong = true;         // also the pingpong series (else the exchange series only)
 };
 
+// Writes data over `bytes` at `p` in the backend's memory: 16-bit words that are normal bf16
+// and fp16 values (pairs of them, normal fp32 ones), so that a reduce over it runs at its usual
+// speed. A host buffer the program never wrote reads as the kernel's one shared zero page, which
+// stays in cache: a single-copy transport (Open MPI's CMA) moves a large message out of it far
+// faster than out of a collective's data, which is always written (measured on the 2-core VM of
+// docs/compcoll-run.md: an 8 MiB exchange 0.73-0.79 ms from unwritten pages, 1.06-1.17 ms from
+// written ones), and a copy reads it from cache. measure_transport writes both sides (the
+// receive side too, which keeps first-touch page faults out of the timing), as does
+// compcoll-run's kernel check.
+void write_data(DataBackend& b, void* p, uint64_t bytes);
+
 // Every rank calls it (collective over `transport`'s ranks); every rank gets the series
 // (rank 0's view). `host_of[r]` is rank r's host index.
 std::vector<TransportSeries> measure_transport(Transport& transport, DataBackend& backend,

@@ -141,8 +141,8 @@ class RankActor {
   std::vector<uint32_t> ready_, batch_, finished_;  // finished: ops that completed without an activity
   std::vector<s4u::ActivityPtr> active_;
   std::vector<uint32_t> active_op_;
-  std::vector<int64_t> active_conn_;
-  std::vector<std::pair<uint32_t, int64_t>> done_now_;  // wait_one's finished activities (op, conn), reused  // the connection of an active send, kKernel, or -1 for a receive
+  std::vector<int64_t> active_conn_;  // the connection of an active send, kKernel, kAck, or -1 for a receive
+  std::vector<std::pair<uint32_t, int64_t>> done_now_;  // wait_one's finished activities (op, conn), reused
   std::unordered_map<uint64_t, Outbox> outbox_;  // per connection (peer, lane)
   // Kernels run one at a time, in the order they become ready, as on one CUDA stream (each
   // codec or reduce kernel has the GPU's memory bandwidth to itself).

@@ -28,14 +28,11 @@ double geomean_abs(const std::vector<double>& errs) {
 void ModelCheck::add(const Row& row) {
   if (row.library || !row.error.empty() || !(row.time_s > 0)) return;
   if (row.policy != "static") policy_time_[row.policy] = row.time_s;
-  if (std::isfinite(row.model_err()))
-    errors_.push_back({row.collective + " " + row.algorithm + " " + row.placement + " " + row.codec + " " +
-                           std::to_string(row.size) + " (" + row.policy + ")",
-                       row.size, row.model_err()});
+  const std::string label = row.collective + " " + row.algorithm + " " + row.placement + " " + row.codec + " " +
+                            std::to_string(row.size) + " (" + row.policy + ")";
+  if (std::isfinite(row.model_err())) errors_.push_back({label, row.size, row.model_err()});
   if (std::isfinite(row.kernel_factor()) && row.kernel_factor() > 0)
-    kernels_.push_back({row.collective + " " + row.algorithm + " " + row.placement + " " + row.codec + " " +
-                            std::to_string(row.size) + " (" + row.policy + ")",
-                        row.size, row.kernel_factor() - 1});
+    kernels_.push_back({label, row.size, row.kernel_factor() - 1});
   for (Row& r : cell_)
     if (plan_of(r) == plan_of(row)) {  // the same plan measured twice (a policy chose a static plan)
       if (row.time_s < r.time_s) r.time_s = row.time_s;
