@@ -269,7 +269,8 @@ namespace {
 // measured time in the model. `copied`: the receiver copies each message (receive_copy), and a
 // send is delivered once the copy is done and the acknowledgement is back, so the round is
 // latency + copy + latency, as the measured round (an MPI rendezvous) was.
-std::string link_yaml(const TransportSeries& s, const std::string& indent, bool copied) {
+std::string link_yaml(const TransportSeries& s, const std::string& indent, bool copied,
+                      const TransportSeries* alone = nullptr) {
   const TransportFit f = fit_transport(s);
   const double paid = (copied ? 2 : 1) * f.latency_s;  // the latencies in a round
   std::ostringstream y;
@@ -290,6 +291,21 @@ std::string link_yaml(const TransportSeries& s, const std::string& indent, bool 
     first = false;
   }
   y << "]\n";
+  if (alone && !alone->points.empty()) {
+    // One message at a time: the pingpong's half round trip, less its least time (its latency).
+    const TransportFit a = fit_transport(*alone);
+    y << indent << "# alone_by_size: the " << alone->pattern << " (one message at a time, the other ranks idle): bytes / "
+      << "(time - " << config::yaml_number(a.latency_s * 1e6) << " us, its least time) / the bandwidth above\n"
+      << indent << "alone_by_size: [";
+    first = true;
+    for (const auto& [bytes, sec] : alone->points) {
+      if (bytes < 4096 || !(sec > a.latency_s)) continue;
+      y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", "
+        << config::yaml_number(bytes / (sec - a.latency_s) / f.bandwidth_Bps) << "]";
+      first = false;
+    }
+    y << "]\n";
+  }
   return y.str();
 }
 
@@ -306,10 +322,13 @@ std::string topology_yaml(const MachineTopology& m) {
     << "\n  fabric: pcie\n";
   if (m.backend == "mpi" && m.per_host >= 2)
     y << "  # MPI over shared memory: the receiving rank's core copies each message, in turn with its kernels\n"
-      << "  receive_copy: true\n";
+      << "  receive_copy: true\n"
+      << "  # the ranks' kernels and copies share the host's memory: alone on it, one runs at its alone speed\n"
+      << "  shared_memory: true\n";
   // With one rank per host nothing crosses the node's links; they take the network's figures.
   const bool copied = m.backend == "mpi" && m.per_host >= 2;  // receive_copy, above
-  y << "  gpu_link:\n" << link_yaml(m.per_host >= 2 ? *m.host : *m.network, "    ", copied);
+  y << "  gpu_link:\n"
+    << link_yaml(m.per_host >= 2 ? *m.host : *m.network, "    ", copied, copied ? m.host_alone : nullptr);
   if (m.hosts > 1)
     y << "network:\n  nodes: " << m.hosts << "\n  tiers: 2\n"
       << "  gpus_per_leaf: " << m.hosts * m.per_host << "   # every rank's port on one leaf switch\n"

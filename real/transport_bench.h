@@ -81,6 +81,10 @@ TransportFit fit_transport(const TransportSeries& s, double fit_from = double(1 
 // The topology file of the machine a job measured (docs/TOPOLOGY.md), from its exchange series:
 // each link half the fit's latency and the fit's bandwidth, and `by_size` the factor each
 // measured size reached, so a message of a measured size takes its measured time in the model.
+// With the mpi backend the ranks of a host copy each message themselves and share the host's
+// memory (receive_copy, shared_memory), and `alone_by_size` gives, from the host pingpong, the
+// factor of a message copied while no other rank copies (the pingpong's time less its least
+// time, against the exchange fit's bandwidth).
 // One host: a single node of `per_host` ranks (the mpi backend: receive_copy). Several hosts:
 // a two-tier fat tree whose one leaf switch holds every rank's port, the network link from the
 // between-hosts series, intra-node links from the within-host one (when per_host >= 2).
@@ -90,6 +94,7 @@ struct MachineTopology {
   std::string backend = "mpi";
   int hosts = 1, per_host = 1;
   const TransportSeries* host = nullptr;     // exchange within a host (per_host >= 2)
+  const TransportSeries* host_alone = nullptr;  // pingpong within a host: alone_by_size (optional)
   const TransportSeries* network = nullptr;  // exchange between hosts (hosts >= 2)
 };
 // std::invalid_argument when a series the machine needs is missing.

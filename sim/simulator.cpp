@@ -22,6 +22,7 @@
 #include <unordered_set>
 
 #include "codec/format.h"
+#include "policy/cost_model.h"
 #include "sim/platform.h"
 
 namespace compcoll::sim {
@@ -74,6 +75,7 @@ struct CallRun {
   const calib::Calibration* cal = nullptr;
   const topo::Topology* topology = nullptr;
   double bandwidth_factor = 1;   // the flow model's (receive copies are charged at it)
+  const Platform* platform = nullptr;
   std::deque<Payload> payloads;  // stable addresses, one per message
   int iterations = 1;            // the schedule is the call repeated this many times (sched::repeated)
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
@@ -145,9 +147,18 @@ class RankActor {
   std::vector<std::pair<uint32_t, int64_t>> done_now_;  // wait_one's finished activities (op, conn), reused
   std::unordered_map<uint64_t, Outbox> outbox_;  // per connection (peer, lane)
   // Kernels run one at a time, in the order they become ready, as on one CUDA stream (each
-  // codec or reduce kernel has the GPU's memory bandwidth to itself).
-  std::deque<std::pair<uint32_t, double>> kernels_;  // op, seconds
+  // codec or reduce kernel has the GPU's memory bandwidth to itself). On a node whose ranks
+  // share memory (topo::Topology::shared_memory) a kernel or receive copy is an execution of its
+  // work (policy::shared_work) on one host per node, its node's first GPU's, bounded by what it
+  // can use alone: SimGrid's CPU model shares that host among them by bounded max-min sharing.
+  struct Kernel {
+    uint32_t op;
+    double seconds;  // without shared memory
+    policy::SharedWork w;
+  };
+  std::deque<Kernel> kernels_;
   bool kernel_busy_ = false;
+  int kernels_at_once_ = 1;  // shared memory: policy::kernel_concurrency
   double codec_s_ = 0, reduce_s_ = 0;
   size_t done_ = 0;
   // Back to back (CallRun::iterations): iteration k's ops are [k x per_iteration_, (k+1) x
@@ -169,7 +180,8 @@ RankActor::RankActor(CallRun& run, int r)
       dependents_(n_),
       seq_(n_, 0),
       wire_(p_.wire_buffers),
-      received_(n_, nullptr) {
+      received_(n_, nullptr),
+      kernels_at_once_(policy::kernel_concurrency(*run.cal, *run.topology)) {
   std::unordered_map<uint64_t, uint32_t> sends_to, recvs_from;
   const auto iterations = static_cast<size_t>(std::max(run.iterations, 1));
   per_iteration_ = static_cast<uint32_t>(n_ / iterations);
@@ -203,10 +215,18 @@ void RankActor::track(s4u::ActivityPtr a, uint32_t op, int64_t conn) {
 }
 
 void RankActor::start_kernel() {
-  const auto [op, seconds] = kernels_.front();
+  const Kernel k = kernels_.front();
   kernels_.pop_front();
   kernel_busy_ = true;
-  track(s4u::this_actor::exec_async(seconds * kHostSpeed), op, kKernel);
+  if (!run_.topology->shared_memory) {
+    track(s4u::this_actor::exec_async(k.seconds * kHostSpeed), k.op, kKernel);
+    return;
+  }
+  const topo::Topology& t = *run_.topology;
+  s4u::Host* node = run_.platform->gpu_hosts[static_cast<size_t>(t.node_of(t.rank_to_gpu[static_cast<size_t>(r_)]) * t.gpus_per_node)];
+  s4u::ExecPtr e = s4u::Exec::init()->set_flops_amount(k.w.work * kHostSpeed)->set_host(node);
+  e->set_bound(k.w.bound * kHostSpeed);
+  track(e->start(), k.op, kKernel);
 }
 
 void RankActor::start_send(uint64_t conn) {
@@ -271,7 +291,17 @@ void RankActor::start_op(uint32_t i) {
       break;
   }
   if (seconds > 0) {
-    kernels_.emplace_back(i, seconds);
+    Kernel k{i, seconds, {}};
+    if (run_.topology->shared_memory) {
+      const calib::Op kind = op.kind == OpKind::Compress     ? calib::Op::Compress
+                             : op.kind == OpKind::Decompress ? calib::Op::Decompress
+                             : op.kind == OpKind::Reduce     ? calib::Op::Reduce
+                                                             : calib::Op::Copy;
+      const uint64_t bytes = (op.kind == OpKind::Compress ? op.src.count : op.dst.count) * dsize_;
+      k.w = policy::shared_work(seconds, run_.cal->alone_seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes)),
+                                kernels_at_once_);
+    }
+    kernels_.push_back(k);
     if (!kernel_busy_) start_kernel();
   } else {
     finished_.push_back(i);
@@ -356,7 +386,12 @@ void RankActor::finished(uint32_t i, int64_t conn) {
     if (run_.topology->copies_on_receive(src, dst)) {  // then the receiver copies it, in its kernel queue
       const double s = run_.topology->receive_copy_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor);
       if (s > 0) {
-        kernels_.emplace_back(i, s);
+        Kernel k{i, s, {}};
+        if (run_.topology->shared_memory)
+          k.w = policy::shared_work(
+              s, run_.topology->receive_copy_alone_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor),
+              policy::copy_concurrency(*run_.topology));
+        kernels_.push_back(k);
         if (!kernel_busy_) start_kernel();
         return;
       }
@@ -448,6 +483,7 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     run.cal = &job.calibration;
     run.topology = &job.topology;
     run.bandwidth_factor = job.network.bandwidth_factor;
+    run.platform = &platform;
     for (const auto& rp : schedule.ranks) res.ops += rp.ops.size() / static_cast<size_t>(iterations);
     const double start = s4u::Engine::get_clock();
     run.end = start;

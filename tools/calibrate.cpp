@@ -145,7 +145,9 @@ class HostDevice : public CalibrationDevice {
            "), reduce_add and memcpy on one thread" +
            (concurrent_ > 1 ? " while " + std::to_string(concurrent_ - 1) +
                                   " other thread(s) ran the same op on buffers of their own (--concurrent " +
-                                  std::to_string(concurrent_) + ": every rank of a host running the kernel at once)"
+                                  std::to_string(concurrent_) +
+                                  ": every rank of a host running the kernel at once), and each point timed the same "
+                                  "way with those threads idle (the `alone` points)"
                             : "") +
            "; steady_clock around each call (calls under 20 us timed in batches, the batch mean taken as the sample)";
   }
@@ -163,27 +165,30 @@ class HostDevice : public CalibrationDevice {
   Measurement measure(calib::Op op, const Codec* codec, uint64_t bytes, const TimingOptions& opt) override {
     const uint8_t* in = input_->data();
     const uint64_t elements = bytes / dtype_size(dtype_);
+    const auto time_op = [&] {
+      switch (op) {
+        case calib::Op::Compress: return median_seconds([&] { encode_prefix(*codec, elements); }, opt);
+        case calib::Op::Decompress:
+          if (encoded_.codec != codec || encoded_.elements != elements) encode_prefix(*codec, elements);
+          return median_seconds([&] { decode(stream_.data(), encoded_.size, out_.data(), bytes, threads_); }, opt);
+        case calib::Op::Reduce:
+          // dst starts as the input and accumulates it: the values grow, the work does not change.
+          std::memcpy(out_.data(), in, bytes);
+          return median_seconds([&] { reduce_add(dtype_, out_.data(), in, elements); }, opt);
+        case calib::Op::Copy: break;
+      }
+      return median_seconds([&] { std::memcpy(out_.data(), in, bytes); }, opt);
+    };
+    // With --concurrent N the op is timed twice: alone on the host, then while N - 1 other
+    // threads run it too.
+    const double alone = concurrent_ > 1 ? time_op().seconds : 0;
     Measurement m;
-    std::optional<Load> load;
-    if (concurrent_ > 1) load.emplace(concurrent_ - 1, op, codec, dtype_, in, bytes);
-    switch (op) {
-      case calib::Op::Compress:
-        m = median_seconds([&] { encode_prefix(*codec, elements); }, opt);
-        break;
-      case calib::Op::Decompress:
-        if (encoded_.codec != codec || encoded_.elements != elements) encode_prefix(*codec, elements);
-        m = median_seconds([&] { decode(stream_.data(), encoded_.size, out_.data(), bytes, threads_); }, opt);
-        break;
-      case calib::Op::Reduce:
-        // dst starts as the input and accumulates it: the values grow, the work does not change.
-        std::memcpy(out_.data(), in, bytes);
-        m = median_seconds([&] { reduce_add(dtype_, out_.data(), in, elements); }, opt);
-        break;
-      case calib::Op::Copy:
-        m = median_seconds([&] { std::memcpy(out_.data(), in, bytes); }, opt);
-        break;
+    {
+      std::optional<Load> load;
+      if (concurrent_ > 1) load.emplace(concurrent_ - 1, op, codec, dtype_, in, bytes);
+      m = time_op();
     }
-    load.reset();
+    m.alone_seconds = alone;
     // The correctness pass, apart from the timing.
     switch (op) {
       case calib::Op::Compress:
@@ -321,7 +326,8 @@ const char* const kUsage =
     "  --min-time   seconds of timed runs per point, at least (default 0.1, with --quick 0.01)\n"
     "  --quick      sizes in powers of 4 instead of 2, 3 samples per point instead of 5\n"
     "  --concurrent host: N threads run each op at once on their own buffers, one of them timed (default 1):\n"
-    "               the kernels' speed when every rank of a host (N of them) runs one at the same time\n"
+    "               the kernels' speed when every rank of a host (N of them) runs one at the same time;\n"
+    "               each point is also timed alone (the file's `alone` points and `concurrent: N`)\n"
     "  --threads    host: threads coding and decoding each stream's chunks (default 1; 0: one per hardware\n"
     "               thread): the codec curves of a rank that runs its codecs on that many threads\n"
     "  --data       directory of the real tensors (default $COMPCOLL_TEST_DATA_DIR, else the bundled tests/data)\n"
@@ -706,9 +712,11 @@ int run_calibrate(int argc, char** argv) {
               config::format_bytes(largest).c_str(), timing.min_samples, timing.min_time);
   std::printf("# %zu curves; %s is rewritten after each one\n", wanted.size(), opt.out.c_str());
   std::printf("# inputs: the tensors of %s\n", opt.data_dir.c_str());
-  std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s\n", "# size", "type", "op", "codec", "time", "algbw",
-              "samples", "#wrong");
-  std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s\n", "# (B)", "", "", "", "(us)", "(GB/s)", "", "");
+  const bool alone = opt.concurrent > 1;  // a column of the time alone
+  std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s%s\n", "# size", "type", "op", "codec", "time", "algbw",
+              "samples", "#wrong", alone ? "        alone" : "");
+  std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s%s\n", "# (B)", "", "", "", "(us)", "(GB/s)", "", "",
+              alone ? "         (us)" : "");
   std::fflush(stdout);
 
   // ---- what goes into the file ----
@@ -738,8 +746,12 @@ int run_calibrate(int argc, char** argv) {
                 "; the run was asked for these curves only (" + std::to_string(wanted.size()) + ").";
   }
 
-  std::map<CurveKey, std::vector<std::pair<uint64_t, double>>> curves;  // finished curves whose checks passed
-  std::vector<CurveKey> failed;                                         // finished curves with a failed check
+  // A curve's points (bytes, seconds) and, with --concurrent N > 1, its points alone on the host.
+  struct Points {
+    std::vector<std::pair<uint64_t, double>> timed, alone;
+  };
+  std::map<CurveKey, Points> curves;  // finished curves whose checks passed
+  std::vector<CurveKey> failed;       // finished curves with a failed check
   bool moved_old = false;
   const auto start = Clock::now();
 
@@ -798,6 +810,7 @@ int run_calibrate(int argc, char** argv) {
       for (const CurveKey& k : missing) y << "  - " << config::yaml_quote(k.name()) << "\n";
     }
     y << "date: " << date << "\n";
+    if (opt.concurrent > 1) y << "concurrent: " << opt.concurrent << "\n";
     y << "statement: " << config::yaml_quote(statement.str()) << "\n";
     y << "machine:\n";
     for (const auto& [k, v] : device->machine()) y << "  " << k << ": " << config::yaml_quote(v) << "\n";
@@ -809,13 +822,19 @@ int run_calibrate(int argc, char** argv) {
     for (const auto& [key, points] : curves) {
       y << "  - {op: " << calib::op_name(key.op);
       if (!key.codec.empty()) y << ", codec: " << key.codec;
-      y << ", dtype: " << key.dtype << ", points: [";
-      for (size_t i = 0; i < points.size(); ++i) {
-        std::snprintf(num, sizeof num, "%s[%llu, %.5g]", i ? ", " : "", static_cast<unsigned long long>(points[i].first),
-                      points[i].second);
-        y << num;
-      }
-      y << "]}\n";
+      const auto list = [&](const char* name, const std::vector<std::pair<uint64_t, double>>& pts) {
+        y << ", " << name << ": [";
+        for (size_t i = 0; i < pts.size(); ++i) {
+          std::snprintf(num, sizeof num, "%s[%llu, %.5g]", i ? ", " : "", static_cast<unsigned long long>(pts[i].first),
+                        pts[i].second);
+          y << num;
+        }
+        y << "]";
+      };
+      y << ", dtype: " << key.dtype;
+      list("points", points.timed);
+      if (!points.alone.empty()) list("alone", points.alone);
+      y << "}\n";
     }
     // The first write replaces the file: an older one at that name is kept as FILE.bak.
     if (!moved_old && std::filesystem::exists(opt.out)) {
@@ -832,19 +851,22 @@ int run_calibrate(int argc, char** argv) {
     std::fflush(stdout);
   };
 
-  std::map<CurveKey, std::pair<bool, std::vector<std::pair<uint64_t, double>>>> in_progress;  // ok, points
+  std::map<CurveKey, std::pair<bool, Points>> in_progress;  // ok, points
   auto row = [&](calib::Op op, const Codec* codec, DType dtype, const std::string& curve_dtype, uint64_t bytes) {
     const Measurement m = device->measure(op, codec, bytes, timing);
     const std::string codec_name = codec ? std::string(codec->name()) : "-";
-    std::printf("%12llu %5s %-10s %-12s %12.3f %9.3f %8d %7s\n", static_cast<unsigned long long>(bytes),
+    std::printf("%12llu %5s %-10s %-12s %12.3f %9.3f %8d %7s", static_cast<unsigned long long>(bytes),
                 std::string(dtype_name(dtype)).c_str(), std::string(calib::op_name(op)).c_str(), codec_name.c_str(),
                 m.seconds * 1e6, m.seconds > 0 ? bytes / m.seconds / 1e9 : 0.0, m.samples,
                 m.wrong < 0 ? "-" : std::to_string(m.wrong).c_str());
+    if (alone) std::printf(" %12.3f", m.alone_seconds * 1e6);
+    std::printf("\n");
     std::fflush(stdout);
     auto [it, fresh] = in_progress.try_emplace({op, codec ? codec_name : "", curve_dtype});
     if (fresh) it->second.first = true;
     it->second.first = it->second.first && m.wrong <= 0;
-    it->second.second.emplace_back(bytes, m.seconds);
+    it->second.second.timed.emplace_back(bytes, m.seconds);
+    if (m.alone_seconds > 0) it->second.second.alone.emplace_back(bytes, m.alone_seconds);
   };
   // The curves in progress are finished: those that passed go into the file, which is saved.
   const auto finish = [&] {

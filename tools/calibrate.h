@@ -33,6 +33,9 @@ struct TimingOptions {
 
 struct Measurement {
   double seconds = 0;  // median of the samples
+  // Host with --concurrent N > 1: the same op timed the same way with the other threads idle
+  // (the op alone on the host); 0: not measured.
+  double alone_seconds = 0;
   int samples = 0;
   int64_t wrong = -1;  // elements that differ in the separate correctness pass; -1: no check
 };

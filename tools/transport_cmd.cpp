@@ -243,8 +243,10 @@ int measure(const Options& o, int argc, char** argv) {
     m.backend = o.backend;
     m.hosts = j.hosts;
     m.per_host = j.per_host;
-    for (const auto& x : series)
+    for (const auto& x : series) {
       if (x.pattern == "exchange") (x.between == "host" ? m.host : m.network) = &x;
+      if (x.pattern == "pingpong" && x.between == "host") m.host_alone = &x;
+    }
     m.description = std::to_string(j.ranks) + " " + o.backend + " ranks on " + std::to_string(j.hosts) + " host(s) (" +
                     j.device + "), measured transport";
     m.comment = {"MEASURED: the " + o.backend + " transport between the ranks of this job, written by",

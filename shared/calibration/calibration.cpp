@@ -20,7 +20,10 @@ std::string_view op_name(Op op) {
   return "?";
 }
 
-double Curve::seconds(double bytes) const {
+namespace {
+
+// Piecewise linear in bytes through `points`; past the last point at the last segment's rate.
+double interpolate(const std::vector<std::pair<double, double>>& points, double bytes) {
   if (points.empty()) return 0;
   if (points.size() == 1) return points[0].second * (bytes / points[0].first);
   size_t i = 1;
@@ -35,6 +38,11 @@ double Curve::seconds(double bytes) const {
   return y0 + (y1 - y0) * (bytes - x0) / (x1 - x0);
 }
 
+}  // namespace
+
+double Curve::seconds(double bytes) const { return interpolate(points, bytes); }
+double Curve::alone_seconds(double bytes) const { return interpolate(alone.empty() ? points : alone, bytes); }
+
 const Curve* Calibration::find(Op op, const std::string& codec, DType dtype) const {
   const Curve* best = nullptr;
   for (const auto& c : curves)
@@ -47,9 +55,9 @@ const Curve* Calibration::find(Op op, const std::string& codec, DType dtype) con
 
 bool Calibration::has(Op op, const std::string& codec, DType dtype) const { return find(op, codec, dtype) != nullptr; }
 
-double Calibration::seconds(Op op, const std::string& codec, DType dtype, double bytes) const {
-  if (source == "zero") return 0;
-  if ((op == Op::Compress || op == Op::Decompress) && codec == "identity") return 0;
+const Curve* Calibration::timed_curve(Op op, const std::string& codec, DType dtype) const {
+  if (source == "zero") return nullptr;
+  if ((op == Op::Compress || op == Op::Decompress) && codec == "identity") return nullptr;
   const Curve* best = find(op, codec, dtype);
   if (!best)
     throw config::ConfigError(file + ": curves: no curve for op " + std::string(op_name(op)) +
@@ -57,7 +65,17 @@ double Calibration::seconds(Op op, const std::string& codec, DType dtype, double
                               ", dtype " + std::string(dtype_name(dtype)) +
                               (complete ? "" : " (the file is PARTIAL, complete: false: the calibrate run that wrote it "
                                                "did not measure every curve)"));
-  return best->seconds(bytes);
+  return best;
+}
+
+double Calibration::seconds(Op op, const std::string& codec, DType dtype, double bytes) const {
+  const Curve* c = timed_curve(op, codec, dtype);
+  return c ? c->seconds(bytes) : 0;
+}
+
+double Calibration::alone_seconds(Op op, const std::string& codec, DType dtype, double bytes) const {
+  const Curve* c = timed_curve(op, codec, dtype);
+  return c ? c->alone_seconds(bytes) : 0;
 }
 
 std::string Calibration::label() const {
@@ -94,6 +112,7 @@ Calibration load_calibration(const std::string& path) {
   // Partial files (calibrate writes one after every finished curve): complete: false and the
   // curves not measured. Files without the key are complete.
   if (const Node c = root.opt("complete"); c.defined()) cal.complete = c.as_bool();
+  cal.concurrent = static_cast<int>(root.get_int("concurrent", 1, 1, 1024));
   if (const Node m = root.opt("missing"); m.defined()) {
     if (cal.complete) m.fail("only with complete: false");
     if (!m.is_sequence()) m.fail("expected a list of curves, like [\"reduce bf16\"]");
@@ -111,17 +130,25 @@ Calibration load_calibration(const std::string& path) {
     cv.op = op == "compress" ? Op::Compress : op == "decompress" ? Op::Decompress : op == "reduce" ? Op::Reduce : Op::Copy;
     if (cv.op == Op::Compress || cv.op == Op::Decompress) cv.codec = c.get("codec").as_string();
     cv.dtype = c.get("dtype").as_choice({"bf16", "fp16", "fp32", "any"});
-    const Node pts = c.opt("points");
-    if (pts.defined()) {
+    const auto read_points = [](const Node& pts, std::vector<std::pair<double, double>>& out) {
+      if (!pts.is_sequence()) pts.fail("expected a list of [bytes, seconds]");
       for (size_t k = 0; k < pts.size(); ++k) {
         const Node p = pts[k];
         if (!p.is_sequence() || p.size() != 2) p.fail("expected [bytes, seconds]");
         const double b = p[0].as_double(), s = p[1].as_double();
         if (b <= 0 || s < 0) p.fail("expected bytes > 0 and seconds >= 0");
-        if (!cv.points.empty() && b <= cv.points.back().first) p.fail("bytes must increase from point to point");
-        cv.points.emplace_back(b, s);
+        if (!out.empty() && b <= out.back().first) p.fail("bytes must increase from point to point");
+        out.emplace_back(b, s);
       }
-      if (cv.points.empty()) pts.fail("expected at least one point");
+      if (out.empty()) pts.fail("expected at least one point");
+    };
+    const Node pts = c.opt("points");
+    if (pts.defined()) {
+      read_points(pts, cv.points);
+      if (const Node alone = c.opt("alone"); alone.defined()) {
+        if (cal.concurrent < 2) alone.fail("only with concurrent: N > 1 (points measured beside other ranks)");
+        read_points(alone, cv.alone);
+      }
     } else {
       // latency + bytes / throughput, as two points.
       const double lat = c.get("latency").as_time();

@@ -9,10 +9,12 @@
 //   statement: "where the figures come from"
 //   date: 2026-11-23
 //   complete: false            # optional, default true; false: a run that had not finished
+//   concurrent: 2              # optional, default 1: the host ranks that ran each op at once
 //   missing: ["compress fp8-hadamard bf16", "reduce bf16"]   # with complete: false
 //   curves:
 //     - {op: compress, codec: gauss-exp, dtype: bf16, latency: 6us, throughput: 350GB/s}
 //     - {op: reduce, dtype: bf16, points: [[4096, 3.1e-6], [1048576, 5.2e-6], ...]}
+//     - {op: copy, dtype: any, points: [...], alone: [[4096, 2.9e-6], ...]}   # with concurrent > 1
 // `bytes` is always the uncompressed size of the data the op touches. Between points the
 // duration is interpolated linearly; past the last point it grows at the last segment's rate.
 // A partial file (complete: false, written by a calibrate run that had not finished) loads
@@ -35,7 +37,11 @@ struct Curve {
   std::string codec;  // empty for reduce and copy
   std::string dtype;  // "bf16", "fp16", "fp32", or "any"
   std::vector<std::pair<double, double>> points;  // (bytes, seconds), bytes increasing
+  // With Calibration::concurrent N > 1: the same op alone on the host (the other N - 1 ranks
+  // idle), at the same sizes; empty: not measured.
+  std::vector<std::pair<double, double>> alone;
   double seconds(double bytes) const;
+  double alone_seconds(double bytes) const;  // seconds() where `alone` is empty
 };
 
 struct Calibration {
@@ -44,14 +50,22 @@ struct Calibration {
   bool complete = true;               // false: the run that wrote the file had not finished
   std::vector<std::string> missing;   // the curves that run did not measure ("reduce bf16")
   std::vector<std::pair<std::string, std::string>> machine;  // the file's machine: (key, value), as written
+  // The ranks of a host that ran each op at once when `points` were measured (calibrate
+  // --concurrent N): a host kernel's speed beside N - 1 others. 1: alone, or a GPU.
+  int concurrent = 1;
 
   // The duration of `op` over `bytes` uncompressed bytes. Identity compress/decompress cost
   // nothing (no kernel runs). Throws config::ConfigError naming the file and what is missing.
   double seconds(Op op, const std::string& codec, DType dtype, double bytes) const;
+  // The same op alone on the host (Curve::alone; seconds() where the curve has none).
+  double alone_seconds(Op op, const std::string& codec, DType dtype, double bytes) const;
   // Whether a curve exists (no throw).
   bool has(Op op, const std::string& codec, DType dtype) const;
   // The curve seconds() uses: the op's (and codec's) curve of this dtype, else of dtype any.
   const Curve* find(Op op, const std::string& codec, DType dtype) const;
+  // find()'s curve for an op that takes time; null for one that takes none (a zero
+  // calibration, identity compress/decompress). Throws as seconds() does.
+  const Curve* timed_curve(Op op, const std::string& codec, DType dtype) const;
   // "measured calibration (device, date, file)", with " -- PARTIAL: ..." for a partial file:
   // one line for outputs.
   std::string label() const;

@@ -50,6 +50,19 @@ Connection connection_of(uint64_t key) {
 
 }  // namespace
 
+SharedWork shared_work(double seconds, double alone_seconds, int concurrent) {
+  SharedWork w;
+  w.work = seconds / std::max(concurrent, 1);
+  // Alone never slower than in company: a measured alone time above `seconds` is noise.
+  const double alone = std::min(alone_seconds, seconds);
+  w.bound = alone > 0 ? std::min(1.0, w.work / alone) : 1.0;
+  return w;
+}
+
+int kernel_concurrency(const calib::Calibration& cal, const topo::Topology& t) {
+  return cal.concurrent > 1 ? cal.concurrent : t.gpus_per_node;
+}
+
 const RouteInfo& RouteCache::get(int src, int dst) {
   const uint64_t key = pair_key(src, dst);
   auto it = cache_.find(key);
@@ -71,6 +84,8 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
   if (static_cast<int>(t.rank_to_gpu.size()) < n)
     throw std::runtime_error("cost model: the placement has fewer ranks than the schedule");
   const uint64_t dsize = dtype_size(s.dtype);
+  const bool shared = t.shared_memory;
+  const int kernels_at_once = kernel_concurrency(cal, t);
 
   // Ops are taken in the order they become ready (as the simulator's actors start them), so
   // a GPU's kernel queue and a pair's message order come out as they do there.
@@ -81,6 +96,16 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
     std::vector<uint32_t> seq;                      // sends / receives: index among those of the connection
     std::vector<uint64_t> wire;                     // bytes of each wire buffer's message
     double gpu_free = 0, codec_s = 0, kernel_s = 0;
+    // Shared memory (topo::Topology::shared_memory): the kernels and receive copies waiting for
+    // the rank's core, in the order they became ready, and whether one is running.
+    struct Job {
+      uint32_t op;
+      SharedWork w;
+      int from = -1;          // a receive copy: the sender, whose send it delivers
+      uint32_t send_op = 0;
+    };
+    std::deque<Job> jobs;
+    bool running = false;
     // Back to back: iteration k's ops are [k x per_iteration, (k+1) x per_iteration); `open[k]`
     // counts its ops not done and sends not delivered, and when it reaches 0 (at `gate[k]`, the
     // latest of those times) iteration k + 1's first ops (`roots[k + 1]`) become ready.
@@ -217,6 +242,7 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
     double left = 0, since = 0, rate = 0;  // bytes left at time `since`, flowing at `rate` since
     double factor = 1;                     // bandwidth_factor x the topology's factor for its size
     bool copied = false;                   // the receiver's core copies it (topo receive_copy)
+    bool job = false;                      // shared memory: a rank's kernel or receive copy on its node
     double penalty = 0, bound = kNever;     // sharing weight; TCP-gamma cap on its share
     uint32_t first = 0, count = 0;          // into uses
     uint32_t version = 0;                   // bumped when its finish time changes
@@ -343,6 +369,15 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
       dirty.push_back(uses[k].link);
     }
   };
+  auto take_slot = [&] {
+    if (free_slots.empty()) {
+      flows.emplace_back();
+      return static_cast<uint32_t>(flows.size() - 1);
+    }
+    const uint32_t slot = free_slots.back();
+    free_slots.pop_back();
+    return slot;
+  };
   // The pair's next message leaves if the pair's wire is free and its receive is posted (a
   // rendezvous holds the ones behind it).
   auto try_send = [&](int from, int r, uint32_t lane) {
@@ -357,14 +392,7 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
     p.busy = true;
     const int src_gpu = t.rank_to_gpu[static_cast<size_t>(from)], dst_gpu = t.rank_to_gpu[static_cast<size_t>(r)];
     const RouteInfo* route = &routes.get(src_gpu, dst_gpu);
-    uint32_t slot;
-    if (free_slots.empty()) {
-      slot = static_cast<uint32_t>(flows.size());
-      flows.emplace_back();
-    } else {
-      slot = free_slots.back();
-      free_slots.pop_back();
-    }
+    const uint32_t slot = take_slot();
     Flow& fl = flows[slot];
     const uint32_t version = fl.version;  // a reused slot keeps counting: old entries stay stale
     fl = Flow{from, r, recv_op, m.bytes};
@@ -381,6 +409,50 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
     fl.factor = net.bandwidth_factor * t.message_factor(src_gpu, dst_gpu, static_cast<double>(m.bytes));
     starting.emplace(now + route->latency * net.latency_factor, slot);
   };
+  // Shared memory: the rank's next kernel or receive copy starts if its core is free, as a flow
+  // of its work through its node's constraint (capacity 1, one per node), capped at its bound.
+  std::unordered_map<int, uint32_t> node_use;  // node -> its entry in `uses`
+  auto start_job = [&](int r) {
+    Rank& st = ranks[r];
+    if (st.running || st.jobs.empty()) return;
+    const Rank::Job job = st.jobs.front();
+    st.jobs.pop_front();
+    st.running = true;
+    const int node = t.node_of(t.rank_to_gpu[static_cast<size_t>(r)]);
+    auto [it, fresh] = node_use.try_emplace(node, static_cast<uint32_t>(uses.size()));
+    if (fresh) {
+      uses.push_back({static_cast<uint32_t>(link_capacity.size()), 1.0});
+      link_capacity.push_back(1.0);
+    }
+    const uint32_t slot = take_slot();
+    Flow& fl = flows[slot];
+    const uint32_t version = fl.version;
+    fl = Flow{job.from, r, job.op, 0};
+    fl.send_op = job.send_op;
+    fl.version = version + 1;
+    fl.job = true;
+    fl.copied = job.from >= 0;
+    fl.left = job.w.work;
+    fl.first = it->second;
+    fl.count = 1;
+    fl.penalty = 1;
+    fl.bound = job.w.bound;
+    start_flow(slot);
+  };
+  // Shared memory: a kernel or receive copy is done; the rank's next one starts.
+  auto job_done = [&](uint32_t slot) {
+    const Flow fl = flows[slot];
+    free_slots.push_back(slot);
+    ranks[fl.r].running = false;
+    start_job(fl.r);
+    finish_op(fl.r, fl.op, now);
+    if (fl.copied) {  // the sender's send is delivered once the acknowledgement is back
+      const int src_gpu = t.rank_to_gpu[static_cast<size_t>(fl.from)], dst_gpu = t.rank_to_gpu[static_cast<size_t>(fl.r)];
+      const double acked = now + routes.get(dst_gpu, src_gpu).latency * net.latency_factor;
+      end = std::max(end, acked);
+      close(fl.from, fl.send_op, acked);
+    }
+  };
   auto arrive = [&](uint32_t slot) {
     const Flow fl = flows[slot];
     free_slots.push_back(slot);
@@ -389,6 +461,13 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
     if (op.dst.buf == BufKind::Wire) ranks[fl.r].wire[op.dst.index] = fl.bytes;
     Rank& st = ranks[fl.r];
     const double copy = fl.copied ? t.receive_copy_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor) : 0;
+    if (copy > 0 && shared) {  // in the receiver's queue, as work on the node
+      const double alone = t.receive_copy_alone_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor);
+      st.jobs.push_back({fl.op, shared_work(copy, alone, copy_concurrency(t)), fl.from, fl.send_op});
+      start_job(fl.r);
+      try_send(fl.from, fl.r, fl.lane);
+      return;
+    }
     if (copy > 0) st.gpu_free = std::max(st.gpu_free, now) + copy;  // in the receiver's kernel queue
     const double received = copy > 0 ? st.gpu_free : now;
     finish_op(fl.r, fl.op, received);
@@ -429,18 +508,28 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
       return std::tie(flows[a].from, flows[a].r, flows[a].lane) < std::tie(flows[b].from, flows[b].r, flows[b].lane);
     });
     for (uint32_t f : ended) end_flow(f);
-    for (uint32_t f : ended) arrive(f);
+    for (uint32_t f : ended) {
+      if (flows[f].job) job_done(f);
+      else arrive(f);
+    }
     // Ops ready now, in order; what they post leaves once all of this instant's are posted.
     while (!queue.empty() && std::get<0>(queue.top()) <= now) {
       const auto [ready, r, i] = queue.top();
       queue.pop();
       Rank& st = ranks[r];
       const auto& op = s.ranks[r].ops[i];
-      auto kernel = [&](double seconds) {
-        if (seconds <= 0) return now;  // zero-time ops do not queue (the simulator skips them)
+      // A kernel of `seconds` (calibrated) in the rank's queue: it ends in turn, or with shared
+      // memory when its work on the node is done (job_done).
+      auto kernel = [&](calib::Op kind, double bytes, double seconds) {
+        if (seconds <= 0) return finish_op(r, i, now);  // zero-time ops do not queue (the simulator skips them)
         st.kernel_s += seconds;
+        if (shared) {
+          const double alone = cal.alone_seconds(kind, codec, s.dtype, bytes);
+          st.jobs.push_back({i, shared_work(seconds, alone, kernels_at_once)});
+          return start_job(r);
+        }
         st.gpu_free = std::max(st.gpu_free, now) + seconds;
-        return st.gpu_free;
+        finish_op(r, i, st.gpu_free);
       };
       switch (op.kind) {
         case OpKind::Send: {
@@ -461,23 +550,26 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
           st.wire[op.dst.index] = wire_bytes_of(codec, op.src.count, raw, ratio);
           const double d = cal.seconds(calib::Op::Compress, codec, s.dtype, static_cast<double>(raw));
           st.codec_s += d;
-          finish_op(r, i, kernel(d));
+          kernel(calib::Op::Compress, static_cast<double>(raw), d);
           break;
         }
         case OpKind::Decompress: {
-          const double d = cal.seconds(calib::Op::Decompress, codec, s.dtype, static_cast<double>(op.dst.count * dsize));
+          const double bytes = static_cast<double>(op.dst.count * dsize);
+          const double d = cal.seconds(calib::Op::Decompress, codec, s.dtype, bytes);
           st.codec_s += d;
-          finish_op(r, i, kernel(d));
+          kernel(calib::Op::Decompress, bytes, d);
           break;
         }
-        case OpKind::Reduce:
-          finish_op(r, i, kernel(cal.seconds(calib::Op::Reduce, codec, s.dtype, static_cast<double>(op.dst.count * dsize))));
+        case OpKind::Reduce: {
+          const double bytes = static_cast<double>(op.dst.count * dsize);
+          kernel(calib::Op::Reduce, bytes, cal.seconds(calib::Op::Reduce, codec, s.dtype, bytes));
           break;
+        }
         case OpKind::Copy: {
           if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) st.wire[op.dst.index] = st.wire[op.src.index];
-          const bool timed = cal.has(calib::Op::Copy, "", s.dtype);
-          finish_op(r, i, timed ? kernel(cal.seconds(calib::Op::Copy, codec, s.dtype, static_cast<double>(op.dst.count * dsize)))
-                                : now);
+          const double bytes = static_cast<double>(op.dst.count * dsize);
+          if (cal.has(calib::Op::Copy, "", s.dtype)) kernel(calib::Op::Copy, bytes, cal.seconds(calib::Op::Copy, codec, s.dtype, bytes));
+          else finish_op(r, i, now);
           break;
         }
       }

@@ -21,6 +21,10 @@
 // with receive_copy a message within a node carries no bytes on its links: after its latency
 // the receiver copies it, in its kernel queue (the host executor's one thread per rank), and the
 // sender's send is delivered once that copy is done and an empty acknowledgement is back.
+// With shared_memory (topo::Topology) a node's kernels and receive copies share the node, as
+// the simulator runs them (one execution each on one host per node): each is work on the node
+// (shared_work) bounded by what it can use alone, under the same weighted max-min sharing as
+// the flows, so a rank's kernel ends when its work is done, not at a time known when it starts.
 // tests/sim/test_cost_model.cpp: 0.9995-1.0000 of the simulated time in every case tried.
 // Over the 1,080 plans of experiments/policy-validation.yaml: 1,056 within 0.5%, all within
 // 0.94-1.06; the outliers, 1,024-rank hierarchical plans on contended topologies, are SimGrid's
@@ -63,6 +67,27 @@ struct PlanCost {
   uint64_t wire_bytes = 0; // all messages
   uint64_t messages = 0;
 };
+
+// A host kernel or receive copy on a node whose ranks share memory (topo::Topology::
+// shared_memory), as work on the node: `concurrent` of them at once took `seconds` each and one
+// alone `alone_seconds`. Its work is seconds / concurrent node-seconds and it can use at most
+// `bound` of the node (work / alone_seconds, at most 1; alone_seconds taken as no more than
+// `seconds`, since company does not speed an op up): alone it takes alone_seconds, beside
+// concurrent - 1 like it `seconds`, and beside others what max-min sharing of the node leaves it.
+// A kernel that could use more than its share alone (bound > 1 / concurrent) is slowed by
+// company; one that uses no more than its share (a kernel bound by its core, not by memory)
+// keeps its speed, but claims that share of the node all the same.
+struct SharedWork {
+  double work = 0;   // node-seconds
+  double bound = 1;  // the most of the node it can use
+};
+SharedWork shared_work(double seconds, double alone_seconds, int concurrent);
+// The `concurrent` of a node's kernels: the calibration's (calibrate --concurrent N), or for a
+// calibration measured alone (1) the node's ranks: it says nothing of company, so the model
+// charges none while no more kernels than ranks run.
+int kernel_concurrency(const calib::Calibration& cal, const topo::Topology& t);
+// A receive copy's: the node's ranks, all of which exchanged at once in the measured transport.
+inline int copy_concurrency(const topo::Topology& t) { return t.gpus_per_node; }
 
 // Routes between GPUs as the simulator takes them (topo::sim_route), cached per pair: the
 // directed links in order and their summed latency.

@@ -25,8 +25,9 @@ LinkSpec read_link(const Node& n) {
     l.efficiency = e.as_double();
     if (!(l.efficiency > 0 && l.efficiency <= 1)) e.fail("expected an efficiency in (0, 1]");
   }
-  const Node bs = n.opt("by_size");
-  if (bs.defined()) {
+  const auto factors = [&](const char* key, std::vector<std::pair<double, double>>& out) {
+    const Node bs = n.opt(key);
+    if (!bs.defined()) return;
     if (!bs.is_sequence() || bs.size() == 0) bs.fail("expected a list of [bytes, factor] pairs");
     for (size_t i = 0; i < bs.size(); ++i) {
       const Node pt = bs[i];
@@ -34,17 +35,22 @@ LinkSpec read_link(const Node& n) {
       const double bytes = pt[0].as_double(), f = pt[1].as_double();
       if (!(bytes > 0)) pt[0].fail("expected a message size in bytes > 0");
       if (!(f > 0 && f <= 100)) pt[1].fail("expected a bandwidth factor in (0, 100]");
-      if (!l.by_size.empty() && bytes <= l.by_size.back().first) pt[0].fail("expected sizes in increasing order");
-      l.by_size.emplace_back(bytes, f);
+      if (!out.empty() && bytes <= out.back().first) pt[0].fail("expected sizes in increasing order");
+      out.emplace_back(bytes, f);
     }
-  }
+  };
+  factors("by_size", l.by_size);
+  factors("alone_by_size", l.alone_by_size);
   n.check_no_unknown_keys();
   return l;
 }
 
 }  // namespace
 
-double LinkSpec::size_factor(double bytes) const {
+namespace {
+
+// A factor by message size: linear in log(bytes) between points, flat past both ends; 1 for none.
+double interpolate_factor(const std::vector<std::pair<double, double>>& by_size, double bytes) {
   if (by_size.empty()) return 1.0;
   if (bytes <= by_size.front().first) return by_size.front().second;
   if (bytes >= by_size.back().first) return by_size.back().second;
@@ -53,6 +59,13 @@ double LinkSpec::size_factor(double bytes) const {
   const auto lo = hi - 1;
   const double w = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
   return lo->second + w * (hi->second - lo->second);
+}
+
+}  // namespace
+
+double LinkSpec::size_factor(double bytes) const { return interpolate_factor(by_size, bytes); }
+double LinkSpec::alone_size_factor(double bytes) const {
+  return interpolate_factor(alone_by_size.empty() ? by_size : alone_by_size, bytes);
 }
 
 namespace {
@@ -319,6 +332,7 @@ Topology load_topology(const std::string& path, int ranks, const std::vector<std
     if (t.nvls && t.intra_fabric != "nvswitch") node.get("nvls").fail("NVLS needs fabric: nvswitch");
   }
   if (node.has("receive_copy")) t.receive_copy = node.get("receive_copy").as_bool();
+  if (node.has("shared_memory")) t.shared_memory = node.get("shared_memory").as_bool();
   node.check_no_unknown_keys();
 
   if (t.generator == Generator::SingleNode) {
@@ -418,6 +432,9 @@ std::string describe(const Topology& t) {
   by_size(t.gpu_link, "intra-node");
   if (t.receive_copy)
     o << "#   receive copy: the receiving rank's core copies each message within a node, in turn with its kernels\n";
+  if (t.shared_memory)
+    o << "#   shared memory: a node's kernels and receive copies share it (alone at their alone speed, at once at "
+         "their measured one)\n";
   if (t.generator != Generator::SingleNode)
     o << "#   network: " << t.nics_per_gpu << " NIC port(s) per GPU, ports " << fmt_bw(t.network_link.bandwidth)
       << " x efficiency " << t.network_link.efficiency << ", latency " << fmt_us(t.network_link.latency) << " per hop\n";

@@ -28,8 +28,13 @@ struct LinkSpec {
   // size reaches, (bytes, factor) by increasing bytes, SMPI's piecewise idea; a message's
   // factor is interpolated linearly in log(bytes) and held flat past both ends. Empty: 1.
   std::vector<std::pair<double, double>> by_size;
+  // Measured host transports only (`alone_by_size`): the same factor for a message sent while
+  // no other rank of the host sends (the pingpong), where `by_size` is every rank's at once (the
+  // exchange). Empty: by_size's.
+  std::vector<std::pair<double, double>> alone_by_size;
   double effective_bandwidth() const { return bandwidth * efficiency; }
   double size_factor(double bytes) const;
+  double alone_size_factor(double bytes) const;
 };
 
 enum class Generator : uint8_t { SingleNode, FatTree, RailFatTree, Dragonfly, Torus };
@@ -80,6 +85,13 @@ struct Topology {
   // host executor does (one thread per rank). A message takes its route's latency, then
   // receive_copy_seconds() in the receiver's kernel queue; no link carries its bytes.
   bool receive_copy = false;
+  // The ranks of a node share one memory (a host's cores and their caches): a host kernel or a
+  // receive copy alone on the node runs at its alone speed (the calibration's `alone` points,
+  // the link's alone_by_size), N of them at once (N the ranks that ran at once when they were
+  // measured) each at its measured speed, and in between they share the node by bounded
+  // max-min sharing (docs/TOPOLOGY.md). Without it every kernel runs at its calibrated speed
+  // whatever else runs, as on GPUs with memories of their own.
+  bool shared_memory = false;
   LinkSpec gpu_link;       // GPU <-> node switch
   int nics_per_gpu = 1;
   LinkSpec network_link;   // every network port (NIC <-> switch, switch <-> switch)
@@ -103,6 +115,10 @@ struct Topology {
   }
   double receive_copy_seconds(double bytes, double bandwidth_factor) const {
     return bytes / (gpu_link.effective_bandwidth() * gpu_link.size_factor(bytes) * bandwidth_factor);
+  }
+  // The same copy with no other rank of the node copying (LinkSpec::alone_by_size).
+  double receive_copy_alone_seconds(double bytes, double bandwidth_factor) const {
+    return bytes / (gpu_link.effective_bandwidth() * gpu_link.alone_size_factor(bytes) * bandwidth_factor);
   }
   int gpus() const { return nodes * gpus_per_node; }
   int node_of(int gpu) const { return gpu / gpus_per_node; }

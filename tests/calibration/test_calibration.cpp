@@ -159,6 +159,57 @@ TEST_CASE("calibrate output loads as a measured calibration", "[.calibrate-outpu
   }
 }
 
+// A host calibration measured beside other ranks (calibrate --concurrent N): `concurrent` and
+// each curve's `alone` points, interpolated as the points are; a curve without them, or a file
+// measured alone, gives the points for alone. `alone` needs concurrent > 1.
+TEST_CASE("calibration: points beside other ranks and alone", "[calibration]") {
+  const std::string path = write_file("alone", std::string(kHeader) +
+      "concurrent: 2\n"
+      "curves:\n"
+      "  - {op: copy, dtype: any, points: [[1000, 4.0e-6], [2000, 8.0e-6]], alone: [[1000, 2.0e-6], [2000, 5.0e-6]]}\n"
+      "  - {op: reduce, dtype: bf16, points: [[1000, 3.0e-6], [2000, 6.0e-6]]}\n");
+  const calib::Calibration cal = calib::load_calibration(path);
+  CHECK(cal.concurrent == 2);
+  CHECK(cal.alone_seconds(Op::Copy, "", DType::BF16, 1500) == Approx(3.5e-6));
+  CHECK(cal.seconds(Op::Copy, "", DType::BF16, 1500) == Approx(6.0e-6));
+  CHECK(cal.alone_seconds(Op::Copy, "", DType::BF16, 4000) == Approx(11.0e-6));  // last segment's rate
+  CHECK(cal.alone_seconds(Op::Reduce, "", DType::BF16, 1500) == Approx(4.5e-6));  // no alone points
+  CHECK(cal.alone_seconds(Op::Compress, "identity", DType::BF16, 1e9) == 0);
+  CHECK_THROWS_WITH(cal.alone_seconds(Op::Compress, "gauss-exp", DType::BF16, 1000),
+                    Catch::Contains("alone.yaml: curves: no curve for op compress"));
+  CHECK(calib::zero_calibration().alone_seconds(Op::Copy, "", DType::BF16, 1e6) == 0);
+  CHECK(calib::load_calibration(write_file("single", std::string(kHeader) +
+                                           "curves:\n  - {op: copy, dtype: any, points: [[1000, 1e-6]]}\n"))
+            .concurrent == 1);
+  CHECK_THAT(load_error("alone-alone", "curves:\n  - {op: copy, dtype: any, points: [[1000, 1e-6]], alone: [[1000, 1e-6]]}\n"),
+             Catch::Contains("alone-alone.yaml: curves.0.alone: only with concurrent: N > 1"));
+  CHECK_THAT(load_error("alone-order", "concurrent: 2\ncurves:\n  - {op: copy, dtype: any, points: [[1000, 1e-6]], "
+                                       "alone: [[2000, 1e-6], [1000, 2e-6]]}\n"),
+             Catch::Contains("curves.0.alone.1: bytes must increase"));
+  CHECK_THAT(load_error("alone-map", "concurrent: 2\ncurves:\n  - {op: copy, dtype: any, points: [[1000, 1e-6]], alone: 3}\n"),
+             Catch::Contains("curves.0.alone: expected a list of [bytes, seconds]"));
+  CHECK_THAT(load_error("concurrent", "concurrent: 0\ncurves:\n  - {op: copy, dtype: any, points: [[1000, 1e-6]]}\n"),
+             Catch::Contains("concurrent.yaml: concurrent:"));
+}
+
+// A file calibrate --concurrent 2 just wrote (ctest bench_calibrate_concurrent).
+TEST_CASE("calibrate --concurrent output has alone points", "[.calibrate-concurrent]") {
+  const char* path = std::getenv("COMPCOLL_CALIBRATION_FILE");
+  REQUIRE(path != nullptr);
+  const calib::Calibration cal = calib::load_calibration(path);
+  CHECK(cal.concurrent == 2);
+  CHECK(cal.statement.find("with those threads idle (the `alone` points)") != std::string::npos);
+  REQUIRE(cal.curves.size() == 4);  // gauss-exp compress and decompress, reduce, copy
+  for (const calib::Curve& c : cal.curves) {
+    INFO(calib::op_name(c.op) << " " << c.codec);
+    REQUIRE(c.alone.size() == c.points.size());
+    for (size_t i = 0; i < c.points.size(); ++i) {
+      CHECK(c.alone[i].first == c.points[i].first);
+      CHECK(c.alone[i].second > 0);
+    }
+  }
+}
+
 TEST_CASE("calibration: a partial file loads, says PARTIAL, and names itself in a missing curve's error", "[calibration]") {
   const std::string path = write_file("partial", std::string(kHeader) +
       "complete: false\n"

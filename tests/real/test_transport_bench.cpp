@@ -159,11 +159,28 @@ TEST_CASE("transport topology: one host, every measured size reproduced, receive
   CHECK(t.receive_copy);
   CHECK(topo::route(t, 0, 3).latency == Approx(1.5e-6));
   check_reproduces(t, {0, 0, 0, 0}, host);
+  CHECK(t.shared_memory);  // MPI ranks of a host: their kernels and copies share its memory
+  CHECK(t.gpu_link.alone_by_size.empty());  // no pingpong given
+  // With the pingpong (one message at a time, 30% faster than the exchange): alone_by_size
+  // gives a copy alone its time less the pingpong's least time; the exchange still reproduces.
+  real::TransportSeries pingpong = series("host", 1.0e-6, 6.5e9, false);
+  pingpong.pattern = "pingpong";
+  m.host_alone = &pingpong;
+  const topo::Topology with_alone = load(real::topology_yaml(m), "transport-one-host-alone");
+  REQUIRE(with_alone.gpu_link.alone_by_size.size() == with_alone.gpu_link.by_size.size());
+  for (const auto& [bytes, sec] : pingpong.points)
+    if (bytes >= 4096) {
+      CAPTURE(bytes);
+      CHECK(with_alone.receive_copy_alone_seconds(bytes, 1.0) == Approx(sec - 1.0e-6).epsilon(1e-4));
+    }
+  check_reproduces(with_alone, {0, 0, 0, 0}, host);
+  m.host_alone = nullptr;
   m.backend = "nccl";  // GPUs: copy engines move the bytes; the round has one latency
   const auto gpu_host = series("host", 1.5e-6, 5e9, false);
   m.host = &gpu_host;
   const topo::Topology gpus = load(real::topology_yaml(m), "transport-one-host-nccl");
   CHECK_FALSE(gpus.receive_copy);
+  CHECK_FALSE(gpus.shared_memory);
   check_reproduces(gpus, {0, 0, 0, 0}, gpu_host);
 }
 

@@ -464,3 +464,128 @@ TEST_CASE("cost model within 0.2% of the simulator when kernels become ready tog
     }
   }
 }
+
+namespace {
+
+// `cal` as if measured with `concurrent` ranks at once, each op alone taking `alone_x` of its
+// time beside the others (copies `copy_alone_x`): the shape of a host's calibration.
+calib::Calibration with_alone(calib::Calibration cal, int concurrent, double alone_x, double copy_alone_x) {
+  cal.concurrent = concurrent;
+  for (auto& c : cal.curves) {
+    c.alone = c.points;
+    for (auto& p : c.alone) p.second *= c.op == calib::Op::Copy ? copy_alone_x : alone_x;
+  }
+  return cal;
+}
+
+}  // namespace
+
+// A node whose ranks share memory (topo shared_memory, as on a host): each kernel and receive
+// copy is work on the node, bounded by what it can use alone, under bounded max-min sharing —
+// in the simulator SimGrid's CPU model on one host per node, in the model the flows' own
+// sharing. Both stay within 0.2% on 2 and 4 ranks, with receive copies, and back to back.
+TEST_CASE("cost model within 0.2% of the simulator where a node's kernels and copies share its memory",
+          "[sim][cost-model]") {
+  struct Host {
+    const char* topology;
+    const char* calibration;
+    int ranks;
+  };
+  using sched::Collective;
+  using sched::Placement;
+  struct Case {
+    const char* name;
+    Collective c;
+    const char* algorithm;
+    Placement placement;
+    std::string codec;
+    uint32_t chunks;
+  };
+  const std::vector<Case> cases = {
+      {"ring", Collective::AllReduce, "ring", Placement::None, "identity", 1},
+      {"ring piped", Collective::AllReduce, "ring", Placement::None, "identity", 4},
+      {"ring zipccl", Collective::AllReduce, "ring", Placement::ZipCCL, "gauss-exp", 1},
+      {"recursive per-hop", Collective::AllReduce, "recursive", Placement::PerHop, "gauss-exp", 1},
+      {"allgather", Collective::AllGather, "ring", Placement::None, "identity", 1},
+      {"chain", Collective::Broadcast, "chain", Placement::None, "identity", 1},
+      {"chain piped compress-once", Collective::Broadcast, "chain", Placement::CompressOnce, "gauss-exp", 8},
+      {"direct all-to-all", Collective::AllToAll, "direct", Placement::None, "identity", 1},
+  };
+  for (const Host& h : {Host{"host-mpi.yaml", "host-amd-epyc-x2.yaml", 2}, Host{"host-mpi-4.yaml", "host-amd-epyc-x4.yaml", 4}}) {
+    auto t = topo::load_topology(kRoot + "/topologies/" + h.topology);
+    t.receive_copy = true;
+    t.shared_memory = true;
+    t.gpu_link.alone_by_size = t.gpu_link.by_size;
+    for (auto& p : t.gpu_link.alone_by_size) p.second *= 1.15;
+    const auto cal = with_alone(calib::load_calibration(kRoot + "/calibration/" + h.calibration), h.ranks, 0.9, 0.55);
+    for (const char* model : {"cm02", "lv08"}) {
+      const sim::NetworkModel net = sim::NetworkModel::defaults(model);
+      for (const auto& k : cases)
+        for (const uint64_t bytes : {uint64_t{64} << 10, uint64_t{16} << 20})
+          for (const int iterations : {1, 3}) {
+            sim::Call call = call_of(t, k.c, k.algorithm, k.placement, k.codec, k.chunks, bytes);
+            call.iterations = iterations;
+            sim::Job job;
+            job.topology = t;
+            job.calibration = cal;
+            job.network = net;
+            job.calls = {call};
+            double sim_s = -1, sim_iter = -1;
+            const auto st = sim::simulate(job, [&](const sim::CallResult& r) {
+              INFO(r.error);
+              REQUIRE(r.error.empty());
+              sim_s = r.time_s;
+              sim_iter = r.iteration_s;
+            });
+            REQUIRE(st.error.empty());
+            policy::RouteCache routes(t);
+            const auto pred = policy::predict(sched::build_schedule(call.build), t, cal, k.codec, call.ratio,
+                                              net.factors(), routes, iterations);
+            CAPTURE(h.topology, model, k.name, bytes, iterations, sim_s, pred.time_s, sim_iter, pred.iteration_s);
+            CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
+            CHECK(pred.iteration_s == Approx(sim_iter).epsilon(0.002));
+          }
+    }
+  }
+}
+
+// What sharing the node means, on 2 ranks of a host: work and bound give the alone time alone
+// and the calibrated time beside a like op; a 2-rank chain broadcast (the root's copy, then one
+// message the other rank copies, each alone on the host) takes the alone times, where the
+// unshared node charges the calibrated ones; a ring, whose two ranks work at once, barely moves.
+TEST_CASE("shared memory: alone at the alone speed, together at the calibrated one", "[sim][cost-model]") {
+  const policy::SharedWork w = policy::shared_work(4.0, 2.5, 2);
+  CHECK(w.work == Approx(2.0));
+  CHECK(w.bound == Approx(0.8));
+  CHECK(w.work / w.bound == Approx(2.5));         // alone
+  CHECK(w.work / 0.5 == Approx(4.0));             // beside one like it: half the node each
+  CHECK(policy::shared_work(4.0, 1.0, 2).bound == 1.0);  // capped at the whole node
+  CHECK(policy::shared_work(4.0, 4.0, 2).bound == Approx(0.5));  // no faster alone: its share
+  CHECK(policy::shared_work(4.0, 5.0, 2).bound == Approx(0.5));  // nor slower
+
+  auto t = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
+  REQUIRE(t.receive_copy);
+  t.gpu_link.alone_by_size = t.gpu_link.by_size;
+  for (auto& p : t.gpu_link.alone_by_size) p.second *= 1.25;
+  const auto cal = with_alone(calib::load_calibration(kRoot + "/calibration/host-amd-epyc-x2.yaml"), 2, 1.0, 0.5);
+  topo::Topology shared = t, apart = t;
+  shared.shared_memory = true;
+  apart.shared_memory = false;
+  CHECK(policy::kernel_concurrency(cal, shared) == 2);
+  CHECK(policy::kernel_concurrency(calib::load_calibration(kRoot + "/calibration/host-amd-epyc.yaml"), shared) == 2);
+  const auto net = policy::flow_model_defaults("cm02");
+  const double bytes = 16 << 20;
+  auto predict = [&](const topo::Topology& topo, sched::Collective c, const char* algorithm) {
+    const sim::Call call = call_of(topo, c, algorithm, sched::Placement::None, "identity", 1, static_cast<uint64_t>(bytes));
+    policy::RouteCache routes(topo);
+    return policy::predict(sched::build_schedule(call.build), topo, cal, "identity", 1.0, net, routes).time_s;
+  };
+  const double lat = 2 * 2 * t.gpu_link.latency;  // the message's route and the acknowledgement's
+  const double copy = cal.seconds(calib::Op::Copy, "", DType::BF16, bytes);
+  const double message = t.receive_copy_seconds(bytes, 1.0);
+  CHECK(predict(apart, sched::Collective::Broadcast, "chain") == Approx(copy + message + lat).epsilon(1e-9));
+  CHECK(predict(shared, sched::Collective::Broadcast, "chain") ==
+        Approx(0.5 * copy + message / 1.25 + lat).epsilon(1e-9));
+  CHECK(predict(shared, sched::Collective::AllReduce, "ring") ==
+        Approx(predict(apart, sched::Collective::AllReduce, "ring")).epsilon(0.01));
+}

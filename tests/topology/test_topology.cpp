@@ -158,6 +158,13 @@ TEST_CASE("bad topology files: one line naming the file, the key path and what w
        "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
        "by_size: [4096]}\n",
        0, "node.gpu_link.by_size.0: expected [bytes, factor]"},
+      {"alone-by-size-order",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
+       "alone_by_size: [[8192, 0.5], [4096, 0.4]]}\n",
+       0, "node.gpu_link.alone_by_size.1.0: expected sizes in increasing order"},
+      {"shared-memory", "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  shared_memory: maybe\n"
+       "  gpu_link: {bandwidth: 4GB/s, latency: 1us}\n",
+       0, "node.shared_memory: expected"},
       {"torus", std::string("name: x\ngenerator: torus\n") + kNode +
                     "network:\n  nodes: 2\n  link: {bandwidth: 400Gb/s, latency: 1us}\n  dims: [4, 3]\n",
        0, "network.dims: the torus has 12 positions but the nodes have 16 GPUs"},
@@ -208,6 +215,11 @@ TEST_CASE("measured bandwidth by message size: interpolated in log(bytes), flat 
   CHECK(l.size_factor(8192) == Approx(0.5));  // halfway in log(bytes)
   CHECK(l.size_factor(16384) == 0.75);
   CHECK(l.size_factor(double(1 << 30)) == 2.0);
+  CHECK(l.alone_size_factor(8192) == Approx(0.5));  // none measured alone: by_size's
+  l.alone_by_size = {{4096, 0.5}, {16384, 1.0}};
+  CHECK(l.alone_size_factor(8192) == Approx(0.75));
+  CHECK(l.alone_size_factor(double(1 << 30)) == 1.0);
+  CHECK(l.size_factor(8192) == Approx(0.5));
   // The shipped host topology: written by compcoll-bench transport, factors by size, one node.
   const Topology t = load_topology(topo_file("host-mpi.yaml"));
   CHECK(t.has_size_factors());
