@@ -121,7 +121,10 @@ class RankActor {
   void post_send(uint32_t i);
   void start_send(uint64_t conn);
   void start_kernel();
-  double kernel(calib::Op kind, uint64_t bytes);
+  struct Kernel;
+  // Op i's kernel: its calibrated time (counted in codec_s_ or reduce_s_) and, with shared
+  // memory, its work on the node.
+  Kernel kernel(uint32_t i, calib::Op kind, uint64_t bytes);
   void track(s4u::ActivityPtr a, uint32_t op, int64_t conn);
   void complete(uint32_t i);
   void close(uint32_t i);
@@ -246,11 +249,14 @@ void RankActor::start_send(uint64_t conn) {
   if (copied) track(ack_mailbox(r_, peer, lane, k)->get_async<void>(&ack_), op, kAck);
 }
 
-double RankActor::kernel(calib::Op kind, uint64_t bytes) {
-  const double s = run_.cal->seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes));
-  if (kind == calib::Op::Compress || kind == calib::Op::Decompress) codec_s_ += s;
-  else reduce_s_ += s;
-  return s;
+RankActor::Kernel RankActor::kernel(uint32_t i, calib::Op kind, uint64_t bytes) {
+  Kernel k{i, run_.cal->seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes)), {}};
+  if (kind == calib::Op::Compress || kind == calib::Op::Decompress) codec_s_ += k.seconds;
+  else reduce_s_ += k.seconds;
+  if (run_.topology->shared_memory)
+    k.w = policy::shared_work(k.seconds, run_.cal->alone_seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes)),
+                              kernels_at_once_);
+  return k;
 }
 
 // Sends are buffered, as the IR says (validate() assumes it): what depends on a send may start
@@ -274,33 +280,23 @@ void RankActor::post_send(uint32_t i) {
 
 void RankActor::start_op(uint32_t i) {
   const auto& op = p_.ops[i];
-  double seconds = 0;
+  Kernel k{i, 0, {}};
   switch (op.kind) {
     case OpKind::Send: post_send(i); return;
     case OpKind::Recv: track(mailbox(op.peer, r_, op.lane, seq_[i])->get_async<void>(&received_[i]), i, -1); return;
     case OpKind::Compress:
       wire_[op.dst.index] =
           Payload{wire_message_bytes(run_.call->codec, dtype_, op.src.count, run_.call->ratio), op.src.count * dsize_};
-      seconds = kernel(calib::Op::Compress, op.src.count * dsize_);
+      k = kernel(i, calib::Op::Compress, op.src.count * dsize_);
       break;
-    case OpKind::Decompress: seconds = kernel(calib::Op::Decompress, op.dst.count * dsize_); break;
-    case OpKind::Reduce: seconds = kernel(calib::Op::Reduce, op.dst.count * dsize_); break;
+    case OpKind::Decompress: k = kernel(i, calib::Op::Decompress, op.dst.count * dsize_); break;
+    case OpKind::Reduce: k = kernel(i, calib::Op::Reduce, op.dst.count * dsize_); break;
     case OpKind::Copy:
       if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) wire_[op.dst.index] = wire_[op.src.index];
-      seconds = run_.cal->has(calib::Op::Copy, "", dtype_) ? kernel(calib::Op::Copy, op.dst.count * dsize_) : 0;
+      if (run_.cal->has(calib::Op::Copy, "", dtype_)) k = kernel(i, calib::Op::Copy, op.dst.count * dsize_);
       break;
   }
-  if (seconds > 0) {
-    Kernel k{i, seconds, {}};
-    if (run_.topology->shared_memory) {
-      const calib::Op kind = op.kind == OpKind::Compress     ? calib::Op::Compress
-                             : op.kind == OpKind::Decompress ? calib::Op::Decompress
-                             : op.kind == OpKind::Reduce     ? calib::Op::Reduce
-                                                             : calib::Op::Copy;
-      const uint64_t bytes = (op.kind == OpKind::Compress ? op.src.count : op.dst.count) * dsize_;
-      k.w = policy::shared_work(seconds, run_.cal->alone_seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes)),
-                                kernels_at_once_);
-    }
+  if (k.seconds > 0) {
     kernels_.push_back(k);
     if (!kernel_busy_) start_kernel();
   } else {
