@@ -61,6 +61,16 @@ sim::Call call_of(const topo::Topology& t, sched::Collective c, const char* algo
   return call;
 }
 
+// A call of the host tests: a collective, its algorithm and placement, the codec, the chunks.
+struct HostCase {
+  const char* name;
+  sched::Collective c;
+  const char* algorithm;
+  sched::Placement placement;
+  std::string codec;
+  uint32_t chunks;
+};
+
 }  // namespace
 
 TEST_CASE("cost model within 0.2% of the simulator where flows share no link inside the network", "[sim][cost-model]") {
@@ -308,17 +318,9 @@ TEST_CASE("cost model within 0.2% of the simulator with bandwidth factors by mes
   const auto host = calib::load_calibration(kRoot + "/calibration/host-amd-epyc-x4.yaml");
   const auto t = topo::load_topology(kRoot + "/topologies/host-mpi-4.yaml");
   REQUIRE(t.has_size_factors());
-  struct Case {
-    const char* name;
-    sched::Collective c;
-    const char* algorithm;
-    sched::Placement placement;
-    std::string codec;
-    uint32_t chunks;
-  };
   using sched::Collective;
   using sched::Placement;
-  const std::vector<Case> cases = {
+  const std::vector<HostCase> cases = {
       {"ring piped", Collective::AllReduce, "ring", Placement::None, "identity", 4},
       {"ring zipccl", Collective::AllReduce, "ring", Placement::ZipCCL, "gauss-exp", 1},
       {"allgather", Collective::AllGather, "ring", Placement::None, "identity", 1},
@@ -493,15 +495,7 @@ TEST_CASE("cost model within 0.2% of the simulator where a node's kernels and co
   };
   using sched::Collective;
   using sched::Placement;
-  struct Case {
-    const char* name;
-    Collective c;
-    const char* algorithm;
-    Placement placement;
-    std::string codec;
-    uint32_t chunks;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<HostCase> cases = {
       {"ring", Collective::AllReduce, "ring", Placement::None, "identity", 1},
       {"ring piped", Collective::AllReduce, "ring", Placement::None, "identity", 4},
       {"ring zipccl", Collective::AllReduce, "ring", Placement::ZipCCL, "gauss-exp", 1},
