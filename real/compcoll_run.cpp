@@ -728,6 +728,21 @@ void start_output(Session& s) {
   std::cout << "# model(us): what compcoll-sim predicts for the row's plan (the cost model, shared/policy/cost_model.h) on "
             << exp.topologies[0] << ", " << s.st.cal.label() << ", network model " << exp.network.model
             << "; err = model / measured - 1\n";
+  if (s.st.topo.shared_memory) {
+    // What the model knows of the host's shared memory (docs/TOPOLOGY.md, "Shared memory").
+    bool alone = false;
+    for (const auto& c : s.st.cal.curves) alone = alone || !c.alone.empty();
+    std::cout << "# shared memory (topology shared_memory): a kernel or receive copy alone on the node at its "
+                 "alone time, "
+              << policy::kernel_concurrency(s.st.cal, s.st.topo) << " kernels at once at their calibrated time"
+              << (alone ? "" : "; the calibration has no alone points (compcoll-bench calibrate --concurrent N "
+                               "writes them): a kernel alone is charged its calibrated time")
+              << (s.st.topo.gpu_link.alone_by_size.empty()
+                      ? "; the topology has no alone_by_size (compcoll-bench transport writes it): a copy alone is "
+                        "charged its exchange time"
+                      : "")
+              << "\n";
+  }
   for (const auto& k : s.st.unmodelled) std::cout << "# no model time for " << k << "\n";
   for (const auto& k : s.transport_start.lines) std::cout << k << "\n";
   for (const auto& k : s.kernel_start.lines) std::cout << k << "\n";
