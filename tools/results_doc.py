@@ -170,7 +170,7 @@ def section_codecs():
         rows = [json.loads(l) for l in f if l.strip()]
     try:
         host = load("codec-bench.host.json")
-        simd = "AVX-512: the AVX-512 gauss-exp paths" if host.get("avx512") else "no AVX-512: the portable paths"
+        simd = "AVX-512: the AVX-512 paths of gauss-exp and entropy-exp" if host.get("avx512") else "no AVX-512: the portable paths"
         machine = f"{host['cpu']}, {host['cores']} logical cores, one thread ({simd})"
     except OSError:
         machine = "host not recorded"

@@ -1,5 +1,5 @@
-// shared/codec/exponent_avx512.cpp — AVX-512 host paths of gauss-exp for bf16, fp16 and fp32
-// (see the header).
+// shared/codec/exponent_avx512.cpp — AVX-512 host paths of gauss-exp and entropy-exp for bf16,
+// fp16 and fp32 (see the header).
 //
 // The format puts element k of a chunk in lane k mod 32, so a row of 32 elements is one
 // element of every lane: two vectors of 16 lanes. Each lane keeps its own bit position.
@@ -31,7 +31,10 @@
 // LaneWriter's scheme, 8 lanes per vector); the lanes are then copied back to back.
 //
 // entropy-exp decode is gauss-exp's but for the symbols: one gather per 16 lanes from the
-// chunk's 4096-entry decode table (codes of up to 12 bits).
+// chunk's 4096-entry decode table (codes of up to 12 bits). entropy-exp encode: the chunk's
+// histogram (scalar, four partial counts) and Huffman code as the portable encoder builds
+// them, then gauss-exp's second pass with each row's codes permuted from the chunk's table of
+// code by exponent (and the raw section written on the way).
 #include "codec/exponent_avx512.h"
 
 // GCC 12 warns about the intrinsics headers' deliberately undefined vectors (_mm512_undefined_*).
@@ -676,59 +679,32 @@ COMPCOLL_AVX512 void decode_pair_impl(const CodedChunk& g0, const CodedChunk& g1
   ok[1] = in_range[1] && lanes_end_clean(c[1]);
 }
 
-template <class L>
-COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t* out) {
-  if (n == 0 || n > kMaxChunkElements) return 0;
-  const EncodeTables& tab = encode_tables();
-  const uint32_t rows = (n + kLanes - 1) / kLanes, full_rows = n / kLanes, tail = n % kLanes;
-  const auto live_mask = [&](uint32_t row) -> __mmask32 {
-    return row < full_rows ? 0xFFFFFFFFu : row == full_rows && tail ? (1u << tail) - 1 : 0u;
-  };
-  const uint32_t raw_at = kChunkHeaderBytes + kLaneTableBytes;
-  uint8_t* raw = out + raw_at;
-  const __m512i all_ones = _mm512_set1_epi16((1 << L::kExpBits) - 1);  // Inf / NaN
-  using Layout = expbits::ChunkLayout<L>;
+// Row `row`'s live elements: all 32, or the last row's first n mod 32.
+inline __mmask32 live_mask(uint32_t n, uint32_t row) {
+  const uint32_t full_rows = n / kLanes, tail = n % kLanes;
+  return row < full_rows ? 0xFFFFFFFFu : row == full_rows && tail ? (1u << tail) - 1 : 0u;
+}
 
-  // Pass 1: the raw section and the sum and count of normal exponents.
-  uint64_t sum = 0, count = 0;
-  for (uint32_t row0 = 0; row0 < rows; row0 += 256) {  // 16-bit sums of <= 256 rows of <= 254
-    __m512i sum16 = _mm512_setzero_si512();
-    const uint32_t row1 = std::min(rows, row0 + 256);
-    for (uint32_t row = row0; row < row1; ++row) {
-      const __m512i e = Rows<L>::split(in, row, live_mask(row), raw);
-      const __mmask32 normal = _mm512_test_epi16_mask(e, e) & _mm512_cmpneq_epi16_mask(e, all_ones);
-      sum16 = _mm512_mask_add_epi16(sum16, normal, sum16, e);
-      count += static_cast<uint32_t>(__builtin_popcount(normal));
-    }
-    // Unsigned 16-bit sums (up to 65,024) widened to 32 bits before adding them up.
-    const __m512i sum32 = _mm512_add_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(sum16)),
-                                           _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(sum16, 1)));
-    sum += static_cast<uint32_t>(_mm512_reduce_add_epi32(sum32));
-  }
-  const uint32_t ref = expbits::gauss_reference(sum, static_cast<uint32_t>(count));
-  const uint32_t raw_bytes = Layout::raw_bytes(n);
-  std::memset(raw + n * L::kRawBytes, 0, raw_bytes - n * L::kRawBytes);
-
-  // Pass 2: per row, each element's symbol, code and length (16-bit lanes), appended to its
-  // lane's 64-bit accumulator. When some lane might not have room for another row's code
-  // (more than 63 - 18 bits pending), every lane's complete bytes are stored (one 8-byte store
-  // per lane) and the accumulators keep the incomplete byte: far fewer stores than a fixed
-  // three rows per store, which always makes room for three escapes.
-  const uint32_t max_lane_bytes = 4 * Layout::max_lane_words(n);
-  const uint32_t stride = max_lane_bytes + 16;
-  thread_local std::vector<uint8_t> scratch;
-  if (scratch.size() < size_t{kLanes} * stride) scratch.resize(size_t{kLanes} * stride);
+// The lane streams of a chunk's n elements, lane j into scratch + j x stride, and each lane's
+// word count. Per row, code_row(row, live, esc) gives each live element's code | length << 12
+// (16-bit lanes; codes of up to 12 bits, written LSB first) and the mask of escapes, whose
+// exponents it stores in esc (appended after their code, `esc_len` being the escape code's
+// length); fp16's extra bits follow. The codes are appended to 64-bit lane accumulators, and
+// when some lane might not have room for another row's element (more than 63 - 18 bits
+// pending) every lane's complete bytes are stored (one 8-byte store per lane) and the
+// accumulators keep the incomplete byte: far fewer stores than a fixed three rows per store.
+template <class L, class CodeRow>
+COMPCOLL_AVX512 inline void write_lanes(const uint8_t* in, uint32_t n, uint32_t esc_len, CodeRow code_row,
+                                        uint8_t* scratch, uint32_t stride, uint32_t words[kLanes]) {
+  const uint32_t rows = (n + kLanes - 1) / kLanes;
   Writers w[4];
   for (uint32_t g = 0; g < 4; ++g) {
     w[g].acc = _mm512_setzero_si512();
     w[g].nb = _mm512_setzero_si512();
-    const uint64_t b = reinterpret_cast<uint64_t>(scratch.data()) + uint64_t{stride} * 8 * g;
+    const uint64_t b = reinterpret_cast<uint64_t>(scratch) + uint64_t{stride} * 8 * g;
     w[g].p = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(b)),
                               _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi64(stride)));
   }
-  const __m512i code_len = _mm512_load_si512(tab.code_len);
-  const __m512i base = _mm512_set1_epi16(static_cast<short>(ref + kGaussDMin));
-  const __m512i twenty = _mm512_set1_epi16(kGaussSymZero), esc_sym = _mm512_set1_epi16(kGaussSymEsc);
   const __m512i room = _mm512_set1_epi64(63 - kMaxElementBits);
   alignas(64) uint16_t cl[kLanes];     // code | length << 12
   alignas(64) uint16_t esc[kLanes];    // an escape's exponent, else 0
@@ -741,16 +717,8 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
   for (uint32_t row = 0; row < rows; ++row) {
     for (uint32_t b = 0; b < kRowBytes; b += 64)
       _mm_prefetch(reinterpret_cast<const char*>(next + size_t{row} * kRowBytes + b), _MM_HINT_T1);
-    const __mmask32 live = live_mask(row);
-    const __m512i e = Rows<L>::exponents(in, row, live);
-    const __m512i d = _mm512_sub_epi16(e, base);
-    const __mmask32 zero = _mm512_testn_epi16_mask(e, e);
-    // ref + d for d in [-12, 7], exponent neither 0 nor all ones (GaussSymbols::symbol).
-    const __mmask32 near = _mm512_cmplt_epu16_mask(d, twenty) & ~zero & _mm512_cmpneq_epi16_mask(e, all_ones);
-    const __m512i sym = _mm512_mask_mov_epi16(_mm512_mask_mov_epi16(esc_sym, zero, twenty), near, d);
-    _mm512_store_si512(cl, _mm512_maskz_permutexvar_epi16(live, sym, code_len));
-    const __mmask32 is_esc = live & ~(near | zero);
-    if (is_esc) _mm512_store_si512(esc, _mm512_maskz_mov_epi16(is_esc, e));
+    const __mmask32 live = live_mask(n, row);
+    const __mmask32 is_esc = code_row(row, live, cl, esc);
     if constexpr (L::kExtraBits != 0) _mm512_store_si512(extra, Rows<L>::extras(in, row, live));
     __m512i most = _mm512_setzero_si512();
     for (uint32_t g = 0; g < 4; ++g) {
@@ -760,7 +728,7 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
       if (is_esc) {
         const __m512i ex = _mm512_cvtepu16_epi64(_mm_load_si128(reinterpret_cast<const __m128i*>(esc + 8 * g)));
         const __mmask8 k = _mm512_test_epi64_mask(ex, ex);
-        c = _mm512_mask_or_epi64(c, k, c, _mm512_sll_epi64(ex, _mm_cvtsi32_si128(static_cast<int>(tab.esc_len))));
+        c = _mm512_mask_or_epi64(c, k, c, _mm512_sll_epi64(ex, _mm_cvtsi32_si128(static_cast<int>(esc_len))));
         l = _mm512_mask_add_epi64(l, k, l, _mm512_set1_epi64(L::kExpBits));
       }
       if constexpr (L::kExtraBits != 0) {  // after the code (and escape), live elements only
@@ -788,33 +756,198 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
     _mm512_store_si512(ptrs + 8 * g, w[g].p);
     _mm512_store_si512(nbs + 8 * g, w[g].nb);
   }
-  uint32_t words[kLanes];
-  size_t total = 0;
   for (uint32_t j = 0; j < kLanes; ++j) {
     uint8_t* p = reinterpret_cast<uint8_t*>(ptrs[j]);
     std::memcpy(p, &vals[j], 8);
-    const uint64_t bits = 8 * static_cast<uint64_t>(p - (scratch.data() + size_t{j} * stride)) + nbs[j];
+    const uint64_t bits = 8 * static_cast<uint64_t>(p - (scratch + size_t{j} * stride)) + nbs[j];
     words[j] = static_cast<uint32_t>((bits + 31) / 32);
-    total += words[j];
   }
-  const size_t coded = raw_at + raw_bytes + 4 * total;
+}
+
+// A chunk whose header, code table (table_bytes) and raw section are written and whose lanes
+// are in scratch (write_lanes): the lane table and the streams after the raw section, or, when
+// that would not be smaller, the stored form, as the portable encoder writes it. Its size.
+template <class L>
+inline size_t finish_chunk(const uint8_t* in, uint32_t n, uint8_t* out, uint32_t table_bytes, const uint8_t* scratch,
+                           uint32_t stride, const uint32_t words[kLanes], bool* coded_form) {
+  using Layout = expbits::ChunkLayout<L>;
+  size_t total = 0;
+  for (uint32_t j = 0; j < kLanes; ++j) total += words[j];
+  const size_t coded = Layout::streams_at(table_bytes, n) + 4 * total;
   const size_t stored = Layout::stored_bytes(n);
-  if (coded >= stored) {  // the stored form, as the portable encoder writes it
+  *coded_form = coded < stored;
+  if (coded >= stored) {
     std::memset(out, 0, stored);
     out[0] = kModeStored;
     std::memcpy(out + kChunkHeaderBytes, in, size_t{n} * sizeof(typename L::Bits));
     return stored;
   }
-  out[0] = kModeCoded;
-  out[1] = static_cast<uint8_t>(ref);
-  out[2] = out[3] = 0;
-  uint8_t* stream = out + raw_at + raw_bytes;
+  uint8_t* lane_table = out + Layout::lane_table_at(table_bytes);
+  uint8_t* stream = out + Layout::streams_at(table_bytes, n);
   for (uint32_t j = 0; j < kLanes; ++j) {
-    store_u16(out + kChunkHeaderBytes + 2 * j, static_cast<uint16_t>(words[j]));
-    std::memcpy(stream, scratch.data() + size_t{j} * stride, 4 * size_t{words[j]});
+    store_u16(lane_table + 2 * j, static_cast<uint16_t>(words[j]));
+    std::memcpy(stream, scratch + size_t{j} * stride, 4 * size_t{words[j]});
     stream += 4 * size_t{words[j]};
   }
   return coded;
+}
+
+// Room for a chunk's 32 lanes (the longest each can be, and 16 bytes past it), kept by the
+// thread that codes.
+template <class L>
+inline uint8_t* lane_scratch(uint32_t n, uint32_t* stride) {
+  *stride = 4 * expbits::ChunkLayout<L>::max_lane_words(n) + 16;
+  thread_local std::vector<uint8_t> scratch;
+  if (scratch.size() < size_t{kLanes} * *stride) scratch.resize(size_t{kLanes} * *stride);
+  return scratch.data();
+}
+
+// gauss-exp, one row: each element's symbol (GaussSymbols::symbol: ref + d for d in [-12, 7],
+// exponent neither 0 nor all ones; 0; or an escape) and its code from the fixed table.
+template <class L>
+struct GaussRow {
+  const uint8_t* in;
+  __m512i code_len, base, twenty, esc_sym, all_ones;
+  COMPCOLL_AVX512 GaussRow(const uint8_t* in_, uint32_t ref, const EncodeTables& tab)
+      : in(in_),
+        code_len(_mm512_load_si512(tab.code_len)),
+        base(_mm512_set1_epi16(static_cast<short>(ref + kGaussDMin))),
+        twenty(_mm512_set1_epi16(kGaussSymZero)),
+        esc_sym(_mm512_set1_epi16(kGaussSymEsc)),
+        all_ones(_mm512_set1_epi16((1 << L::kExpBits) - 1)) {}
+  COMPCOLL_AVX512 __mmask32 operator()(uint32_t row, __mmask32 live, uint16_t* cl, uint16_t* esc) const {
+    const __m512i e = Rows<L>::exponents(in, row, live);
+    const __m512i d = _mm512_sub_epi16(e, base);
+    const __mmask32 zero = _mm512_testn_epi16_mask(e, e);
+    const __mmask32 near = _mm512_cmplt_epu16_mask(d, twenty) & ~zero & _mm512_cmpneq_epi16_mask(e, all_ones);
+    const __m512i sym = _mm512_mask_mov_epi16(_mm512_mask_mov_epi16(esc_sym, zero, twenty), near, d);
+    _mm512_store_si512(cl, _mm512_maskz_permutexvar_epi16(live, sym, code_len));
+    const __mmask32 is_esc = live & ~(near | zero);
+    if (is_esc) _mm512_store_si512(esc, _mm512_maskz_mov_epi16(is_esc, e));
+    return is_esc;
+  }
+};
+
+// entropy-exp, one row: the raw bytes to the raw section, and each element's code from the
+// chunk's table of code | length << 12 by exponent (32 entries: one permute; 256: four, of 64
+// entries each, chosen by exponent bits 6 and 7). No escapes: every exponent has a code.
+template <class L>
+struct EntropyRow {
+  static constexpr uint32_t kSyms = 1u << L::kExpBits;
+  const uint8_t* in;
+  uint8_t* raw;
+  __m512i t[8];
+  COMPCOLL_AVX512 EntropyRow(const uint8_t* in_, uint8_t* raw_, const uint16_t* table) : in(in_), raw(raw_) {
+    for (uint32_t k = 0; k < (kSyms + 31) / 32; ++k) t[k] = _mm512_load_si512(table + 32 * k);
+  }
+  COMPCOLL_AVX512 __mmask32 operator()(uint32_t row, __mmask32 live, uint16_t* cl, uint16_t*) const {
+    const __m512i e = Rows<L>::split(in, row, live, raw);
+    __m512i c;
+    if constexpr (kSyms == 32) {
+      c = _mm512_permutexvar_epi16(e, t[0]);
+    } else {
+      const __mmask32 b6 = _mm512_test_epi16_mask(e, _mm512_set1_epi16(64));
+      const __mmask32 b7 = _mm512_test_epi16_mask(e, _mm512_set1_epi16(128));
+      const __m512i lo = _mm512_mask_mov_epi16(_mm512_permutex2var_epi16(t[0], e, t[1]), b6,
+                                               _mm512_permutex2var_epi16(t[2], e, t[3]));
+      const __m512i hi = _mm512_mask_mov_epi16(_mm512_permutex2var_epi16(t[4], e, t[5]), b6,
+                                               _mm512_permutex2var_epi16(t[6], e, t[7]));
+      c = _mm512_mask_mov_epi16(lo, b7, hi);
+    }
+    _mm512_store_si512(cl, _mm512_maskz_mov_epi16(live, c));
+    return 0;
+  }
+};
+
+template <class L>
+COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t* out) {
+  if (n == 0 || n > kMaxChunkElements) return 0;
+  const EncodeTables& tab = encode_tables();
+  const uint32_t rows = (n + kLanes - 1) / kLanes;
+  using Layout = expbits::ChunkLayout<L>;
+  uint8_t* raw = out + Layout::raw_at(0);
+  const __m512i all_ones = _mm512_set1_epi16((1 << L::kExpBits) - 1);  // Inf / NaN
+
+  // Pass 1: the raw section and the sum and count of normal exponents.
+  uint64_t sum = 0, count = 0;
+  for (uint32_t row0 = 0; row0 < rows; row0 += 256) {  // 16-bit sums of <= 256 rows of <= 254
+    __m512i sum16 = _mm512_setzero_si512();
+    const uint32_t row1 = std::min(rows, row0 + 256);
+    for (uint32_t row = row0; row < row1; ++row) {
+      const __m512i e = Rows<L>::split(in, row, live_mask(n, row), raw);
+      const __mmask32 normal = _mm512_test_epi16_mask(e, e) & _mm512_cmpneq_epi16_mask(e, all_ones);
+      sum16 = _mm512_mask_add_epi16(sum16, normal, sum16, e);
+      count += static_cast<uint32_t>(__builtin_popcount(normal));
+    }
+    // Unsigned 16-bit sums (up to 65,024) widened to 32 bits before adding them up.
+    const __m512i sum32 = _mm512_add_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(sum16)),
+                                           _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(sum16, 1)));
+    sum += static_cast<uint32_t>(_mm512_reduce_add_epi32(sum32));
+  }
+  const uint32_t ref = expbits::gauss_reference(sum, static_cast<uint32_t>(count));
+  std::memset(raw + n * L::kRawBytes, 0, Layout::raw_bytes(n) - n * L::kRawBytes);
+
+  // Pass 2: each element's symbol and code (GaussRow).
+  uint32_t stride, words[kLanes];
+  uint8_t* scratch = lane_scratch<L>(n, &stride);
+  write_lanes<L>(in, n, tab.esc_len, GaussRow<L>(in, ref, tab), scratch, stride, words);
+  bool coded;
+  const size_t size = finish_chunk<L>(in, n, out, 0, scratch, stride, words, &coded);
+  if (!coded) return size;
+  out[0] = kModeCoded;
+  out[1] = static_cast<uint8_t>(ref);
+  out[2] = out[3] = 0;
+  return size;
+}
+
+// entropy-exp: the chunk's Huffman code over its exponents (the portable encoder's, from the
+// same histogram), the code table, then the raw section and each element's code from a
+// 16-bit table of the code by exponent (permuted, 32 or 256 entries).
+template <class L>
+COMPCOLL_AVX512 size_t encode_entropy_impl(const uint8_t* in, uint32_t n, uint8_t* out) {
+  if (n == 0 || n > kMaxChunkElements) return 0;
+  constexpr uint32_t kSyms = 1u << L::kExpBits;
+  using Layout = expbits::ChunkLayout<L>;
+  // Four partial histograms, so runs of equal exponents do not wait on each other's increments.
+  uint32_t part[4][kSyms] = {};
+  uint32_t i = 0;
+  const auto exponent = [in](uint32_t k) {
+    typename L::Bits v;
+    std::memcpy(&v, in + size_t{k} * sizeof v, sizeof v);
+    return L::exponent(v);
+  };
+  for (; i + 4 <= n; i += 4)
+    for (uint32_t j = 0; j < 4; ++j) ++part[j][exponent(i + j)];
+  for (; i < n; ++i) ++part[0][exponent(i)];
+  uint32_t hist[kSyms];
+  for (uint32_t s = 0; s < kSyms; ++s) hist[s] = part[0][s] + part[1][s] + part[2][s] + part[3][s];
+  uint8_t lengths[kSyms];
+  expbits::huffman_lengths(hist, kSyms, lengths);
+  expbits::PrefixCode pc;
+  expbits::host::build_prefix_code(lengths, kSyms, pc, /*with_lut=*/false);
+  std::memset(out, 0, kChunkHeaderBytes);
+  uint32_t nsyms = 0;
+  alignas(64) uint16_t table[kSyms < 32 ? 32 : kSyms] = {};
+  for (uint32_t s = 0; s < kSyms; ++s) {
+    if (lengths[s] == 0) continue;
+    out[kChunkHeaderBytes + 2 * nsyms] = static_cast<uint8_t>(s);
+    out[kChunkHeaderBytes + 2 * nsyms + 1] = lengths[s];
+    table[s] = static_cast<uint16_t>(pc.code[s] | (uint32_t{lengths[s]} << 12));
+    ++nsyms;
+  }
+  const uint32_t table_bytes = Layout::table_bytes_entropy(nsyms);
+  std::memset(out + kChunkHeaderBytes + 2 * nsyms, 0, table_bytes - 2 * nsyms);
+  uint8_t* raw = out + Layout::raw_at(table_bytes);
+  std::memset(raw + n * L::kRawBytes, 0, Layout::raw_bytes(n) - n * L::kRawBytes);
+  uint32_t stride, words[kLanes];
+  uint8_t* scratch = lane_scratch<L>(n, &stride);
+  write_lanes<L>(in, n, 0, EntropyRow<L>(in, raw, table), scratch, stride, words);
+  bool coded;
+  const size_t size = finish_chunk<L>(in, n, out, table_bytes, scratch, stride, words, &coded);
+  if (!coded) return size;
+  out[0] = kModeCoded;
+  out[1] = static_cast<uint8_t>(nsyms - 1);
+  return size;
 }
 
 }  // namespace
@@ -834,6 +967,10 @@ COMPCOLL_AVX512 size_t encode_gauss_impl(const uint8_t* in, uint32_t n, uint8_t*
   template <>                                                                                      \
   COMPCOLL_AVX512 size_t encode_gauss<LAYOUT>(const uint8_t* in, uint32_t n, uint8_t* out) {      \
     return encode_gauss_impl<LAYOUT>(in, n, out);                                                  \
+  }                                                                                                \
+  template <>                                                                                      \
+  COMPCOLL_AVX512 size_t encode_entropy<LAYOUT>(const uint8_t* in, uint32_t n, uint8_t* out) {    \
+    return encode_entropy_impl<LAYOUT>(in, n, out);                                                \
   }
 COMPCOLL_AVX512_SPECIALIZE(expbits::Bf16Layout)
 COMPCOLL_AVX512_SPECIALIZE(expbits::Fp16Layout)

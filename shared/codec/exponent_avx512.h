@@ -1,5 +1,5 @@
-// shared/codec/exponent_avx512.h — AVX-512 host paths of gauss-exp (encode and decode) and
-// entropy-exp (decode) for bf16, fp16 and fp32 (host-only).
+// shared/codec/exponent_avx512.h — AVX-512 host paths of gauss-exp and entropy-exp (encode
+// and decode) for bf16, fp16 and fp32 (host-only).
 // They write and read exactly the bits of docs/FORMAT.md, like the portable host paths of
 // codec/exponent_codec.cpp, but 16 lanes of a chunk per instruction: the 32 lanes of the
 // format are two vectors. They run only where the CPU has AVX-512 F/BW/VL/DQ, VBMI and VBMI2
@@ -71,6 +71,10 @@ void decode_pair(const CodedChunk& c0, const CodedChunk& c1, const uint8_t* ahea
 // n outside [1, kMaxChunkElements]).
 template <class L>
 size_t encode_gauss(const uint8_t* in, uint32_t n, uint8_t* out);
+// The same for entropy-exp: the portable encoder's Huffman code from the same histogram, the
+// same bytes.
+template <class L>
+size_t encode_entropy(const uint8_t* in, uint32_t n, uint8_t* out);
 
 #define COMPCOLL_AVX512_DECLARE(LAYOUT)                                            \
   template <>                                                                    \
@@ -78,7 +82,9 @@ size_t encode_gauss(const uint8_t* in, uint32_t n, uint8_t* out);
   template <>                                                                    \
   void decode_pair<LAYOUT>(const CodedChunk&, const CodedChunk&, const uint8_t*, size_t, bool[2]); \
   template <>                                                                    \
-  size_t encode_gauss<LAYOUT>(const uint8_t*, uint32_t, uint8_t*);
+  size_t encode_gauss<LAYOUT>(const uint8_t*, uint32_t, uint8_t*);               \
+  template <>                                                                    \
+  size_t encode_entropy<LAYOUT>(const uint8_t*, uint32_t, uint8_t*);
 COMPCOLL_AVX512_DECLARE(expbits::Bf16Layout)
 COMPCOLL_AVX512_DECLARE(expbits::Fp16Layout)
 COMPCOLL_AVX512_DECLARE(expbits::Fp32Layout)

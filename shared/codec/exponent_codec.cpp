@@ -395,9 +395,10 @@ class ExponentCodec final : public Codec {
 
   template <class L>
   static size_t encode(const uint8_t* in, uint32_t n, uint8_t* out) {
-    if constexpr (K == Kind::Gauss && kHasAvx512Path<L>) {
+    if constexpr (kHasAvx512Path<L>) {
       if (avx512::enabled())
-        if (const size_t size = avx512::encode_gauss<L>(in, n, out)) return size;
+        if (const size_t size = K == Kind::Gauss ? avx512::encode_gauss<L>(in, n, out) : avx512::encode_entropy<L>(in, n, out))
+          return size;
     }
     // Each element's key (L::key, one byte: what decides its lane-stream bits) from one
     // in-order pass the compiler vectorizes; the lanes then read keys only.

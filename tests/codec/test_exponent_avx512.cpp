@@ -1,5 +1,5 @@
-// tests/codec/test_exponent_avx512.cpp — the AVX-512 gauss-exp paths (bf16, fp16, fp32)
-// (codec/exponent_avx512.cpp) against the portable host paths: the same stream bytes for
+// tests/codec/test_exponent_avx512.cpp — the AVX-512 paths of gauss-exp and entropy-exp (bf16,
+// fp16, fp32) (codec/exponent_avx512.cpp) against the portable host paths: the same stream bytes for
 // every size, chunk size and kind of value; the same values from every stream; and on
 // damaged streams the same error, word for word. On a CPU without the instructions every
 // case says SKIPPED.
@@ -69,7 +69,7 @@ void same_on_damage(const std::vector<uint8_t>& stream, size_t bytes, int* decod
   }
 }
 
-// gauss-exp: both encoders and both decoders; entropy-exp (no vector encoder): both decoders.
+// Both encoders (the same bytes) and both decoders (the same values), gauss-exp or entropy-exp.
 void check_same(DType dtype, const std::vector<uint8_t>& in, uint32_t chunk, const char* codec = "gauss-exp") {
   const auto portable = encode_with(false, dtype, in, chunk, codec);
   const auto fast = encode_with(true, dtype, in, chunk, codec);
@@ -111,6 +111,33 @@ TEST_CASE("AVX-512 gauss-exp runs on coded chunks", "[codec]") {
   }
   run(expbits::Bf16Layout{}, DType::BF16, 3);  // fp16's tiny values are all zeros and subnormals: stored
   run(expbits::Fp32Layout{}, DType::FP32, 3);
+  // entropy-exp's encoder, called directly: a coded chunk whose table has one entry per
+  // exponent the values hold (the bytes against the portable encoder's: the next case).
+  const auto run_entropy = [](auto layout, DType dtype, int kind) {
+    using L = decltype(layout);
+    CAPTURE(dtype_name(dtype), kind);
+    constexpr uint32_t n = format::kDefaultChunkElements - 5;
+    const auto in = values_of_kind(dtype, n, kind, 5);
+    bool seen[256] = {};
+    uint32_t distinct = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      typename L::Bits v;
+      std::memcpy(&v, in.data() + i * sizeof v, sizeof v);
+      const uint32_t e = L::exponent(v);
+      distinct += !seen[e];
+      seen[e] = true;
+    }
+    std::vector<uint8_t> chunk(2 * in.size() + 1024);
+    const size_t size = simd::encode_entropy<L>(in.data(), n, chunk.data());
+    REQUIRE(size > 0);
+    REQUIRE(chunk[0] == format::kModeCoded);
+    CHECK(chunk[1] + 1u == distinct);
+  };
+  for (int kind : {0, 2, 4}) {
+    run_entropy(expbits::Bf16Layout{}, DType::BF16, kind);
+    run_entropy(expbits::Fp32Layout{}, DType::FP32, kind);
+  }
+  run_entropy(expbits::Fp16Layout{}, DType::FP16, 2);
   // The switch, as the codecs and the bench see it.
   simd::set_enabled(false);
   CHECK(host_codec_path() == "portable");
