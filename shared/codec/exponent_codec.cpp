@@ -396,9 +396,11 @@ class ExponentCodec final : public Codec {
   template <class L>
   static size_t encode(const uint8_t* in, uint32_t n, uint8_t* out) {
     if constexpr (kHasAvx512Path<L>) {
-      if (avx512::enabled())
-        if (const size_t size = K == Kind::Gauss ? avx512::encode_gauss<L>(in, n, out) : avx512::encode_entropy<L>(in, n, out))
-          return size;
+      if (avx512::enabled()) {
+        const size_t size =
+            K == Kind::Gauss ? avx512::encode_gauss<L>(in, n, out) : avx512::encode_entropy<L>(in, n, out);
+        if (size) return size;
+      }
     }
     // Each element's key (L::key, one byte: what decides its lane-stream bits) from one
     // in-order pass the compiler vectorizes; the lanes then read keys only.
