@@ -282,29 +282,28 @@ std::string link_yaml(const TransportSeries& s, const std::string& indent, bool 
     << " GB/s (the median over 1 MiB and more; alone within " << config::yaml_number(100 * f.worst_rel_error) << "% of every point);\n"
     << indent << "# by_size: bytes / (time - " << (copied ? "2 x latency: the message's and its acknowledgement's" : "latency")
     << ") / bandwidth of each measured size\n"
-    << indent << "by_size: [";
-  bool first = true;
-  for (const auto& [bytes, sec] : s.points) {
-    if (bytes < 4096 || !(sec > paid)) continue;
-    y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << config::yaml_number(bytes / (sec - paid) / f.bandwidth_Bps)
-      << "]";
-    first = false;
-  }
-  y << "]\n";
+    << indent << "by_size: ";
+  // [[bytes, bytes / (time - paid) / the fit's bandwidth], ...] over a series' points of 4 KiB
+  // and more that took longer than `paid`.
+  const auto factors = [&](const TransportSeries& series, double paid_s) {
+    y << "[";
+    bool first = true;
+    for (const auto& [bytes, sec] : series.points) {
+      if (bytes < 4096 || !(sec > paid_s)) continue;
+      y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", "
+        << config::yaml_number(bytes / (sec - paid_s) / f.bandwidth_Bps) << "]";
+      first = false;
+    }
+    y << "]\n";
+  };
+  factors(s, paid);
   if (alone && !alone->points.empty()) {
     // One message at a time: the pingpong's half round trip, less its least time (its latency).
     const TransportFit a = fit_transport(*alone);
     y << indent << "# alone_by_size: the " << alone->pattern << " (one message at a time, the other ranks idle): bytes / "
       << "(time - " << config::yaml_number(a.latency_s * 1e6) << " us, its least time) / the bandwidth above\n"
-      << indent << "alone_by_size: [";
-    first = true;
-    for (const auto& [bytes, sec] : alone->points) {
-      if (bytes < 4096 || !(sec > a.latency_s)) continue;
-      y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", "
-        << config::yaml_number(bytes / (sec - a.latency_s) / f.bandwidth_Bps) << "]";
-      first = false;
-    }
-    y << "]\n";
+      << indent << "alone_by_size: ";
+    factors(*alone, a.latency_s);
   }
   return y.str();
 }
