@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -59,16 +60,15 @@ void run_round(Transport& t, DataBackend& b, const Round& r, void* sbuf, void* r
   b.synchronize();
 }
 
-// Each round's messages come from and go to the next of kWindow slots of `bytes` (send and
-// receive buffers kWindow x bytes each): a collective's messages move through its input,
-// output and staging buffers, several times a message's size, so a message is cache-resident
-// only where a collective of that size would be.
-constexpr int kWindow = 4;
-
 // Seconds per round of `r` at `bytes`: one untimed round, then opt.min_samples batches of
 // rounds, together at least opt.min_time_s (rank 0 decides how many rounds a batch has); the
-// median over batches of the slowest rank's mean round.
-double time_rounds(Transport& t, DataBackend& b, const Round& r, void* sbuf, void* rbuf, size_t bytes,
+// median over batches of the slowest rank's mean round. Round i's messages come from and go to
+// slot i % window of `bytes` (send and receive buffers window x bytes each): through
+// kStreamWindow slots, as a collective's messages move through its input, output and staging
+// buffers, several times a message's size, so that a message is cache-resident only where a
+// collective of that size would be; through one (a resident series), as the data of a
+// collective whose buffers fit in the cache is sent again call after call.
+double time_rounds(Transport& t, DataBackend& b, const Round& r, void* sbuf, void* rbuf, size_t bytes, int window,
                    const TransportBenchOptions& opt) {
   t.barrier();
   double t0 = MPI_Wtime();
@@ -84,7 +84,7 @@ double time_rounds(Transport& t, DataBackend& b, const Round& r, void* sbuf, voi
     t.barrier();
     t0 = MPI_Wtime();
     for (int i = 0; i < reps; ++i) {
-      const size_t at = static_cast<size_t>(i % kWindow) * bytes;
+      const size_t at = static_cast<size_t>(i % window) * bytes;
       run_round(t, b, r, static_cast<uint8_t*>(sbuf) + at, static_cast<uint8_t*>(rbuf) + at, bytes);
     }
     double mean = (MPI_Wtime() - t0) / reps;
@@ -140,16 +140,16 @@ bool exchanges_between(const Layout& l) {
 }
 
 TransportSeries sweep(Transport& t, DataBackend& b, const Round& r, const std::string& pattern,
-                      const std::string& between, const TransportBenchOptions& opt, double per_round) {
-  TransportSeries s{pattern, between, {}};
+                      const std::string& between, const TransportBenchOptions& opt, double per_round, int window) {
+  TransportSeries s{pattern, between, {}, window};
   const std::vector<uint64_t> sizes = sweep_sizes(opt);
   const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
-  void* sbuf = b.alloc(kWindow * largest);
-  void* rbuf = b.alloc(kWindow * largest);
-  write_data(b, sbuf, kWindow * largest);
-  write_data(b, rbuf, kWindow * largest);
+  void* sbuf = b.alloc(window * largest);
+  void* rbuf = b.alloc(window * largest);
+  write_data(b, sbuf, window * largest);
+  write_data(b, rbuf, window * largest);
   for (uint64_t bytes : sizes)
-    s.points.emplace_back(static_cast<double>(bytes), time_rounds(t, b, r, sbuf, rbuf, bytes, opt) * per_round);
+    s.points.emplace_back(static_cast<double>(bytes), time_rounds(t, b, r, sbuf, rbuf, bytes, window, opt) * per_round);
   b.release(sbuf);
   b.release(rbuf);
   return s;
@@ -165,6 +165,36 @@ void write_data(DataBackend& b, void* p, uint64_t bytes) {
   }
   for (uint64_t at = 0; at < bytes; at += pattern.size())
     b.upload(static_cast<uint8_t*>(p) + at, pattern.data(), static_cast<size_t>(std::min<uint64_t>(pattern.size(), bytes - at)));
+}
+
+uint64_t host_cache_bytes(std::string* source) {
+  // The highest cache level of cpu0 (sysfs: index*/level, size like "32768K", shared_cpu_list).
+  uint64_t best = 0;
+  int best_level = 0;
+  std::string shared;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_in(dir + "level"), size_in(dir + "size"), type_in(dir + "type"), cpus_in(dir + "shared_cpu_list");
+    int level = 0;
+    std::string size, type, cpus;
+    if (!(level_in >> level) || !(size_in >> size)) continue;
+    type_in >> type;
+    cpus_in >> cpus;
+    if (type == "Instruction" || level < best_level) continue;
+    uint64_t bytes = 0;
+    try {
+      bytes = config::parse_bytes(size.back() == 'K' ? size.substr(0, size.size() - 1) + "KiB"
+                                  : size.back() == 'M' ? size.substr(0, size.size() - 1) + "MiB"
+                                                       : size);
+    } catch (const std::exception&) {
+      continue;
+    }
+    best = bytes, best_level = level, shared = cpus;
+  }
+  if (source && best)
+    *source = "L" + std::to_string(best_level) + " of cpu0, " + config::format_bytes(best) + ", shared by CPUs " + shared +
+              ", from /sys/devices/system/cpu";
+  return best;
 }
 
 std::vector<int> hosts_of_world() {
@@ -191,24 +221,29 @@ std::vector<TransportSeries> measure_transport(Transport& t, DataBackend& b, con
                                                const TransportBenchOptions& opt) {
   const Layout l = layout(host_of, t.rank());
   std::vector<TransportSeries> out;
-  if (exchanges_within(l)) out.push_back(sweep(t, b, exchange_round(l, "host"), "exchange", "host", opt, 1.0));
+  const bool resident = opt.resident && b.memory() == MemorySpace::Host;
+  const auto within = [&](const Round& r, const char* pattern, double per_round) {
+    out.push_back(sweep(t, b, r, pattern, "host", opt, per_round, kStreamWindow));
+    if (resident) out.push_back(sweep(t, b, r, pattern, "host", opt, per_round, 1));
+  };
+  if (exchanges_within(l)) within(exchange_round(l, "host"), "exchange", 1.0);
   // Rank 0 and the next rank of its host, the others idle.
   if (opt.pingpong && l.hosts[0].size() >= 2) {
     Round r;
     const int peer = l.hosts[0][1];
     if (t.rank() == 0) r = {Round::Ping, peer, peer};
     else if (t.rank() == peer) r = {Round::Pong, 0, 0};
-    out.push_back(sweep(t, b, r, "pingpong", "host", opt, 0.5));
+    within(r, "pingpong", 0.5);
   }
   if (l.hosts.size() >= 2) {
     if (exchanges_between(l))
-      out.push_back(sweep(t, b, exchange_round(l, "network"), "exchange", "network", opt, 1.0));
+      out.push_back(sweep(t, b, exchange_round(l, "network"), "exchange", "network", opt, 1.0, kStreamWindow));
     if (!opt.pingpong) return out;
     Round r;
     const int peer = l.hosts[1][0];
     if (t.rank() == 0) r = {Round::Ping, peer, peer};
     else if (t.rank() == peer) r = {Round::Pong, 0, 0};
-    out.push_back(sweep(t, b, r, "pingpong", "network", opt, 0.5));
+    out.push_back(sweep(t, b, r, "pingpong", "network", opt, 0.5, kStreamWindow));
   }
   return out;
 }
@@ -270,7 +305,8 @@ namespace {
 // send is delivered once the copy is done and the acknowledgement is back, so the round is
 // latency + copy + latency, as the measured round (an MPI rendezvous) was.
 std::string link_yaml(const TransportSeries& s, const std::string& indent, bool copied,
-                      const TransportSeries* alone = nullptr) {
+                      const TransportSeries* alone = nullptr, const TransportSeries* resident = nullptr,
+                      const TransportSeries* alone_resident = nullptr) {
   const TransportFit f = fit_transport(s);
   const double paid = (copied ? 2 : 1) * f.latency_s;  // the latencies in a round
   std::ostringstream y;
@@ -297,13 +333,22 @@ std::string link_yaml(const TransportSeries& s, const std::string& indent, bool 
     y << "]\n";
   };
   factors(s, paid);
-  if (alone && !alone->points.empty()) {
-    // One message at a time: the pingpong's half round trip, less its least time (its latency).
-    const TransportFit a = fit_transport(*alone);
-    y << indent << "# alone_by_size: the " << alone->pattern << " (one message at a time, the other ranks idle): bytes / "
-      << "(time - " << config::yaml_number(a.latency_s * 1e6) << " us, its least time) / the bandwidth above\n"
-      << indent << "alone_by_size: ";
-    factors(*alone, a.latency_s);
+  // One message at a time: the pingpong's half round trip, less its least time (its latency).
+  const auto alone_factors = [&](const TransportSeries& a_series, const char* key) {
+    const TransportFit a = fit_transport(a_series);
+    y << indent << "# " << key << ": the " << a_series.pattern << (a_series.resident() ? " through one buffer per side" : "")
+      << " (one message at a time, the other ranks idle): bytes / (time - " << config::yaml_number(a.latency_s * 1e6)
+      << " us, its least time) / the bandwidth above\n"
+      << indent << key << ": ";
+    factors(a_series, a.latency_s);
+  };
+  if (alone && !alone->points.empty()) alone_factors(*alone, "alone_by_size");
+  if (resident && !resident->points.empty()) {
+    y << indent << "# resident_by_size: the " << resident->pattern << " through one buffer per side (the data stays in the "
+      << "cache, as a plan's whose buffers fit in node.cache_bytes), the same latencies paid\n"
+      << indent << "resident_by_size: ";
+    factors(*resident, paid);
+    if (alone_resident && !alone_resident->points.empty()) alone_factors(*alone_resident, "resident_alone_by_size");
   }
   return y.str();
 }
@@ -319,15 +364,21 @@ std::string topology_yaml(const MachineTopology& m) {
   y << "name: " << m.name << "\ndescription: " << config::yaml_quote(m.description) << "\n"
     << "generator: " << (m.hosts > 1 ? "fat-tree" : "single-node") << "\nnode:\n  gpus: " << m.per_host
     << "\n  fabric: pcie\n";
-  if (m.backend == "mpi" && m.per_host >= 2)
+  // With one rank per host nothing crosses the node's links; they take the network's figures.
+  const bool copied = m.backend == "mpi" && m.per_host >= 2;
+  const bool resident = copied && m.cache_bytes > 0 && m.host_resident;
+  if (copied)
     y << "  # MPI over shared memory: the receiving rank's core copies each message, in turn with its kernels\n"
       << "  receive_copy: true\n"
       << "  # the ranks' kernels and copies share the host's memory: alone on it, one runs at its alone speed\n"
       << "  shared_memory: true\n";
-  // With one rank per host nothing crosses the node's links; they take the network's figures.
-  const bool copied = m.backend == "mpi" && m.per_host >= 2;  // receive_copy, above
+  if (resident)
+    y << "  # the cache the ranks share (" << m.cache_source << "): a plan whose buffers on the node fit in it\n"
+      << "  # takes the link's resident factors\n"
+      << "  cache_bytes: " << config::format_bytes(m.cache_bytes) << "\n";
   y << "  gpu_link:\n"
-    << link_yaml(m.per_host >= 2 ? *m.host : *m.network, "    ", copied, copied ? m.host_alone : nullptr);
+    << link_yaml(m.per_host >= 2 ? *m.host : *m.network, "    ", copied, copied ? m.host_alone : nullptr,
+                 resident ? m.host_resident : nullptr, resident ? m.host_alone_resident : nullptr);
   if (m.hosts > 1)
     y << "network:\n  nodes: " << m.hosts << "\n  tiers: 2\n"
       << "  gpus_per_leaf: " << m.hosts * m.per_host << "   # every rank's port on one leaf switch\n"

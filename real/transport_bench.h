@@ -30,7 +30,14 @@ struct TransportSeries {
   std::string pattern;  // exchange | pingpong
   std::string between;  // host | network
   std::vector<std::pair<double, double>> points;  // (bytes, seconds per message)
+  // Each round's messages from and into the next of `window` buffer slots of their size per
+  // side: kStreamWindow, so that large messages come from memory as a large collective's do, or
+  // 1 (a "resident" series: host buffers only), so that a message's data stays in the cache as
+  // a small collective's does between calls.
+  int window = 4;
+  bool resident() const { return window == 1; }
 };
+constexpr int kStreamWindow = 4;
 
 // A message of `bytes` takes latency + bytes / bandwidth: what a link pair of the topology
 // (CM02, no latency or bandwidth factor) gives a message.
@@ -50,6 +57,9 @@ struct TransportBenchOptions {
   int min_samples = 5;       // batches of rounds per point; the median batch is the point
   std::vector<uint64_t> sizes;  // the sizes timed; empty: 8 B, then powers of 2 from 4 KiB to max_bytes
   bool pingpong = true;         // also the pingpong series (else the exchange series only)
+  // Host buffers: the series within a host also through one buffer slot per side (resident
+  // series, after each series through kStreamWindow slots). Device buffers never.
+  bool resident = true;
 };
 
 // Writes data over `bytes` at `p` in the backend's memory: 16-bit words that are normal bf16
@@ -95,8 +105,18 @@ struct MachineTopology {
   int hosts = 1, per_host = 1;
   const TransportSeries* host = nullptr;     // exchange within a host (per_host >= 2)
   const TransportSeries* host_alone = nullptr;  // pingpong within a host: alone_by_size (optional)
+  // The same two through one buffer slot (resident_by_size, resident_alone_by_size; optional)
+  // and the cache they stay in (node cache_bytes; 0: neither is written).
+  const TransportSeries* host_resident = nullptr;
+  const TransportSeries* host_alone_resident = nullptr;
+  uint64_t cache_bytes = 0;
+  std::string cache_source;                  // where cache_bytes comes from, for the comment
   const TransportSeries* network = nullptr;  // exchange between hosts (hosts >= 2)
 };
+
+// The last-level cache of the CPU this process runs on, from sysfs (0 if unknown), and a line
+// saying which (level, size, the CPUs sharing it).
+uint64_t host_cache_bytes(std::string* source = nullptr);
 // std::invalid_argument when a series the machine needs is missing.
 std::string topology_yaml(const MachineTopology& m);
 

@@ -75,6 +75,7 @@ struct CallRun {
   const calib::Calibration* cal = nullptr;
   const topo::Topology* topology = nullptr;
   double bandwidth_factor = 1;   // the flow model's (receive copies are charged at it)
+  bool resident = false;         // the call's buffers fit in the node's cache (receive copies' factors)
   const Platform* platform = nullptr;
   std::deque<Payload> payloads;  // stable addresses, one per message
   int iterations = 1;            // the schedule is the call repeated this many times (sched::repeated)
@@ -380,13 +381,15 @@ void RankActor::finished(uint32_t i, int64_t conn) {
     const int src = run_.topology->rank_to_gpu[static_cast<size_t>(op.peer)];
     const int dst = run_.topology->rank_to_gpu[static_cast<size_t>(r_)];
     if (run_.topology->copies_on_receive(src, dst)) {  // then the receiver copies it, in its kernel queue
-      const double s = run_.topology->receive_copy_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor);
+      const double s =
+          run_.topology->receive_copy_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.resident);
       if (s > 0) {
         Kernel k{i, s, {}};
         if (run_.topology->shared_memory)
-          k.w = policy::shared_work(
-              s, run_.topology->receive_copy_alone_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor),
-              policy::copy_concurrency(*run_.topology));
+          k.w = policy::shared_work(s,
+                                    run_.topology->receive_copy_alone_seconds(static_cast<double>(pl.wire),
+                                                                              run_.bandwidth_factor, run_.resident),
+                                    policy::copy_concurrency(*run_.topology));
         kernels_.push_back(k);
         if (!kernel_busy_) start_kernel();
         return;
@@ -471,9 +474,11 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
       throw std::runtime_error("the call has " + std::to_string(call.build.nranks) + " ranks, the placement " +
                                std::to_string(job.topology.rank_to_gpu.size()));
     const int iterations = std::max(call.iterations, 1);
-    const sched::Schedule schedule = sched::repeated(sched::build_schedule(call.build), iterations);
+    const sched::Schedule one = sched::build_schedule(call.build);
+    const sched::Schedule schedule = sched::repeated(one, iterations);
     CallRun run;
     run.iterations = iterations;
+    run.resident = job.topology.data_resident(policy::node_footprint_bytes(one, job.topology));
     run.schedule = &schedule;
     run.call = &call;
     run.cal = &job.calibration;

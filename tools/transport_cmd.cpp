@@ -126,7 +126,9 @@ std::string transport_yaml(const Job& j, const Options& o, const std::vector<rea
                                "from the previous at once (a ring step), all rings at once; the slowest rank's mean "
                                "time per exchange. pingpong: rank 0 and one peer, the others idle; half the round "
                                "trip. A round's messages rotate through 4 buffer slots of their size on each side (a collective's "
-                               "messages move through buffers several times their size), every slot written with data before the first "
+                               "messages move through buffers several times their size); with host buffers each series within a host "
+                               "is also timed through one slot per side (window: 1, the data staying in the cache between rounds, as a "
+                               "collective's whose buffers fit in it); every slot written with data before the first "
                                "round (as a collective's data is). Each point: one untimed round, then 5 batches of rounds, " +
                                config::yaml_number(o.bench.min_time_s) + " s in all, MPI_Wtime around each batch; the median batch. fit: latency = the "
                                "least time of any message (the smallest message's, normally), bandwidth = the median of bytes / (time - latency) over "
@@ -138,7 +140,7 @@ std::string transport_yaml(const Job& j, const Options& o, const std::vector<rea
     << ", loadavg_at_start: " << config::yaml_quote(j.loadavg) << ", command: " << config::yaml_quote(j.command) << "}\n"
     << "series:\n";
   for (const auto& s : series) {
-    y << "  - {pattern: " << s.pattern << ", between: " << s.between << ", points: [";
+    y << "  - {pattern: " << s.pattern << ", between: " << s.between << ", window: " << s.window << ", points: [";
     for (size_t i = 0; i < s.points.size(); ++i)
       y << (i ? ", " : "") << "[" << static_cast<uint64_t>(s.points[i].first) << ", " << config::yaml_number(s.points[i].second) << "]";
     y << "]}\n";
@@ -223,10 +225,11 @@ int measure(const Options& o, int argc, char** argv) {
   if (rank != 0) return 0;
   std::vector<real::TransportFit> fits;
   std::printf("# compcoll-bench transport: %s, %d ranks on %d host(s)\n", o.backend.c_str(), j.ranks, j.hosts);
-  std::printf("%-9s %-8s %12s %12s %10s\n", "#pattern", "between", "bytes", "time(us)", "GB/s");
+  std::printf("%-9s %-8s %6s %12s %12s %10s\n", "#pattern", "between", "slots", "bytes", "time(us)", "GB/s");
   for (const auto& s : series) {
-    for (const auto& [b, t] : s.points) std::printf("%-9s %-8s %12.0f %12.2f %10.3f\n", s.pattern.c_str(), s.between.c_str(), b, t * 1e6, b / t / 1e9);
-    if (s.pattern == "exchange") fits.push_back(real::fit_transport(s));
+    for (const auto& [b, t] : s.points)
+      std::printf("%-9s %-8s %6d %12.0f %12.2f %10.3f\n", s.pattern.c_str(), s.between.c_str(), s.window, b, t * 1e6, b / t / 1e9);
+    if (s.pattern == "exchange" && !s.resident()) fits.push_back(real::fit_transport(s));
   }
   for (const auto& f : fits) {
     std::printf("# fit %s: %.3g us + bytes / %.4g GB/s (within %.0f%% of every point; %s)\n", f.between.c_str(),
@@ -244,9 +247,14 @@ int measure(const Options& o, int argc, char** argv) {
     m.hosts = j.hosts;
     m.per_host = j.per_host;
     for (const auto& x : series) {
-      if (x.pattern == "exchange") (x.between == "host" ? m.host : m.network) = &x;
-      if (x.pattern == "pingpong" && x.between == "host") m.host_alone = &x;
+      if (x.pattern == "exchange" && x.resident()) m.host_resident = &x;
+      else if (x.pattern == "exchange") (x.between == "host" ? m.host : m.network) = &x;
+      if (x.pattern == "pingpong" && x.between == "host") (x.resident() ? m.host_alone_resident : m.host_alone) = &x;
     }
+    if (m.host_resident) m.cache_bytes = real::host_cache_bytes(&m.cache_source);
+    if (m.host_resident && !m.cache_bytes)
+      std::printf("# note: this host's cache size is unknown (no /sys/devices/system/cpu/cpu0/cache): the topology "
+                  "leaves out node.cache_bytes and the resident factors\n");
     m.description = std::to_string(j.ranks) + " " + o.backend + " ranks on " + std::to_string(j.hosts) + " host(s) (" +
                     j.device + "), measured transport";
     m.comment = {"MEASURED: the " + o.backend + " transport between the ranks of this job, written by",

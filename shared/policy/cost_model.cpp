@@ -59,6 +59,21 @@ SharedWork shared_work(double seconds, double alone_seconds, int concurrent) {
   return w;
 }
 
+double node_footprint_bytes(const sched::Schedule& s, const topo::Topology& t) {
+  std::unordered_map<int, double> on_node;
+  double most = 0;
+  const double dsize = static_cast<double>(dtype_size(s.dtype));
+  for (int r = 0; r < s.size() && r < static_cast<int>(t.rank_to_gpu.size()); ++r) {
+    const sched::RankProgram& p = s.ranks[static_cast<size_t>(r)];
+    double elements = static_cast<double>(p.input_count + p.output_count);
+    for (const uint64_t c : p.scratch_counts) elements += static_cast<double>(c);
+    double& node = on_node[t.node_of(t.rank_to_gpu[static_cast<size_t>(r)])];
+    node += elements * dsize;
+    most = std::max(most, node);
+  }
+  return most;
+}
+
 int kernel_concurrency(const calib::Calibration& cal, const topo::Topology& t) {
   return cal.concurrent > 1 ? cal.concurrent : t.gpus_per_node;
 }
@@ -86,6 +101,7 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
   const uint64_t dsize = dtype_size(s.dtype);
   const bool shared = t.shared_memory;
   const int kernels_at_once = kernel_concurrency(cal, t);
+  const bool resident = t.data_resident(node_footprint_bytes(call, t));  // receive copies' factors
 
   // Ops are taken in the order they become ready (as the simulator's actors start them), so
   // a GPU's kernel queue and a pair's message order come out as they do there.
@@ -460,9 +476,10 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
     const auto& op = s.ranks[fl.r].ops[fl.op];
     if (op.dst.buf == BufKind::Wire) ranks[fl.r].wire[op.dst.index] = fl.bytes;
     Rank& st = ranks[fl.r];
-    const double copy = fl.copied ? t.receive_copy_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor) : 0;
+    const double copy =
+        fl.copied ? t.receive_copy_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor, resident) : 0;
     if (copy > 0 && shared) {  // in the receiver's queue, as work on the node
-      const double alone = t.receive_copy_alone_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor);
+      const double alone = t.receive_copy_alone_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor, resident);
       st.jobs.push_back({fl.op, shared_work(copy, alone, copy_concurrency(t)), fl.from, fl.send_op});
       start_job(fl.r);
       try_send(fl.from, fl.r, fl.lane);

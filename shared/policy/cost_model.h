@@ -89,6 +89,12 @@ int kernel_concurrency(const calib::Calibration& cal, const topo::Topology& t);
 // A receive copy's: the node's ranks, all of which exchanged at once in the measured transport.
 inline int copy_concurrency(const topo::Topology& t) { return t.gpus_per_node; }
 
+// The most bytes of typed buffers (input, output and scratch, in the schedule's dtype) that the
+// ranks placed on one node hold: what stays in the node's cache between calls when it fits
+// (topo::Topology::data_resident). Compressed messages' buffers are not counted: they are
+// smaller than the typed data they carry.
+double node_footprint_bytes(const sched::Schedule& s, const topo::Topology& t);
+
 // Routes between GPUs as the simulator takes them (topo::sim_route), cached per pair: the
 // directed links in order and their summed latency.
 struct RouteInfo {

@@ -41,6 +41,12 @@ LinkSpec read_link(const Node& n) {
   };
   factors("by_size", l.by_size);
   factors("alone_by_size", l.alone_by_size);
+  factors("resident_by_size", l.resident_by_size);
+  factors("resident_alone_by_size", l.resident_alone_by_size);
+  if (l.by_size.empty() && !l.resident_by_size.empty())
+    n.opt("resident_by_size").fail("resident factors need by_size (the factors of data that does not fit in the cache)");
+  if (l.resident_by_size.empty() && !l.resident_alone_by_size.empty())
+    n.opt("resident_alone_by_size").fail("needs resident_by_size");
   n.check_no_unknown_keys();
   return l;
 }
@@ -63,8 +69,12 @@ double interpolate_factor(const std::vector<std::pair<double, double>>& by_size,
 
 }  // namespace
 
-double LinkSpec::size_factor(double bytes) const { return interpolate_factor(by_size, bytes); }
-double LinkSpec::alone_size_factor(double bytes) const {
+double LinkSpec::size_factor(double bytes, bool resident) const {
+  return interpolate_factor(resident && !resident_by_size.empty() ? resident_by_size : by_size, bytes);
+}
+double LinkSpec::alone_size_factor(double bytes, bool resident) const {
+  if (resident && !resident_by_size.empty())
+    return interpolate_factor(resident_alone_by_size.empty() ? resident_by_size : resident_alone_by_size, bytes);
   return interpolate_factor(alone_by_size.empty() ? by_size : alone_by_size, bytes);
 }
 
@@ -333,6 +343,13 @@ Topology load_topology(const std::string& path, int ranks, const std::vector<std
   }
   if (node.has("receive_copy")) t.receive_copy = node.get("receive_copy").as_bool();
   if (node.has("shared_memory")) t.shared_memory = node.get("shared_memory").as_bool();
+  if (node.has("cache_bytes")) {
+    const Node c = node.get("cache_bytes");
+    t.cache_bytes = static_cast<double>(c.as_bytes());
+    if (!(t.cache_bytes > 0)) c.fail("expected a cache size > 0, like 32MiB");
+  }
+  if (!t.gpu_link.resident_by_size.empty() && !(t.cache_bytes > 0))
+    node.get("gpu_link").get("resident_by_size").fail("resident factors need node.cache_bytes (the cache they stay in)");
   node.check_no_unknown_keys();
 
   if (t.generator == Generator::SingleNode) {
@@ -430,6 +447,10 @@ std::string describe(const Topology& t) {
       << l.by_size.size() << " points\n";
   };
   by_size(t.gpu_link, "intra-node");
+  if (t.cache_bytes > 0 && !t.gpu_link.resident_by_size.empty())
+    o << "#   cache " << config::format_bytes(static_cast<uint64_t>(t.cache_bytes)) << " per node: a plan whose buffers on a node fit "
+      << "in it moves its messages at the resident factors (x" << t.gpu_link.resident_by_size.front().second << " to x"
+      << t.gpu_link.resident_by_size.back().second << ", " << t.gpu_link.resident_by_size.size() << " points)\n";
   if (t.receive_copy)
     o << "#   receive copy: the receiving rank's core copies each message within a node, in turn with its kernels\n";
   if (t.shared_memory)

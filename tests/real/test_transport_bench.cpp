@@ -47,17 +47,26 @@ topo::Topology load(const std::string& text, const std::string& name) {
 }
 
 // Every measured point (4 KiB and more) of `s`: the round on `t` in the cost model, the ranks
-// on hosts `host_of`.
-void check_reproduces(const topo::Topology& t, const std::vector<int>& host_of, const real::TransportSeries& s) {
+// on hosts `host_of`; where the round's buffers fit in the node's cache, the point of
+// `resident` (the same sizes through one buffer per side) instead. Returns how many points
+// were the resident series'.
+int check_reproduces(const topo::Topology& t, const std::vector<int>& host_of, const real::TransportSeries& s,
+                     const real::TransportSeries* resident = nullptr) {
   policy::RouteCache routes(t);
-  for (const auto& [bytes, sec] : s.points) {
+  int from_resident = 0;
+  for (size_t i = 0; i < s.points.size(); ++i) {
+    const double bytes = s.points[i].first;
     if (bytes < 4096) continue;
     const auto round = real::exchange_schedule(host_of, s.between, static_cast<uint64_t>(bytes));
+    const bool in_cache = t.data_resident(policy::node_footprint_bytes(round, t));
+    const double sec = in_cache && resident ? resident->points.at(i).second : s.points[i].second;
+    from_resident += in_cache;
     const double model = policy::predict(round, t, calib::zero_calibration(), "identity", 1.0,
                                          policy::flow_model_defaults("cm02"), routes).time_s;
-    CAPTURE(s.between, bytes, model, sec);
+    CAPTURE(s.between, bytes, in_cache, model, sec);
     CHECK(model == Approx(sec).epsilon(1e-4));
   }
+  return from_resident;
 }
 
 // The host backend, recording which bytes of the buffers it allocated were written by upload
@@ -135,8 +144,11 @@ TEST_CASE("transport bench: every buffer holds written data before the first rou
   opt.min_samples = 1;
   opt.pingpong = false;
   const auto series = real::measure_transport(t, b, std::vector<int>(static_cast<size_t>(n), 0), opt);
-  REQUIRE(series.size() == 1);
+  REQUIRE(series.size() == 2);  // through 4 slots per side, then one (host buffers: the resident series)
+  CHECK(series[0].window == real::kStreamWindow);
+  CHECK(series[1].resident());
   CHECK(series[0].points.size() == 2);
+  CHECK(series[1].points.size() == 2);
   CHECK(b.rounds_ > 0);
   CHECK(b.allocated_ == 2);  // the send and the receive window
   CHECK(b.unwritten_ == 0);
@@ -174,6 +186,36 @@ TEST_CASE("transport topology: one host, every measured size reproduced, receive
       CHECK(with_alone.receive_copy_alone_seconds(bytes, 1.0) == Approx(sec - 1.0e-6).epsilon(1e-4));
     }
   check_reproduces(with_alone, {0, 0, 0, 0}, host);
+  CHECK(with_alone.cache_bytes == 0);  // no resident series: no cache written
+  // Through one buffer per side (the resident series, 40% faster) and a 32 MiB cache: a round
+  // whose buffers on the node fit (4 ranks x input and output: 8 x the message <= 32 MiB) takes
+  // the resident series' time, a larger one the other's.
+  real::TransportSeries host_resident = series("host", 1.5e-6, 7e9, true);
+  real::TransportSeries pingpong_resident = series("host", 1.0e-6, 9e9, false);
+  pingpong_resident.pattern = "pingpong";
+  host_resident.window = pingpong_resident.window = 1;
+  m.host_resident = &host_resident;
+  m.host_alone_resident = &pingpong_resident;
+  m.cache_bytes = uint64_t{32} << 20;
+  m.cache_source = "a test";
+  const std::string resident_text = real::topology_yaml(m);
+  CHECK_THAT(resident_text, Catch::Contains("cache_bytes: 32 MiB"));
+  const topo::Topology cached = load(resident_text, "transport-one-host-resident");
+  CHECK(cached.cache_bytes == double(32 << 20));
+  REQUIRE(cached.gpu_link.resident_by_size.size() == cached.gpu_link.by_size.size());
+  REQUIRE(cached.gpu_link.resident_alone_by_size.size() == cached.gpu_link.by_size.size());
+  CHECK(check_reproduces(cached, {0, 0, 0, 0}, host, &host_resident) == 11);  // 4 KiB .. 4 MiB
+  for (const auto& [bytes, sec] : pingpong_resident.points)
+    if (bytes >= 4096) {
+      CAPTURE(bytes);
+      CHECK(cached.receive_copy_alone_seconds(bytes, 1.0, true) == Approx(sec - 1.0e-6).epsilon(1e-4));
+    }
+  // Without the cache's size the resident series is left out.
+  m.cache_bytes = 0;
+  const topo::Topology uncached = load(real::topology_yaml(m), "transport-one-host-no-cache");
+  CHECK(uncached.gpu_link.resident_by_size.empty());
+  CHECK(check_reproduces(uncached, {0, 0, 0, 0}, host) == 0);
+  m.host_resident = m.host_alone_resident = nullptr;
   m.host_alone = nullptr;
   m.backend = "nccl";  // GPUs: copy engines move the bytes; the round has one latency
   const auto gpu_host = series("host", 1.5e-6, 5e9, false);

@@ -480,6 +480,24 @@ calib::Calibration with_alone(calib::Calibration cal, int concurrent, double alo
   return cal;
 }
 
+// `call` simulated alone on `t`: its time and its mean iteration (sim::CallResult).
+sim::CallResult simulate_alone(const topo::Topology& t, const calib::Calibration& cal, const sim::NetworkModel& net,
+                               const sim::Call& call) {
+  sim::Job job;
+  job.topology = t;
+  job.calibration = cal;
+  job.network = net;
+  job.calls = {call};
+  sim::CallResult out;
+  const auto st = sim::simulate(job, [&](const sim::CallResult& r) {
+    INFO(r.error);
+    REQUIRE(r.error.empty());
+    out = r;
+  });
+  REQUIRE(st.error.empty());
+  return out;
+}
+
 }  // namespace
 
 // A node whose ranks share memory (topo shared_memory, as on a host): each kernel and receive
@@ -519,19 +537,8 @@ TEST_CASE("cost model within 0.2% of the simulator where a node's kernels and co
           for (const int iterations : {1, 3}) {
             sim::Call call = call_of(t, k.c, k.algorithm, k.placement, k.codec, k.chunks, bytes);
             call.iterations = iterations;
-            sim::Job job;
-            job.topology = t;
-            job.calibration = cal;
-            job.network = net;
-            job.calls = {call};
-            double sim_s = -1, sim_iter = -1;
-            const auto st = sim::simulate(job, [&](const sim::CallResult& r) {
-              INFO(r.error);
-              REQUIRE(r.error.empty());
-              sim_s = r.time_s;
-              sim_iter = r.iteration_s;
-            });
-            REQUIRE(st.error.empty());
+            const sim::CallResult r = simulate_alone(t, cal, net, call);
+            const double sim_s = r.time_s, sim_iter = r.iteration_s;
             policy::RouteCache routes(t);
             const auto pred = policy::predict(sched::build_schedule(call.build), t, cal, k.codec, call.ratio,
                                               net.factors(), routes, iterations);
@@ -582,4 +589,75 @@ TEST_CASE("shared memory: alone at the alone speed, together at the calibrated o
         Approx(0.5 * copy + message / 1.25 + lat).epsilon(1e-9));
   CHECK(predict(shared, sched::Collective::AllReduce, "ring") ==
         Approx(predict(apart, sched::Collective::AllReduce, "ring")).epsilon(0.01));
+}
+
+// Cache residency (topo cache_bytes, the link's resident factors): a plan whose typed buffers on
+// a node fit in its cache moves its messages at the resident factors, a larger one at by_size's;
+// the cost model and the simulator take the same choice and stay within 0.2%.
+TEST_CASE("cache residency: plans whose buffers fit in the node's cache take the resident factors", "[sim][cost-model]") {
+  auto t = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
+  REQUIRE(t.receive_copy);
+  t.shared_memory = true;
+  t.cache_bytes = double(32 << 20);
+  t.gpu_link.alone_by_size = t.gpu_link.by_size;
+  t.gpu_link.resident_by_size = t.gpu_link.by_size;
+  for (auto& p : t.gpu_link.resident_by_size) p.second *= 1.5;
+  t.gpu_link.resident_alone_by_size = t.gpu_link.by_size;
+  for (auto& p : t.gpu_link.resident_alone_by_size) p.second *= 1.8;
+  topo::Topology uncached = t;
+  uncached.cache_bytes = 0;
+  const auto cal = with_alone(calib::load_calibration(kRoot + "/calibration/host-amd-epyc-x2.yaml"), 2, 1.0, 0.5);
+  const auto net = policy::flow_model_defaults("cm02");
+  using sched::Collective;
+  using sched::Placement;
+  auto schedule = [&](Collective c, const char* algorithm, const std::string& codec, uint64_t bytes) {
+    return sched::build_schedule(call_of(t, c, algorithm, Placement::None, codec, 1, bytes).build);
+  };
+  // The footprint: every rank's input, output and scratch, in bytes, summed over the node.
+  const sched::Schedule ring4 = schedule(Collective::AllReduce, "ring", "identity", 4 << 20);
+  double elements = 0;
+  for (const auto& p : ring4.ranks) {
+    elements += static_cast<double>(p.input_count + p.output_count);
+    for (const uint64_t c : p.scratch_counts) elements += static_cast<double>(c);
+  }
+  CHECK(policy::node_footprint_bytes(ring4, t) == Approx(2 * elements));
+  CHECK(policy::node_footprint_bytes(schedule(Collective::AllReduce, "ring", "identity", 16 << 20), t) ==
+        Approx(4 * policy::node_footprint_bytes(ring4, t)));
+  CHECK(t.data_resident(policy::node_footprint_bytes(ring4, t)));
+  CHECK_FALSE(t.data_resident(policy::node_footprint_bytes(schedule(Collective::AllReduce, "ring", "identity", 16 << 20), t)));
+  // A 2-rank chain broadcast: the root's copy, then one message the other rank copies, alone.
+  const double lat = 2 * 2 * t.gpu_link.latency;
+  auto predict = [&](const topo::Topology& topo, uint64_t bytes) {
+    policy::RouteCache routes(topo);
+    return policy::predict(schedule(Collective::Broadcast, "chain", "identity", bytes), topo, cal, "identity", 1.0, net,
+                           routes).time_s;
+  };
+  for (const uint64_t bytes : {uint64_t{4} << 20, uint64_t{16} << 20}) {
+    const double b = static_cast<double>(bytes);
+    const double copy = cal.seconds(calib::Op::Copy, "", DType::BF16, b);
+    const bool fits = bytes < (uint64_t{16} << 20);  // 2 ranks x input and output
+    CAPTURE(bytes);
+    CHECK(predict(t, bytes) == Approx(0.5 * copy + t.receive_copy_alone_seconds(b, 1.0, fits) + lat).epsilon(1e-9));
+    CHECK(predict(uncached, bytes) == Approx(0.5 * copy + t.receive_copy_alone_seconds(b, 1.0, false) + lat).epsilon(1e-9));
+  }
+  CHECK(predict(t, 4 << 20) < predict(uncached, 4 << 20));
+  // The simulator takes the same choice.
+  const std::vector<HostCase> cases = {
+      {"ring", Collective::AllReduce, "ring", Placement::None, "identity", 1},
+      {"ring zipccl", Collective::AllReduce, "ring", Placement::ZipCCL, "gauss-exp", 1},
+      {"chain", Collective::Broadcast, "chain", Placement::None, "identity", 1},
+      {"pairwise all-to-all", Collective::AllToAll, "pairwise", Placement::None, "identity", 1},
+  };
+  for (const auto& k : cases)
+    for (const uint64_t bytes : {uint64_t{1} << 20, uint64_t{16} << 20})
+      for (const int iterations : {1, 3}) {
+        sim::Call call = call_of(t, k.c, k.algorithm, k.placement, k.codec, k.chunks, bytes);
+        call.iterations = iterations;
+        const double sim_s = simulate_alone(t, cal, sim::NetworkModel::defaults("cm02"), call).time_s;
+        policy::RouteCache routes(t);
+        const auto pred = policy::predict(sched::build_schedule(call.build), t, cal, k.codec, call.ratio, net, routes,
+                                          iterations);
+        CAPTURE(k.name, bytes, iterations, sim_s, pred.time_s);
+        CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
+      }
 }

@@ -162,6 +162,24 @@ TEST_CASE("bad topology files: one line naming the file, the key path and what w
        "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
        "alone_by_size: [[8192, 0.5], [4096, 0.4]]}\n",
        0, "node.gpu_link.alone_by_size.1.0: expected sizes in increasing order"},
+      {"resident-without-cache",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
+       "by_size: [[4096, 0.5]], resident_by_size: [[4096, 0.7]]}\n",
+       0, "node.gpu_link.resident_by_size: resident factors need node.cache_bytes"},
+      {"resident-without-by-size",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  cache_bytes: 32MiB\n"
+       "  gpu_link: {bandwidth: 4GB/s, latency: 1us, resident_by_size: [[4096, 0.7]]}\n",
+       0, "node.gpu_link.resident_by_size: resident factors need by_size"},
+      {"resident-alone-alone",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  cache_bytes: 32MiB\n"
+       "  gpu_link: {bandwidth: 4GB/s, latency: 1us, by_size: [[4096, 0.5]], resident_alone_by_size: [[4096, 0.7]]}\n",
+       0, "node.gpu_link.resident_alone_by_size: needs resident_by_size"},
+      {"cache-bytes", "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  cache_bytes: lots\n"
+       "  gpu_link: {bandwidth: 4GB/s, latency: 1us}\n",
+       0, "node.cache_bytes: expected"},
+      {"cache-bytes-zero", "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  cache_bytes: 0\n"
+       "  gpu_link: {bandwidth: 4GB/s, latency: 1us}\n",
+       0, "node.cache_bytes: expected a cache size > 0"},
       {"shared-memory", "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  shared_memory: maybe\n"
        "  gpu_link: {bandwidth: 4GB/s, latency: 1us}\n",
        0, "node.shared_memory: expected"},
@@ -220,6 +238,16 @@ TEST_CASE("measured bandwidth by message size: interpolated in log(bytes), flat 
   CHECK(l.alone_size_factor(8192) == Approx(0.75));
   CHECK(l.alone_size_factor(double(1 << 30)) == 1.0);
   CHECK(l.size_factor(8192) == Approx(0.5));
+  // Resident factors (data that stays in the cache): asked for and given, else the others.
+  CHECK(l.size_factor(8192, true) == Approx(0.5));
+  CHECK(l.alone_size_factor(8192, true) == Approx(0.75));
+  l.resident_by_size = {{4096, 1.0}, {16384, 2.0}};
+  CHECK(l.size_factor(8192, true) == Approx(1.5));
+  CHECK(l.size_factor(8192) == Approx(0.5));
+  CHECK(l.alone_size_factor(8192, true) == Approx(1.5));  // none measured alone: resident_by_size's
+  l.resident_alone_by_size = {{4096, 3.0}, {16384, 4.0}};
+  CHECK(l.alone_size_factor(8192, true) == Approx(3.5));
+  CHECK(l.alone_size_factor(8192) == Approx(0.75));
   // The shipped host topology: written by compcoll-bench transport, factors by size, one node.
   const Topology t = load_topology(topo_file("host-mpi.yaml"));
   CHECK(t.has_size_factors());
@@ -230,4 +258,15 @@ TEST_CASE("measured bandwidth by message size: interpolated in log(bytes), flat 
   CHECK(t.gpu_link.by_size.size() >= 10);
   CHECK(t.message_factor(0, 1, 4096) == t.gpu_link.by_size.front().second);
   CHECK_THAT(describe(t), Catch::Contains("bandwidth by message size (measured)"));
+  // Its cache and resident factors: buffers up to the cache take them, larger ones do not.
+  REQUIRE(t.cache_bytes > 0);
+  REQUIRE_FALSE(t.gpu_link.resident_by_size.empty());
+  CHECK(t.data_resident(t.cache_bytes));
+  CHECK_FALSE(t.data_resident(t.cache_bytes + 1));
+  CHECK(t.receive_copy_seconds(1 << 20, 1.0, true) ==
+        Approx((1 << 20) / (t.gpu_link.effective_bandwidth() * t.gpu_link.size_factor(1 << 20, true))));
+  CHECK_THAT(describe(t), Catch::Contains("per node: a plan whose buffers on a node fit in it"));
+  Topology no_cache = t;
+  no_cache.cache_bytes = 0;
+  CHECK_FALSE(no_cache.data_resident(1));
 }
