@@ -26,6 +26,8 @@
 
 namespace compcoll::real {
 
+constexpr int kStreamWindow = 4;  // buffer slots per side of a series that streams from memory
+
 struct TransportSeries {
   std::string pattern;  // exchange | pingpong
   std::string between;  // host | network
@@ -34,10 +36,9 @@ struct TransportSeries {
   // side: kStreamWindow, so that large messages come from memory as a large collective's do, or
   // 1 (a "resident" series: host buffers only), so that a message's data stays in the cache as
   // a small collective's does between calls.
-  int window = 4;
+  int window = kStreamWindow;
   bool resident() const { return window == 1; }
 };
-constexpr int kStreamWindow = 4;
 
 // A message of `bytes` takes latency + bytes / bandwidth: what a link pair of the topology
 // (CM02, no latency or bandwidth factor) gives a message.

@@ -360,6 +360,8 @@ Topology load_topology(const std::string& path, int ranks, const std::vector<std
     t.nodes = static_cast<int>(net.get("nodes").as_int(1, 1 << 20));
     if (static_cast<int64_t>(t.nodes) * t.gpus_per_node > (1 << 22)) net.fail("more than 4M GPUs");
     t.network_link = read_link(net.get("link"));
+    if (!t.network_link.resident_by_size.empty())
+      net.get("link").get("resident_by_size").fail("resident factors are the node's (gpu_link: receive copies within a host)");
     switch (t.generator) {
       case Generator::FatTree:
       case Generator::RailFatTree: {

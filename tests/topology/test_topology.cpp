@@ -174,6 +174,10 @@ TEST_CASE("bad topology files: one line naming the file, the key path and what w
        "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  cache_bytes: 32MiB\n"
        "  gpu_link: {bandwidth: 4GB/s, latency: 1us, by_size: [[4096, 0.5]], resident_alone_by_size: [[4096, 0.7]]}\n",
        0, "node.gpu_link.resident_alone_by_size: needs resident_by_size"},
+      {"resident-network", std::string("name: x\ngenerator: fat-tree\n") + kNode +
+                               "network:\n  nodes: 2\n  link: {bandwidth: 400Gb/s, latency: 1us, by_size: [[4096, 0.5]], "
+                               "resident_by_size: [[4096, 0.7]]}\n  tiers: 2\n  gpus_per_leaf: 16\n",
+       0, "network.link.resident_by_size: resident factors are the node's"},
       {"cache-bytes", "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  cache_bytes: lots\n"
        "  gpu_link: {bandwidth: 4GB/s, latency: 1us}\n",
        0, "node.cache_bytes: expected"},
