@@ -658,7 +658,7 @@ KernelCheck kernel_check(Session& s, bool end) {
     const std::string moved =
         moved_line("the kernels", rows, [](const json& p) { return p["kernel"].get<std::string>() + " "; });
     if (!moved.empty()) out.lines.push_back(moved);
-  } else if (std::fabs(std::log(worst)) > std::log(1.3)) {
+  } else if (std::fabs(std::log(worst)) > std::log(report::kKernelWarning)) {
     char f[32];
     std::snprintf(f, sizeof f, "%.3gx", worst);
     out.lines.push_back("# WARNING: the calibration does not describe these kernels as they run now (" + worst_at +

@@ -123,6 +123,14 @@ std::string ModelCheck::summary() const {
     if (std::isfinite(kernel_geomean(true))) o << "; rows of 1 MiB and more: " << fixed(kernel_geomean(true), 2) << "x";
     o << "; from " << fixed(1 + lo->err, 2) << "x, " << lo->label << ", to " << fixed(1 + hi->err, 2) << "x, " << hi->label
       << "): that much of the model's error is the kernel calibration's\n";
+    const double k = kernel_geomean();
+    if (k >= kKernelWarning || k <= 1 / kKernelWarning)
+      o << "# WARNING: over the run the kernels took " << fixed(k, 2)
+        << "x the calibration's time, where the kernel check before the first row allows "
+        << fixed(kKernelWarning, 1) << "x either way: the "
+           "machine ran them unlike when they were calibrated (another load, or a slow spell of a shared VM: "
+           "docs/compcoll-run.md), and the model column then judges the calibration more than the model: "
+           "calibrate and run again on a quiet machine\n";
   }
   int cells = 0, picked = 0, close = 0, pairs = 0, agree = 0;
   std::map<std::string, std::vector<double>> regrets;

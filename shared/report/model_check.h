@@ -17,6 +17,9 @@ namespace compcoll::report {
 
 // Two plans' measured times "differ" when the slower is more than this much slower.
 constexpr double kRankingTolerance = 0.10;
+// Kernels this many times slower or faster than their calibration get a warning: compcoll-run's
+// kernel check before the first row, and the run's kernels over all its rows (summary()).
+constexpr double kKernelWarning = 1.3;
 
 struct CellVerdict {
   std::string label;              // "allreduce ring 1048576"
