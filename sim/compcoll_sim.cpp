@@ -342,6 +342,7 @@ void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Jo
     call.ratio = r.ratios->get(p.codec, r.exp.calls[cell.call]).ratio;
     call.build = planner.build_spec(p, cell);
     call.iterations = r.args.back_to_back;
+    call.nccl_kernels = p.nccl_kernels;
     job.calls.push_back(call);
     return job.calls.size() - 1;
   };

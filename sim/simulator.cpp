@@ -291,10 +291,13 @@ void RankActor::start_op(uint32_t i) {
       k = kernel(i, calib::Op::Compress, op.src.count * dsize_);
       break;
     case OpKind::Decompress: k = kernel(i, calib::Op::Decompress, op.dst.count * dsize_); break;
-    case OpKind::Reduce: k = kernel(i, calib::Op::Reduce, op.dst.count * dsize_); break;
+    case OpKind::Reduce:
+      if (!run_.call->nccl_kernels) k = kernel(i, calib::Op::Reduce, op.dst.count * dsize_);
+      break;
     case OpKind::Copy:
       if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) wire_[op.dst.index] = wire_[op.src.index];
-      if (run_.cal->has(calib::Op::Copy, "", dtype_)) k = kernel(i, calib::Op::Copy, op.dst.count * dsize_);
+      if (!run_.call->nccl_kernels && run_.cal->has(calib::Op::Copy, "", dtype_))
+        k = kernel(i, calib::Op::Copy, op.dst.count * dsize_);
       break;
   }
   if (k.seconds > 0) {

@@ -50,6 +50,8 @@ struct Call {
   int iterations = 1;       // > 1: back to back, as compcoll-run times a row (sched::repeated):
                             // each rank starts its next iteration once all of its ops of the
                             // last one are done and its sends delivered
+  bool nccl_kernels = false;  // NCCL's kernels run it (policy::Plan::nccl_kernels): its reduce and
+                              // copy ops take no time
 };
 
 struct CallResult {

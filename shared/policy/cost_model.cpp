@@ -91,7 +91,8 @@ const RouteInfo& RouteCache::get(int src, int dst) {
 }
 
 PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const calib::Calibration& cal,
-                 const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes, int iterations) {
+                 const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes, int iterations,
+                 bool nccl_kernels) {
   iterations = std::max(iterations, 1);
   const sched::Schedule back_to_back = iterations > 1 ? sched::repeated(call, iterations) : sched::Schedule{};
   const sched::Schedule& s = iterations > 1 ? back_to_back : call;
@@ -579,13 +580,15 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
         }
         case OpKind::Reduce: {
           const double bytes = static_cast<double>(op.dst.count * dsize);
-          kernel(calib::Op::Reduce, bytes, cal.seconds(calib::Op::Reduce, codec, s.dtype, bytes));
+          if (nccl_kernels) finish_op(r, i, now);
+          else kernel(calib::Op::Reduce, bytes, cal.seconds(calib::Op::Reduce, codec, s.dtype, bytes));
           break;
         }
         case OpKind::Copy: {
           if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) st.wire[op.dst.index] = st.wire[op.src.index];
           const double bytes = static_cast<double>(op.dst.count * dsize);
-          if (cal.has(calib::Op::Copy, "", s.dtype)) kernel(calib::Op::Copy, bytes, cal.seconds(calib::Op::Copy, codec, s.dtype, bytes));
+          if (!nccl_kernels && cal.has(calib::Op::Copy, "", s.dtype))
+            kernel(calib::Op::Copy, bytes, cal.seconds(calib::Op::Copy, codec, s.dtype, bytes));
           else finish_op(r, i, now);
           break;
         }

@@ -119,9 +119,10 @@ class RouteCache {
 // (sched::repeated): each rank starts its next iteration once all of its ops of the last one are
 // done and its sends delivered (the message has arrived; with receive_copy, the receiver's copy
 // is done and its acknowledgement is back), not waiting for the other ranks, as the simulator
-// does with sim::Call::iterations.
+// does with sim::Call::iterations. nccl_kernels: NCCL's own kernels run the call (Plan::
+// nccl_kernels), so its reduce and copy ops take no time, as in the simulator.
 PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
                  const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes,
-                 int iterations = 1);
+                 int iterations = 1, bool nccl_kernels = false);
 
 }  // namespace compcoll::policy

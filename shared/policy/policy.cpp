@@ -21,7 +21,8 @@ std::string Plan::describe() const {
   if (!protocol.empty()) s += " protocol=" + protocol;
   s += " " + std::string(sched::placement_name(placement));
   if (intra && *intra != placement) s += "/" + std::string(sched::placement_name(*intra));
-  return s + " " + codec;
+  s += " " + codec;
+  return nccl_kernels ? s + " (nccl kernels)" : s;
 }
 
 std::string algorithm_label(const Plan& p, Collective c) {
@@ -267,7 +268,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
 double predict_plan(const Plan& p, const CallInfo& call, const System& sys, RouteCache& routes) {
   const double ratio = p.codec == "identity" ? 1.0 : sys.ratio(p.codec, call.dtype, call.tensor);
   const auto s = sched::build_schedule(build_spec(p, call, *sys.topology));
-  return predict(s, *sys.topology, *sys.calibration, p.codec, ratio, sys.net, routes).time_s;
+  return predict(s, *sys.topology, *sys.calibration, p.codec, ratio, sys.net, routes, 1, p.nccl_kernels).time_s;
 }
 
 namespace {
@@ -279,6 +280,9 @@ class NcclLike final : public Policy {
     const topo::Topology& t = *sys.topology;
     Plan p;
     p.codec = "identity";
+    // NCCL's kernels run it on GPUs; ranks of a host over MPI (receive_copy) run it through
+    // compcoll's executor, reductions and copies included.
+    p.nccl_kernels = !t.receive_copy;
     if (call.collective == Collective::Broadcast || call.collective == Collective::AllToAll) {
       // Not tuned by NCCL's model here: a pipelined chain, a pairwise exchange.
       p.algorithm = call.collective == Collective::Broadcast ? "chain" : "pairwise";

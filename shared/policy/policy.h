@@ -49,7 +49,13 @@ struct Plan {
   uint32_t channels = 1;  // rings side by side (rail-ring: channel c on rail c mod gpus per node)
   std::string protocol;   // nccl-like: the NCCL protocol its tuning model picked (ll, ll128, simple)
   std::string nccl;       // nccl-like: what NCCL would run when compcoll simulates something else ("nvls/simple")
-  std::string describe() const;  // "hierarchical/recursive zipccl/none gauss-exp"
+  // nccl-like on GPUs: NCCL's own kernels run the call, reducing (and reading the input) inside
+  // the kernels that move the data, so the simulator and the cost model charge no reduce or
+  // copy kernel for it (sim::Call::nccl_kernels), as docs/FIDELITY.md models NCCL. Not on a
+  // host over MPI (topo::Topology::receive_copy), and not in compcoll-run, which runs the plan
+  // through its own executor and kernels.
+  bool nccl_kernels = false;
+  std::string describe() const;  // "hierarchical/recursive zipccl/none gauss-exp"; "... (nccl kernels)"
 };
 
 // A plan's row labels, as compcoll-sim and compcoll-run print them: the algorithm

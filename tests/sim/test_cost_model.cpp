@@ -661,3 +661,34 @@ TEST_CASE("cache residency: plans whose buffers fit in the node's cache take the
         CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
       }
 }
+
+// nccl-like on GPUs (policy::Plan::nccl_kernels): NCCL reduces inside the kernel that moves the
+// data, so the call's reduce and copy ops take no time, in the simulator and in the cost model
+// alike, and the call takes what it takes with no kernel cost at all. The same schedule run by
+// compcoll's executor pays the measured H200 reduce and copy kernels.
+TEST_CASE("NCCL's kernels: no reduce or copy charged, in the simulator and the cost model", "[sim][cost-model]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  const auto h200 = calib::load_calibration(kRoot + "/calibration/h200.yaml");
+  REQUIRE(h200.has(calib::Op::Copy, "", DType::BF16));
+  const auto net = sim::NetworkModel::defaults("cm02");
+  for (const auto c : {sched::Collective::AllReduce, sched::Collective::ReduceScatter, sched::Collective::AllGather}) {
+    for (uint64_t bytes : {uint64_t{64} << 10, uint64_t{16} << 20}) {
+      sim::Call call = call_of(t, c, "ring", sched::Placement::None, "identity", 1, bytes);
+      const sched::Schedule s = sched::build_schedule(call.build);
+      policy::RouteCache routes(t);
+      const double own = simulated(t, call, net, h200);
+      const auto own_model = policy::predict(s, t, h200, "identity", 1.0, net.factors(), routes);
+      const double free = simulated(t, call, net, calib::zero_calibration());
+      call.nccl_kernels = true;
+      const double nccl = simulated(t, call, net, h200);
+      const auto nccl_model = policy::predict(s, t, h200, "identity", 1.0, net.factors(), routes, 1, true);
+      CAPTURE(static_cast<int>(c), bytes, own, nccl, free, own_model.time_s, nccl_model.time_s);
+      CHECK(nccl == Approx(free).epsilon(1e-9));
+      CHECK(nccl_model.time_s == Approx(nccl).epsilon(0.002));
+      CHECK(nccl_model.kernel_s == 0);
+      CHECK(own_model.time_s == Approx(own).epsilon(0.002));
+      CHECK(own_model.kernel_s > 0);
+      CHECK(own > nccl);
+    }
+  }
+}

@@ -48,6 +48,7 @@ double simulate_plan(const topo::Topology& t, const calib::Calibration& cal, con
   call.codec = p.codec;
   call.ratio = 0.6858;
   call.build = build_spec(p, info, t);
+  call.nccl_kernels = p.nccl_kernels;
   job.calls = {call};
   double time = -1;
   sim::simulate(job, [&](const sim::CallResult& r) {
@@ -56,6 +57,14 @@ double simulate_plan(const topo::Topology& t, const calib::Calibration& cal, con
     time = r.time_s;
   });
   return time;
+}
+
+// No other policy's plan is run by NCCL's kernels.
+bool adaptive_is_not_nccl(const System& sys) {
+  auto adaptive = make_policy("adaptive");
+  for (uint64_t bytes : {uint64_t{64} << 10, uint64_t{1'000'000'000}})
+    if (adaptive->choose(allreduce(bytes, 64), sys, nullptr).nccl_kernels) return false;
+  return true;
 }
 
 }  // namespace
@@ -144,6 +153,16 @@ TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs;
   CHECK(in_node.channels == 24);
   CHECK(in_node.nccl == "nvls/simple");
   CHECK(algorithm_label(in_node, sched::Collective::AllReduce) == "rail-ring/simple 24ch [nccl nvls/simple]");
+  // On GPUs NCCL's kernels run its plans, every collective's; on a host over MPI compcoll's
+  // executor does.
+  CHECK(small.nccl_kernels);
+  CHECK(big.nccl_kernels);
+  CHECK(in_node.nccl_kernels);
+  CHECK(nccl->choose(allreduce(1 << 20, 64), sys, nullptr).describe().find("(nccl kernels)") != std::string::npos);
+  const auto host = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
+  const System on_host = system_of(host, cal, {"identity"});
+  CHECK_FALSE(nccl->choose(allreduce(1 << 20, 2), on_host, &predicted).nccl_kernels);
+  CHECK(adaptive_is_not_nccl(sys));
 }
 
 TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulator does", "[policy][adaptive]") {
