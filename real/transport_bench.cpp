@@ -167,36 +167,6 @@ void write_data(DataBackend& b, void* p, uint64_t bytes) {
     b.upload(static_cast<uint8_t*>(p) + at, pattern.data(), static_cast<size_t>(std::min<uint64_t>(pattern.size(), bytes - at)));
 }
 
-uint64_t host_cache_bytes(std::string* source) {
-  // The highest cache level of cpu0 (sysfs: index*/level, size like "32768K", shared_cpu_list).
-  uint64_t best = 0;
-  int best_level = 0;
-  std::string shared;
-  for (int i = 0; i < 16; ++i) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream level_in(dir + "level"), size_in(dir + "size"), type_in(dir + "type"), cpus_in(dir + "shared_cpu_list");
-    int level = 0;
-    std::string size, type, cpus;
-    if (!(level_in >> level) || !(size_in >> size)) continue;
-    type_in >> type;
-    cpus_in >> cpus;
-    if (type == "Instruction" || level < best_level) continue;
-    uint64_t bytes = 0;
-    try {
-      bytes = config::parse_bytes(size.back() == 'K' ? size.substr(0, size.size() - 1) + "KiB"
-                                  : size.back() == 'M' ? size.substr(0, size.size() - 1) + "MiB"
-                                                       : size);
-    } catch (const std::exception&) {
-      continue;
-    }
-    best = bytes, best_level = level, shared = cpus;
-  }
-  if (source && best)
-    *source = "L" + std::to_string(best_level) + " of cpu0, " + config::format_bytes(best) + ", shared by CPUs " + shared +
-              ", from /sys/devices/system/cpu";
-  return best;
-}
-
 std::vector<int> hosts_of_world() {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -115,9 +115,6 @@ struct MachineTopology {
   const TransportSeries* network = nullptr;  // exchange between hosts (hosts >= 2)
 };
 
-// The last-level cache of the CPU this process runs on, from sysfs (0 if unknown), and a line
-// saying which (level, size, the CPUs sharing it).
-uint64_t host_cache_bytes(std::string* source = nullptr);
 // std::invalid_argument when a series the machine needs is missing.
 std::string topology_yaml(const MachineTopology& m);
 

@@ -1,6 +1,7 @@
 // tools/calibrate.cpp — the `calibrate` subcommand of compcoll-bench and its host device.
 //   compcoll-bench calibrate [--device host|cuda] --out FILE.yaml [--max-bytes N] [--min-time S]
 //                            [--quick] [--data DIR] [--dtype LIST] [--codec LIST] [--ops LIST]
+//                            [--concurrent N] [--threads N] [--warm]
 // For each dtype the bundled training tensors of that dtype (tests/data) are concatenated and
 // tiled to the largest size once; every point times a prefix of that buffer. Rows are printed
 // as they are measured. The file is rewritten (atomically: FILE.tmp, then renamed) after every
@@ -79,22 +80,25 @@ Measurement median_seconds(const std::function<void()>& fn, const TimingOptions&
 // load of a host whose every rank runs the same kernel at once (--concurrent).
 class Load {
  public:
-  Load(int threads, calib::Op op, const Codec* codec, DType dtype, const uint8_t* input, uint64_t bytes) {
+  // copies: buffers of each kind the threads take in turn, as the timed op does (CodecBuffers).
+  Load(int threads, calib::Op op, const Codec* codec, DType dtype, const uint8_t* input, uint64_t bytes,
+       uint32_t copies) {
     for (int i = 0; i < threads; ++i)
       threads_.emplace_back([=, this] {
         const uint64_t n = bytes / dtype_size(dtype);
-        std::vector<uint8_t> in(input, input + bytes), out(in), stream;
+        std::vector<std::vector<uint8_t>> in(copies, std::vector<uint8_t>(input, input + bytes)), out(in), stream(copies);
         size_t encoded = 0;
-        if (codec) {
-          stream.resize(max_encoded_size(*codec, dtype, n));
-          encoded = encode(*codec, dtype, in.data(), n, stream.data(), stream.size());
-        }
+        if (codec)
+          for (auto& s : stream) {
+            s.resize(max_encoded_size(*codec, dtype, n));
+            encoded = encode(*codec, dtype, in[0].data(), n, s.data(), s.size());
+          }
         ++running_;
-        while (!stop_) switch (op) {
-            case calib::Op::Compress: encode(*codec, dtype, in.data(), n, stream.data(), stream.size()); break;
-            case calib::Op::Decompress: decode(stream.data(), encoded, out.data(), bytes); break;
-            case calib::Op::Reduce: reduce_add(dtype, out.data(), in.data(), n); break;
-            case calib::Op::Copy: std::memcpy(out.data(), in.data(), bytes); break;
+        for (uint32_t k = 0; !stop_; k = (k + 1) % copies) switch (op) {
+            case calib::Op::Compress: encode(*codec, dtype, in[k].data(), n, stream[k].data(), stream[k].size()); break;
+            case calib::Op::Decompress: decode(stream[k].data(), encoded, out[k].data(), bytes); break;
+            case calib::Op::Reduce: reduce_add(dtype, out[k].data(), in[k].data(), n); break;
+            case calib::Op::Copy: std::memcpy(out[k].data(), in[k].data(), bytes); break;
           }
       });
     while (running_ < threads) std::this_thread::yield();
@@ -114,7 +118,11 @@ class Load {
 // while N - 1 other threads run the same op (Load).
 class HostDevice : public CalibrationDevice {
  public:
-  HostDevice(int concurrent, uint32_t threads) : concurrent_(concurrent), threads_(threads) {
+  HostDevice(int concurrent, uint32_t threads, bool warm)
+      : concurrent_(concurrent),
+        threads_(threads),
+        warm_(warm),
+        cache_bytes_(calib::host_cache_bytes(&cache_source_)) {
     // Other processes share the cores: the load when the run began goes into the file.
     std::ifstream in("/proc/loadavg");
     std::getline(in, loadavg_);
@@ -134,6 +142,7 @@ class HostDevice : public CalibrationDevice {
                                                    " running the same op on their own buffers (--concurrent)"
                                              : std::string("1")},
             {"codec_threads", std::to_string(threads_)},
+            {"last_level_cache", cache_bytes_ ? cache_source_ : "unknown (sysfs gives none): taken as 32 MiB"},
             {"loadavg_at_start", loadavg_},
             {"kernel", std::string(u.sysname) + " " + u.release + " " + u.machine},
             {"compiler", __VERSION__},
@@ -149,7 +158,13 @@ class HostDevice : public CalibrationDevice {
                                   ": every rank of a host running the kernel at once), and each point timed the same "
                                   "way with those threads idle (the `alone` points)"
                             : "") +
-           "; steady_clock around each call (calls under 20 us timed in batches, the batch mean taken as the sample)";
+           (warm_ ? "; every op runs on one buffer, cache-warm up to the cache's size (--warm)"
+                  : "; compress and decompress take their input, stream and output buffers in turn from enough copies of "
+                    "each for the inputs to cover half the last-level cache (one copy past that size), so that a sample "
+                    "reads data from the shared cache, not from what the last samples left in the core's own caches, as "
+                    "in a collective, where another op or rank wrote it; reduce and copy run on one buffer") +
+           "; steady_clock around each call (calls under 20 us timed in batches, the batch mean "
+           "taken as the sample)";
   }
   void load(DType dtype, const std::vector<uint8_t>& input) override {
     dtype_ = dtype;
@@ -165,12 +180,24 @@ class HostDevice : public CalibrationDevice {
   Measurement measure(calib::Op op, const Codec* codec, uint64_t bytes, const TimingOptions& opt) override {
     const uint8_t* in = input_->data();
     const uint64_t elements = bytes / dtype_size(dtype_);
+    const bool codec_op = op == calib::Op::Compress || op == calib::Op::Decompress;
+    const uint32_t copies = codec_op && !warm_ ? codec_buffer_copies(bytes, cache_bytes_) : 1;
+    CodecBuffers b;
+    if (codec_op) b.fill(*codec, dtype_, in, bytes, copies, op == calib::Op::Decompress, threads_);
+    EncodeOptions eo;
+    eo.threads = threads_;
     const auto time_op = [&] {
       switch (op) {
-        case calib::Op::Compress: return median_seconds([&] { encode_prefix(*codec, elements); }, opt);
+        case calib::Op::Compress:
+          return median_seconds([&] {
+            const uint32_t k = b.take();
+            encode(*codec, dtype_, b.in[k].data(), elements, b.stream[k].data(), b.stream[k].size(), eo);
+          }, opt);
         case calib::Op::Decompress:
-          if (encoded_.codec != codec || encoded_.elements != elements) encode_prefix(*codec, elements);
-          return median_seconds([&] { decode(stream_.data(), encoded_.size, out_.data(), bytes, threads_); }, opt);
+          return median_seconds([&] {
+            const uint32_t k = b.take();
+            decode(b.stream[k].data(), b.encoded[k], b.out[k].data(), bytes, threads_);
+          }, opt);
         case calib::Op::Reduce:
           // dst starts as the input and accumulates it: the values grow, the work does not change.
           std::memcpy(out_.data(), in, bytes);
@@ -185,7 +212,7 @@ class HostDevice : public CalibrationDevice {
     Measurement m;
     {
       std::optional<Load> load;
-      if (concurrent_ > 1) load.emplace(concurrent_ - 1, op, codec, dtype_, in, bytes);
+      if (concurrent_ > 1) load.emplace(concurrent_ - 1, op, codec, dtype_, in, bytes, copies);
       m = time_op();
     }
     m.alone_seconds = alone;
@@ -236,8 +263,37 @@ class HostDevice : public CalibrationDevice {
   }
 
  private:
+  // The buffers a codec op is timed on: `copies` of the input's first bytes, a stream and an
+  // output for each (the streams encoded up front for decompress), taken in turn.
+  struct CodecBuffers {
+    std::vector<std::vector<uint8_t>> in, stream, out;
+    std::vector<size_t> encoded;
+    uint32_t next = 0;
+    void fill(const Codec& codec, DType dtype, const uint8_t* input, uint64_t bytes, uint32_t copies, bool encode_all,
+              uint32_t threads) {
+      const uint64_t n = bytes / dtype_size(dtype);
+      in.assign(copies, std::vector<uint8_t>(input, input + bytes));
+      out.assign(copies, std::vector<uint8_t>(bytes, 0));
+      stream.assign(copies, std::vector<uint8_t>(max_encoded_size(codec, dtype, n), 0));
+      encoded.assign(copies, 0);
+      EncodeOptions eo;
+      eo.threads = threads;
+      if (encode_all)
+        for (uint32_t k = 0; k < copies; ++k)
+          encoded[k] = encode(codec, dtype, in[k].data(), n, stream[k].data(), stream[k].size(), eo);
+    }
+    uint32_t take() {
+      const uint32_t k = next;
+      next = next + 1 == in.size() ? 0 : next + 1;
+      return k;
+    }
+  };
+
   int concurrent_ = 1;
   uint32_t threads_ = 1;
+  bool warm_ = false;
+  std::string cache_source_;
+  uint64_t cache_bytes_ = 0;
   void encode_prefix(const Codec& codec, uint64_t elements) {
     EncodeOptions eo;
     eo.threads = threads_;
@@ -313,12 +369,14 @@ struct Options {
   bool selected = false;  // some of --dtype, --codec, --ops was given
   int concurrent = 1;     // host: threads running the op at once, one of them timed
   uint32_t threads = 1;   // host: threads coding each stream's chunks (EncodeOptions::threads)
+  bool warm = false;      // host: compress and decompress on one buffer too
 };
 
 const char* const kUsage =
     "usage: compcoll-bench calibrate [--device host|cuda] --out FILE.yaml [--max-bytes N]\n"
     "                                [--min-time SECONDS] [--quick] [--data DIR]\n"
     "                                [--dtype LIST] [--codec LIST] [--ops LIST]\n"
+    "                                [--concurrent N] [--threads N] [--warm]\n"
     "  --device     where the kernels run (default host: one CPU thread)\n"
     "  --out        the calibration file to write (docs/CALIBRATION.md); rewritten after every finished\n"
     "               curve, with complete: false until the run ends (an existing FILE is moved to FILE.bak)\n"
@@ -330,6 +388,8 @@ const char* const kUsage =
     "               each point is also timed alone (the file's `alone` points and `concurrent: N`)\n"
     "  --threads    host: threads coding and decoding each stream's chunks (default 1; 0: one per hardware\n"
     "               thread): the codec curves of a rank that runs its codecs on that many threads\n"
+    "  --warm       host: compress and decompress on one buffer, cache-warm, as reduce and copy (default: on\n"
+    "               buffers taken in turn from the shared cache, as a collective's codec ops find their data)\n"
     "  --data       directory of the real tensors (default $COMPCOLL_TEST_DATA_DIR, else the bundled tests/data)\n"
     "  --dtype      only these element types: bf16, fp16, fp32 (repeatable or a comma list; default all)\n"
     "  --codec      only these codecs' compress and decompress curves: identity, gauss-exp, entropy-exp,\n"
@@ -408,6 +468,8 @@ Options parse_args(int argc, char** argv) {
       const auto n = whole_number(v, 1, 1024);
       if (!n) fail("--concurrent: expected a number of threads in [1, 1024], got \"" + v + "\"");
       opt.concurrent = static_cast<int>(*n);
+    } else if (a == "--warm") {
+      opt.warm = true;
     } else if (a == "--threads") {
       const std::string v = value();
       const auto n = whole_number(v, 0, 1024);
@@ -451,6 +513,7 @@ Options parse_args(int argc, char** argv) {
   if (opt.out.empty()) fail("missing --out FILE.yaml (see compcoll-bench calibrate --help)");
   if (opt.concurrent > 1 && opt.device != "host") fail("--concurrent: host only (a GPU runs one rank's kernels)");
   if (opt.threads != 1 && opt.device != "host") fail("--threads: host only");
+  if (opt.warm && opt.device != "host") fail("--warm: host only (a GPU's ops run on one buffer)");
   for (size_t k = 0; k < std::size(kDTypes); ++k)
     if (!any_dtype || dtype_on[k]) opt.dtypes.push_back(kDTypes[k]);
   for (size_t k = 0; k < names.size(); ++k)
@@ -571,6 +634,12 @@ void write_atomically(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+uint32_t codec_buffer_copies(uint64_t bytes, uint64_t cache_bytes) {
+  const uint64_t cover = (cache_bytes ? cache_bytes : uint64_t{32} << 20) / 2;
+  if (bytes == 0 || bytes >= cover) return 1;
+  return static_cast<uint32_t>((cover + bytes - 1) / bytes);
+}
+
 int64_t count_wrong(DType dtype, const uint8_t* a, const uint8_t* b, uint64_t bytes) {
   if (bytes == 0 || std::memcmp(a, b, bytes) == 0) return 0;
   int64_t wrong = 0;
@@ -656,8 +725,8 @@ double median(std::vector<double> v) {
   return (*std::max_element(v.begin(), v.begin() + mid) + upper) / 2;
 }
 
-std::unique_ptr<CalibrationDevice> make_host_device(int concurrent, uint32_t threads) {
-  return std::make_unique<HostDevice>(concurrent, threads);
+std::unique_ptr<CalibrationDevice> make_host_device(int concurrent, uint32_t threads, bool warm) {
+  return std::make_unique<HostDevice>(concurrent, threads, warm);
 }
 
 #ifndef COMPCOLL_HAVE_CUDA
@@ -674,7 +743,7 @@ int run_calibrate(int argc, char** argv) {
 
   std::unique_ptr<CalibrationDevice> device;
   try {
-    device = opt.device == "cuda" ? make_cuda_device() : make_host_device(opt.concurrent, opt.threads);
+    device = opt.device == "cuda" ? make_cuda_device() : make_host_device(opt.concurrent, opt.threads, opt.warm);
   } catch (const DeviceUnavailable& e) {
     fail(e.what());
   }

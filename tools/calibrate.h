@@ -58,6 +58,14 @@ class CalibrationDevice {
   virtual Measurement measure(calib::Op op, const Codec* codec, uint64_t bytes, const TimingOptions& opt) = 0;
 };
 
+// Host compress and decompress are timed on buffers taken in turn, `copies` of each (input,
+// stream, output), so that a sample reads its data from the shared cache, not from what the
+// last samples left in the core's own caches: enough copies of `bytes` to cover half the
+// last-level cache (`cache_bytes`, 0: unknown, taken as 32 MiB), one for sizes past that.
+// Inside a collective a codec op's data was written by another op or rank; timed on one warm
+// buffer the codecs ran 1.1-1.3x faster than they do there (docs/CALIBRATION.md).
+uint32_t codec_buffer_copies(uint64_t bytes, uint64_t cache_bytes);
+
 // Elements of `dtype` that differ between `a` and `b` (`bytes` bytes each, a multiple of the
 // element size). One memcmp when they agree; element by element only when they do not.
 int64_t count_wrong(DType dtype, const uint8_t* a, const uint8_t* b, uint64_t bytes);
@@ -93,7 +101,7 @@ class RoundTripReference {
 
 // concurrent: threads running each op at once, one of them timed (--concurrent); threads: the
 // threads each codec call codes its stream's chunks on (--threads, EncodeOptions::threads).
-std::unique_ptr<CalibrationDevice> make_host_device(int concurrent = 1, uint32_t threads = 1);
+std::unique_ptr<CalibrationDevice> make_host_device(int concurrent = 1, uint32_t threads = 1, bool warm = false);
 // Throws DeviceUnavailable when this build has no CUDA or no device is present.
 std::unique_ptr<CalibrationDevice> make_cuda_device();
 

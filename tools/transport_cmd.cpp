@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "calibration/calibration.h"
 #include "config/yaml_node.h"
 #include "real/backend.h"
 #include "real/transport.h"
@@ -251,7 +252,7 @@ int measure(const Options& o, int argc, char** argv) {
       else if (x.pattern == "exchange") (x.between == "host" ? m.host : m.network) = &x;
       if (x.pattern == "pingpong" && x.between == "host") (x.resident() ? m.host_alone_resident : m.host_alone) = &x;
     }
-    if (m.host_resident) m.cache_bytes = real::host_cache_bytes(&m.cache_source);
+    if (m.host_resident) m.cache_bytes = calib::host_cache_bytes(&m.cache_source);
     if (m.host_resident && !m.cache_bytes)
       std::printf("# note: this host's cache size is unknown (no /sys/devices/system/cpu/cpu0/cache): the topology "
                   "leaves out node.cache_bytes and the resident factors\n");

@@ -75,6 +75,9 @@ Calibration load_calibration(const std::string& path);
 
 // A field of this host's /proc/cpuinfo ("model name", "cache size"); empty when absent.
 std::string cpuinfo_field(const std::string& key);
+// The last-level cache of cpu0, from sysfs (0 if unknown), and a line saying which (level,
+// size, the CPUs sharing it).
+uint64_t host_cache_bytes(std::string* source = nullptr);
 // How the host `cal` was measured on differs from this one, in what decides a host kernel's
 // speed: the CPU model, its cache, the logical CPUs and the host codec path (AVX-512 or
 // portable). One "key: X there, Y here" per difference among the keys the file's machine has;
