@@ -16,12 +16,14 @@
 #   6. compcoll-bench codec --device cuda --json on a bundled bf16 tensor and on 64 MiB of
 #      synthetic Gaussian bf16 (synthetic:gaussian:32M): compcoll's codecs, and nvCOMP's ANS and
 #      Bitcomp where the bench has nvCOMP (`compcoll-bench version`, logged first as nvcomp.log,
-#      says whether libnvcomp.so.6 loads); the rows in OUT_DIR/codec-cuda.jsonl;
+#      says whether libnvcomp.so.6 loads); then gauss-exp and entropy-exp in chunks of 2,048
+#      elements on the tensor and 4 MiB of Gaussian bf16 (more warps on a small call, less
+#      ratio); the rows in OUT_DIR/codec-cuda.jsonl;
 #   7. a summary: GB/s of every codec at 256 MiB from the calibration file, against the
 #      device-to-device copy of the same run and the targets for gauss-exp bf16 (encode >= 600,
 #      decode >= 800), and the rows of step 6, as OUT_DIR/summary.txt and OUT_DIR/summary.json;
 #      a WARNING (here and in summary.json's "warnings") when step 6 has no nvCOMP rows.
-# Each step runs under `timeout` (the limits below: 17 minutes in all; the repository's build gets
+# Each step runs under `timeout` (the limits below: 17.5 minutes in all; the repository's build gets
 # 30 more). From a bundle on one H200 the whole check took 6.4 minutes, 6 of them calibrate
 # (calibration/logs/h200-2026-11-26/). A step counts as failed when it exits non-zero
 # (the summary included), runs out of time, or has a test that reports SKIPPED (here a skip
@@ -101,7 +103,7 @@ slug=$(echo "$gpu" | grep -oiE 'gh200|h100|h200|b200|a100|l40s?' | head -1 | tr 
 slug=${slug:-gpu}
 mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
-# The limits, in seconds, together 17 minutes. calibrate took 360 s on one H200 (the default
+# The limits, in seconds, together 17.5 minutes. calibrate took 360 s on one H200 (the default
 # sizes, 4 KiB to 1 GiB); its limit leaves a third more.
 step cuda-tests 150 "$tests" "[cuda]"
 step nccl-tests 90 mpirun -np 1 "$real_tests" "[nccl]"
@@ -111,8 +113,10 @@ step calibrate 480 "$bench" calibrate --device cuda --data "$here/tests/data" --
 timeout 30 "$bench" version >"$out/nvcomp.log" 2>&1
 grep '^nvcomp:' "$out/nvcomp.log" | sed 's/^/   /'
 codec_rows="$out/codec-cuda.jsonl"
-step codec-cuda 120 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
-  tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:32M >'$codec_rows'"
+step codec-cuda 150 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
+  tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:32M >'$codec_rows' && \
+  '$bench' codec --device cuda --dtype bf16 --json --chunk 2048 --codec gauss-exp,entropy-exp \
+  tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:2M >>'$codec_rows'"
 if ! grep -q '"codec": "nvcomp-' "$codec_rows" 2>/dev/null; then
   echo "   WARNING: no nvCOMP rows from codec-cuda ($(grep -m1 '^nvcomp:' "$out/nvcomp.log" || echo "compcoll-bench version failed; $out/nvcomp.log"))"
 fi
@@ -160,7 +164,8 @@ if codec:
     lines.append("codec --device cuda (median GB/s of uncompressed bytes; memcpy = device to device)")
     for r in codec:
         check = r.get("lossy_ok") if r.get("lossless_ok") is None else r["lossless_ok"]
-        lines.append(f"  {os.path.basename(r['file'])[:40]:40s} {r['codec']:16s} ratio {r['ratio']:6.3f}"
+        chunk = r.get("chunk_elements")
+        lines.append(f"  {os.path.basename(r['file'])[:40]:40s} {r['codec']:16s} chunk {chunk or '-':>5} ratio {r['ratio']:6.3f}"
                      f"  enc {r['encode_gbps']:8.1f}  dec {r['decode_gbps']:8.1f}  memcpy {r['memcpy_gbps']:7.1f}"
                      f"  {'-' if check is None else ('OK' if check else 'FAILED')}")
 lines += [f"WARNING: {w}" for w in warnings]

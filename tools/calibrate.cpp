@@ -730,7 +730,7 @@ std::unique_ptr<CalibrationDevice> make_host_device(int concurrent, uint32_t thr
 }
 
 #ifndef COMPCOLL_HAVE_CUDA
-std::unique_ptr<CalibrationDevice> make_cuda_device() {
+std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions&) {
   throw DeviceUnavailable("--device cuda: this compcoll-bench was built without CUDA (no nvcc at configure time)");
 }
 #endif

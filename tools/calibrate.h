@@ -102,8 +102,9 @@ class RoundTripReference {
 // concurrent: threads running each op at once, one of them timed (--concurrent); threads: the
 // threads each codec call codes its stream's chunks on (--threads, EncodeOptions::threads).
 std::unique_ptr<CalibrationDevice> make_host_device(int concurrent = 1, uint32_t threads = 1, bool warm = false);
-// Throws DeviceUnavailable when this build has no CUDA or no device is present.
-std::unique_ptr<CalibrationDevice> make_cuda_device();
+// Throws DeviceUnavailable when this build has no CUDA or no device is present. `encode`: the
+// options its encoder codes with (compcoll-bench codec --chunk; calibrate takes the defaults).
+std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions& encode = {});
 
 // Median of the values (sorts a copy); 0 for none.
 double median(std::vector<double> v);

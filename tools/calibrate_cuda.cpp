@@ -50,7 +50,7 @@ class DeviceMemory {
 
 class CudaDevice : public CalibrationDevice {
  public:
-  CudaDevice() {
+  explicit CudaDevice(const EncodeOptions& encode) : encode_(encode) {
     if (const std::string why = gpu::cuda_unavailable_reason(); !why.empty())
       throw DeviceUnavailable("--device cuda: no usable CUDA device (" + why + ")");
     COMPCOLL_CUDA_CHECK(cudaSetDevice(0));
@@ -96,8 +96,8 @@ class CudaDevice : public CalibrationDevice {
     size_t stream_cap = 0, scratch = 0;
     for (auto n : codec_names()) {
       const Codec& c = *find_codec(n);
-      stream_cap = std::max(stream_cap, max_encoded_size(c, dtype, elements));
-      scratch = std::max(scratch, cuda_encode_scratch_bytes(c.id(), dtype, elements));
+      stream_cap = std::max(stream_cap, max_encoded_size(c, dtype, elements, encode_));
+      scratch = std::max(scratch, cuda_encode_scratch_bytes(c.id(), dtype, elements, encode_));
     }
     in_.allocate(input.size());
     out_.allocate(input.size());
@@ -144,7 +144,7 @@ class CudaDevice : public CalibrationDevice {
         fetch_info();
         decode_prefix(bytes);
         if (!codec->lossless()) {  // lossy (fp8-hadamard): bit-exact against the host round trip
-          const std::vector<uint8_t> stream = encode(*codec, dtype_, in, elements);
+          const std::vector<uint8_t> stream = encode(*codec, dtype_, in, elements, encode_);
           want.resize(bytes);
           decode(stream.data(), stream.size(), want.data(), bytes);
           in = want.data();
@@ -205,7 +205,7 @@ class CudaDevice : public CalibrationDevice {
  private:
   void encode_prefix(const Codec& codec, uint64_t elements) {
     cuda_encode(codec.id(), dtype_, in_.get(), elements, stream_buf_.get(), stream_buf_.bytes(),
-                static_cast<uint64_t*>(size_dev_.get()), scratch_.get(), scratch_.bytes(), EncodeOptions{}, stream_);
+                static_cast<uint64_t*>(size_dev_.get()), scratch_.get(), scratch_.bytes(), encode_, stream_);
     encoded_.codec = &codec;
     encoded_.elements = elements;
     encoded_.info_valid = false;
@@ -238,6 +238,7 @@ class CudaDevice : public CalibrationDevice {
     StreamInfo info{};
     bool info_valid = false;
   };
+  EncodeOptions encode_;
   cudaDeviceProp prop_{};
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
@@ -249,7 +250,9 @@ class CudaDevice : public CalibrationDevice {
 
 }  // namespace
 
-std::unique_ptr<CalibrationDevice> make_cuda_device() { return std::make_unique<CudaDevice>(); }
+std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions& encode) {
+  return std::make_unique<CudaDevice>(encode);
+}
 
 CudaPeerContext cuda_peer_context(CalibrationDevice& device, const TimingOptions& opt) {
   auto* cuda = dynamic_cast<CudaDevice*>(&device);

@@ -125,8 +125,10 @@ double gbps(size_t bytes, double seconds) { return seconds > 0 ? bytes / seconds
 class RowPrinter {
  public:
   // device: empty for the host; with --device cuda the GPU's name, and `notes` for the header.
-  explicit RowPrinter(bool json, std::string device = {}, std::vector<std::string> notes = {}, uint32_t threads = 1)
-      : json_(json), device_(std::move(device)), notes_(std::move(notes)), threads_(threads) {}
+  // chunk: the elements per chunk compcoll's codecs code with (--chunk), in their JSON rows.
+  explicit RowPrinter(bool json, std::string device = {}, std::vector<std::string> notes = {}, uint32_t threads = 1,
+                      uint32_t chunk = format::kDefaultChunkElements)
+      : json_(json), device_(std::move(device)), notes_(std::move(notes)), threads_(threads), chunk_(chunk) {}
   void header() const {
     if (json_) return;
     std::printf("# compcoll-bench codec: ratio = original / compressed bytes; bound = order-0 exponent-entropy bound\n");
@@ -144,11 +146,12 @@ class RowPrinter {
     if (json_) {
       std::printf("{\"file\": \"%s\", \"codec\": \"%s\", \"dtype\": \"%s\", \"elements\": %zu, "
                   "\"ratio\": %.5f, \"bound\": %.5f, \"encode_gbps\": %.4f, \"decode_gbps\": %.4f, "
-                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f, \"host_path\": \"%s\", \"threads\": %u%s%s}\n",
+                  "\"lossless_ok\": %s, \"memcpy_gbps\": %.4f, \"host_path\": \"%s\", \"threads\": %u%s%s%s}\n",
                   json_escape(r.file).c_str(), r.codec.c_str(), std::string(dtype_name(r.dtype)).c_str(),
                   r.elements, r.ratio, r.bound, r.encode_gbps, r.decode_gbps,
                   r.max_abs >= 0 ? "null" : r.check == "OK" ? "true" : (r.check == "FAILED" ? "false" : "null"),
                   r.memcpy_gbps, std::string(host_codec_path()).c_str(), threads_, lossy_json(r).c_str(),
+                  find_codec(r.codec) ? (", \"chunk_elements\": " + std::to_string(chunk_)).c_str() : "",
                   device_.empty() ? "" : (", \"device\": \"" + json_escape(device_) + "\"").c_str());
     } else {
       char err[32] = "         -        -";
@@ -186,6 +189,7 @@ class RowPrinter {
   std::string device_;
   std::vector<std::string> notes_;
   uint32_t threads_;
+  uint32_t chunk_;
 };
 
 // Splits each element's bytes into planes (all byte 0s, all byte 1s, ...), the usual
@@ -378,7 +382,9 @@ bool bench_tensor_cuda(const TensorData& t, const Options& opt, const RowPrinter
       enc = me.seconds;
       dec = md.seconds;
       good = me.wrong == 0 && md.wrong == 0;
-      const std::vector<uint8_t> stream = encode(codec, t.dtype, t.bytes.data(), t.elements());
+      EncodeOptions eopt;
+      eopt.chunk_elements = opt.chunk;
+      const std::vector<uint8_t> stream = encode(codec, t.dtype, t.bytes.data(), t.elements(), eopt);
       size = stream.size();
       if (!codec.lossless()) {
         std::vector<uint8_t> back(bytes);
@@ -412,7 +418,6 @@ bool bench_tensor_cuda(const TensorData& t, const Options& opt, const RowPrinter
 
 Options parse_args(int argc, char** argv) {
   Options opt;
-  bool chunk_given = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -447,7 +452,6 @@ Options parse_args(int argc, char** argv) {
       if (!end || *end || c < format::kMinChunkElements || c > format::kMaxChunkElements || c % format::kLanes)
         usage_error("--chunk: expected a multiple of 32 in [32, 65536], got \"" + v + "\"");
       opt.chunk = static_cast<uint32_t>(c);
-      chunk_given = true;
     } else if (a == "--min-time") {
       const std::string v = value();
       char* end = nullptr;
@@ -470,10 +474,6 @@ Options parse_args(int argc, char** argv) {
   }
   if (opt.inputs.empty()) usage_error("no input given");
   if (opt.device == "cuda") {
-    // The CUDA device codes with the default options, as calibrate does.
-    if (chunk_given && opt.chunk != format::kDefaultChunkElements)
-      usage_error("--chunk: --device cuda codes chunks of " + std::to_string(format::kDefaultChunkElements) +
-                  " elements only");
     if (opt.zipnn) usage_error("--peer zipnn: runs on the host, not with --device cuda");
     if (opt.threads != 1) usage_error("--threads: host threads, not with --device cuda");
   }
@@ -488,13 +488,16 @@ int run_codec_bench(int argc, char** argv) {
   std::vector<std::string> notes;
   if (opt.device == "cuda") {
     try {
-      device = bench::make_cuda_device();
+      EncodeOptions encode;
+      encode.chunk_elements = opt.chunk;
+      device = bench::make_cuda_device(encode);
     } catch (const bench::DeviceUnavailable& e) {
       std::fprintf(stderr, "compcoll-bench: %s\n", e.what());
       return 2;
     }
     notes.push_back("device: " + device->name() + " (--device cuda: enc, dec = median of CUDA-event samples on one stream; "
-                    "memcpy = device to device; ratio from the host encoder, whose bytes the kernels write)");
+                    "memcpy = device to device; ratio from the host encoder, whose bytes the kernels write; chunks of " +
+                    std::to_string(opt.chunk) + " elements)");
 #ifdef COMPCOLL_HAVE_NVCOMP
     if (const std::string why = bench::nvcomp_unavailable(); !why.empty())
       notes.push_back("yardsticks: none (nvCOMP: " + why + ")");
@@ -509,7 +512,7 @@ int run_codec_bench(int argc, char** argv) {
     notes.push_back("host threads: " + std::to_string(opt.threads) + (opt.threads == 0 ? " (one per hardware thread: " +
                     std::to_string(std::thread::hardware_concurrency()) + ")" : "") +
                     " code and decode the chunks of each stream (at least 4 chunks a thread); memcpy and the yardsticks run on one");
-  const RowPrinter printer(opt.json, device ? device->name() : std::string(), notes, opt.threads);
+  const RowPrinter printer(opt.json, device ? device->name() : std::string(), notes, opt.threads, opt.chunk);
   printer.header();
   bool ok = true, input_error = false;
   for (const std::string& in : opt.inputs) {
