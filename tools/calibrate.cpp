@@ -75,31 +75,54 @@ Measurement median_seconds(const std::function<void()>& fn, const TimingOptions&
   return m;
 }
 
-// `threads` other threads running `op` on buffers of their own (a copy of the input's first
-// `bytes`) for as long as it lives, each already running when the constructor returns: the
-// load of a host whose every rank runs the same kernel at once (--concurrent).
+// The buffers an op is timed on: `copies` of the input's first `bytes` and an output for each
+// (a copy of the input too), with a codec a stream for each (encoded up front with
+// `encode_all`, for decompress), taken in turn (codec_buffer_copies).
+struct OpBuffers {
+  std::vector<std::vector<uint8_t>> in, stream, out;
+  std::vector<size_t> encoded;
+  uint32_t next = 0;
+  OpBuffers(const Codec* codec, DType dtype, const uint8_t* input, uint64_t bytes, uint32_t copies, bool encode_all,
+            uint32_t threads)
+      : in(copies, std::vector<uint8_t>(input, input + bytes)), out(in), encoded(copies, 0) {
+    if (!codec) return;
+    const uint64_t n = bytes / dtype_size(dtype);
+    stream.assign(copies, std::vector<uint8_t>(max_encoded_size(*codec, dtype, n), 0));
+    EncodeOptions eo;
+    eo.threads = threads;
+    if (encode_all)
+      for (uint32_t k = 0; k < copies; ++k)
+        encoded[k] = encode(*codec, dtype, in[k].data(), n, stream[k].data(), stream[k].size(), eo);
+  }
+  uint32_t take() {
+    const uint32_t k = next;
+    next = next + 1 == in.size() ? 0 : next + 1;
+    return k;
+  }
+};
+
+// `threads` other threads running `op` on buffers of their own (copies of the input's first
+// `bytes`, taken in turn as the timed op takes its own: OpBuffers) for as long as it lives,
+// each already running when the constructor returns: the load of a host whose every rank runs
+// the same kernel at once (--concurrent).
 class Load {
  public:
-  // copies: buffers of each kind the threads take in turn, as the timed op does (CodecBuffers).
   Load(int threads, calib::Op op, const Codec* codec, DType dtype, const uint8_t* input, uint64_t bytes,
        uint32_t copies) {
     for (int i = 0; i < threads; ++i)
       threads_.emplace_back([=, this] {
         const uint64_t n = bytes / dtype_size(dtype);
-        std::vector<std::vector<uint8_t>> in(copies, std::vector<uint8_t>(input, input + bytes)), out(in), stream(copies);
-        size_t encoded = 0;
-        if (codec)
-          for (auto& s : stream) {
-            s.resize(max_encoded_size(*codec, dtype, n));
-            encoded = encode(*codec, dtype, in[0].data(), n, s.data(), s.size());
-          }
+        OpBuffers b(codec, dtype, input, bytes, copies, op == calib::Op::Decompress, 1);
         ++running_;
-        for (uint32_t k = 0; !stop_; k = (k + 1) % copies) switch (op) {
-            case calib::Op::Compress: encode(*codec, dtype, in[k].data(), n, stream[k].data(), stream[k].size()); break;
-            case calib::Op::Decompress: decode(stream[k].data(), encoded, out[k].data(), bytes); break;
-            case calib::Op::Reduce: reduce_add(dtype, out[k].data(), in[k].data(), n); break;
-            case calib::Op::Copy: std::memcpy(out[k].data(), in[k].data(), bytes); break;
+        while (!stop_) {
+          const uint32_t k = b.take();
+          switch (op) {
+            case calib::Op::Compress: encode(*codec, dtype, b.in[k].data(), n, b.stream[k].data(), b.stream[k].size()); break;
+            case calib::Op::Decompress: decode(b.stream[k].data(), b.encoded[k], b.out[k].data(), bytes); break;
+            case calib::Op::Reduce: reduce_add(dtype, b.out[k].data(), b.in[k].data(), n); break;
+            case calib::Op::Copy: std::memcpy(b.out[k].data(), b.in[k].data(), bytes); break;
           }
+        }
       });
     while (running_ < threads) std::this_thread::yield();
   }
@@ -142,7 +165,8 @@ class HostDevice : public CalibrationDevice {
                                                    " running the same op on their own buffers (--concurrent)"
                                              : std::string("1")},
             {"codec_threads", std::to_string(threads_)},
-            {"last_level_cache", cache_bytes_ ? cache_source_ : "unknown (sysfs gives none): taken as 32 MiB"},
+            {"last_level_cache", cache_bytes_ ? cache_source_
+                                              : "unknown (sysfs gives none): taken as " + config::format_bytes(kUnknownCacheBytes)},
             {"loadavg_at_start", loadavg_},
             {"kernel", std::string(u.sysname) + " " + u.release + " " + u.machine},
             {"compiler", __VERSION__},
@@ -173,7 +197,6 @@ class HostDevice : public CalibrationDevice {
     for (auto n : codec_names()) cap = std::max(cap, max_encoded_size(*find_codec(n), dtype, input.size() / dtype_size(dtype)));
     stream_.assign(cap, 0);
     out_.assign(input.size(), 0);
-    encoded_ = {};
     checked_.clear();
     reference_.reset(nullptr, dtype, input.data(), input.size());
   }
@@ -182,21 +205,22 @@ class HostDevice : public CalibrationDevice {
     const uint64_t elements = bytes / dtype_size(dtype_);
     const bool codec_op = op == calib::Op::Compress || op == calib::Op::Decompress;
     const uint32_t copies = codec_op && !warm_ ? codec_buffer_copies(bytes, cache_bytes_) : 1;
-    CodecBuffers b;
-    if (codec_op) b.fill(*codec, dtype_, in, bytes, copies, op == calib::Op::Decompress, threads_);
+    // Codec ops only: reduce and copy run on out_ and the input, as the check pass does.
+    std::optional<OpBuffers> buffers;
+    if (codec_op) buffers.emplace(codec, dtype_, in, bytes, copies, op == calib::Op::Decompress, threads_);
     EncodeOptions eo;
     eo.threads = threads_;
     const auto time_op = [&] {
       switch (op) {
         case calib::Op::Compress:
           return median_seconds([&] {
-            const uint32_t k = b.take();
-            encode(*codec, dtype_, b.in[k].data(), elements, b.stream[k].data(), b.stream[k].size(), eo);
+            const uint32_t k = buffers->take();
+            encode(*codec, dtype_, buffers->in[k].data(), elements, buffers->stream[k].data(), buffers->stream[k].size(), eo);
           }, opt);
         case calib::Op::Decompress:
           return median_seconds([&] {
-            const uint32_t k = b.take();
-            decode(b.stream[k].data(), b.encoded[k], b.out[k].data(), bytes, threads_);
+            const uint32_t k = buffers->take();
+            decode(buffers->stream[k].data(), buffers->encoded[k], buffers->out[k].data(), bytes, threads_);
           }, opt);
         case calib::Op::Reduce:
           // dst starts as the input and accumulates it: the values grow, the work does not change.
@@ -226,9 +250,9 @@ class HostDevice : public CalibrationDevice {
           m.wrong = done->second;
           break;
         }
-        encode_prefix(*codec, elements);
+        const size_t size = encode_prefix(*codec, elements);
         std::memset(out_.data(), 0x5A, bytes);
-        const std::vector<uint8_t> exact(stream_.begin(), stream_.begin() + encoded_.size);
+        const std::vector<uint8_t> exact(stream_.begin(), stream_.begin() + size);
         try {
           decode(exact.data(), exact.size(), out_.data(), bytes);
           // A lossy codec (fp8-hadamard) is checked against a separate round trip of the same
@@ -263,43 +287,16 @@ class HostDevice : public CalibrationDevice {
   }
 
  private:
-  // The buffers a codec op is timed on: `copies` of the input's first bytes, a stream and an
-  // output for each (the streams encoded up front for decompress), taken in turn.
-  struct CodecBuffers {
-    std::vector<std::vector<uint8_t>> in, stream, out;
-    std::vector<size_t> encoded;
-    uint32_t next = 0;
-    void fill(const Codec& codec, DType dtype, const uint8_t* input, uint64_t bytes, uint32_t copies, bool encode_all,
-              uint32_t threads) {
-      const uint64_t n = bytes / dtype_size(dtype);
-      in.assign(copies, std::vector<uint8_t>(input, input + bytes));
-      out.assign(copies, std::vector<uint8_t>(bytes, 0));
-      stream.assign(copies, std::vector<uint8_t>(max_encoded_size(codec, dtype, n), 0));
-      encoded.assign(copies, 0);
-      EncodeOptions eo;
-      eo.threads = threads;
-      if (encode_all)
-        for (uint32_t k = 0; k < copies; ++k)
-          encoded[k] = encode(codec, dtype, in[k].data(), n, stream[k].data(), stream[k].size(), eo);
-    }
-    uint32_t take() {
-      const uint32_t k = next;
-      next = next + 1 == in.size() ? 0 : next + 1;
-      return k;
-    }
-  };
-
   int concurrent_ = 1;
   uint32_t threads_ = 1;
   bool warm_ = false;
   std::string cache_source_;
   uint64_t cache_bytes_ = 0;
-  void encode_prefix(const Codec& codec, uint64_t elements) {
+  // The stream of the input's first `elements` into stream_; its size.
+  size_t encode_prefix(const Codec& codec, uint64_t elements) {
     EncodeOptions eo;
     eo.threads = threads_;
-    encoded_.size = encode(codec, dtype_, input_->data(), elements, stream_.data(), stream_.size(), eo);
-    encoded_.codec = &codec;
-    encoded_.elements = elements;
+    return encode(codec, dtype_, input_->data(), elements, stream_.data(), stream_.size(), eo);
   }
   int64_t count_doubling_wrong(const uint8_t* in, const uint8_t* out, uint64_t elements) const {
     int64_t wrong = 0;
@@ -337,16 +334,10 @@ class HostDevice : public CalibrationDevice {
     return sign * std::ldexp(static_cast<float>(mant | 0x400), e - 25);
   }
 
-  struct Encoded {
-    const Codec* codec = nullptr;
-    uint64_t elements = 0;
-    size_t size = 0;
-  };
   std::string loadavg_;
   DType dtype_ = DType::BF16;
   const std::vector<uint8_t>* input_ = nullptr;
   std::vector<uint8_t> stream_, out_;
-  Encoded encoded_;
   std::map<std::pair<const Codec*, uint64_t>, int64_t> checked_;  // (codec, elements) -> wrong
   RoundTripReference reference_;
 };
@@ -635,7 +626,7 @@ void write_atomically(const std::string& path, const std::string& text) {
 }  // namespace
 
 uint32_t codec_buffer_copies(uint64_t bytes, uint64_t cache_bytes) {
-  const uint64_t cover = (cache_bytes ? cache_bytes : uint64_t{32} << 20) / 2;
+  const uint64_t cover = (cache_bytes ? cache_bytes : kUnknownCacheBytes) / 2;
   if (bytes == 0 || bytes >= cover) return 1;
   return static_cast<uint32_t>((cover + bytes - 1) / bytes);
 }

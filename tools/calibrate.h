@@ -64,6 +64,7 @@ class CalibrationDevice {
 // last-level cache (`cache_bytes`, 0: unknown, taken as 32 MiB), one for sizes past that.
 // Inside a collective a codec op's data was written by another op or rank; timed on one warm
 // buffer the codecs ran 1.1-1.3x faster than they do there (docs/CALIBRATION.md).
+constexpr uint64_t kUnknownCacheBytes = uint64_t{32} << 20;
 uint32_t codec_buffer_copies(uint64_t bytes, uint64_t cache_bytes);
 
 // Elements of `dtype` that differ between `a` and `b` (`bytes` bytes each, a multiple of the

@@ -58,6 +58,14 @@ struct Options {
   bool zipnn = false;  // --peer zipnn: ZipNN through Python (tools/zipnn_peer.py) on the same bytes
   std::string device = "host";  // --device cuda: the CUDA kernels (and nvCOMP where built)
   uint32_t threads = 1;          // --threads N: host encode/decode on N threads (0: one per hardware thread)
+  // --chunk and --threads as the encoder takes them (the CUDA kernels ignore threads, which is 1
+  // with --device cuda).
+  EncodeOptions encode_options() const {
+    EncodeOptions e;
+    e.chunk_elements = chunk;
+    e.threads = threads;
+    return e;
+  }
 };
 
 struct Row {
@@ -289,9 +297,7 @@ bool bench_tensor(const TensorData& t, const Options& opt, const RowPrinter& pri
     for (auto n : codec_names()) all.emplace_back(n);
     return all;
   }();
-  EncodeOptions eopt;
-  eopt.chunk_elements = opt.chunk;
-  eopt.threads = opt.threads;
+  const EncodeOptions eopt = opt.encode_options();
   for (const std::string& name : names) {
     const Codec& codec = *find_codec(name);
     std::vector<uint8_t> stream(max_encoded_size(codec, t.dtype, t.elements(), eopt));
@@ -382,9 +388,7 @@ bool bench_tensor_cuda(const TensorData& t, const Options& opt, const RowPrinter
       enc = me.seconds;
       dec = md.seconds;
       good = me.wrong == 0 && md.wrong == 0;
-      EncodeOptions eopt;
-      eopt.chunk_elements = opt.chunk;
-      const std::vector<uint8_t> stream = encode(codec, t.dtype, t.bytes.data(), t.elements(), eopt);
+      const std::vector<uint8_t> stream = encode(codec, t.dtype, t.bytes.data(), t.elements(), opt.encode_options());
       size = stream.size();
       if (!codec.lossless()) {
         std::vector<uint8_t> back(bytes);
@@ -488,9 +492,7 @@ int run_codec_bench(int argc, char** argv) {
   std::vector<std::string> notes;
   if (opt.device == "cuda") {
     try {
-      EncodeOptions encode;
-      encode.chunk_elements = opt.chunk;
-      device = bench::make_cuda_device(encode);
+      device = bench::make_cuda_device(opt.encode_options());
     } catch (const bench::DeviceUnavailable& e) {
       std::fprintf(stderr, "compcoll-bench: %s\n", e.what());
       return 2;
