@@ -2,7 +2,8 @@
 //
 //   compcoll-sim EXPERIMENT.yaml [--set key.path=value]... [--out DIR] [--json] [--plans-only]
 //                [--shard I/N] [--jobs K]
-//   compcoll-sim merge --out DIR SHARD_DIR...
+//   compcoll-sim EXPERIMENT.yaml [--set key.path=value]... --estimate N [--json]
+//   compcoll-sim merge --out DIR [--command TEXT] SHARD_DIR...
 //
 // The study layer (shared/study) turns the experiment into cells (topology x group size x
 // call x size) and each cell into its plans (the static plans and each policy's); this
@@ -56,7 +57,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: compcoll-sim EXPERIMENT.yaml [--set key.path=value]... [--out DIR] [--json] [--plans-only]\n"
     "                    [--shard I/N] [--jobs K] [--back-to-back N]\n"
-    "       compcoll-sim merge --out DIR SHARD_DIR...\n"
+    "       compcoll-sim EXPERIMENT.yaml [--set key.path=value]... --estimate N [--json]\n"
+    "       compcoll-sim merge --out DIR [--command TEXT] SHARD_DIR...\n"
     "  --set K=V     override one key of the experiment file (repeatable)\n"
     "  --out DIR     write DIR/results.csv (row by row) and DIR/results.json\n"
     "  --json        print the results as JSON on stdout instead of the table\n"
@@ -67,15 +69,20 @@ constexpr const char* kUsage =
     "                into --out DIR (each shard's output in DIR/shards/I)\n"
     "  --back-to-back N  time each plan as N calls back to back, as compcoll-run times a row with\n"
     "                run.iterations N: each rank's time per call, averaged over ranks (the model column)\n"
-    "  merge         merge shards' --out folders into the table one unsharded run writes\n";
+    "  --estimate N  simulate nothing: print the memory and time each of N shards (--shard I/N)\n"
+    "                needs, from the sizes of their cells' plans (scripts/slurm-sweep.sh asks Slurm for them)\n"
+    "  merge         merge shards' --out folders into the table one unsharded run writes\n"
+    "  --command TEXT  merge: the command recorded in the merged results.json (default: the\n"
+    "                first shard's, without its --shard)\n";
 
 struct Args {
-  std::string experiment, out, command;
+  std::string experiment, out, command, merge_command;
   std::vector<std::string> sets, merge;  // merge: the shard folders
   bool json = false, plans_only = false, is_merge = false;
   study::Shard shard;
   int jobs = 1;
   int back_to_back = 1;  // calls timed back to back (sim::Call::iterations)
+  int estimate = 0;      // --estimate N: the resources of each of N shards, nothing simulated
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -121,6 +128,8 @@ Args parse_args(int argc, char** argv) {
       }
     } else if (s == "--jobs") a.jobs = positive("--jobs", value("--jobs"));
     else if (s == "--back-to-back") a.back_to_back = positive("--back-to-back", value("--back-to-back"));
+    else if (s == "--estimate") a.estimate = positive("--estimate", value("--estimate"));
+    else if (s == "--command" && a.is_merge) a.merge_command = value("--command");
     else if (s.starts_with("-")) usage_error("unknown option " + s);
     else if (a.is_merge) a.merge.push_back(s);
     else if (a.experiment.empty()) a.experiment = s;
@@ -130,6 +139,8 @@ Args parse_args(int argc, char** argv) {
   if (!a.is_merge && a.experiment.empty()) usage_error("no experiment file");
   if (a.jobs > 1 && (a.out.empty() || !a.shard.all() || a.json))
     usage_error("--jobs needs --out DIR (the shards are merged there), and no --shard or --json");
+  if (a.estimate && (!a.out.empty() || !a.shard.all() || a.jobs > 1 || a.plans_only))
+    usage_error("--estimate N runs nothing: no --out, --shard, --jobs or --plans-only");
   return a;
 }
 
@@ -540,6 +551,114 @@ int run(const Args& args) {
   return finish(r, !r.any_error);
 }
 
+// --- --estimate -------------------------------------------------------------------------
+
+// --estimate N: what each of N shards (--shard I/N) needs, priced without planning, from the
+// sizes of the plans its cells' rows can run (policy::plan_size: the static plans, nccl-like's
+// choice, and with adaptive or the oracle every candidate, which bound adaptive's choice), as
+// --shard balances them. Per shard:
+//   memory = max over its groups of 256 MiB + 1.5 x (18 KiB x the topology's GPUs + 32 KiB x
+//            ranks + 400 B x the ops of the largest schedule), at least 512 MiB, in steps of 256 MiB
+//   time   = 10 min + per group 10 s + 1 ms x GPUs (topology, platform) + messages / 5,000 per s
+// Where the figures come from: peak memory of the whole process tree (this program, the
+// platform's child and the call's process, RSS summed as Slurm's jobacct_gather/linux sums
+// it), one row each (static, identity, 1 MB), SimGrid 3.32 on a 2-core AMD EPYC VM:
+// hierarchical allreduce (inter recursive) at 1,024 ranks 121 MiB on fat-tree-1k and 389 MiB
+// on fat-tree-16k (the platform and topology of 16,384 GPUs), at 4,096 ranks (fat-tree-4k-2to1)
+// 350 MiB, 8,192 (fat-tree-8k) 712 MiB, 16,384 (fat-tree-16k, torus-16k, dragonfly-16k)
+// 1,302-1,411 MiB; at 1,024 ranks a hierarchical all-to-all (2.4 M ops) 1,032 MiB and a ring
+// allgather (2.1 M ops) 975 MiB; whatif-fattree's cell of 16,384 ranks (3 rows, 2.2 M ops, at
+// 1 MB and at 1 GB) 1,699 MiB. A fit of 44 MiB + 18 KiB/GPU + 31 KiB/rank + 396 B/op (ops as
+// simulated) is within 6% of each; the formula above, on plan_size's ops (up to 1.35x those
+// simulated), is 1.6-2.9x these. Time: those runs simulated 14,000 (the all-to-all) to 66,000
+// messages per wall-second, 22,000-26,000 at 16,384 ranks, and built a 16,384-GPU platform in 2.4 s.
+int estimate(Args args) {
+  const bool as_json = args.json;
+  args.json = true;  // start() prints no header
+  Run r;
+  r.args = args;
+  start(r);
+  if (!r.exp.workloads.empty())
+    throw config::ConfigError(r.exp.file + ": workload: --estimate prices a grid of calls; a workload runs whole");
+  std::vector<study::SkippedGroup> skipped;
+  const std::vector<study::Group> groups = study::groups(r.exp, &skipped);
+  const std::vector<study::Cell> cells = study::cells(r.exp, groups);
+  std::vector<double> cost(cells.size());  // what --shard balances (study::expected_cost)
+  std::vector<uint64_t> ops(cells.size());  // the largest schedule of the cell's plans
+  std::vector<int> gpus(groups.size());
+  const uint64_t reps = static_cast<uint64_t>(args.back_to_back);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const topo::Topology t = topo::load_topology(groups[g].topology, groups[g].ranks);
+    gpus[g] = t.gpus();
+    std::vector<std::string> codecs;
+    for (const auto& c : r.exp.codecs)
+      if (find_codec(c)) codecs.push_back(c);
+    const policy::System sys = study::make_system(t, r.cal, r.net.factors(), *r.ratios, codecs);
+    std::map<std::string, std::unique_ptr<policy::Policy>> chooser;  // nccl-like
+    for (const auto& c : cells) {
+      if (c.group != g) continue;
+      cost[c.index] = study::expected_cost(r.exp, c, t);
+      const int gpn = policy::ranks_per_node(t, c.info.nranks);
+      auto add = [&](const policy::Plan& p) {
+        ops[c.index] = std::max(ops[c.index], policy::plan_size(p, c.info, gpn).ops);
+      };
+      for (const auto& pol : r.exp.policies) {
+        if (pol == "static") {
+          for (const auto& codec : r.exp.codecs) add(study::static_plan(r.exp.calls[c.call], codec));
+        } else if (pol == "adaptive" || pol == "oracle") {
+          for (const auto& p : policy::candidates(c.info, sys)) add(p);
+        } else {
+          auto& p = chooser[pol];
+          if (!p) p = policy::make_policy(pol);
+          try {
+            double predicted = NAN;
+            add(p->choose(c.info, sys, &predicted));
+          } catch (const std::runtime_error&) {  // that row's error when it runs: nothing simulated
+          }
+        }
+      }
+    }
+  }
+  const int n = args.estimate;
+  const std::vector<int> shard_of = n > 1 ? study::assign_shards(cost, n) : std::vector<int>(cells.size(), 0);
+  if (!as_json)
+    std::cout << "# compcoll-sim --estimate " << n << ": " << r.exp.name << " (" << r.exp.file << "), " << cells.size()
+              << " cells; memory and time each shard needs (docs/compcoll-sim.md)\n";
+  json out = json::array();
+  for (int s = 0; s < n; ++s) {
+    size_t ncells = 0;
+    double messages = 0, time_s = 600, mem_mib = 512;
+    int ranks = 0, max_gpus = 0;
+    uint64_t max_ops = 0;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      uint64_t group_ops = 0;
+      bool any = false;
+      for (const auto& c : cells)
+        if (c.group == g && shard_of[c.index] == s) {
+          any = true, ++ncells;
+          messages += cost[c.index] * static_cast<double>(reps);
+          group_ops = std::max(group_ops, ops[c.index] * reps);
+        }
+      if (!any) continue;
+      ranks = std::max(ranks, groups[g].nranks), max_gpus = std::max(max_gpus, gpus[g]);
+      max_ops = std::max(max_ops, group_ops);
+      time_s += 10 + 0.001 * gpus[g];
+      const double kib = 18.0 * gpus[g] + 32.0 * groups[g].nranks + 400.0 / 1024 * static_cast<double>(group_ops);
+      mem_mib = std::max(mem_mib, 256 + 1.5 * kib / 1024);
+    }
+    time_s += messages / 5000;
+    const long mem = static_cast<long>(std::ceil(mem_mib / 256) * 256);
+    const long secs = static_cast<long>(std::ceil(time_s / 60) * 60);
+    out.push_back({{"shard", s + 1}, {"shards", n}, {"cells", ncells}, {"messages", messages}, {"ranks", ranks},
+                   {"gpus", max_gpus}, {"ops", max_ops}, {"mem_mb", mem}, {"time_s", secs}});
+    if (!as_json)
+      std::printf("shard %d/%d: cells %zu messages %.0f ranks %d gpus %d ops %llu mem_mb %ld time_s %ld\n", s + 1, n,
+                  ncells, messages, ranks, max_gpus, static_cast<unsigned long long>(max_ops), mem, secs);
+  }
+  if (as_json) std::cout << out.dump(1) << "\n";
+  return 0;
+}
+
 // --- jobs and merge ---------------------------------------------------------------------
 
 // --jobs K: K shards as child processes of this program, then their merge.
@@ -585,7 +704,11 @@ int run_jobs(const Args& args, const char* self) {
 int merge(const Args& args) {
   std::vector<fs::path> dirs(args.merge.begin(), args.merge.end());
   sim::merge_shards(dirs, args.out);
-  const json doc = json::parse(std::ifstream(fs::path(args.out) / "results.json"));
+  json doc = json::parse(std::ifstream(fs::path(args.out) / "results.json"));
+  if (!args.merge_command.empty()) {
+    doc["command"] = args.merge_command;
+    report::write_atomic(fs::path(args.out) / "results.json", doc.dump(1));
+  }
   const size_t rows = doc.contains("plans") ? doc["plans"].size() : doc["rows"].size();
   std::cout << "# merged " << dirs.size() << " shards: " << rows << " rows into " << args.out << "\n";
   if (doc.contains("regret_summary")) std::cout << sim::regret_lines(doc["regret_summary"]);
@@ -598,6 +721,7 @@ int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
   try {
     if (args.is_merge) return merge(args);
+    if (args.estimate) return estimate(args);
     if (args.jobs > 1) return run_jobs(args, argv[0]);
     return run(args);
   } catch (const config::ConfigError& e) {

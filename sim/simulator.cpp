@@ -1,7 +1,7 @@
 // sim/simulator.cpp — see simulator.h.
 #include "sim/simulator.h"
 
-#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -60,9 +60,11 @@ uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elem
 namespace {
 
 constexpr double kHostSpeed = 1e9;  // must match platform.cpp
-constexpr uint32_t kPosted = UINT32_MAX;  // an active send whose op already counts as done
-constexpr int64_t kKernel = -2;             // active_send_conn of a kernel
-constexpr int64_t kAck = -3;                // active_send_conn of a copied message's acknowledgement
+constexpr uint32_t kPosted = UINT32_MAX;  // the sender's side of a message: its op already counts as done
+constexpr int64_t kKernel = -2;             // Event::conn of a kernel
+constexpr int64_t kAck = -3;                // Event::conn of a copied message's acknowledgement
+constexpr int64_t kArrived = -1;            // Event::conn of a receive whose message arrived
+constexpr uint32_t kNone = UINT32_MAX;
 
 // What one message carries through the simulation: its wire size and what it decompresses to.
 struct Payload {
@@ -77,79 +79,53 @@ struct CallRun {
   double bandwidth_factor = 1;   // the flow model's (receive copies are charged at it)
   bool resident = false;         // the call's buffers fit in the node's cache (receive copies' factors)
   const Platform* platform = nullptr;
-  std::deque<Payload> payloads;  // stable addresses, one per message
   int iterations = 1;            // the schedule is the call repeated this many times (sched::repeated)
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
   double codec_s = 0, reduce_s = 0, end = 0;
   std::vector<double> rank_end;  // each rank's last op done, its last send delivered
-  std::string error;
 };
-
-// The k-th message from `from` to `to` has a rendezvous point of its own, so the IR's rule
-// (messages between a pair match in program order) holds whatever order they become ready in.
-s4u::Mailbox* mailbox(int from, int to, uint32_t lane, uint32_t seq, const char* kind = "") {
-  return s4u::Mailbox::by_name(kind + std::to_string(from) + ">" + std::to_string(to) + "#" + std::to_string(seq) +
-                               (lane ? "@" + std::to_string(lane) : std::string()));
-}
-// A message the receiver copies (topology receive_copy) is delivered when the copy is done, as
-// an MPI rendezvous send completes once the receiver has pulled the data: the receiver then
-// sends an empty acknowledgement back (it takes the route's latency), which the sender waits for.
-s4u::Mailbox* ack_mailbox(int from, int to, uint32_t lane, uint32_t seq) { return mailbox(from, to, lane, seq, "ack "); }
-int kAckToken = 0;  // what an acknowledgement carries (SimGrid sends no null payload)
 
 // A (peer, lane) pair as one key: messages queue per connection.
 uint64_t connection(int peer, uint32_t lane) { return (uint64_t{lane} << 32) | static_cast<uint32_t>(peer); }
 
-// The actor of one rank: starts every op whose dependencies are done, waits for any running
-// op, and repeats.
-class RankActor {
+// One finished activity as the rank it belongs to sees it: the op (kPosted for a message
+// that left), and what finished (the connection of a message that left, kKernel, kAck, kArrived).
+struct Event {
+  uint32_t rank, op;
+  int64_t conn;
+  bool operator<(const Event& o) const {
+    return rank != o.rank ? rank < o.rank : op != o.op ? op < o.op : conn < o.conn;
+  }
+};
+
+class Driver;
+
+// The program of one rank as a state machine: starts every op whose dependencies are done and
+// reacts to its activities' completions, which the driver hands over (finished()).
+class RankState {
  public:
-  RankActor(CallRun& run, int r);
-  void run();
+  RankState(Driver& d, CallRun& run, int r);
+  void start_ready();
+  void finished(uint32_t i, int64_t conn);
+  // A message of this rank's arrived (the driver, at its completion): what it carries and the
+  // sender's op (a copied message's acknowledgement names it).
+  void arrived(uint32_t recv_op, const Payload& pl, uint32_t send_op) { received_[recv_op] = {pl, send_op}; }
+  bool idle() const { return in_flight_ == 0 && ready_.empty(); }
+  bool complete_program() const { return done_ == n_; }
+  size_t left() const { return n_ - done_; }
+  double codec_s() const { return codec_s_; }
+  double reduce_s() const { return reduce_s_; }
 
  private:
+  struct Message {
+    Payload payload;
+    uint32_t seq, op;  // sequence number on the connection, the send
+  };
   struct Outbox {
-    struct Message {
-      Payload* payload;
-      uint32_t seq, op;  // sequence number on the connection, the send
-    };
     std::deque<Message> pending;
     bool busy = false;
     uint32_t on_wire = 0;  // the send whose message is on the wire (busy)
   };
-  void start_ready();
-  void start_op(uint32_t i);
-  void post_send(uint32_t i);
-  void start_send(uint64_t conn);
-  void start_kernel();
-  struct Kernel;
-  // Op i's kernel: its calibrated time (counted in codec_s_ or reduce_s_) and, with shared
-  // memory, its work on the node.
-  Kernel kernel(uint32_t i, calib::Op kind, uint64_t bytes);
-  void track(s4u::ActivityPtr a, uint32_t op, int64_t conn);
-  void complete(uint32_t i);
-  void close(uint32_t i);
-  void wait_one();
-  void finished(uint32_t i, int64_t conn);
-
-  CallRun& run_;
-  const int r_;
-  const sched::RankProgram& p_;
-  const size_t n_;
-  const DType dtype_;
-  const uint64_t dsize_;
-  std::vector<uint32_t> missing_;
-  std::vector<std::vector<uint32_t>> dependents_;
-  std::vector<uint32_t> seq_;  // sends / receives: index among those to / from the peer on its lane
-  std::vector<Payload> wire_;
-  std::vector<void*> received_;
-  void* ack_ = nullptr;  // where acknowledgements land (they carry nothing)
-  std::vector<uint32_t> ready_, batch_, finished_;  // finished: ops that completed without an activity
-  std::vector<s4u::ActivityPtr> active_;
-  std::vector<uint32_t> active_op_;
-  std::vector<int64_t> active_conn_;  // the connection of an active send, kKernel, kAck, or -1 for a receive
-  std::vector<std::pair<uint32_t, int64_t>> done_now_;  // wait_one's finished activities (op, conn), reused
-  std::unordered_map<uint64_t, Outbox> outbox_;  // per connection (peer, lane)
   // Kernels run one at a time, in the order they become ready, as on one CUDA stream (each
   // codec or reduce kernel has the GPU's memory bandwidth to itself). On a node whose ranks
   // share memory (topo::Topology::shared_memory) a kernel or receive copy is an execution of its
@@ -160,9 +136,40 @@ class RankActor {
     double seconds;  // without shared memory
     policy::SharedWork w;
   };
+  struct Received {
+    Payload payload;
+    uint32_t send_op = kNone;
+  };
+  void start_op(uint32_t i);
+  void post_send(uint32_t i);
+  void start_send(uint64_t conn);
+  void start_kernel();
+  void queue_kernel(const Kernel& k);
+  // Op i's kernel: its calibrated time (counted in codec_s_ or reduce_s_) and, with shared
+  // memory, its work on the node.
+  Kernel kernel(uint32_t i, calib::Op kind, uint64_t bytes);
+  void complete(uint32_t i);
+  void close(uint32_t i);
+  bool copied_from(int peer) const;
+
+  Driver& d_;
+  CallRun& run_;
+  const int r_;
+  const sched::RankProgram& p_;
+  const size_t n_;
+  const DType dtype_;
+  const uint64_t dsize_;
+  std::vector<uint32_t> missing_;
+  std::vector<uint32_t> dependents_begin_, dependents_;  // op i's dependents: [begin[i], begin[i+1])
+  std::vector<uint32_t> seq_;  // sends / receives: index among those to / from the peer on its lane
+  std::vector<Payload> wire_;
+  std::unordered_map<uint32_t, Received> received_;  // receives whose message arrived, until done
+  std::vector<uint32_t> ready_, batch_, finished_;  // finished: ops that completed without an activity
+  std::unordered_map<uint64_t, Outbox> outbox_;  // per connection (peer, lane)
   std::deque<Kernel> kernels_;
   bool kernel_busy_ = false;
   int kernels_at_once_ = 1;  // shared memory: policy::kernel_concurrency
+  uint32_t in_flight_ = 0;   // kernels running or queued, receives and sends not finished, acks awaited
   double codec_s_ = 0, reduce_s_ = 0;
   size_t done_ = 0;
   // Back to back (CallRun::iterations): iteration k's ops are [k x per_iteration_, (k+1) x
@@ -173,28 +180,96 @@ class RankActor {
   std::vector<std::vector<uint32_t>> roots_;
 };
 
-RankActor::RankActor(CallRun& run, int r)
-    : run_(run),
+// The call: every rank's state, and the SimGrid activities that run for them. No actor: the
+// activities are started from SimGrid's maestro and their completions come back through
+// SimGrid's completion signals. The completions of one simulated instant are gathered and handed
+// to their ranks together, in (rank, op) order, by a kernel timer set at that instant, so the
+// order in which SimGrid reports simultaneous completions decides nothing (a kernel made ready
+// by two of them queues in op order, as the cost model queues it).
+class Driver {
+ public:
+  Driver(CallRun& run) : run_(run) {}
+  void start();
+  std::string check();  // after the run: empty, or why a rank did not finish; fills run's totals
+
+  // Messages match in program order per (sender, receiver, lane): the seq-th send with the
+  // seq-th receive, whichever is posted first; the transfer starts once both are.
+  void post_send(int src, int dst, uint32_t lane, uint32_t seq, uint32_t send_op, const Payload& pl);
+  void post_recv(int src, int dst, uint32_t lane, uint32_t seq, uint32_t recv_op);
+  void start_exec(int rank, uint32_t op, s4u::Host* host, double flops, double bound);
+  void start_ack(int receiver, int sender, uint32_t send_op);
+  s4u::Host* gpu_host(int rank) const {
+    return run_.platform->gpu_hosts[static_cast<size_t>(run_.topology->rank_to_gpu[static_cast<size_t>(rank)])];
+  }
+
+  // SimGrid's completion signals (connected once per process) land here.
+  static void on_completion(const s4u::Activity& a);
+
+ private:
+  struct MessageKey {
+    uint64_t pair, lane_seq;
+    bool operator==(const MessageKey& o) const { return pair == o.pair && lane_seq == o.lane_seq; }
+  };
+  struct MessageKeyHash {
+    size_t operator()(const MessageKey& k) const { return std::hash<uint64_t>()(k.pair * 0x9E3779B97F4A7C15ull ^ k.lane_seq); }
+  };
+  struct Posted {  // the half of a message posted first: the send (op, payload) or the receive (op)
+    uint32_t op;
+    Payload payload;
+  };
+  // What a running activity is for: a kernel or an acknowledgement (one rank's event), or a
+  // message (the sender's event, then the receiver's).
+  struct Running {
+    s4u::ActivityPtr activity;
+    Event first;
+    uint32_t receiver = kNone, recv_op = 0, send_op = 0;
+    Payload payload;
+  };
+  void transfer(int src, int dst, uint32_t lane, uint32_t send_op, const Payload& pl, uint32_t recv_op);
+  uint32_t track(s4u::ActivityPtr a, const Running& r);
+  void completed(uint32_t token);
+  void flush();
+
+  CallRun& run_;
+  std::vector<RankState> ranks_;
+  std::unordered_map<MessageKey, Posted, MessageKeyHash> posted_;
+  std::vector<Running> running_;  // by token - 1
+  std::vector<uint32_t> free_;    // tokens of running_ slots free for reuse
+  std::vector<Event> events_;     // completions of this instant, not yet handed over
+  std::vector<s4u::ActivityPtr> released_;  // finished activities, let go of at the next flush
+  bool flush_set_ = false;
+  static Driver* current_;
+};
+
+Driver* Driver::current_ = nullptr;
+
+RankState::RankState(Driver& d, CallRun& run, int r)
+    : d_(d),
+      run_(run),
       r_(r),
       p_(run.schedule->ranks[static_cast<size_t>(r)]),
       n_(p_.ops.size()),
       dtype_(run.schedule->dtype),
       dsize_(dtype_size(dtype_)),
       missing_(n_),
-      dependents_(n_),
+      dependents_begin_(n_ + 1, 0),
       seq_(n_, 0),
       wire_(p_.wire_buffers),
-      received_(n_, nullptr),
       kernels_at_once_(policy::kernel_concurrency(*run.cal, *run.topology)) {
   std::unordered_map<uint64_t, uint32_t> sends_to, recvs_from;
   const auto iterations = static_cast<size_t>(std::max(run.iterations, 1));
   per_iteration_ = static_cast<uint32_t>(n_ / iterations);
   open_.assign(iterations, per_iteration_);
   roots_.resize(iterations);
+  for (uint32_t i = 0; i < n_; ++i)
+    for (uint32_t d : p_.ops[i].deps) ++dependents_begin_[d + 1];
+  for (size_t i = 0; i < n_; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
+  dependents_.resize(dependents_begin_[n_]);
+  std::vector<uint32_t> fill(dependents_begin_.begin(), dependents_begin_.end() - 1);
   for (uint32_t i = 0; i < n_; ++i) {
     const auto& op = p_.ops[i];
     missing_[i] = static_cast<uint32_t>(op.deps.size());
-    for (uint32_t d : op.deps) dependents_[d].push_back(i);
+    for (uint32_t d : op.deps) dependents_[fill[d]++] = i;
     if (op.kind == OpKind::Send) {
       seq_[i] = sends_to[connection(op.peer, op.lane)]++;
       ++open_[i / per_iteration_];  // and its delivery
@@ -206,51 +281,47 @@ RankActor::RankActor(CallRun& run, int r)
   }
 }
 
-void RankActor::close(uint32_t i) {
+bool RankState::copied_from(int peer) const {
+  const topo::Topology& t = *run_.topology;
+  return t.copies_on_receive(t.rank_to_gpu[static_cast<size_t>(peer)], t.rank_to_gpu[static_cast<size_t>(r_)]);
+}
+
+void RankState::close(uint32_t i) {
   const uint32_t k = i / per_iteration_;
   if (--open_[k] > 0 || k + 1 >= roots_.size()) return;
   ready_.insert(ready_.end(), roots_[k + 1].begin(), roots_[k + 1].end());
 }
 
-void RankActor::track(s4u::ActivityPtr a, uint32_t op, int64_t conn) {
-  active_.push_back(std::move(a));
-  active_op_.push_back(op);
-  active_conn_.push_back(conn);
-}
-
-void RankActor::start_kernel() {
+void RankState::start_kernel() {
   const Kernel k = kernels_.front();
   kernels_.pop_front();
   kernel_busy_ = true;
   if (!run_.topology->shared_memory) {
-    track(s4u::this_actor::exec_async(k.seconds * kHostSpeed), k.op, kKernel);
+    d_.start_exec(r_, k.op, d_.gpu_host(r_), k.seconds * kHostSpeed, -1);
     return;
   }
   const topo::Topology& t = *run_.topology;
   s4u::Host* node = run_.platform->gpu_hosts[static_cast<size_t>(t.node_of(t.rank_to_gpu[static_cast<size_t>(r_)]) * t.gpus_per_node)];
-  s4u::ExecPtr e = s4u::Exec::init()->set_flops_amount(k.w.work * kHostSpeed)->set_host(node);
-  e->set_bound(k.w.bound * kHostSpeed);
-  track(e->start(), k.op, kKernel);
+  d_.start_exec(r_, k.op, node, k.w.work * kHostSpeed, k.w.bound * kHostSpeed);
 }
 
-void RankActor::start_send(uint64_t conn) {
+void RankState::queue_kernel(const Kernel& k) {
+  ++in_flight_;
+  kernels_.push_back(k);
+  if (!kernel_busy_) start_kernel();
+}
+
+void RankState::start_send(uint64_t conn) {
   const int peer = static_cast<int>(static_cast<uint32_t>(conn));
   auto& q = outbox_[conn];
-  const auto [pl, k, op] = q.pending.front();
+  const Message m = q.pending.front();
   q.pending.pop_front();
   q.busy = true;
-  q.on_wire = op;
-  // A message the receiver copies (topology receive_copy) carries no bytes on the links: it
-  // takes the route's latency, then the receiver's copy (wait_one).
-  const int src = run_.topology->rank_to_gpu[static_cast<size_t>(r_)];
-  const int dst = run_.topology->rank_to_gpu[static_cast<size_t>(peer)];
-  const bool copied = run_.topology->copies_on_receive(src, dst);
-  const auto lane = static_cast<uint32_t>(conn >> 32);
-  track(mailbox(r_, peer, lane, k)->put_async(pl, copied ? 0 : pl->wire), kPosted, static_cast<int64_t>(conn));
-  if (copied) track(ack_mailbox(r_, peer, lane, k)->get_async<void>(&ack_), op, kAck);
+  q.on_wire = m.op;
+  d_.post_send(r_, peer, static_cast<uint32_t>(conn >> 32), m.seq, m.op, m.payload);
 }
 
-RankActor::Kernel RankActor::kernel(uint32_t i, calib::Op kind, uint64_t bytes) {
+RankState::Kernel RankState::kernel(uint32_t i, calib::Op kind, uint64_t bytes) {
   Kernel k{i, run_.cal->seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes)), {}};
   if (kind == calib::Op::Compress || kind == calib::Op::Decompress) codec_s_ += k.seconds;
   else reduce_s_ += k.seconds;
@@ -263,28 +334,31 @@ RankActor::Kernel RankActor::kernel(uint32_t i, calib::Op kind, uint64_t bytes) 
 // Sends are buffered, as the IR says (validate() assumes it): what depends on a send may start
 // once it is posted. Messages to one peer leave one after the other, as on one NCCL connection
 // or MPI's ordered channel; the rank ends only when its last transfer has completed.
-void RankActor::post_send(uint32_t i) {
+void RankState::post_send(uint32_t i) {
   const auto& op = p_.ops[i];
   Payload pl;
   if (op.src.buf == BufKind::Wire) pl = wire_[op.src.index];
   else pl.wire = pl.raw = op.src.count * dsize_;
-  run_.payloads.push_back(pl);
   ++run_.messages;
   run_.wire_bytes += pl.wire;
   run_.raw_bytes += pl.raw;
   const uint64_t conn = connection(op.peer, op.lane);
   auto& q = outbox_[conn];
-  q.pending.push_back({&run_.payloads.back(), seq_[i], i});
+  q.pending.push_back({pl, seq_[i], i});
+  ++in_flight_;  // until it has left; a copied one also until its acknowledgement
   if (!q.busy) start_send(conn);
   finished_.push_back(i);
 }
 
-void RankActor::start_op(uint32_t i) {
+void RankState::start_op(uint32_t i) {
   const auto& op = p_.ops[i];
   Kernel k{i, 0, {}};
   switch (op.kind) {
     case OpKind::Send: post_send(i); return;
-    case OpKind::Recv: track(mailbox(op.peer, r_, op.lane, seq_[i])->get_async<void>(&received_[i]), i, -1); return;
+    case OpKind::Recv:
+      ++in_flight_;
+      d_.post_recv(op.peer, r_, op.lane, seq_[i], i);
+      return;
     case OpKind::Compress:
       wire_[op.dst.index] =
           Payload{wire_message_bytes(run_.call->codec, dtype_, op.src.count, run_.call->ratio), op.src.count * dsize_};
@@ -300,24 +374,20 @@ void RankActor::start_op(uint32_t i) {
         k = kernel(i, calib::Op::Copy, op.dst.count * dsize_);
       break;
   }
-  if (k.seconds > 0) {
-    kernels_.push_back(k);
-    if (!kernel_busy_) start_kernel();
-  } else {
-    finished_.push_back(i);
-  }
+  if (k.seconds > 0) queue_kernel(k);
+  else finished_.push_back(i);
 }
 
-void RankActor::complete(uint32_t i) {
+void RankState::complete(uint32_t i) {
   ++done_;
-  for (uint32_t d : dependents_[i])
-    if (--missing_[d] == 0) ready_.push_back(d);
+  for (uint32_t e = dependents_begin_[i]; e < dependents_begin_[i + 1]; ++e)
+    if (--missing_[dependents_[e]] == 0) ready_.push_back(dependents_[e]);
   close(i);
 }
 
 // Starts what can start, in program order (the order sends to a peer queue up in); zero-time
 // ops complete at once and may make others ready.
-void RankActor::start_ready() {
+void RankState::start_ready() {
   while (!ready_.empty()) {
     std::sort(ready_.begin(), ready_.end());
     batch_.swap(ready_);
@@ -331,32 +401,10 @@ void RankActor::start_ready() {
   }
 }
 
-// Waits for any running activity, then takes every activity finished by now, in op order:
-// SimGrid hands simultaneous completions over one at a time in an order of its own, which would
-// decide which of two kernels made ready at the same instant runs first (and differ between
-// ranks of a symmetric schedule). In op order they queue as the cost model queues them.
-void RankActor::wait_one() {
-  size_t k = static_cast<size_t>(s4u::Activity::wait_any(active_));
-  done_now_.clear();
-  while (true) {
-    done_now_.emplace_back(active_op_[k], active_conn_[k]);
-    active_[k] = active_.back();
-    active_.pop_back();
-    active_op_[k] = active_op_.back();
-    active_op_.pop_back();
-    active_conn_[k] = active_conn_.back();
-    active_conn_.pop_back();
-    if (active_.empty()) break;
-    const ssize_t next = s4u::Activity::test_any(active_);  // one finished by now, or -1
-    if (next < 0) break;
-    k = static_cast<size_t>(next);
-  }
-  std::sort(done_now_.begin(), done_now_.end());
-  for (const auto& [i, conn] : done_now_) finished(i, conn);
-}
-
-// What finishing activity `i` (an op, or kPosted for a message on the wire) does.
-void RankActor::finished(uint32_t i, int64_t conn) {
+// What a finished activity of this rank does: op i's (a kernel, an arrived receive, a copied
+// message's acknowledgement) or, with i == kPosted, the message on connection `conn` left.
+void RankState::finished(uint32_t i, int64_t conn) {
+  --in_flight_;
   if (conn == kAck) {  // a copied message's copy is done: its send is delivered
     close(i);
     return;
@@ -365,8 +413,10 @@ void RankActor::finished(uint32_t i, int64_t conn) {
     auto& q = outbox_[static_cast<uint64_t>(conn)];
     q.busy = false;
     const auto& op = p_.ops[q.on_wire];
-    if (!run_.topology->copies_on_receive(run_.topology->rank_to_gpu[static_cast<size_t>(r_)],
-                                          run_.topology->rank_to_gpu[static_cast<size_t>(op.peer)]))
+    const topo::Topology& t = *run_.topology;
+    if (t.copies_on_receive(t.rank_to_gpu[static_cast<size_t>(r_)], t.rank_to_gpu[static_cast<size_t>(op.peer)]))
+      ++in_flight_;  // its acknowledgement
+    else
       close(q.on_wire);
     if (!q.pending.empty()) start_send(static_cast<uint64_t>(conn));
     return;
@@ -375,65 +425,197 @@ void RankActor::finished(uint32_t i, int64_t conn) {
   if (conn == kKernel) {
     kernel_busy_ = false;
     if (!kernels_.empty()) start_kernel();
-    if (op.kind == OpKind::Recv)  // a receive copy: the sender's send is delivered
-      ack_mailbox(op.peer, r_, op.lane, seq_[i])->put_init(&kAckToken, 0)->detach();
+    if (op.kind == OpKind::Recv) {  // a receive copy: the sender's send is delivered
+      const auto it = received_.find(i);
+      d_.start_ack(r_, op.peer, it->second.send_op);
+      received_.erase(it);
+    }
   }
-  if (op.kind == OpKind::Recv && conn != kKernel) {  // the message arrived
-    const Payload& pl = *static_cast<const Payload*>(received_[i]);
+  if (op.kind == OpKind::Recv && conn == kArrived) {  // the message arrived
+    const auto it = received_.find(i);
+    const Payload pl = it->second.payload;
     if (op.dst.buf == BufKind::Wire) wire_[op.dst.index] = pl;
-    const int src = run_.topology->rank_to_gpu[static_cast<size_t>(op.peer)];
-    const int dst = run_.topology->rank_to_gpu[static_cast<size_t>(r_)];
-    if (run_.topology->copies_on_receive(src, dst)) {  // then the receiver copies it, in its kernel queue
-      const double s =
-          run_.topology->receive_copy_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.resident);
+    if (copied_from(op.peer)) {  // then the receiver copies it, in its kernel queue
+      const topo::Topology& t = *run_.topology;
+      const double s = t.receive_copy_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.resident);
       if (s > 0) {
         Kernel k{i, s, {}};
-        if (run_.topology->shared_memory)
-          k.w = policy::shared_work(s,
-                                    run_.topology->receive_copy_alone_seconds(static_cast<double>(pl.wire),
-                                                                              run_.bandwidth_factor, run_.resident),
-                                    policy::copy_concurrency(*run_.topology));
-        kernels_.push_back(k);
-        if (!kernel_busy_) start_kernel();
+        if (t.shared_memory)
+          k.w = policy::shared_work(
+              s, t.receive_copy_alone_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.resident),
+              policy::copy_concurrency(t));
+        queue_kernel(k);
         return;
       }
-      ack_mailbox(op.peer, r_, op.lane, seq_[i])->put_init(&kAckToken, 0)->detach();  // nothing to copy
+      d_.start_ack(r_, op.peer, it->second.send_op);  // nothing to copy
     }
+    received_.erase(it);
   }
   complete(i);
 }
 
-void RankActor::run() {
-  while (done_ < n_ || !active_.empty()) {
-    start_ready();
-    if (done_ == n_ && active_.empty()) break;
-    if (active_.empty()) {
-      run_.error = "rank " + std::to_string(r_) + " cannot progress: " + std::to_string(n_ - done_) +
-                   " ops wait for dependencies that never finish";
-      return;
-    }
-    wait_one();
+uint32_t Driver::track(s4u::ActivityPtr a, const Running& r) {
+  uint32_t token;
+  if (free_.empty()) {
+    running_.push_back(r);
+    token = static_cast<uint32_t>(running_.size());
+  } else {
+    token = free_.back();
+    free_.pop_back();
+    running_[token - 1] = r;
   }
-  run_.codec_s = std::max(run_.codec_s, codec_s_);
-  run_.reduce_s = std::max(run_.reduce_s, reduce_s_);
-  run_.end = std::max(run_.end, s4u::Engine::get_clock());
-  run_.rank_end[static_cast<size_t>(r_)] = s4u::Engine::get_clock();
+  a->set_data(reinterpret_cast<void*>(static_cast<uintptr_t>(token)));
+  running_[token - 1].activity = std::move(a);
+  return token;
 }
 
-void run_rank(CallRun& run, int r) { RankActor(run, r).run(); }
+void Driver::start_exec(int rank, uint32_t op, s4u::Host* host, double flops, double bound) {
+  s4u::ExecPtr e = s4u::Exec::init()->set_flops_amount(flops)->set_host(host);
+  if (bound > 0) e->set_bound(bound);
+  Running r;
+  r.first = {static_cast<uint32_t>(rank), op, kKernel};
+  track(e, r);
+  e->start();
+}
+
+// A message the receiver copies (topology receive_copy) carries no bytes on the links: it
+// takes the route's latency, then the receiver's copy.
+void Driver::transfer(int src, int dst, uint32_t lane, uint32_t send_op, const Payload& pl, uint32_t recv_op) {
+  const topo::Topology& t = *run_.topology;
+  const bool copied = t.copies_on_receive(t.rank_to_gpu[static_cast<size_t>(src)], t.rank_to_gpu[static_cast<size_t>(dst)]);
+  s4u::CommPtr c = s4u::Comm::sendto_init(gpu_host(src), gpu_host(dst));
+  c->set_payload_size(copied ? 0 : pl.wire);
+  Running r;
+  r.first = {static_cast<uint32_t>(src), kPosted, static_cast<int64_t>(connection(dst, lane))};
+  r.receiver = static_cast<uint32_t>(dst);
+  r.recv_op = recv_op;
+  r.send_op = send_op;
+  r.payload = pl;
+  track(c, r);
+  c->start();
+}
+
+void Driver::post_send(int src, int dst, uint32_t lane, uint32_t seq, uint32_t send_op, const Payload& pl) {
+  const MessageKey key{(uint64_t{static_cast<uint32_t>(src)} << 32) | static_cast<uint32_t>(dst), (uint64_t{lane} << 32) | seq};
+  const auto it = posted_.find(key);
+  if (it == posted_.end()) {
+    posted_.emplace(key, Posted{send_op, pl});
+    return;
+  }
+  const uint32_t recv_op = it->second.op;
+  posted_.erase(it);
+  transfer(src, dst, lane, send_op, pl, recv_op);
+}
+
+void Driver::post_recv(int src, int dst, uint32_t lane, uint32_t seq, uint32_t recv_op) {
+  const MessageKey key{(uint64_t{static_cast<uint32_t>(src)} << 32) | static_cast<uint32_t>(dst), (uint64_t{lane} << 32) | seq};
+  const auto it = posted_.find(key);
+  if (it == posted_.end()) {
+    posted_.emplace(key, Posted{recv_op, {}});
+    return;
+  }
+  const Posted s = it->second;
+  posted_.erase(it);
+  transfer(src, dst, lane, s.op, s.payload, recv_op);
+}
+
+// The acknowledgement of a copied message: an empty message from the receiver back to the
+// sender (it takes the route's latency), after which the sender's send counts as delivered.
+void Driver::start_ack(int receiver, int sender, uint32_t send_op) {
+  s4u::CommPtr c = s4u::Comm::sendto_init(gpu_host(receiver), gpu_host(sender));
+  c->set_payload_size(0);
+  Running r;
+  r.first = {static_cast<uint32_t>(sender), send_op, kAck};
+  track(c, r);
+  c->start();
+}
+
+void Driver::on_completion(const s4u::Activity& a) {
+  if (current_ == nullptr) return;
+  current_->completed(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(a.get_data<void>())));
+}
+
+// In SimGrid's completion signal: note what finished, and make sure a flush runs at this instant.
+void Driver::completed(uint32_t token) {
+  if (token == 0 || token > running_.size()) return;
+  Running& r = running_[token - 1];
+  events_.push_back(r.first);
+  if (r.receiver != kNone) {
+    ranks_[r.receiver].arrived(r.recv_op, r.payload, r.send_op);
+    events_.push_back({r.receiver, r.recv_op, kArrived});
+  }
+  released_.push_back(std::move(r.activity));  // SimGrid is still using it: let go of it at the flush
+  r = Running{};
+  free_.push_back(token);
+  if (!flush_set_) {
+    flush_set_ = true;
+    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock(), [this] { flush(); });
+  }
+}
+
+// Hands this instant's completions to their ranks, in (rank, op) order, and lets each start
+// what is ready.
+void Driver::flush() {
+  flush_set_ = false;
+  released_.clear();
+  std::sort(events_.begin(), events_.end());
+  std::vector<Event> events;
+  events.swap(events_);
+  const double now = s4u::Engine::get_clock();
+  for (size_t e = 0; e < events.size();) {
+    const uint32_t r = events[e].rank;
+    RankState& rank = ranks_[r];
+    for (; e < events.size() && events[e].rank == r; ++e) rank.finished(events[e].op, events[e].conn);
+    rank.start_ready();
+    if (rank.idle() && rank.complete_program()) run_.rank_end[r] = now;
+  }
+}
+
+void Driver::start() {
+  current_ = this;
+  const int n = run_.schedule->size();
+  ranks_.reserve(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) ranks_.emplace_back(*this, run_, r);
+  const double now = s4u::Engine::get_clock();
+  for (int r = 0; r < n; ++r) {
+    RankState& rank = ranks_[static_cast<size_t>(r)];
+    rank.start_ready();
+    if (rank.idle() && rank.complete_program()) run_.rank_end[static_cast<size_t>(r)] = now;
+  }
+}
+
+std::string Driver::check() {
+  current_ = nullptr;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    const RankState& rank = ranks_[r];
+    if (!rank.complete_program())
+      return "rank " + std::to_string(r) + " cannot progress: " + std::to_string(rank.left()) +
+             " ops wait for dependencies that never finish";
+    run_.codec_s = std::max(run_.codec_s, rank.codec_s());
+    run_.reduce_s = std::max(run_.reduce_s, rank.reduce_s());
+    run_.end = std::max(run_.end, run_.rank_end[r]);
+  }
+  return "";
+}
 
 // size_factors: the bandwidth factor comes from a callback (size_factors() below), which
 // SimGrid does not take together with network/bandwidth-factor.
 void configure(const NetworkModel& m, bool size_factors = false) {
   s4u::Engine::set_config("network/model:" + std::string(m.model == "cm02" ? "CM02" : "LV08"));
-  s4u::Engine::set_config("network/latency-factor", m.latency_factor);
-  if (!size_factors) s4u::Engine::set_config("network/bandwidth-factor", m.bandwidth_factor);
+  // SimGrid takes its factors as a text (a constant, or factors by message size).
+  auto exact = [](double v) {
+    std::ostringstream o;
+    o.precision(17);
+    o << v;
+    return o.str();
+  };
+  s4u::Engine::set_config("network/latency-factor:" + exact(m.latency_factor));
+  if (!size_factors) s4u::Engine::set_config("network/bandwidth-factor:" + exact(m.bandwidth_factor));
   s4u::Engine::set_config("network/crosstraffic", m.crosstraffic);
   s4u::Engine::set_config("network/TCP-gamma", m.tcp_gamma);
   s4u::Engine::set_config("network/weight-S", m.weight_s);
   s4u::Engine::set_config("network/optim:" + std::string(m.update == "full" ? "Full" : "Lazy"));
-  s4u::Engine::set_config("surf/precision", m.precision);
-  s4u::Engine::set_config("contexts/stack-size", 128);  // KiB per actor: 16k ranks stay small
+  s4u::Engine::set_config("precision/timing", m.precision);
 }
 
 // A measured topology's bandwidth factors by message size (topo::LinkSpec::by_size): SimGrid
@@ -444,7 +626,7 @@ void size_factors(const Job& job, const Platform& platform) {
   for (size_t g = 0; g < platform.gpu_hosts.size(); ++g) (*gpu_of)[platform.gpu_hosts[g]] = static_cast<int>(g);
   const topo::Topology* t = &job.topology;
   const double global = job.network.bandwidth_factor;
-  s4u::Engine::get_instance()->get_netzone_root()->get_network_model()->set_bw_factor_cb(
+  s4u::Engine::get_instance()->get_netzone_root()->set_bandwidth_factor_cb(
       [gpu_of, t, global](double size, const s4u::Host* src, const s4u::Host* dst, const std::vector<s4u::Link*>&,
                           const std::unordered_set<s4u::NetZone*>&) {
         return global * t->message_factor(gpu_of->at(src), gpu_of->at(dst), size);
@@ -492,12 +674,10 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     const double start = s4u::Engine::get_clock();
     run.end = start;
     run.rank_end.assign(static_cast<size_t>(schedule.size()), start);
-    for (int r = 0; r < schedule.size(); ++r) {
-      s4u::Host* host = platform.gpu_hosts[static_cast<size_t>(job.topology.rank_to_gpu[static_cast<size_t>(r)])];
-      s4u::Actor::create("rank-" + std::to_string(r), host, [&run, r] { run_rank(run, r); });
-    }
+    Driver driver(run);
+    driver.start();
     engine.run();
-    if (!run.error.empty()) throw std::runtime_error(run.error);
+    if (const std::string error = driver.check(); !error.empty()) throw std::runtime_error(error);
     res.time_s = run.end - start;
     for (const double e : run.rank_end) res.iteration_s += (e - start) / schedule.size() / iterations;
     // Per call, whatever the iterations.
@@ -533,6 +713,8 @@ void write_result(FILE* out, const CallResult& res) {
   try {
     s4u::Engine engine = make_engine();
     configure(job.network, job.topology.has_size_factors());
+    s4u::Comm::on_completion_cb([](const s4u::Comm& c) { Driver::on_completion(c); });
+    s4u::Exec::on_completion_cb([](const s4u::Exec& e) { Driver::on_completion(e); });
     const auto t0 = std::chrono::steady_clock::now();
     const Platform platform = build_platform(job.topology);
     if (job.topology.has_size_factors()) size_factors(job, platform);

@@ -1,8 +1,9 @@
 // sim/simulator.h — runs collective schedules (shared/schedule) on a SimGrid model of a
-// topology (shared/topology): one actor per rank interprets its program; sends and receives
-// are SimGrid communications of the message's real size (compressed where the plan
-// compresses); compress, decompress, reduce and copy are executions whose durations come from
-// a calibration file (shared/calibration).
+// topology (shared/topology): every rank's program is a state machine driven by the completions
+// of SimGrid activities, with no SimGrid actor (so nothing per rank but its state: no stack, no
+// memory map); sends and receives are SimGrid host-to-host communications of the message's real
+// size (compressed where the plan compresses); compress, decompress, reduce and copy are
+// executions whose durations come from a calibration file (shared/calibration).
 //
 // SimGrid allows one engine per process, so simulate() forks: the child builds the platform
 // once, and each call runs in a process forked from it (so every call starts from the same
