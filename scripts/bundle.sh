@@ -6,7 +6,7 @@
 #
 #   OUT/bin/         compcoll-sim, compcoll-run, compcoll-bench, the three test binaries
 #                    (debug info stripped; RPATH $ORIGIN/../lib, then $ORIGIN/../lib/nvidia)
-#   OUT/lib/         their libraries: yaml-cpp, SimGrid and its ns-3, Boost, Open MPI, zstd, lz4,
+#   OUT/lib/         their libraries: yaml-cpp, SimGrid, Boost, Open MPI, zstd, lz4,
 #                    the CUDA runtime, libstdc++, ... (RPATH $ORIGIN)
 #   OUT/ompi/        Open MPI's launcher (mpirun, orted), components and help files, and PMIx's,
 #                    relocated with OPAL_PREFIX and PMIX_INSTALL_PREFIX (env.sh sets them)

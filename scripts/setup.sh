@@ -60,18 +60,19 @@ fi
 # SimGrid 4.1 (the simulator's engine; Debian 12 packages 3.32, whose actor-free activities do
 # not scale: docs/compcoll-sim.md, "How a call is simulated"), built from the source
 # distribution on PyPI into $COMPCOLL_SIMGRID_PREFIX (default /opt/simgrid-4.1): the library
-# only, without SMPI, the model checker and the language bindings (about 15 minutes on 2 cores).
+# only, without SMPI, the model checker and the language bindings (about 10 minutes on 2 cores).
 SG_VERSION=4.1
 SG_PREFIX=${COMPCOLL_SIMGRID_PREFIX:-/opt/simgrid-$SG_VERSION}
 if [ ! -f "$SG_PREFIX/lib/pkgconfig/simgrid.pc" ]; then
-  echo "setup: building SimGrid $SG_VERSION into $SG_PREFIX (about 15 minutes)"
+  echo "setup: building SimGrid $SG_VERSION into $SG_PREFIX (about 10 minutes)"
   sg_tmp=$(mktemp -d)
   "$PY" -m pip download -q --no-deps --no-binary :all: "simgrid==$SG_VERSION" -d "$sg_tmp"
   tar xzf "$sg_tmp/simgrid-$SG_VERSION.tar.gz" -C "$sg_tmp"
-  cmake -S "$sg_tmp/simgrid-$SG_VERSION" -B "$sg_tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  # From inside the scratch folder: SimGrid's configure test writes a file into the current one.
+  (cd "$sg_tmp" && cmake -S "$sg_tmp/simgrid-$SG_VERSION" -B "$sg_tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$SG_PREFIX" -Denable_smpi=OFF -Denable_model-checking=OFF -Denable_python=OFF \
     -Denable_java=OFF -Denable_fortran=OFF -Denable_lto=OFF -Denable_sthread=OFF -Denable_documentation=OFF \
-    > "$sg_tmp/configure.log" 2>&1 || { cat "$sg_tmp/configure.log" >&2; exit 1; }
+    > "$sg_tmp/configure.log" 2>&1) || { cat "$sg_tmp/configure.log" >&2; exit 1; }
   cmake --build "$sg_tmp/build" --target simgrid graphicator -j "$(nproc)" > "$sg_tmp/build.log" 2>&1 \
     || { tail -50 "$sg_tmp/build.log" >&2; exit 1; }
   $SUDO cmake --install "$sg_tmp/build" > /dev/null

@@ -474,6 +474,38 @@ void simulate_group(Run& r, const sim::Job& job, std::vector<Out>& outs, const s
     while (next < outs.size() && done(outs[next].calls) && done(outs[next].oracle_calls)) emit(r, outs[next++], results);
   };
   emit_ready();
+  // What the group needs against what this machine has, before anything is built: a group too
+  // large for it fails here, naming the topology and what to change, not in the engine.
+  const int gpus = job.topology.gpus();
+  double need = sim::expected_peak_bytes(gpus, 0, 0);
+  int need_ranks = 0;
+  uint64_t need_ops = 0;
+  for (const Out& o : outs)
+    for (const auto& p : o.plans) {
+      const uint64_t ops = policy::plan_size(p, o.cell.info, policy::ranks_per_node(job.topology, o.cell.info.nranks)).ops *
+                           static_cast<uint64_t>(r.args.back_to_back);
+      const double b = sim::expected_peak_bytes(gpus, o.cell.info.nranks, ops);
+      if (b > need) need = b, need_ranks = o.cell.info.nranks, need_ops = ops;
+    }
+  if (const double avail = sim::available_memory_bytes(); need > avail) {
+    std::ostringstream why;
+    why.precision(3);
+    why << "simulating it needs about " << need / 1e9 << " GB (a platform of " << gpus << " GPUs";
+    if (need_ranks) why << ", a call of " << need_ranks << " ranks and " << need_ops << " schedule ops";
+    why << "), more than the " << avail / 1e9
+        << " GB this process may take: run it on a machine with more memory (compcoll-sim --estimate; "
+           "scripts/slurm-sweep.sh asks Slurm for it), or with fewer ranks (ranks:) or fewer chunks or channels";
+    std::cerr << "compcoll-sim: " << topo_path << ": " << why.str() << "\n";
+    r.doc["topologies"].back()["error"] = why.str();
+    for (size_t c = 0; c < results.size(); ++c) {
+      results[c].index = c;
+      results[c].error = "not simulated: " + why.str();
+      finished[c] = 1;
+    }
+    emit_ready();
+    r.any_error = true;
+    return;
+  }
   const auto stats = sim::simulate(job, [&](const sim::CallResult& c) {
     results[c.index] = c;
     finished[c.index] = 1;
@@ -557,21 +589,14 @@ int run(const Args& args) {
 // sizes of the plans its cells' rows can run (policy::plan_size: the static plans, nccl-like's
 // choice, and with adaptive or the oracle every candidate, which bound adaptive's choice), as
 // --shard balances them. Per shard:
-//   memory = max over its groups of 256 MiB + 1.5 x (18 KiB x the topology's GPUs + 32 KiB x
-//            ranks + 400 B x the ops of the largest schedule), at least 512 MiB, in steps of 256 MiB
-//   time   = 10 min + per group 10 s + 1 ms x GPUs (topology, platform) + messages / 5,000 per s
-// Where the figures come from: peak memory of the whole process tree (this program, the
-// platform's child and the call's process, RSS summed as Slurm's jobacct_gather/linux sums
-// it), one row each (static, identity, 1 MB), SimGrid 3.32 on a 2-core AMD EPYC VM:
-// hierarchical allreduce (inter recursive) at 1,024 ranks 121 MiB on fat-tree-1k and 389 MiB
-// on fat-tree-16k (the platform and topology of 16,384 GPUs), at 4,096 ranks (fat-tree-4k-2to1)
-// 350 MiB, 8,192 (fat-tree-8k) 712 MiB, 16,384 (fat-tree-16k, torus-16k, dragonfly-16k)
-// 1,302-1,411 MiB; at 1,024 ranks a hierarchical all-to-all (2.4 M ops) 1,032 MiB and a ring
-// allgather (2.1 M ops) 975 MiB; whatif-fattree's cell of 16,384 ranks (3 rows, 2.2 M ops, at
-// 1 MB and at 1 GB) 1,699 MiB. A fit of 44 MiB + 18 KiB/GPU + 31 KiB/rank + 396 B/op (ops as
-// simulated) is within 6% of each; the formula above, on plan_size's ops (up to 1.35x those
-// simulated), is 1.6-2.9x these. Time: those runs simulated 14,000 (the all-to-all) to 66,000
-// messages per wall-second, 22,000-26,000 at 16,384 ranks, and built a 16,384-GPU platform in 2.4 s.
+//   memory = max over its groups of 256 MiB + 1.5 x sim::expected_peak_bytes(the topology's
+//            GPUs, ranks, the ops of the largest schedule), at least 512 MiB, in steps of 256 MiB
+//   time   = 10 min + per group 10 s + 2 ms x GPUs (topology, platform) + messages / 5,000 per s
+// The margin: Slurm's accounting (jobacct_gather/linux) sums the RSS of the job's processes,
+// and a call's process shares the platform's pages with the process it is forked from (both
+// counted); plan_size's ops are up to 1.35x those simulated. Time: the runs of
+// docs/compcoll-sim.md ("Performance") simulated 31,000-132,000 messages per wall-second and
+// built a 131,072-GPU fat tree in 122-159 s (a 16,384-GPU one in 2-3 s).
 int estimate(Args args) {
   const bool as_json = args.json;
   args.json = true;  // start() prints no header
@@ -642,9 +667,9 @@ int estimate(Args args) {
       if (!any) continue;
       ranks = std::max(ranks, groups[g].nranks), max_gpus = std::max(max_gpus, gpus[g]);
       max_ops = std::max(max_ops, group_ops);
-      time_s += 10 + 0.001 * gpus[g];
-      const double kib = 18.0 * gpus[g] + 32.0 * groups[g].nranks + 400.0 / 1024 * static_cast<double>(group_ops);
-      mem_mib = std::max(mem_mib, 256 + 1.5 * kib / 1024);
+      time_s += 10 + 0.002 * gpus[g];
+      const double peak = sim::expected_peak_bytes(gpus[g], groups[g].nranks, group_ops);
+      mem_mib = std::max(mem_mib, 256 + 1.5 * peak / (1024.0 * 1024.0));
     }
     time_s += messages / 5000;
     const long mem = static_cast<long>(std::ceil(mem_mib / 256) * 256);

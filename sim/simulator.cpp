@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <fstream>
+#include <limits>
 #include <sstream>
 #include <memory>
 #include <unordered_map>
@@ -55,6 +57,45 @@ uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elem
   const uint64_t chunks = (elements + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
   const double payload = codec == "identity" ? static_cast<double>(raw) : ratio * static_cast<double>(raw);
   return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
+}
+
+double expected_peak_bytes(int gpus, int ranks, uint64_t ops) {
+  // Above each of ten measured peaks, by 3% (131,072 ranks) to 50% (the smallest), with the
+  // least margin at the largest (docs/compcoll-sim.md, "Memory"): what every process holds (the
+  // program, SimGrid, the tensors the ratio model reads), then bytes per GPU of the platform,
+  // per rank of the call and per schedule op.
+  constexpr double kBase = 160e6, kPerGpu = 2'400, kPerRank = 16'000, kPerOp = 420;
+  return kBase + kPerGpu * gpus + kPerRank * ranks + kPerOp * static_cast<double>(ops);
+}
+
+namespace {
+
+// A number from the first line of `path` that starts with `key` (the whole first line when
+// `key` is empty), times `scale`; negative when there is none.
+double read_number(const char* path, const std::string& key, double scale) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!key.empty() && line.rfind(key, 0) != 0) continue;
+    const std::string rest = line.substr(key.size());
+    char* end = nullptr;
+    const double v = std::strtod(rest.c_str(), &end);
+    return end == rest.c_str() ? -1 : v * scale;
+  }
+  return -1;
+}
+
+}  // namespace
+
+double available_memory_bytes() {
+  double avail = std::numeric_limits<double>::infinity();
+  if (const double m = read_number("/proc/meminfo", "MemAvailable:", 1024); m >= 0) avail = m;
+  // cgroup v2 (a container, a Slurm job's step): its limit less what it holds.
+  const double limit = read_number("/sys/fs/cgroup/memory.max", "", 1), used = read_number("/sys/fs/cgroup/memory.current", "", 1);
+  if (limit > 0 && used >= 0) avail = std::min(avail, std::max(0.0, limit - used));
+  struct rlimit rl {};
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) avail = std::min(avail, static_cast<double>(rl.rlim_cur));
+  return avail;
 }
 
 namespace {
@@ -659,11 +700,11 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
       throw std::runtime_error("the call has " + std::to_string(call.build.nranks) + " ranks, the placement " +
                                std::to_string(job.topology.rank_to_gpu.size()));
     const int iterations = std::max(call.iterations, 1);
-    const sched::Schedule one = sched::build_schedule(call.build);
-    const sched::Schedule schedule = sched::repeated(one, iterations);
+    sched::Schedule schedule = sched::build_schedule(call.build);
     CallRun run;
     run.iterations = iterations;
-    run.resident = job.topology.data_resident(policy::node_footprint_bytes(one, job.topology));
+    run.resident = job.topology.data_resident(policy::node_footprint_bytes(schedule, job.topology));
+    if (iterations > 1) schedule = sched::repeated(schedule, iterations);  // one copy held, not two
     run.schedule = &schedule;
     run.call = &call;
     run.cal = &job.calibration;

@@ -97,6 +97,16 @@ struct SimGridLink {
 std::vector<std::vector<SimGridLink>> simgrid_routes(const topo::Topology& t,
                                                      const std::vector<std::pair<int, int>>& pairs);
 
+// Peak memory of simulating one group of calls (the largest of the platform's process and a
+// call's process, which starts as its copy): the platform of `gpus` GPUs (SimGrid's hosts,
+// links and routes) and the largest call, `ranks` ranks' state over a schedule of `ops` ops
+// (policy::plan_size). A fit to measured peaks (docs/compcoll-sim.md, "Memory").
+double expected_peak_bytes(int gpus, int ranks, uint64_t ops);
+
+// The memory this process may still take: the machine's MemAvailable, capped by its cgroup's
+// memory.max (less what the cgroup holds) and by RLIMIT_AS; infinity where none can be read.
+double available_memory_bytes();
+
 // Compressed size of a wire message: the codec's payload plus its stream header and chunk
 // table (docs/FORMAT.md), so the receiver learns the size from the stream itself.
 uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio);

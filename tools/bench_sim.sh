@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # tools/bench_sim.sh — how fast the simulator is: simulated messages per wall-second, wall time
-# and peak memory of hierarchical allreduce at 4,096 and 16,384 ranks and ring allreduce at
-# 1,024 ranks (experiments/bench-sim.yaml, uncompressed and gauss-exp). Targets:
-# hierarchical 4,096 <= 10 s, 16,384 <= 60 s and <= 4 GB. Usage: tools/bench_sim.sh [BUILD_DIR]
+# and peak memory of hierarchical allreduce at 4,096, 16,384 and 131,072 ranks (fat trees; the
+# 16,384- and 131,072-GPU dragonflies too) and ring allreduce at 1,024 ranks
+# (experiments/bench-sim.yaml, uncompressed and gauss-exp; 1 GB at 131,072). Targets: a
+# 131,072-rank row <= 10 minutes and <= 16 GiB on one core; at least 200,000 messages per
+# wall-second. Usage: tools/bench_sim.sh [BUILD_DIR] [--large-only | --small-only]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIM=${1:-build}/sim/compcoll-sim
+which=${2:-all}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 printf "%-34s %7s %10s %9s %12s %9s %9s\n" case ranks messages wall_s msgs_per_s platf_s peak_MB
@@ -21,6 +24,14 @@ for r in d["rows"]:
           r["wall_s"], r["messages"] / r["wall_s"] if r["wall_s"] else 0, t["platform_wall_s"], t["peak_rss_kb"] / 1024))
 PY
 }
-run hier-4096 --set topology=topologies/fat-tree-4k-2to1.yaml --set 'codecs=[identity,gauss-exp]'
-run hier-16384 --set topology=topologies/fat-tree-16k.yaml --set 'codecs=[identity,gauss-exp]'
-run ring-1024 --set topology=topologies/fat-tree-1k.yaml --set calls.0.algorithm=ring --set 'codecs=[identity,gauss-exp]'
+if [ "$which" != --large-only ]; then
+  run hier-4096 --set topology=topologies/fat-tree-4k-2to1.yaml --set 'codecs=[identity,gauss-exp]'
+  run hier-16384 --set topology=topologies/fat-tree-16k.yaml --set 'codecs=[identity,gauss-exp]'
+  run hier-16384-dragonfly --set topology=topologies/dragonfly-16k.yaml --set 'codecs=[identity,gauss-exp]'
+  run ring-1024 --set topology=topologies/fat-tree-1k.yaml --set calls.0.algorithm=ring --set 'codecs=[identity,gauss-exp]'
+fi
+if [ "$which" != --small-only ]; then
+  run hier-131072 --set topology=topologies/fat-tree-131k.yaml --set 'codecs=[identity,gauss-exp]' --set 'sizes=[1GB]'
+  run hier-131072-dragonfly --set topology=topologies/dragonfly-131k.yaml --set 'codecs=[identity,gauss-exp]' \
+      --set 'sizes=[1GB]'
+fi

@@ -60,11 +60,10 @@ def sim_provenance(doc, name, fallback_cmd):
             f"{doc['network_model']['bandwidth_factor']}); kernel durations {kernels}; run on {host_text(doc)}.")
 
 
-def section_whatif():
-    name = "whatif-fattree.json"
+def section_whatif(name="whatif-fattree.json", title="What compression buys as the cluster grows (the main job)",
+                   fallback_cmd="./scripts/run.sh (results/whatif-fattree/results.json)"):
     doc = load(name)
-    out = ["## What compression buys as the cluster grows (the main job)", "",
-           sim_provenance(doc, name, "./scripts/run.sh (results/whatif-fattree/results.json)"), ""]
+    out = ["## " + title, "", sim_provenance(doc, name, fallback_cmd), ""]
     rows = [r for r in doc["rows"] if not r.get("error")]
     by = defaultdict(dict)
     for r in rows:
@@ -80,6 +79,25 @@ def section_whatif():
             r = cs.get(c, {})
             cells += [fmt(r.get("busbw_gbps")), fmt(r.get("speedup_vs_identity"), 3)]
         out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def section_whatif_131k():
+    name = "whatif-131k.json"
+    out = section_whatif(name, "From 64 to 131,072 GPUs (the second job)",
+                         "build/sim/compcoll-sim experiments/whatif-131k.yaml --out DIR")
+    doc = load(name)
+    out += ["", "The dragonflies (topologies/dragonfly-16k.yaml, dragonfly-131k.yaml) have 2 links between "
+            "groups, which the recursive halving/doubling across nodes crosses with every step between groups; "
+            "the rail-optimized fat trees are non-blocking.", "",
+            "What each topology cost the simulator (one process, one core; the platform built once per "
+            "topology, each row simulated in a process of its own):", "",
+            "| topology | GPUs | platform built (s) | rows simulated (s) | simulated messages | messages per wall-second | peak memory (MiB) |",
+            "|---|---|---|---|---|---|---|"]
+    for t in doc["topologies"]:
+        wall = t.get("calls_wall_s", 0)
+        out.append(f"| {t['name']} | {t['ranks']:,} | {fmt(t.get('platform_wall_s'), 1)} | {fmt(wall, 1)} | "
+                   f"{t.get('messages', 0):,} | {fmt(t.get('messages_per_wall_s'), 0)} | {t.get('peak_rss_kb', 0) // 1024:,} |")
     return out
 
 
@@ -331,7 +349,7 @@ def render():
              "and where it is `h200.yaml` they are the kernels compcoll ran on one H200. "
              "The NCCL baseline against published measurements is in docs/FIDELITY.md "
              "(`tools/fidelity_table.py`).", ""]
-    for section in (section_whatif, section_workloads, section_workloads_measured, section_whatif_workload,
+    for section in (section_whatif, section_whatif_131k, section_workloads, section_workloads_measured, section_whatif_workload,
                     section_edgc, section_policies, section_validation, section_loop, section_codecs,
                     section_gpu_codecs):
         lines += section() + [""]

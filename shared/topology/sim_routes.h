@@ -2,7 +2,7 @@
 // (sim/platform.cpp), computed without SimGrid, so the cost model (shared/policy) can charge
 // every link of a route and see flows meet inside the network.
 //
-// It follows the deterministic routing of the zones the simulator builds (SimGrid 3.32):
+// It follows the deterministic routing of the zones the simulator builds (SimGrid 4.1):
 // - two GPUs of one node: the sender's link up to the node switch, the receiver's link down
 //   (the platform's bypass routes; a single node is a star zone with the same two links);
 // - fat tree (FatTreeZone): d-mod-k up to the first common ancestor — at a tier-L element the
