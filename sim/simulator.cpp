@@ -90,9 +90,24 @@ double read_number(const char* path, const std::string& key, double scale) {
 double available_memory_bytes() {
   double avail = std::numeric_limits<double>::infinity();
   if (const double m = read_number("/proc/meminfo", "MemAvailable:", 1024); m >= 0) avail = m;
-  // cgroup v2 (a container, a Slurm job's step): its limit less what it holds.
-  const double limit = read_number("/sys/fs/cgroup/memory.max", "", 1), used = read_number("/sys/fs/cgroup/memory.current", "", 1);
-  if (limit > 0 && used >= 0) avail = std::min(avail, std::max(0.0, limit - used));
+  // The cgroup of this process (a container, a Slurm job's step): its limit less what it holds,
+  // cgroup v2 (memory.max) or v1 (the memory controller's memory.limit_in_bytes).
+  std::string v2, v1;
+  {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("0::", 0) == 0) v2 = line.substr(3);
+      const size_t m = line.find(":memory:");
+      if (m != std::string::npos) v1 = line.substr(m + 8);
+    }
+  }
+  auto cap = [&](const std::string& dir, const char* limit_file, const char* usage_file) {
+    const double limit = read_number((dir + limit_file).c_str(), "", 1), used = read_number((dir + usage_file).c_str(), "", 1);
+    if (limit > 0 && used >= 0) avail = std::min(avail, std::max(0.0, limit - used));
+  };
+  if (!v2.empty()) cap("/sys/fs/cgroup" + (v2 == "/" ? std::string() : v2), "/memory.max", "/memory.current");
+  if (!v1.empty()) cap("/sys/fs/cgroup/memory" + (v1 == "/" ? std::string() : v1), "/memory.limit_in_bytes", "/memory.usage_in_bytes");
   struct rlimit rl {};
   if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) avail = std::min(avail, static_cast<double>(rl.rlim_cur));
   return avail;

@@ -104,7 +104,8 @@ std::vector<std::vector<SimGridLink>> simgrid_routes(const topo::Topology& t,
 double expected_peak_bytes(int gpus, int ranks, uint64_t ops);
 
 // The memory this process may still take: the machine's MemAvailable, capped by its cgroup's
-// memory.max (less what the cgroup holds) and by RLIMIT_AS; infinity where none can be read.
+// limit (v2 memory.max, v1 memory.limit_in_bytes) less what the cgroup holds, and by
+// RLIMIT_AS; infinity where none can be read.
 double available_memory_bytes();
 
 // Compressed size of a wire message: the codec's payload plus its stream header and chunk
