@@ -139,6 +139,11 @@ struct CallRun {
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
   double codec_s = 0, reduce_s = 0, end = 0;
   std::vector<double> rank_end;  // each rank's last op done, its last send delivered
+  // A message from rank `src` to rank `dst` is copied by its receiver (topology receive_copy).
+  bool copied(int src, int dst) const {
+    return topology->copies_on_receive(topology->rank_to_gpu[static_cast<size_t>(src)],
+                                       topology->rank_to_gpu[static_cast<size_t>(dst)]);
+  }
 };
 
 // A (peer, lane) pair as one key: messages queue per connection.
@@ -206,7 +211,6 @@ class RankState {
   Kernel kernel(uint32_t i, calib::Op kind, uint64_t bytes);
   void complete(uint32_t i);
   void close(uint32_t i);
-  bool copied_from(int peer) const;
 
   Driver& d_;
   CallRun& run_;
@@ -264,6 +268,8 @@ class Driver {
  private:
   struct MessageKey {
     uint64_t pair, lane_seq;
+    MessageKey(int src, int dst, uint32_t lane, uint32_t seq)
+        : pair((uint64_t{static_cast<uint32_t>(src)} << 32) | static_cast<uint32_t>(dst)), lane_seq((uint64_t{lane} << 32) | seq) {}
     bool operator==(const MessageKey& o) const { return pair == o.pair && lane_seq == o.lane_seq; }
   };
   struct MessageKeyHash {
@@ -283,6 +289,11 @@ class Driver {
   };
   void transfer(int src, int dst, uint32_t lane, uint32_t send_op, const Payload& pl, uint32_t recv_op);
   uint32_t track(s4u::ActivityPtr a, const Running& r);
+  // Lets rank r start what is ready; a rank with nothing left to do ends now.
+  void start_ready(uint32_t r, double now) {
+    ranks_[r].start_ready();
+    if (ranks_[r].idle() && ranks_[r].complete_program()) run_.rank_end[r] = now;
+  }
   void completed(uint32_t token);
   void flush();
 
@@ -335,11 +346,6 @@ RankState::RankState(Driver& d, CallRun& run, int r)
     if (i < per_iteration_) ready_.push_back(i);
     else roots_[i / per_iteration_].push_back(i);
   }
-}
-
-bool RankState::copied_from(int peer) const {
-  const topo::Topology& t = *run_.topology;
-  return t.copies_on_receive(t.rank_to_gpu[static_cast<size_t>(peer)], t.rank_to_gpu[static_cast<size_t>(r_)]);
 }
 
 void RankState::close(uint32_t i) {
@@ -469,8 +475,7 @@ void RankState::finished(uint32_t i, int64_t conn) {
     auto& q = outbox_[static_cast<uint64_t>(conn)];
     q.busy = false;
     const auto& op = p_.ops[q.on_wire];
-    const topo::Topology& t = *run_.topology;
-    if (t.copies_on_receive(t.rank_to_gpu[static_cast<size_t>(r_)], t.rank_to_gpu[static_cast<size_t>(op.peer)]))
+    if (run_.copied(r_, op.peer))
       ++in_flight_;  // its acknowledgement
     else
       close(q.on_wire);
@@ -491,7 +496,7 @@ void RankState::finished(uint32_t i, int64_t conn) {
     const auto it = received_.find(i);
     const Payload pl = it->second.payload;
     if (op.dst.buf == BufKind::Wire) wire_[op.dst.index] = pl;
-    if (copied_from(op.peer)) {  // then the receiver copies it, in its kernel queue
+    if (run_.copied(op.peer, r_)) {  // then the receiver copies it, in its kernel queue
       const topo::Topology& t = *run_.topology;
       const double s = t.receive_copy_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.resident);
       if (s > 0) {
@@ -537,10 +542,8 @@ void Driver::start_exec(int rank, uint32_t op, s4u::Host* host, double flops, do
 // A message the receiver copies (topology receive_copy) carries no bytes on the links: it
 // takes the route's latency, then the receiver's copy.
 void Driver::transfer(int src, int dst, uint32_t lane, uint32_t send_op, const Payload& pl, uint32_t recv_op) {
-  const topo::Topology& t = *run_.topology;
-  const bool copied = t.copies_on_receive(t.rank_to_gpu[static_cast<size_t>(src)], t.rank_to_gpu[static_cast<size_t>(dst)]);
   s4u::CommPtr c = s4u::Comm::sendto_init(gpu_host(src), gpu_host(dst));
-  c->set_payload_size(copied ? 0 : pl.wire);
+  c->set_payload_size(run_.copied(src, dst) ? 0 : pl.wire);
   Running r;
   r.first = {static_cast<uint32_t>(src), kPosted, static_cast<int64_t>(connection(dst, lane))};
   r.receiver = static_cast<uint32_t>(dst);
@@ -552,7 +555,7 @@ void Driver::transfer(int src, int dst, uint32_t lane, uint32_t send_op, const P
 }
 
 void Driver::post_send(int src, int dst, uint32_t lane, uint32_t seq, uint32_t send_op, const Payload& pl) {
-  const MessageKey key{(uint64_t{static_cast<uint32_t>(src)} << 32) | static_cast<uint32_t>(dst), (uint64_t{lane} << 32) | seq};
+  const MessageKey key(src, dst, lane, seq);
   const auto it = posted_.find(key);
   if (it == posted_.end()) {
     posted_.emplace(key, Posted{send_op, pl});
@@ -564,7 +567,7 @@ void Driver::post_send(int src, int dst, uint32_t lane, uint32_t seq, uint32_t s
 }
 
 void Driver::post_recv(int src, int dst, uint32_t lane, uint32_t seq, uint32_t recv_op) {
-  const MessageKey key{(uint64_t{static_cast<uint32_t>(src)} << 32) | static_cast<uint32_t>(dst), (uint64_t{lane} << 32) | seq};
+  const MessageKey key(src, dst, lane, seq);
   const auto it = posted_.find(key);
   if (it == posted_.end()) {
     posted_.emplace(key, Posted{recv_op, {}});
@@ -622,8 +625,7 @@ void Driver::flush() {
     const uint32_t r = events[e].rank;
     RankState& rank = ranks_[r];
     for (; e < events.size() && events[e].rank == r; ++e) rank.finished(events[e].op, events[e].conn);
-    rank.start_ready();
-    if (rank.idle() && rank.complete_program()) run_.rank_end[r] = now;
+    start_ready(r, now);
   }
 }
 
@@ -633,11 +635,7 @@ void Driver::start() {
   ranks_.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) ranks_.emplace_back(*this, run_, r);
   const double now = s4u::Engine::get_clock();
-  for (int r = 0; r < n; ++r) {
-    RankState& rank = ranks_[static_cast<size_t>(r)];
-    rank.start_ready();
-    if (rank.idle() && rank.complete_program()) run_.rank_end[static_cast<size_t>(r)] = now;
-  }
+  for (uint32_t r = 0; r < static_cast<uint32_t>(n); ++r) start_ready(r, now);
 }
 
 std::string Driver::check() {
