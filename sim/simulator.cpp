@@ -1,6 +1,8 @@
 // sim/simulator.cpp — see simulator.h.
 #include "sim/simulator.h"
 
+#include "policy/policy.h"
+
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 #include <sys/resource.h>
@@ -713,7 +715,9 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
       throw std::runtime_error("the call has " + std::to_string(call.build.nranks) + " ranks, the placement " +
                                std::to_string(job.topology.rank_to_gpu.size()));
     const int iterations = std::max(call.iterations, 1);
-    sched::Schedule schedule = sched::build_schedule(call.build);
+    // Channels that move in lockstep run as one flow (policy::flow_spec).
+    sched::Schedule schedule =
+        sched::build_schedule(policy::flow_spec(call.build, call.nccl_kernels, job.topology, job.network.factors()));
     CallRun run;
     run.iterations = iterations;
     run.resident = job.topology.data_resident(policy::node_footprint_bytes(schedule, job.topology));

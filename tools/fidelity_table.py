@@ -2,11 +2,12 @@
 """Published NCCL measurements beside compcoll-sim's nccl-like rows (docs/FIDELITY.md).
 
     compcoll-sim experiments/fidelity-nccl.yaml --json > fid.json
-    tools/fidelity_table.py fid.json [--published experiments/fidelity-nccl-published.csv]
+    compcoll-sim experiments/fidelity-nccl-256.yaml --json > fid256.json
+    tools/fidelity_table.py fid.json fid256.json [--published experiments/fidelity-nccl-published.csv]
                             [--markdown OUT.md] [--update-doc docs/FIDELITY.md] [--check]
 
 Each published row (collective, ranks, size) is matched with the simulated nccl-like row of the
-same call; error = simulated busbw / published busbw - 1. Bands: 10% at 64 MiB and above, 25%
+same call, from any of the simulated files (a call simulated in two of them is an error); error = simulated busbw / published busbw - 1. Bands: 10% at 64 MiB and above, 25%
 below. A row marked `band` must fall inside its band; a row marked `gap` is one the simulator is
 known to miss, for the reason its `why` names (docs/FIDELITY.md explains each): it must stay
 outside its band, so that a change that closes a gap also updates the table. --check exits 1
@@ -34,20 +35,24 @@ def band_of(size):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("sim_json")
+    ap.add_argument("sim_json", nargs="+")
     ap.add_argument("--published", default="experiments/fidelity-nccl-published.csv")
     ap.add_argument("--markdown")
     ap.add_argument("--update-doc", help="replace the table between the fidelity-table markers of this file")
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
-    try:
-        doc = json.load(open(a.sim_json))
-    except (OSError, ValueError) as e:
-        sys.exit(f"fidelity_table: {a.sim_json}: {e}")
-    sim = {}
-    for r in doc["rows"]:
-        if r.get("policy") == "nccl-like" and not r.get("error"):
-            sim[(r["collective"], r["ranks"], r["size_bytes"])] = r
+    sim, where = {}, {}
+    for path in a.sim_json:
+        try:
+            doc = json.load(open(path))
+        except (OSError, ValueError) as e:
+            sys.exit(f"fidelity_table: {path}: {e}")
+        for r in doc["rows"]:
+            if r.get("policy") == "nccl-like" and not r.get("error"):
+                key = (r["collective"], r["ranks"], r["size_bytes"])
+                if key in sim:
+                    sys.exit(f"fidelity_table: {path}: {key} is also simulated in {where[key]}")
+                sim[key], where[key] = r, path
     rows, failures, ring_errors = [], [], []
     with open(a.published, newline="") as f:
         for line, p in enumerate(csv.DictReader(f), start=2):

@@ -79,6 +79,41 @@ sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::
 
 namespace {
 
+// The distinct rings of a ring or rail-ring plan's channels (rail ring c is rail ring c mod g),
+// and whether its channels make groups of one size on them.
+uint32_t distinct_rings(const std::string& algorithm, uint32_t channels, int gpus_per_node) {
+  if (algorithm == "ring") return 1;
+  return std::min(channels, static_cast<uint32_t>(std::max(1, gpus_per_node)));
+}
+
+bool lockstep_channels(const std::string& algorithm, Placement placement, const sched::Pipelining& pipe,
+                       bool nccl_kernels, int gpus_per_node) {
+  if (!nccl_kernels || placement != Placement::None || pipe.chunks != 1 || pipe.channels < 2) return false;
+  if (algorithm != "ring" && algorithm != "rail-ring") return false;
+  const uint32_t rings = distinct_rings(algorithm, pipe.channels, gpus_per_node);
+  return rings < pipe.channels && pipe.channels % rings == 0;
+}
+
+}  // namespace
+
+sched::BuildSpec flow_spec(const sched::BuildSpec& b, bool nccl_kernels, const topo::Topology& t, const NetFactors& net) {
+  if (b.collective == Collective::Broadcast || b.collective == Collective::AllToAll) return b;
+  if (!lockstep_channels(b.algorithm, b.placement, b.pipe, nccl_kernels, b.gpus_per_node)) return b;
+  if (t.has_size_factors() || t.receive_copy) return b;
+  if (net.tcp_gamma > 0) {
+    // SimGrid caps a flow at tcp_gamma / (2 x its route's latency): the merge holds where no cap
+    // falls below the fastest link.
+    const double shortest = std::min(t.gpu_link.latency, t.network_link.latency) * net.latency_factor;
+    const double fastest = std::max(t.gpu_link.bandwidth, t.network_link.bandwidth) * std::max(1.0, net.bandwidth_factor);
+    if (shortest > 0 && net.tcp_gamma / (2 * shortest) < fastest) return b;
+  }
+  sched::BuildSpec m = b;
+  m.pipe.merge = true;
+  return m;
+}
+
+namespace {
+
 uint64_t log2_ceil(uint64_t n) {
   uint64_t k = 0;
   while ((uint64_t{1} << k) < n) ++k;
@@ -113,8 +148,13 @@ uint64_t flat_messages(Collective c, const std::string& algorithm, uint64_t n, u
 PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
   const Collective c = call.collective;
   const uint64_t n = static_cast<uint64_t>(std::max(1, call.nranks));
-  // Channels multiply a ring's messages as chunks do.
-  const uint64_t chunks = uint64_t{std::max<uint32_t>(1, p.chunks)} * std::max<uint32_t>(1, p.channels);
+  // Channels multiply a ring's messages as chunks do; merged channels (flow_spec) count once.
+  const sched::Pipelining pipe{p.chunks, p.channels, false};
+  const uint32_t channels = lockstep_channels(p.algorithm, p.codec == "identity" ? Placement::None : p.placement, pipe,
+                                              p.nccl_kernels, gpus_per_node)
+                                ? distinct_rings(p.algorithm, p.channels, gpus_per_node)
+                                : p.channels;
+  const uint64_t chunks = uint64_t{std::max<uint32_t>(1, p.chunks)} * std::max<uint32_t>(1, channels);
   const uint64_t g = p.algorithm == "hierarchical" ? static_cast<uint64_t>(std::max(1, gpus_per_node)) : 1;
   const uint64_t nodes = n / g;
   PlanSize z;
@@ -152,9 +192,9 @@ PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
 
 namespace {
 
-// NCCL's rings: rail rings with NCCL's channel count (NcclView::ring_channels), halved while
-// the schedule would be too large to simulate.
-uint32_t nccl_ring_channels(const CallInfo& call, const NcclView& view, int g) {
+// A candidate rail ring with NCCL's channel count (NcclView::ring_channels), run by compcoll's
+// kernels: halved while its schedule would be too large to price.
+uint32_t candidate_ring_channels(const CallInfo& call, const NcclView& view, int g) {
   Plan p;
   p.algorithm = "rail-ring";
   p.channels = static_cast<uint32_t>(std::max(1, view.ring_channels));
@@ -221,7 +261,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   // and NCCL's own channel count.
   const auto rail_rings = [&] {
     if (g <= 1 || n % g) return;
-    const uint32_t nccl_channels = nccl_ring_channels(call, nccl_view(t, n), g);
+    const uint32_t nccl_channels = candidate_ring_channels(call, nccl_view(t, n), g);
     add(plan("rail-ring", "recursive", 1, static_cast<uint32_t>(g)));
     if (nccl_channels != static_cast<uint32_t>(g)) add(plan("rail-ring", "recursive", 1, nccl_channels));
   };
@@ -267,7 +307,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
 
 double predict_plan(const Plan& p, const CallInfo& call, const System& sys, RouteCache& routes) {
   const double ratio = p.codec == "identity" ? 1.0 : sys.ratio(p.codec, call.dtype, call.tensor);
-  const auto s = sched::build_schedule(build_spec(p, call, *sys.topology));
+  const auto s = sched::build_schedule(flow_spec(build_spec(p, call, *sys.topology), p.nccl_kernels, *sys.topology, sys.net));
   return predict(s, *sys.topology, *sys.calibration, p.codec, ratio, sys.net, routes, 1, p.nccl_kernels).time_s;
 }
 
@@ -306,7 +346,7 @@ class NcclLike final : public Policy {
       p.algorithm = "tree";
     } else if (g > 1) {
       p.algorithm = "rail-ring";
-      p.channels = nccl_ring_channels(call, view, g);
+      p.channels = static_cast<uint32_t>(std::max(1, view.ring_channels));  // simulated merged (flow_spec)
     } else {
       p.algorithm = "ring";  // one rank per node (or a group not in whole nodes): one NIC each
     }

@@ -84,7 +84,24 @@ int ranks_per_node(const topo::Topology& t, int nranks);
 uint64_t count_for(sched::Collective c, uint64_t bytes, DType dtype, int nranks);
 sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::Topology& t);
 
-// The size of a plan's schedule, estimated without building it (what limits the candidates):
+// The spec the simulator and the cost model run for a plan's spec `b`: `b` itself, or `b` with
+// the channels of each ring merged into one flow (sched::Pipelining::merge) where they move in
+// lockstep. They do when NCCL's kernels run the call (`nccl_kernels`: no kernel time), nothing is
+// compressed, the channels are not chunked, and the channels whose rings have the same members
+// (every channel of a flat ring; channels c, c + g, c + 2g, ... of a rail ring over g GPUs a
+// node) start together on pieces of equal size over the same routes. In a max-min flow model
+// (SimGrid's and the cost model's) k such flows get together, on every link, what one flow of k
+// times their size gets, provided every flow of the call is in a group of the same k (the
+// channel count a multiple of the distinct rings), no window caps a flow (NetFactors::tcp_gamma
+// over the topology's fastest link at its shortest latency) and no size factor applies
+// (topo::LinkSpec::by_size); otherwise `b` is returned. The merged schedule's messages have the
+// sizes of the messages they stand for together, so the merge is exact where the count is a
+// multiple of channels x ranks; otherwise the pieces of a group differ by an element and its
+// flows part by that much (tests/sim/test_merged_channels.cpp).
+sched::BuildSpec flow_spec(const sched::BuildSpec& b, bool nccl_kernels, const topo::Topology& t, const NetFactors& net);
+
+// The size of a plan's schedule, estimated without building it (what limits the candidates),
+// with a nccl-like plan's channels merged as flow_spec merges them:
 // its messages (exact for the schedules of a power-of-two group, give or take the hierarchical
 // transposes), its ops (2 to 5 per message, plus the copies), and whether the messages grow as n^2 —
 // flat rings and pairwise exchanges, and rings and pairwise exchanges across nodes, which

@@ -35,9 +35,18 @@ Schedule make_schedule(Collective c, std::string_view algorithm, Placement place
 // Splitting a message: `channels` parts run side by side, each cut into `chunks` pieces that
 // follow each other through the algorithm one step apart (pipelining). Each piece's ops form
 // their own dependency chain, so an executor may run pieces concurrently.
+//
+// `merge` (ring and rail-ring builders, chunks 1): the channels whose rings have the same
+// members are built as one ring on one lane, carrying their pieces side by side, so that its
+// messages each have the size of the messages they stand for together (the pieces of a group
+// are laid out next to each other, and each of its blocks is the sum of theirs). Every ring
+// must carry the same number of channels. A merged schedule is a valid collective of its own;
+// the simulator and the cost model run it where the channels would move in lockstep
+// (policy::flow_spec).
 struct Pipelining {
   uint32_t chunks = 1;
   uint32_t channels = 1;
+  bool merge = false;
 };
 
 // Ring allreduce (reduce-scatter then allgather around the ring r -> r+1): 2(n-1) steps

@@ -69,6 +69,8 @@ namespace {
 Schedule dispatch(const BuildSpec& s) {
   if (s.nranks < 1) fail("a group needs at least one rank, got " + std::to_string(s.nranks));
   const std::string& a = s.algorithm;
+  if (s.pipe.merge && a != "ring" && a != "rail-ring")
+    fail(std::string(collective_name(s.collective)) + " " + a + ": merged channels are for ring and rail-ring only");
   switch (s.collective) {
     case Collective::AllReduce:
       if (a == "ring") return ring_allreduce(s.nranks, s.count, s.dtype, s.placement, s.pipe);

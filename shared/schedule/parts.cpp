@@ -80,11 +80,14 @@ void check_pipelining(const char* what, const Pipelining& pipe) {
   if (pipe.chunks < 1 || pipe.channels < 1)
     throw ScheduleError(std::string(what) + ": chunks and channels must be >= 1, got " + std::to_string(pipe.chunks) +
                         " and " + std::to_string(pipe.channels));
+  if (pipe.merge && pipe.chunks != 1)
+    throw ScheduleError(std::string(what) + ": merged channels need chunks 1, got " + std::to_string(pipe.chunks));
 }
 
 std::vector<std::vector<uint32_t>> pipelined(
     Schedule& s, uint64_t count, const Pipelining& pipe,
-    const std::function<void(const Block& piece, uint32_t index, uint32_t delay)>& build) {
+    const std::function<void(const Block& piece, uint32_t index, uint32_t delay)>& build,
+    const std::vector<Block>* ranges) {
   const uint32_t pieces = pipe.chunks * pipe.channels;
   const size_t n = s.ranks.size();
   std::vector<size_t> start(n);
@@ -92,7 +95,7 @@ std::vector<std::vector<uint32_t>> pipelined(
   // ends[r][i]: size of rank r's program after piece i.
   std::vector<std::vector<size_t>> ends(n, std::vector<size_t>(pieces));
   for (uint32_t i = 0; i < pieces; ++i) {
-    build(block_of(count, static_cast<int>(pieces), static_cast<int>(i)), i, i % pipe.chunks);
+    build(ranges ? (*ranges)[i] : block_of(count, static_cast<int>(pieces), static_cast<int>(i)), i, i % pipe.chunks);
     for (size_t r = 0; r < n; ++r) {
       // A channel's messages travel on a connection of their own (its lane).
       auto& ops = s.ranks[r].ops;

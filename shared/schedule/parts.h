@@ -31,15 +31,32 @@ struct Part {
   uint32_t scratch = 0;
   uint32_t pieces = 1, piece = 0;
   std::vector<int> order{};
+  // Merged channels (Pipelining::merge). `bounds`: size() * sub + 1 offsets that replace
+  // block_of's fine blocks. `piece_groups`: the group of each of the `pieces` pieces; the
+  // pieces of a block are laid out by group, and the part carries group `piece`'s side by side.
+  std::vector<uint64_t> bounds{};
+  std::vector<uint32_t> piece_groups{};
 
   int size() const { return static_cast<int>(members.size()); }
   // Element range, relative to base, of algorithm blocks [lo, hi).
-  Block blocks(int lo, int hi) const { return blocks_of(count, size() * sub, lo * sub, hi * sub); }
+  Block blocks(int lo, int hi) const {
+    if (!bounds.empty()) return {bounds[static_cast<size_t>(lo * sub)], bounds[static_cast<size_t>(hi * sub)]};
+    return blocks_of(count, size() * sub, lo * sub, hi * sub);
+  }
   // Element range of (this part's piece of) algorithm block b.
   Block block(int b) const {
     const int at = order.empty() ? b : order[static_cast<size_t>(b)];
     const Block whole = blocks(at, at + 1);
     if (pieces == 1) return whole;
+    if (!piece_groups.empty()) {
+      uint64_t begin = whole.begin, size = 0;
+      for (uint32_t i = 0; i < pieces; ++i) {
+        const uint64_t c = block_of(whole.count(), static_cast<int>(pieces), static_cast<int>(i)).count();
+        if (piece_groups[i] < piece) begin += c;
+        if (piece_groups[i] == piece) size += c;
+      }
+      return {begin, begin + size};
+    }
     const Block p = block_of(whole.count(), static_cast<int>(pieces), static_cast<int>(piece));
     return {whole.begin + p.begin, whole.begin + p.end};
   }
@@ -116,9 +133,11 @@ uint32_t double_tree_allreduce_part(Schedule& s, const Part& part, Placement pla
 // between a pair of ranks still match in order. The sends and receives of channel c's pieces
 // get lane c (Op::lane). Returns, per rank, the index of the last op
 // of each piece that has ops on it (what an op after all pieces depends on).
+// `ranges`: the pieces' element ranges, in place of block_of's (merged channels).
 std::vector<std::vector<uint32_t>> pipelined(
     Schedule& s, uint64_t count, const Pipelining& pipe,
-    const std::function<void(const Block& piece, uint32_t index, uint32_t delay)>& build);
+    const std::function<void(const Block& piece, uint32_t index, uint32_t delay)>& build,
+    const std::vector<Block>* ranges = nullptr);
 void check_pipelining(const char* what, const Pipelining& pipe);
 
 }  // namespace compcoll::sched::detail

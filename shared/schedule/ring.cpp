@@ -1,6 +1,7 @@
 // shared/schedule/ring.cpp — ring algorithms: a ring over a part (parts.h) and the flat ring
 // allreduce, reduce-scatter and allgather built from it; also the block and placement helpers.
 #include <functional>
+#include <map>
 
 #include "schedule/parts.h"
 
@@ -154,6 +155,41 @@ std::vector<int> layout_order(const std::vector<int>& members) {
   return {};
 }
 
+// Pipelining::merge: the channels of each distinct ring (by its members), groups in the order
+// of their first channel; every group must be as large as the first.
+std::vector<std::vector<uint32_t>> channel_groups(const char* what, const Pipelining& pipe, const RingOf& ring_of) {
+  std::vector<std::vector<uint32_t>> groups;
+  std::map<std::vector<int>, size_t> seen;
+  for (uint32_t c = 0; c < pipe.channels; ++c) {
+    const auto [it, fresh] = seen.emplace(ring_of(c), groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(c);
+  }
+  for (const auto& g : groups)
+    if (g.size() != groups[0].size())
+      throw ScheduleError(std::string(what) + ": merged channels need every ring to carry as many channels; " +
+                          std::to_string(pipe.channels) + " channels make " + std::to_string(groups.size()) +
+                          " rings of " + std::to_string(groups[0].size()) + " and " + std::to_string(g.size()));
+  return groups;
+}
+
+// The pipelining of merged channels: one channel per group.
+Pipelining merged(const std::vector<std::vector<uint32_t>>& groups) {
+  return Pipelining{1, static_cast<uint32_t>(groups.size()), false};
+}
+
+// The group of each channel.
+std::vector<uint32_t> group_of_channel(const std::vector<std::vector<uint32_t>>& groups, uint32_t channels) {
+  std::vector<uint32_t> of(channels);
+  for (uint32_t g = 0; g < groups.size(); ++g)
+    for (uint32_t c : groups[g]) of[c] = g;
+  return of;
+}
+
+void label_merged(Schedule& s, const std::vector<std::vector<uint32_t>>& groups) {
+  s.algorithm += " merged=" + std::to_string(groups.size());
+}
+
 Schedule allreduce_rings(Schedule s, uint64_t count, Placement placement, const Pipelining& pipe,
                          const RingOf& ring_of) {
   allreduce_prologue(s, count);
@@ -161,14 +197,48 @@ Schedule allreduce_rings(Schedule s, uint64_t count, Placement placement, const 
   // receive buffer and chain; chunk j runs j steps behind chunk 0, so the chunks of a channel
   // follow each other through the ring (pipelining) and channels run side by side.
   const Chains start = chains_after_last(s);
-  pipelined(s, count, pipe, [&](const Block& piece, uint32_t index, uint32_t delay) {
-    Part part{ring_of(index / pipe.chunks)};
-    part.base = piece.begin;
-    part.count = piece.count();
-    part.scratch = index;
-    Chains chains = start;
-    ring_allreduce_part(s, part, placement, delay, chains);
-  });
+  if (!pipe.merge) {
+    pipelined(s, count, pipe, [&](const Block& piece, uint32_t index, uint32_t delay) {
+      Part part{ring_of(index / pipe.chunks)};
+      part.base = piece.begin;
+      part.count = piece.count();
+      part.scratch = index;
+      Chains chains = start;
+      ring_allreduce_part(s, part, placement, delay, chains);
+    });
+    return s;
+  }
+  // Merged: a group's pieces (channel c's: part c of the data) side by side, groups in order;
+  // block k of the group's ring is the sum of its pieces' blocks k.
+  const auto groups = channel_groups("ring_allreduce", pipe, ring_of);
+  const int n = s.size();
+  std::vector<Block> ranges;
+  std::vector<std::vector<uint64_t>> bounds;
+  uint64_t at = 0;
+  for (const auto& group : groups) {
+    std::vector<uint64_t> b(static_cast<size_t>(n) + 1, 0);
+    for (uint32_t c : group) {
+      const uint64_t q = block_of(count, static_cast<int>(pipe.channels), static_cast<int>(c)).count();
+      for (int k = 0; k < n; ++k) b[static_cast<size_t>(k)] += block_of(q, n, k).begin;
+      b[static_cast<size_t>(n)] += q;
+    }
+    ranges.push_back({at, at + b.back()});
+    at += b.back();
+    bounds.push_back(std::move(b));
+  }
+  pipelined(
+      s, count, merged(groups),
+      [&](const Block& piece, uint32_t index, uint32_t delay) {
+        Part part{ring_of(groups[index][0])};
+        part.base = piece.begin;
+        part.count = piece.count();
+        part.scratch = index;
+        part.bounds = bounds[index];
+        Chains chains = start;
+        ring_allreduce_part(s, part, placement, delay, chains);
+      },
+      &ranges);
+  label_merged(s, groups);
   return s;
 }
 
@@ -180,14 +250,20 @@ Schedule reduce_scatter_rings(Schedule s, int n, uint64_t count, Placement place
   // Scratch 0 accumulates the whole vector; pieces receive into scratch 1, 2, ...
   reduce_scatter_prologue(s, count);
   // Pipelined pieces split every block (piece i of block b), so rank r still ends with block r.
+  // Merged channels: a group's pieces of each block side by side (Part::piece_groups).
+  const auto groups = pipe.merge ? channel_groups("ring_reduce_scatter", pipe, ring_of) : std::vector<std::vector<uint32_t>>{};
+  const std::vector<uint32_t> piece_groups = group_of_channel(groups, pipe.merge ? pipe.channels : 0);
   const Chains start = chains_after_last(s);
   uint32_t steps = 0;
-  const auto ends = pipelined(s, count, pipe, [&](const Block&, uint32_t index, uint32_t delay) {
-    Part part{ring_of(index / pipe.chunks), 0, count, BufKind::Scratch, 0, 1, 1 + index, pipe.chunks * pipe.channels, index};
+  const auto ends = pipelined(s, count, pipe.merge ? merged(groups) : pipe, [&](const Block&, uint32_t index, uint32_t delay) {
+    Part part{ring_of(pipe.merge ? groups[index][0] : index / pipe.chunks), 0, count, BufKind::Scratch, 0, 1, 1 + index,
+              pipe.chunks * pipe.channels, index};
     part.order = layout_order(part.members);
+    part.piece_groups = piece_groups;
     Chains chains = start;
     steps = std::max(steps, ring_reduce_scatter_part(s, part, 0, placement == Placement::PerHop, delay, chains));
   });
+  if (pipe.merge) label_merged(s, groups);
   for (int r = 0; r < n; ++r) {
     RankProgram& p = s.ranks[r];
     const Block mine = block_of(count, n, r);
@@ -205,13 +281,18 @@ Schedule allgather_rings(Schedule s, uint64_t count, Placement placement, const 
   if (placement == Placement::ZipCCL)
     throw ScheduleError("ring_allgather: placement zipccl is for allreduce; use none, per-hop or compress-once");
   allgather_prologue(s, count);
+  const auto groups = pipe.merge ? channel_groups("ring_allgather", pipe, ring_of) : std::vector<std::vector<uint32_t>>{};
+  const std::vector<uint32_t> piece_groups = group_of_channel(groups, pipe.merge ? pipe.channels : 0);
   const Chains start = chains_after_last(s);
-  pipelined(s, count, pipe, [&](const Block&, uint32_t index, uint32_t delay) {
-    Part part{ring_of(index / pipe.chunks), 0, count, BufKind::Output, 0, 1, index, pipe.chunks * pipe.channels, index};
+  pipelined(s, count, pipe.merge ? merged(groups) : pipe, [&](const Block&, uint32_t index, uint32_t delay) {
+    Part part{ring_of(pipe.merge ? groups[index][0] : index / pipe.chunks), 0, count, BufKind::Output, 0, 1, index,
+              pipe.chunks * pipe.channels, index};
     part.order = layout_order(part.members);
+    part.piece_groups = piece_groups;
     Chains chains = start;
     ring_allgather_part(s, part, 0, placement, delay, chains);
   });
+  if (pipe.merge) label_merged(s, groups);
   return s;
 }
 

@@ -3,6 +3,7 @@
 // node through, and the same bytes per rank as the flat ring.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -126,4 +127,73 @@ TEST_CASE("rail-ring by name: whole nodes required", "[schedule][rail-ring]") {
   b.gpus_per_node = 8;
   b.pipe.channels = 1;
   CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("unknown all-to-all algorithm 'rail-ring'"));
+}
+
+// Merged channels (Pipelining::merge): the channels of each distinct ring built as one ring.
+// The merged schedule computes its collective, and every rank sends, at every step, exactly the
+// bytes the channels it stands for send together, whatever the count.
+TEST_CASE("merged channels: exact, one ring per distinct ring, the same bytes per rank and step",
+          "[schedule][rail-ring][merge]") {
+  struct Case {
+    int nodes, g;
+    uint32_t channels;
+    bool rail;
+  };
+  for (const Case k : {Case{2, 4, 8, true}, Case{3, 4, 12, true}, Case{4, 8, 16, true}, Case{2, 2, 6, true},
+                       Case{1, 6, 4, false}, Case{2, 4, 3, false}}) {
+    const int n = k.nodes * k.g;
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(n + 1), uint64_t{1003}, uint64_t(n) * k.channels * 5}) {
+      CAPTURE(k.nodes, k.g, k.channels, k.rail, count);
+      const auto e = test::exact_inputs(DType::BF16, n, count);
+      const Pipelining apart{1, k.channels}, merged{1, k.channels, true};
+      auto build = [&](Collective c, const Pipelining& pipe) {
+        BuildSpec b;
+        b.collective = c;
+        b.algorithm = k.rail ? "rail-ring" : "ring";
+        b.nranks = n;
+        b.gpus_per_node = k.g;
+        b.count = count;
+        b.pipe = pipe;
+        const Schedule s = build_schedule(b);
+        validate(s);
+        return s;
+      };
+      const uint32_t rings = k.rail ? std::min<uint32_t>(k.channels, k.g) : 1;
+      for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather}) {
+        const Schedule m = build(c, merged), a = build(c, apart);
+        CHECK(m.algorithm.find(" merged=" + std::to_string(rings)) != std::string::npos);
+        std::set<uint32_t> lanes;
+        for (const auto& p : m.ranks)
+          for (const Op& op : p.ops)
+            if (op.kind == OpKind::Send) lanes.insert(op.lane);
+        CHECK(lanes.size() <= rings);
+        if (count >= static_cast<uint64_t>(n) * k.channels) CHECK(lanes.size() == rings);
+        if (!lanes.empty()) CHECK(*lanes.rbegin() < rings);
+        CHECK(step_bytes(m).sent == step_bytes(a).sent);
+        CHECK(step_bytes(m).received == step_bytes(a).received);
+        const auto out = run_reference(m, c == Collective::AllGather ? e.blocks : e.inputs);
+        for (int r = 0; r < n; ++r) {
+          if (c == Collective::AllReduce) REQUIRE(out[r] == encode_values(DType::BF16, e.sum));
+          if (c == Collective::ReduceScatter) REQUIRE(out[r] == test::encoded_block(DType::BF16, e.sum, n, r));
+          if (c == Collective::AllGather) REQUIRE(out[r] == encode_values(DType::BF16, e.gathered));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("merged channels: rings of unequal channel counts, chunks and other algorithms refused",
+          "[schedule][rail-ring][merge]") {
+  BuildSpec b;
+  b.algorithm = "rail-ring";
+  b.nranks = 16;
+  b.gpus_per_node = 8;
+  b.count = 1000;
+  b.pipe = Pipelining{1, 12, true};  // rails 0-3 carry two channels, rails 4-7 one
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("12 channels make 8 rings of 2 and 1"));
+  b.pipe = Pipelining{2, 16, true};
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("merged channels need chunks 1"));
+  b.pipe = Pipelining{1, 1, true};
+  b.algorithm = "hierarchical";
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("merged channels are for ring and rail-ring only"));
 }

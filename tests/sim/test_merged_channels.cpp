@@ -1,0 +1,163 @@
+// tests/sim/test_merged_channels.cpp — ring channels that move in lockstep, simulated as one
+// flow of their combined size (policy::flow_spec, sched::Pipelining::merge): the simulator and
+// the cost model give the merged schedule the time of the channels apart, in fewer messages;
+// where the merge would not be exact it is not made; and nccl-like keeps NCCL's channel count
+// at any size.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "policy/cost_model.h"
+#include "policy/nccl_tuning.h"
+#include "policy/policy.h"
+#include "schedule/build.h"
+#include "sim/simulator.h"
+
+using namespace compcoll;
+
+namespace {
+
+const std::string kRoot = COMPCOLL_SOURCE_DIR;
+
+sim::CallResult simulate(const topo::Topology& t, const sim::NetworkModel& net, const sim::Call& call) {
+  sim::Job job;
+  job.topology = t;
+  job.calibration = calib::zero_calibration();
+  job.network = net;
+  job.calls = {call};
+  sim::CallResult out;
+  const auto st = sim::simulate(job, [&](const sim::CallResult& r) {
+    INFO(r.error);
+    REQUIRE(r.error.empty());
+    out = r;
+  });
+  REQUIRE(st.error.empty());
+  return out;
+}
+
+sched::BuildSpec ring_spec(sched::Collective c, const char* algorithm, int nranks, int g, uint32_t channels,
+                           uint64_t count) {
+  sched::BuildSpec b;
+  b.collective = c;
+  b.algorithm = algorithm;
+  b.nranks = nranks;
+  b.gpus_per_node = g;
+  b.count = count;
+  b.dtype = DType::FP32;
+  b.pipe.channels = channels;
+  return b;
+}
+
+}  // namespace
+
+// NCCL's kernels take no time, so the channels of one ring start together and share every link
+// evenly: merged, they take the time they take apart. Counts that are a multiple of channels x
+// ranks give equal pieces and the same time to 1e-12. Others give the channels of a ring pieces
+// an element apart: the channels with the smaller piece finish each step a little earlier and
+// start the next, which the merged flow cannot; the difference stays under one element per
+// channel and step at the slowest link's speed. The cost model's merged time is its unmerged
+// time to 1e-12 on equal pieces, and the simulator's within the 0.2% it is held to.
+TEST_CASE("merged channels: the time of the channels apart, in the simulator and the cost model", "[sim][merge]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  sim::NetworkModel rdma = sim::NetworkModel::defaults("lv08");
+  rdma.latency_factor = 1.0;
+  rdma.crosstraffic = false;
+  sim::NetworkModel lv08 = sim::NetworkModel::defaults("lv08");  // latency x 13.01, cross-traffic on
+  struct Case {
+    const char* algorithm;
+    int nranks;
+    uint32_t channels;
+  };
+  for (const Case k : {Case{"rail-ring", 16, 16}, Case{"rail-ring", 64, 16}, Case{"rail-ring", 16, 24}, Case{"ring", 8, 4}}) {
+    for (const auto c : {sched::Collective::AllReduce, sched::Collective::ReduceScatter, sched::Collective::AllGather}) {
+      const uint64_t even = uint64_t{k.nranks} * k.channels * 4096;
+      for (uint64_t count : {even, even + 12345}) {
+        for (const sim::NetworkModel* net : {&rdma, &lv08}) {
+          CAPTURE(k.algorithm, k.nranks, k.channels, static_cast<int>(c), count, net->describe());
+          sim::Call call;
+          call.build = ring_spec(c, k.algorithm, k.nranks, t.gpus_per_node, k.channels, count);
+          const sim::CallResult apart = simulate(t, *net, call);  // compcoll's kernels, at zero cost
+          call.nccl_kernels = true;
+          REQUIRE(policy::flow_spec(call.build, true, t, net->factors()).pipe.merge);
+          const sim::CallResult merged = simulate(t, *net, call);
+          const uint32_t rings = std::string(k.algorithm) == "rail-ring" ? std::min<uint32_t>(k.channels, 8) : 1;
+          CHECK(merged.messages * k.channels == apart.messages * rings);
+          CHECK(merged.wire_bytes == apart.wire_bytes);
+          const double steps = c == sched::Collective::AllReduce ? 2.0 * (k.nranks - 1) : k.nranks - 1.0;
+          const double slowest = t.network_link.bandwidth * t.network_link.efficiency * net->bandwidth_factor;
+          const double bound = count == even ? 1e-12 * apart.time_s : steps * k.channels / rings * 4 / slowest;
+          CAPTURE(merged.time_s, apart.time_s, bound);
+          CHECK(std::abs(merged.time_s - apart.time_s) <= bound);
+          policy::RouteCache routes(t);
+          const double model_apart =
+              policy::predict(sched::build_schedule(call.build), t, calib::zero_calibration(), "identity", 1.0,
+                              net->factors(), routes, 1, true).time_s;
+          const double model_merged =
+              policy::predict(sched::build_schedule(policy::flow_spec(call.build, true, t, net->factors())), t,
+                              calib::zero_calibration(), "identity", 1.0, net->factors(), routes, 1, true).time_s;
+          if (count == even) CHECK(std::abs(model_merged - model_apart) <= bound);
+          CHECK(model_merged == Approx(merged.time_s).epsilon(0.002));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("merged channels: not where the channels would not move in lockstep", "[sim][merge]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  const auto host = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
+  const policy::NetFactors net{1.0, 0.97};
+  const auto b = ring_spec(sched::Collective::AllReduce, "rail-ring", 64, 8, 16, 1 << 20);
+  CHECK(policy::flow_spec(b, true, t, net).pipe.merge);
+  CHECK_FALSE(policy::flow_spec(b, false, t, net).pipe.merge);  // compcoll's kernels: a GPU's queue orders them
+  auto compressed = b;
+  compressed.placement = sched::Placement::PerHop;
+  CHECK_FALSE(policy::flow_spec(compressed, true, t, net).pipe.merge);
+  auto uneven = b;
+  uneven.pipe.channels = 12;  // rails 0-3 would carry two channels, rails 4-7 one
+  CHECK_FALSE(policy::flow_spec(uneven, true, t, net).pipe.merge);
+  auto chunked = b;
+  chunked.pipe.chunks = 2;
+  CHECK_FALSE(policy::flow_spec(chunked, true, t, net).pipe.merge);
+  auto one_per_rail = b;
+  one_per_rail.pipe.channels = 8;
+  CHECK_FALSE(policy::flow_spec(one_per_rail, true, t, net).pipe.merge);
+  // A window that caps a flow under the fastest link: 1e5 B / (2 x 0.5 us) = 100 GB/s < 450.
+  policy::NetFactors windowed = net;
+  windowed.tcp_gamma = 1e5;
+  CHECK_FALSE(policy::flow_spec(b, true, t, windowed).pipe.merge);
+  windowed.tcp_gamma = 1e15;
+  CHECK(policy::flow_spec(b, true, t, windowed).pipe.merge);
+  // A measured transport's bandwidth depends on the message size.
+  REQUIRE(host.has_size_factors());
+  auto on_host = ring_spec(sched::Collective::AllReduce, "ring", 2, 1, 4, 1 << 20);
+  CHECK_FALSE(policy::flow_spec(on_host, true, host, net).pipe.merge);
+}
+
+// NCCL's 16 channels on 32 nodes x 8 H100 (8 x 400 Gb/s each), and on 128: merged into the 8
+// rail rings they travel, so that the schedule's size does not cut the channel count.
+TEST_CASE("nccl-like runs NCCL's channel count at every size, merged for the simulator", "[sim][merge][policy]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/fat-tree-1k.yaml");
+  const auto zero = calib::zero_calibration();
+  policy::System sys;
+  sys.topology = &t;
+  sys.calibration = &zero;
+  sys.net = {1.0, 0.97};
+  sys.codecs = {"identity"};
+  auto nccl = policy::make_policy("nccl-like");
+  for (int n : {256, 1024}) {
+    policy::CallInfo call;
+    call.collective = sched::Collective::AllReduce;
+    call.bytes = uint64_t{4} << 30;
+    call.dtype = DType::FP32;
+    call.nranks = n;
+    const policy::Plan p = nccl->choose(call, sys, nullptr);
+    CAPTURE(n, p.describe());
+    CHECK(p.algorithm == "rail-ring");
+    CHECK(p.channels == static_cast<uint32_t>(policy::nccl_view(t, n).ring_channels));
+    CHECK(p.channels == 16);
+    const auto z = policy::plan_size(p, call, 8);
+    CHECK(z.messages == 2ull * n * (n - 1) * 8);  // 8 merged rings, not 16
+  }
+}
