@@ -149,6 +149,7 @@ struct Entry {
   uint32_t lowrank = 0;
   uint64_t rows = 0, cols = 0;
   sched::BuildSpec q_spec;
+  bool library = false;  // the library's own collective (policy::Plan::library), not the executor
 };
 // A call at a size: the library's own collective (on `baseline`'s buffers), then the entries.
 struct Cell {
@@ -290,13 +291,14 @@ Cell plan_cell(Setup& st, const Args& args, study::Planner& planner, const study
     } else {
       e.spec = planner.build_spec(se.plan, c);
       e.algorithm = se.algorithm, e.placement = se.placement, e.codec = se.plan.codec;
+      e.library = se.plan.library;
     }
     e.policy = se.policy;
     e.predicted_s = se.predicted_s;
     if (!e.lowrank) {
       try {
         // Back to back, as the row is timed: run.iterations calls, each rank's time averaged.
-        const policy::PlanCost cost = planner.model(e.spec, e.codec, c, st.exp.run.iterations);
+        const policy::PlanCost cost = planner.model(e.spec, e.codec, c, st.exp.run.iterations, e.library);
         e.model_s = cost.iteration_s;
         e.model_kernel_s = cost.kernel_s;
       } catch (const std::exception& err) {  // a curve the calibration lacks, a ratio with no tensors
@@ -824,14 +826,17 @@ uint64_t check(Session& s, const sched::Schedule& sch, void* in, void* out, size
   return sum_over_ranks(count_wrong(sch.dtype, got, expected_output(sch, s.rank)));
 }
 
-// The library's own collective on the identity schedule's buffers.
-void library_row(Session& s, const Cell& cell) {
+// The library's own collective on the identity schedule's buffers: the cell's library row, or
+// a policy's row that chose it (`entry`: policy::Plan::library), with the policy's estimate and
+// the model's time for it.
+void library_row(Session& s, const Cell& cell, const Entry* entry = nullptr) {
   const auto wall0 = std::chrono::steady_clock::now();
   const auto& exp = s.st.exp;
   const sched::Schedule sch = sched::build_schedule(cell.baseline);
   report::Row w = cell_row(s, cell);
   w.placement = "none";
   w.codec = "identity";
+  if (entry) w.policy = entry->policy, w.predicted_s = entry->predicted_s, w.model_s = entry->model_s;
   std::unique_ptr<Baseline> base;
   const size_t in_bytes = sch.ranks[s.rank].input_count * dtype_size(sch.dtype);
   const size_t out_bytes = sch.ranks[s.rank].output_count * dtype_size(sch.dtype);
@@ -842,7 +847,7 @@ void library_row(Session& s, const Cell& cell) {
 #endif
   if (!base) base = make_mpi_baseline(MPI_COMM_WORLD, sch);
   w.algorithm = base->name();
-  w.library = true;
+  w.library = !entry;
   const auto tin = timing_input(sch.dtype, sch.ranks[s.rank].input_count, s.rank, exp.tensors_dir,
                                 exp.calls[cell.cell.call].tensor);
   s.backend->upload(in, tin.data(), in_bytes);
@@ -1000,6 +1005,7 @@ void run_cell(Session& s, const Cell& cell) {
   for (const Entry& entry : cell.entries) {
     guarded(entry.policy + " " + entry.algorithm + " " + entry.codec, [&] {
       if (entry.lowrank) lowrank_row(s, cell, entry, reference);
+      else if (entry.library) library_row(s, cell, &entry);
       else entry_row(s, cell, entry, reference);
     });
   }

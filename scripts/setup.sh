@@ -17,6 +17,7 @@ APT_PACKAGES=(
   libzstd-dev liblz4-dev
   clang libclang-rt-14-dev
   nlohmann-json3-dev
+  libjemalloc-dev   # compcoll-sim's allocator
   python3-numpy
   slurm-wlm munge   # ctest scripts_slurm_sweep starts a single-node Slurm of its own (docs/SLURM.md)
 )

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tools/bench_sim.sh — how fast the simulator is: simulated messages per wall-second, wall time
 # and peak memory of hierarchical allreduce at 4,096, 16,384 and 131,072 ranks (fat trees; the
-# 16,384- and 131,072-GPU dragonflies too) and ring allreduce at 1,024 ranks
-# (experiments/bench-sim.yaml, uncompressed and gauss-exp; 1 GB at 131,072). Targets: a
+# 16,384- and 131,072-GPU dragonflies too), ring allreduce at 1,024 ranks and nccl-like's
+# rail rings at 256 (experiments/bench-sim.yaml, uncompressed and gauss-exp; 1 GB at 131,072). Targets: a
 # 131,072-rank row <= 10 minutes and <= 16 GiB on one core; at least 200,000 messages per
 # wall-second. Usage: tools/bench_sim.sh [BUILD_DIR] [--large-only | --small-only]
 set -euo pipefail
@@ -29,6 +29,9 @@ if [ "$which" != --large-only ]; then
   run hier-16384 --set topology=topologies/fat-tree-16k.yaml --set 'codecs=[identity,gauss-exp]'
   run hier-16384-dragonfly --set topology=topologies/dragonfly-16k.yaml --set 'codecs=[identity,gauss-exp]'
   run ring-1024 --set topology=topologies/fat-tree-1k.yaml --set calls.0.algorithm=ring --set 'codecs=[identity,gauss-exp]'
+  # nccl-like's 16 channels on 32 nodes x 8 H100, simulated as its 8 rail rings (merged channels).
+  run nccl-like-256 --set topology=topologies/fat-tree-1k.yaml --set 'ranks=[256]' --set 'policies=[nccl-like]' \
+      --set 'codecs=[identity]' --set 'sizes=[4GB]' --set calibration=zero
 fi
 if [ "$which" != --small-only ]; then
   run hier-131072 --set topology=topologies/fat-tree-131k.yaml --set 'codecs=[identity,gauss-exp]' --set 'sizes=[1GB]'

@@ -178,7 +178,8 @@ def section_workloads_measured():
         "1.21x for fp8-hadamard and up to 1.41x for the memory-bound copy, so an H100's reduce and copy are "
         "slower than charged here. At these kernels' "
         "speed no compressed plan pays, and compcoll's own uncompressed schedules, which reduce in a kernel "
-        "launched per step, are slower than NCCL's on the dense model; docs/WORKLOADS.md discusses it.")
+        "launched per step, are slower than NCCL's on the dense model, where adaptive runs NCCL's own "
+        "collectives (its library candidate, docs/POLICIES.md); docs/WORKLOADS.md discusses it.")
 
 
 def section_gpu_codecs():

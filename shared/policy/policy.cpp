@@ -31,7 +31,7 @@ std::string algorithm_label(const Plan& p, Collective c) {
   if (p.chunks > 1) s += "x" + std::to_string(p.chunks);
   if (p.channels > 1) s += " " + std::to_string(p.channels) + "ch";
   if (!p.nccl.empty()) s += " [nccl " + p.nccl + "]";
-  return s;
+  return p.library ? "nccl:" + s : s;
 }
 
 std::string placement_label(const Plan& p) {
@@ -301,6 +301,12 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   if (out.empty() && smallest_skipped && smallest_skipped->first <= 2 * max_ops) {
     forced = true;
     add(smallest_skipped->second);
+  }
+  // NCCL's own collective, where it is small enough to price (its channels merged, flow_spec).
+  if (!t.receive_copy) {
+    Plan lib = make_policy("nccl-like")->choose(call, sys, nullptr);
+    lib.library = true;
+    if (!too_large(plan_size(lib, call, g))) out.push_back(lib);
   }
   return out;
 }

@@ -55,13 +55,18 @@ struct Plan {
   // host over MPI (topo::Topology::receive_copy), and not in compcoll-run, which runs the plan
   // through its own executor and kernels.
   bool nccl_kernels = false;
+  // The library's own collective (candidates(): "run it as NCCL runs it"): nccl-like's plan,
+  // simulated and priced as nccl-like's (NCCL's kernels), run by compcoll-run as the backend's
+  // collective (ncclAllReduce, ...; MPI's on the mpi backend) rather than by its executor.
+  bool library = false;
   std::string describe() const;  // "hierarchical/recursive zipccl/none gauss-exp"; "... (nccl kernels)"
 };
 
 // A plan's row labels, as compcoll-sim and compcoll-run print them: the algorithm
 // ("hierarchical/ring" for a hierarchical allreduce, "ringx2" when pipelined in 2 chunks,
 // "rail-ring/simple 16ch" for nccl-like's 16 rail rings with NCCL's Simple protocol, and
-// " [nccl nvls/simple]" added where NCCL would run an algorithm compcoll does not simulate) and
+// " [nccl nvls/simple]" added where NCCL would run an algorithm compcoll does not simulate;
+// "nccl:rail-ring/simple 16ch" for the library's own collective, Plan::library) and
 // the placement ("none" uncompressed; "zipccl/none": across nodes / inside nodes).
 std::string algorithm_label(const Plan& p, sched::Collective c);
 std::string placement_label(const Plan& p);
@@ -114,7 +119,10 @@ PlanSize plan_size(const Plan& plan, const CallInfo& call, int gpus_per_node);
 
 // Every plan worth pricing for the call: the algorithms of the collective (hierarchical where
 // the ranks fill whole nodes of several; pipelined rings of 2 and 4 chunks where small), each
-// uncompressed and with each codec in each placement that applies. Left out, so that pricing
+// uncompressed and with each codec in each placement that applies; and on GPUs (not on a host
+// over MPI, topo::Topology::receive_copy) the call as NCCL runs it: nccl-like's plan as the
+// library's own collective (Plan::library), so that a policy choosing among the candidates is
+// never slower, by its model, than NCCL. Left out, so that pricing
 // stays cheap and the oracle can simulate every candidate (plan_size): plans whose schedule
 // would exceed `max_ops` ops, and plans whose messages grow as n^2 above `max_flat_messages`
 // messages (a flat allreduce ring over more than 500 ranks, a reduce-scatter or allgather

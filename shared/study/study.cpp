@@ -176,10 +176,11 @@ sched::BuildSpec Planner::build_spec(const policy::Plan& plan, const Cell& cell)
   return b;
 }
 
-policy::PlanCost Planner::model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, int iterations) {
+policy::PlanCost Planner::model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, int iterations,
+                                bool nccl_kernels) {
   const double ratio = codec == "identity" ? 1.0 : system_.ratio(codec, cell.info.dtype, cell.info.tensor);
-  return policy::predict(sched::build_schedule(b), topo_, *system_.calibration, codec, ratio, system_.net, routes_,
-                         iterations);
+  return policy::predict(sched::build_schedule(policy::flow_spec(b, nccl_kernels, topo_, system_.net)), topo_,
+                         *system_.calibration, codec, ratio, system_.net, routes_, iterations, nccl_kernels);
 }
 
 void Planner::label(Entry& e, const Cell& cell) const {

@@ -128,7 +128,10 @@ class Planner {
   // The cost model's prediction (shared/policy/cost_model.h) for schedule `b` of the cell as
   // built, `codec` at the ratio the policies use: what compcoll-sim would simulate for it;
   // with iterations > 1, back to back that many times (policy::predict).
-  policy::PlanCost model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, int iterations = 1);
+  // `nccl_kernels`: NCCL's kernels run it (policy::Plan::nccl_kernels; its channels merged as
+  // policy::flow_spec merges them).
+  policy::PlanCost model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, int iterations = 1,
+                         bool nccl_kernels = false);
   const policy::System& system() const { return system_; }
   int gpus_per_node() const { return gpus_per_node_; }
 

@@ -71,7 +71,7 @@ TEST_CASE("merged channels: the time of the channels apart, in the simulator and
   };
   for (const Case k : {Case{"rail-ring", 16, 16}, Case{"rail-ring", 64, 16}, Case{"rail-ring", 16, 24}, Case{"ring", 8, 4}}) {
     for (const auto c : {sched::Collective::AllReduce, sched::Collective::ReduceScatter, sched::Collective::AllGather}) {
-      const uint64_t even = uint64_t{k.nranks} * k.channels * 4096;
+      const uint64_t even = static_cast<uint64_t>(k.nranks) * k.channels * 4096;
       for (uint64_t count : {even, even + 12345}) {
         for (const sim::NetworkModel* net : {&rdma, &lv08}) {
           CAPTURE(k.algorithm, k.nranks, k.channels, static_cast<int>(c), count, net->describe());

@@ -59,11 +59,13 @@ double simulate_plan(const topo::Topology& t, const calib::Calibration& cal, con
   return time;
 }
 
-// No other policy's plan is run by NCCL's kernels.
-bool adaptive_is_not_nccl(const System& sys) {
+// Another policy's plan is run by NCCL's kernels only where it is NCCL's own collective.
+bool adaptive_nccl_only_as_library(const System& sys) {
   auto adaptive = make_policy("adaptive");
-  for (uint64_t bytes : {uint64_t{64} << 10, uint64_t{1'000'000'000}})
-    if (adaptive->choose(allreduce(bytes, 64), sys, nullptr).nccl_kernels) return false;
+  for (uint64_t bytes : {uint64_t{64} << 10, uint64_t{1'000'000'000}}) {
+    const Plan p = adaptive->choose(allreduce(bytes, 64), sys, nullptr);
+    if (p.nccl_kernels != p.library) return false;
+  }
   return true;
 }
 
@@ -162,7 +164,7 @@ TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs;
   const auto host = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
   const System on_host = system_of(host, cal, {"identity"});
   CHECK_FALSE(nccl->choose(allreduce(1 << 20, 2), on_host, &predicted).nccl_kernels);
-  CHECK(adaptive_is_not_nccl(sys));
+  CHECK(adaptive_nccl_only_as_library(sys));
 }
 
 TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulator does", "[policy][adaptive]") {
@@ -194,6 +196,39 @@ TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulat
   zipccl.intra = sched::Placement::None;
   RouteCache routes(t);
   CHECK(predict_plan(zipccl, allreduce(1'000'000'000, 64), sys, routes) > big_pred);
+}
+
+// NCCL's own collective is a candidate on GPUs: adaptive is never slower than it by its model,
+// and takes it where compcoll's kernels cost more than compression saves (the kernels measured
+// on one H200). On a host over MPI there is no such candidate.
+TEST_CASE("adaptive never slower than NCCL's own collective by its model", "[policy][adaptive]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  const auto h200 = calib::load_calibration(kRoot + "/calibration/h200.yaml");
+  const System sys = system_of(t, h200, {"identity", "gauss-exp"});
+  auto adaptive = make_policy("adaptive");
+  RouteCache routes(t);
+  for (auto coll : {sched::Collective::AllReduce, sched::Collective::ReduceScatter, sched::Collective::AllGather}) {
+    for (uint64_t bytes : {uint64_t{1} << 20, uint64_t{64} << 20, uint64_t{1} << 30}) {
+      CallInfo info = allreduce(bytes, 64);
+      info.collective = coll;
+      const auto plans = candidates(info, sys);
+      const auto libs = std::count_if(plans.begin(), plans.end(), [](const Plan& p) { return p.library; });
+      REQUIRE(libs == 1);
+      const Plan lib = *std::find_if(plans.begin(), plans.end(), [](const Plan& p) { return p.library; });
+      CHECK(lib.nccl_kernels);
+      CHECK(lib.codec == "identity");
+      CHECK(algorithm_label(lib, coll).rfind("nccl:", 0) == 0);
+      double chosen = 0;
+      const Plan p = adaptive->choose(info, sys, &chosen);
+      CAPTURE(static_cast<int>(coll), bytes, p.describe(), chosen);
+      CHECK(chosen <= predict_plan(lib, info, sys, routes) * (1 + 1e-12));
+      if (coll == sched::Collective::AllReduce && bytes == uint64_t{1} << 30) CHECK(p.library);
+    }
+  }
+  const auto host = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
+  const auto cal = calib::zero_calibration();
+  const auto on_host = candidates(allreduce(1 << 20, 2), system_of(host, cal, {"identity"}));
+  CHECK(std::none_of(on_host.begin(), on_host.end(), [](const Plan& p) { return p.library; }));
 }
 
 TEST_CASE("candidates: every plan builds; none too large to price", "[policy]") {
