@@ -221,8 +221,20 @@ def section_validation():
     for r in rows:
         if r["policy"] == "adaptive":
             picks[(r["algorithm"].split(" ")[0], "compressed" if r["codec"] != "identity" else "uncompressed")] += 1
-    out += ["", "What `adaptive` picks, over all cells: " +
+    out += ["", "What `adaptive` picks, over all cells (`nccl:`: NCCL's own collective, its library candidate): " +
             ", ".join(f"{alg} {kind} {n}" for (alg, kind), n in sorted(picks.items(), key=lambda x: -x[1])) + "."]
+    # adaptive against NCCL's own choice (nccl-like, the plan adaptive's library candidate is), cell by cell.
+    by_cell = defaultdict(dict)
+    for r in rows:
+        if r["policy"] in ("adaptive", "nccl-like") and not r["error"]:
+            by_cell[(r["topology"], r["ranks"], r["collective"], r["size_bytes"])][r["policy"]] = float(r["time_us"])
+    pairs = [c for c in by_cell.values() if len(c) == 2]
+    if pairs:
+        slower = sum(1 for c in pairs if c["adaptive"] > c["nccl-like"] * (1 + 1e-9))
+        gains = sorted(c["nccl-like"] / c["adaptive"] for c in pairs)
+        out += ["", f"`adaptive` against `nccl-like` (NCCL's own choice, run by NCCL's kernels) in the same cells: "
+                f"slower in {slower} of {len(pairs)}; its speed-up over it {gains[0]:.3f}x to {gains[-1]:.2f}x, "
+                f"median {gains[len(gains) // 2]:.3f}x."]
     return out
 
 

@@ -284,22 +284,25 @@ double expected_cost(const Experiment& exp, const Cell& cell, const topo::Topolo
   const CallSweep& s = exp.calls[cell.call];
   double cost = 0;
   auto add = [&](const policy::Plan& p) { cost += static_cast<double>(policy::plan_size(p, cell.info, gpn).messages); };
+  // What sizes the plans: the topology and the codecs (nccl-like and the candidates need no
+  // calibration to be chosen or listed).
+  policy::System sys;
+  sys.topology = &topo;
+  sys.codecs = {exp.codecs.begin(), exp.codecs.end()};
   bool search = false;
   for (const auto& pol : exp.policies) {
     if (pol == "static") {
       for (const auto& codec : exp.codecs) add(static_plan(s, codec));
     } else if (pol == "adaptive" || pol == "oracle") {
       search = true;
+    } else if (pol == "nccl-like") {
+      add(policy::make_policy(pol)->choose(cell.info, sys, nullptr));
     } else {
       cost += cell.info.nranks;  // one plan of the policy's
     }
   }
-  if (search) {
-    policy::System sys;
-    sys.topology = &topo;
-    sys.codecs = {exp.codecs.begin(), exp.codecs.end()};
+  if (search)
     for (const auto& p : policy::candidates(cell.info, sys)) add(p);
-  }
   return cost + 1;
 }
 
