@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "config/yaml_node.h"
+#include "topology/topology.h"
 
 namespace compcoll::real {
 
@@ -290,17 +291,27 @@ std::string link_yaml(const TransportSeries& s, const std::string& indent, bool 
     << ") / bandwidth of each measured size\n"
     << indent << "by_size: ";
   // [[bytes, bytes / (time - paid) / the fit's bandwidth], ...] over a series' points of 4 KiB
-  // and more that took longer than `paid`.
+  // and more that took longer than `paid`, but those whose factor would pass
+  // topo::kMaxSizeFactor (timed within noise of the latency: a factor the loader refuses);
+  // a comment line after the list counts them.
   const auto factors = [&](const TransportSeries& series, double paid_s) {
     y << "[";
     bool first = true;
+    int noise = 0;
     for (const auto& [bytes, sec] : series.points) {
       if (bytes < 4096 || !(sec > paid_s)) continue;
-      y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", "
-        << config::yaml_number(bytes / (sec - paid_s) / f.bandwidth_Bps) << "]";
+      const double factor = bytes / (sec - paid_s) / f.bandwidth_Bps;
+      if (!(factor <= topo::kMaxSizeFactor)) {
+        ++noise;
+        continue;
+      }
+      y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << config::yaml_number(factor) << "]";
       first = false;
     }
     y << "]\n";
+    if (noise)
+      y << indent << "# left out: " << noise << " point(s) timed within noise of the latency (a factor over "
+        << config::yaml_number(topo::kMaxSizeFactor) << ")\n";
   };
   factors(s, paid);
   // One message at a time: the pingpong's half round trip, less its least time (its latency).

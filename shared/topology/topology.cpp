@@ -34,7 +34,7 @@ LinkSpec read_link(const Node& n) {
       if (!pt.is_sequence() || pt.size() != 2) pt.fail("expected [bytes, factor]");
       const double bytes = pt[0].as_double(), f = pt[1].as_double();
       if (!(bytes > 0)) pt[0].fail("expected a message size in bytes > 0");
-      if (!(f > 0 && f <= 100)) pt[1].fail("expected a bandwidth factor in (0, 100]");
+      if (!(f > 0 && f <= kMaxSizeFactor)) pt[1].fail("expected a bandwidth factor in (0, 100]");
       if (!out.empty() && bytes <= out.back().first) pt[0].fail("expected sizes in increasing order");
       out.emplace_back(bytes, f);
     }

@@ -20,6 +20,10 @@
 
 namespace compcoll::topo {
 
+// The largest size factor (LinkSpec::by_size) a topology file may give: a message 100x faster
+// than the link's fitted bandwidth is a point timed within noise of the latency, not a transport.
+constexpr double kMaxSizeFactor = 100;
+
 struct LinkSpec {
   double bandwidth = 0;    // bytes/s per direction, nominal
   double latency = 0;      // seconds per traversal

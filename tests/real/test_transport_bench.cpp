@@ -226,6 +226,25 @@ TEST_CASE("transport topology: one host, every measured size reproduced, receive
   check_reproduces(gpus, {0, 0, 0, 0}, gpu_host);
 }
 
+// A point timed within noise of the latency (a 4 KiB round a nanosecond over its two
+// latencies: factor 4096 B / 1 ns / 5 GB/s = 819) is left out of the factors, and said so, so
+// that the file the bench writes is one the loader takes; the other points still reproduce.
+TEST_CASE("transport topology: a point within noise of the latency is left out, not written", "[transport]") {
+  auto host = series("host", 1.5e-6, 5e9, true);
+  host.points[1].second = 2 * 1.5e-6 + 1e-9;  // 4 KiB
+  real::MachineTopology m;
+  m.name = "test-noisy";
+  m.description = "2 ranks";
+  m.per_host = 2;
+  m.host = &host;
+  const std::string text = real::topology_yaml(m);
+  CHECK_THAT(text, Catch::Contains("# left out: 1 point(s) timed within noise of the latency (a factor over 100)"));
+  const topo::Topology t = load(text, "transport-noisy");
+  REQUIRE_FALSE(t.gpu_link.by_size.empty());
+  CHECK(t.gpu_link.by_size.front().first == 8192);
+  for (const auto& [bytes, f] : t.gpu_link.by_size) CHECK(f <= topo::kMaxSizeFactor);
+}
+
 TEST_CASE("transport topology: several hosts, a fat tree with the network measured between them", "[transport]") {
   const auto host = series("host", 1e-6, 8e9, true), network = series("network", 4e-6, 20e9, false);
   real::MachineTopology m;
