@@ -428,6 +428,7 @@ void emit(Run& r, Out& o, const std::vector<sim::CallResult>& results) {
     w.time_s = timed(c);
     w.messages = c.messages, w.wire_bytes = c.wire_bytes, w.raw_bytes = c.raw_bytes;
     w.codec_s = c.codec_s, w.reduce_s = c.reduce_s, w.wall_s = c.wall_s, w.ops = c.ops, w.error = c.error;
+    w.codec_exposed_s = c.codec_exposed_s;
   }
   double oracle_s = NAN;
   for (size_t c : o.oracle_calls)

@@ -13,6 +13,7 @@
 // never the ones already reported.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -55,6 +56,10 @@ struct Call {
                               // copy ops take no time
 };
 
+// The largest schedule whose codec's exposed time a call reports: the cost model runs it twice,
+// before the simulation, in the call's process (its memory is freed before SimGrid's peak).
+constexpr uint64_t kMaxExposedOps = 4'000'000;
+
 struct CallResult {
   size_t index = 0;         // into the job's calls
   double time_s = 0;        // simulated: from the start of the call to the last rank's last op
@@ -66,6 +71,8 @@ struct CallResult {
   uint64_t raw_bytes = 0;   // the same messages' uncompressed bytes
   double codec_s = 0;       // compress + decompress time of the busiest rank (simulated)
   double reduce_s = 0;      // reduce + copy time of the busiest rank (simulated)
+  double codec_exposed_s = NAN;  // the codec's exposed time in one call (policy::exposed_codec_s, the
+                                 // cost model's), for compressed calls of at most kMaxExposedOps ops
   double wall_s = 0;        // host time to build the schedule and simulate it
   uint64_t ops = 0;         // schedule ops, all ranks
   std::string error;        // non-empty: this call failed (the message), the others still run

@@ -618,4 +618,19 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
   return cost;
 }
 
+double exposed_codec_s(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
+                       const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes,
+                       bool nccl_kernels) {
+  if (codec == "identity" || cal.source == "zero") return 0;
+  calib::Calibration free = cal;  // the same kernels, compress and decompress at no time
+  for (auto& c : free.curves)
+    if (c.op == calib::Op::Compress || c.op == calib::Op::Decompress) {
+      for (auto& p : c.points) p.second = 0;
+      for (auto& p : c.alone) p.second = 0;
+    }
+  const double with = predict(s, t, cal, codec, ratio, net, routes, 1, nccl_kernels).time_s;
+  const double without = predict(s, t, free, codec, ratio, net, routes, 1, nccl_kernels).time_s;
+  return std::max(0.0, with - without);
+}
+
 }  // namespace compcoll::policy

@@ -125,4 +125,12 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
                  const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes,
                  int iterations = 1, bool nccl_kernels = false);
 
+// The codec's exposed time in one call of `s`: what its compress and decompress kernels add to
+// the call, the cost model's time for it less its time with every compress and decompress
+// taking no time (codec work hidden behind transfers adds nothing; work on the critical path
+// adds its duration); never negative, 0 for identity.
+double exposed_codec_s(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
+                       const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes,
+                       bool nccl_kernels = false);
+
 }  // namespace compcoll::policy

@@ -61,7 +61,8 @@ json to_json(const Row& w) {
               {"copy_us", w.copy_s * 1e6},
               {"model_us", number_or_null(w.model_s * 1e6)},
               {"model_err", number_or_null(w.model_err())},
-              {"model_kernel_us", number_or_null(w.model_kernel_s * 1e6)}};
+              {"model_kernel_us", number_or_null(w.model_kernel_s * 1e6)},
+              {"codec_exposed_us", number_or_null(w.codec_exposed_s * 1e6)}};
 }
 
 json host_json() {
@@ -72,7 +73,7 @@ json host_json() {
 const char* csv_header() {
   return "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
          "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,policy,predicted_us,call,error,"
-         "regret,wrong,backend,max_abs,rel_l2,snr_db,model_us,model_err,copy_us,model_kernel_us\n";
+         "regret,wrong,backend,max_abs,rel_l2,snr_db,model_us,model_err,copy_us,model_kernel_us,codec_exposed_us\n";
 }
 
 std::string csv_line(const Row& w) {
@@ -113,6 +114,7 @@ std::string csv_line(const Row& w) {
   field(std::isfinite(w.model_err()) ? fixed(w.model_err(), 4) : "");
   field(fixed(w.copy_s * 1e6, 3));
   field(fixed_or_empty(w.model_kernel_s * 1e6, 3));
+  field(fixed_or_empty(w.codec_exposed_s * 1e6, 3));
   return s + "\n";
 }
 

@@ -6,6 +6,7 @@
 // over all cases). Also: the kernel time per rank it reports beside the makespan.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <map>
 
 #include "policy/cost_model.h"
@@ -691,4 +692,47 @@ TEST_CASE("NCCL's kernels: no reduce or copy charged, in the simulator and the c
       CHECK(own > nccl);
     }
   }
+}
+
+// The codec's exposed time (policy::exposed_codec_s): on a ring whose every step compresses,
+// sends and decompresses one block, the codec is on the critical path; pipelined in 2 chunks,
+// a chunk's codec runs while the other's bytes move, and little of it is left. compcoll-sim
+// reports it per compressed call (sim::CallResult::codec_exposed_s), none for identity.
+TEST_CASE("the codec's exposed time: all of it on a plain ring, little once pipelined", "[sim][cost-model]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu-dp.yaml");
+  const auto cal = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
+  sim::NetworkModel net = sim::NetworkModel::defaults("lv08");
+  net.latency_factor = 1.0;
+  net.crosstraffic = false;
+  auto ring = [&](uint32_t chunks, const std::string& codec) {
+    sim::Call call;
+    call.codec = codec;
+    call.ratio = 0.6858;
+    auto& b = call.build;
+    b.collective = sched::Collective::AllReduce;
+    b.algorithm = "ring";
+    b.placement = codec == "identity" ? sched::Placement::None : sched::Placement::ZipCCL;
+    b.nranks = 8;
+    b.dtype = DType::BF16;
+    b.count = 32'000'000;  // 64 MB
+    b.pipe.chunks = chunks;
+    return call;
+  };
+  policy::RouteCache routes(t);
+  for (uint32_t chunks : {1u, 2u}) {
+    const sim::Call call = ring(chunks, "gauss-exp");
+    const sched::Schedule s = sched::build_schedule(call.build);
+    const double exposed = policy::exposed_codec_s(s, t, cal, call.codec, call.ratio, net.factors(), routes);
+    const auto cost = policy::predict(s, t, cal, call.codec, call.ratio, net.factors(), routes);
+    const sim::CallResult r = simulate_alone(t, cal, net, call);
+    CAPTURE(chunks, exposed, r.codec_s, r.time_s);
+    CHECK(r.codec_exposed_s == Approx(exposed).epsilon(1e-12));
+    CHECK(exposed < cost.time_s);
+    if (chunks == 1) CHECK(exposed > 0.9 * r.codec_s);   // each step waits for its codec
+    if (chunks == 2) CHECK(exposed < 0.1 * r.codec_s);   // hidden behind the other chunk's transfer
+  }
+  const sim::CallResult plain = simulate_alone(t, cal, net, ring(1, "identity"));
+  CHECK(std::isnan(plain.codec_exposed_s));
+  CHECK(policy::exposed_codec_s(sched::build_schedule(ring(1, "gauss-exp").build), t, calib::zero_calibration(),
+                                "gauss-exp", 0.6858, net.factors(), routes) == 0);
 }
