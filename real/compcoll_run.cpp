@@ -144,6 +144,7 @@ struct Entry {
   double predicted_s = NAN;                                    // the policy's own estimate
   double model_s = NAN;  // the cost model's time for `spec` (lowrank rows: none)
   double model_kernel_s = NAN;  // its compress, decompress, reduce and copy ops' calibrated time, mean per rank
+  double codec_exposed_s = NAN;  // the codec's exposed time in one call, the model's (policy::exposed_codec_s)
   // "lowrank:r=N" (the gradient compressor EDGC drives, codec/lowrank.h): `spec` allreduces
   // P (rows x rank, fp32), `q_spec` Q (cols x rank), the gradient taken as a rows x cols matrix.
   uint32_t lowrank = 0;
@@ -301,6 +302,7 @@ Cell plan_cell(Setup& st, const Args& args, study::Planner& planner, const study
         const policy::PlanCost cost = planner.model(e.spec, e.codec, c, st.exp.run.iterations, e.library);
         e.model_s = cost.iteration_s;
         e.model_kernel_s = cost.kernel_s;
+        if (e.codec != "identity") e.codec_exposed_s = planner.exposed_codec(e.spec, e.codec, c, e.library);
       } catch (const std::exception& err) {  // a curve the calibration lacks, a ratio with no tensors
         const std::string why = e.codec + ": " + err.what();
         if (std::find(st.unmodelled.begin(), st.unmodelled.end(), why) == st.unmodelled.end()) st.unmodelled.push_back(why);
@@ -896,6 +898,7 @@ void entry_row(Session& s, const Cell& cell, const Entry& entry, const std::vect
   w.algorithm = entry.algorithm, w.placement = entry.placement, w.codec = entry.codec, w.policy = entry.policy;
   w.predicted_s = entry.predicted_s;
   w.model_s = entry.model_s;
+  w.codec_exposed_s = entry.codec_exposed_s;
   // The kernels' measured time is the host backend's (GPU kernels run asynchronously).
   if (s.backend->memory() == MemorySpace::Host) w.model_kernel_s = entry.model_kernel_s;
   const ExecutorOptions opt = options(s, entry.codec);

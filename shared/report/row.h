@@ -47,7 +47,7 @@ struct Row {
   double kernel_factor() const {
     return model_kernel_s > 0 ? (codec_s + reduce_s + copy_s) / model_kernel_s : NAN;
   }
-  double codec_exposed_s = NAN;  // compcoll-sim: the codec's exposed time in one call, the cost model's
+  double codec_exposed_s = NAN;  // the codec's exposed time in one call, the cost model's
                                  // (policy::exposed_codec_s); NAN where not computed
   size_t candidates = 0;         // compcoll-sim's oracle: plans simulated
   double regret = NAN;           // compcoll-sim, with an oracle: time / the oracle's - 1

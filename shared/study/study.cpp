@@ -183,6 +183,13 @@ policy::PlanCost Planner::model(const sched::BuildSpec& b, const std::string& co
                          *system_.calibration, codec, ratio, system_.net, routes_, iterations, nccl_kernels);
 }
 
+double Planner::exposed_codec(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, bool nccl_kernels) {
+  if (codec == "identity") return 0;
+  const double ratio = system_.ratio(codec, cell.info.dtype, cell.info.tensor);
+  return policy::exposed_codec_s(sched::build_schedule(policy::flow_spec(b, nccl_kernels, topo_, system_.net)), topo_,
+                                 *system_.calibration, codec, ratio, system_.net, routes_, nccl_kernels);
+}
+
 void Planner::label(Entry& e, const Cell& cell) const {
   e.algorithm = policy::algorithm_label(e.plan, cell.info.collective);
   e.placement = policy::placement_label(e.plan);

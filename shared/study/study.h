@@ -132,6 +132,8 @@ class Planner {
   // policy::flow_spec merges them).
   policy::PlanCost model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, int iterations = 1,
                          bool nccl_kernels = false);
+  // The codec's exposed time in one call of `b` (policy::exposed_codec_s).
+  double exposed_codec(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, bool nccl_kernels = false);
   const policy::System& system() const { return system_; }
   int gpus_per_node() const { return gpus_per_node_; }
 
