@@ -725,8 +725,11 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
       // One call's, whatever the iterations; not counted in the call's wall time.
       const auto e0 = std::chrono::steady_clock::now();
       policy::RouteCache routes(job.topology);
-      res.codec_exposed_s = policy::exposed_codec_s(schedule, job.topology, job.calibration, call.codec, call.ratio,
-                                                    job.network.factors(), routes, call.nccl_kernels);
+      try {  // a figure beside the row: where the model cannot price the call, the row still runs
+        res.codec_exposed_s = policy::exposed_codec_s(schedule, job.topology, job.calibration, call.codec, call.ratio,
+                                                      job.network.factors(), routes, call.nccl_kernels);
+      } catch (const std::exception&) {
+      }
       model_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
     }
     CallRun run;
