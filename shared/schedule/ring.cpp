@@ -155,40 +155,47 @@ std::vector<int> layout_order(const std::vector<int>& members) {
   return {};
 }
 
-// Pipelining::merge: the channels of each distinct ring (by its members), groups in the order
-// of their first channel; every group must be as large as the first.
-std::vector<std::vector<uint32_t>> channel_groups(const char* what, const Pipelining& pipe, const RingOf& ring_of) {
-  std::vector<std::vector<uint32_t>> groups;
-  std::map<std::vector<int>, size_t> seen;
-  for (uint32_t c = 0; c < pipe.channels; ++c) {
-    const auto [it, fresh] = seen.emplace(ring_of(c), groups.size());
-    if (fresh) groups.emplace_back();
-    groups[it->second].push_back(c);
+// The rings the pieces of a pipelined schedule run on. Without Pipelining::merge, piece i
+// (channel i / chunks) on ring_of(i / chunks), as `pipe` asks. With it, the channels of each
+// distinct ring (by its members) as one piece, groups in the order of their first channel, each
+// as large as the first.
+class PieceRings {
+ public:
+  PieceRings(const char* what, const Pipelining& pipe, const RingOf& ring_of) : pipe_(pipe), ring_of_(ring_of) {
+    if (!pipe.merge) return;
+    std::map<std::vector<int>, size_t> seen;
+    for (uint32_t c = 0; c < pipe.channels; ++c) {
+      const auto [it, fresh] = seen.emplace(ring_of(c), groups_.size());
+      if (fresh) groups_.emplace_back();
+      groups_[it->second].push_back(c);
+    }
+    for (const auto& g : groups_)
+      if (g.size() != groups_[0].size())
+        throw ScheduleError(std::string(what) + ": merged channels need every ring to carry as many channels; " +
+                            std::to_string(pipe.channels) + " channels make " + std::to_string(groups_.size()) +
+                            " rings of " + std::to_string(groups_[0].size()) + " and " + std::to_string(g.size()));
+    piece_groups_.resize(pipe.channels);
+    for (uint32_t g = 0; g < groups_.size(); ++g)
+      for (uint32_t c : groups_[g]) piece_groups_[c] = g;
   }
-  for (const auto& g : groups)
-    if (g.size() != groups[0].size())
-      throw ScheduleError(std::string(what) + ": merged channels need every ring to carry as many channels; " +
-                          std::to_string(pipe.channels) + " channels make " + std::to_string(groups.size()) +
-                          " rings of " + std::to_string(groups[0].size()) + " and " + std::to_string(g.size()));
-  return groups;
-}
+  bool merged() const { return pipe_.merge; }
+  // What pipelined() runs: `pipe`, or one channel per group.
+  Pipelining pieces() const {
+    return merged() ? Pipelining{1, static_cast<uint32_t>(groups_.size()), false} : pipe_;
+  }
+  std::vector<int> members(uint32_t piece) const { return ring_of_(merged() ? groups_[piece][0] : piece / pipe_.chunks); }
+  const std::vector<std::vector<uint32_t>>& groups() const { return groups_; }
+  const std::vector<uint32_t>& piece_groups() const { return piece_groups_; }  // merged: each channel's group
+  void label(Schedule& s) const {
+    if (merged()) s.algorithm += " merged=" + std::to_string(groups_.size());
+  }
 
-// The pipelining of merged channels: one channel per group.
-Pipelining merged(const std::vector<std::vector<uint32_t>>& groups) {
-  return Pipelining{1, static_cast<uint32_t>(groups.size()), false};
-}
-
-// The group of each channel.
-std::vector<uint32_t> group_of_channel(const std::vector<std::vector<uint32_t>>& groups, uint32_t channels) {
-  std::vector<uint32_t> of(channels);
-  for (uint32_t g = 0; g < groups.size(); ++g)
-    for (uint32_t c : groups[g]) of[c] = g;
-  return of;
-}
-
-void label_merged(Schedule& s, const std::vector<std::vector<uint32_t>>& groups) {
-  s.algorithm += " merged=" + std::to_string(groups.size());
-}
+ private:
+  Pipelining pipe_;
+  const RingOf& ring_of_;
+  std::vector<std::vector<uint32_t>> groups_;
+  std::vector<uint32_t> piece_groups_;
+};
 
 Schedule allreduce_rings(Schedule s, uint64_t count, Placement placement, const Pipelining& pipe,
                          const RingOf& ring_of) {
@@ -197,25 +204,14 @@ Schedule allreduce_rings(Schedule s, uint64_t count, Placement placement, const 
   // receive buffer and chain; chunk j runs j steps behind chunk 0, so the chunks of a channel
   // follow each other through the ring (pipelining) and channels run side by side.
   const Chains start = chains_after_last(s);
-  if (!pipe.merge) {
-    pipelined(s, count, pipe, [&](const Block& piece, uint32_t index, uint32_t delay) {
-      Part part{ring_of(index / pipe.chunks)};
-      part.base = piece.begin;
-      part.count = piece.count();
-      part.scratch = index;
-      Chains chains = start;
-      ring_allreduce_part(s, part, placement, delay, chains);
-    });
-    return s;
-  }
-  // Merged: a group's pieces (channel c's: part c of the data) side by side, groups in order;
-  // block k of the group's ring is the sum of its pieces' blocks k.
-  const auto groups = channel_groups("ring_allreduce", pipe, ring_of);
+  const PieceRings rings("ring_allreduce", pipe, ring_of);
+  // Merged channels (no groups otherwise): a group's pieces (channel c's: part c of the data)
+  // side by side, groups in order; block k of the group's ring is the sum of its pieces' blocks k.
   const int n = s.size();
   std::vector<Block> ranges;
   std::vector<std::vector<uint64_t>> bounds;
   uint64_t at = 0;
-  for (const auto& group : groups) {
+  for (const auto& group : rings.groups()) {
     std::vector<uint64_t> b(static_cast<size_t>(n) + 1, 0);
     for (uint32_t c : group) {
       const uint64_t q = block_of(count, static_cast<int>(pipe.channels), static_cast<int>(c)).count();
@@ -227,18 +223,18 @@ Schedule allreduce_rings(Schedule s, uint64_t count, Placement placement, const 
     bounds.push_back(std::move(b));
   }
   pipelined(
-      s, count, merged(groups),
+      s, count, rings.pieces(),
       [&](const Block& piece, uint32_t index, uint32_t delay) {
-        Part part{ring_of(groups[index][0])};
+        Part part{rings.members(index)};
         part.base = piece.begin;
         part.count = piece.count();
         part.scratch = index;
-        part.bounds = bounds[index];
+        if (rings.merged()) part.bounds = bounds[index];
         Chains chains = start;
         ring_allreduce_part(s, part, placement, delay, chains);
       },
-      &ranges);
-  label_merged(s, groups);
+      rings.merged() ? &ranges : nullptr);
+  rings.label(s);
   return s;
 }
 
@@ -251,19 +247,17 @@ Schedule reduce_scatter_rings(Schedule s, int n, uint64_t count, Placement place
   reduce_scatter_prologue(s, count);
   // Pipelined pieces split every block (piece i of block b), so rank r still ends with block r.
   // Merged channels: a group's pieces of each block side by side (Part::piece_groups).
-  const auto groups = pipe.merge ? channel_groups("ring_reduce_scatter", pipe, ring_of) : std::vector<std::vector<uint32_t>>{};
-  const std::vector<uint32_t> piece_groups = group_of_channel(groups, pipe.merge ? pipe.channels : 0);
+  const PieceRings rings("ring_reduce_scatter", pipe, ring_of);
   const Chains start = chains_after_last(s);
   uint32_t steps = 0;
-  const auto ends = pipelined(s, count, pipe.merge ? merged(groups) : pipe, [&](const Block&, uint32_t index, uint32_t delay) {
-    Part part{ring_of(pipe.merge ? groups[index][0] : index / pipe.chunks), 0, count, BufKind::Scratch, 0, 1, 1 + index,
-              pipe.chunks * pipe.channels, index};
+  const auto ends = pipelined(s, count, rings.pieces(), [&](const Block&, uint32_t index, uint32_t delay) {
+    Part part{rings.members(index), 0, count, BufKind::Scratch, 0, 1, 1 + index, pipe.chunks * pipe.channels, index};
     part.order = layout_order(part.members);
-    part.piece_groups = piece_groups;
+    part.piece_groups = rings.piece_groups();
     Chains chains = start;
     steps = std::max(steps, ring_reduce_scatter_part(s, part, 0, placement == Placement::PerHop, delay, chains));
   });
-  if (pipe.merge) label_merged(s, groups);
+  rings.label(s);
   for (int r = 0; r < n; ++r) {
     RankProgram& p = s.ranks[r];
     const Block mine = block_of(count, n, r);
@@ -281,18 +275,16 @@ Schedule allgather_rings(Schedule s, uint64_t count, Placement placement, const 
   if (placement == Placement::ZipCCL)
     throw ScheduleError("ring_allgather: placement zipccl is for allreduce; use none, per-hop or compress-once");
   allgather_prologue(s, count);
-  const auto groups = pipe.merge ? channel_groups("ring_allgather", pipe, ring_of) : std::vector<std::vector<uint32_t>>{};
-  const std::vector<uint32_t> piece_groups = group_of_channel(groups, pipe.merge ? pipe.channels : 0);
+  const PieceRings rings("ring_allgather", pipe, ring_of);
   const Chains start = chains_after_last(s);
-  pipelined(s, count, pipe.merge ? merged(groups) : pipe, [&](const Block&, uint32_t index, uint32_t delay) {
-    Part part{ring_of(pipe.merge ? groups[index][0] : index / pipe.chunks), 0, count, BufKind::Output, 0, 1, index,
-              pipe.chunks * pipe.channels, index};
+  pipelined(s, count, rings.pieces(), [&](const Block&, uint32_t index, uint32_t delay) {
+    Part part{rings.members(index), 0, count, BufKind::Output, 0, 1, index, pipe.chunks * pipe.channels, index};
     part.order = layout_order(part.members);
-    part.piece_groups = piece_groups;
+    part.piece_groups = rings.piece_groups();
     Chains chains = start;
     ring_allgather_part(s, part, 0, placement, delay, chains);
   });
-  if (pipe.merge) label_merged(s, groups);
+  rings.label(s);
   return s;
 }
 

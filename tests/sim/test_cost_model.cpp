@@ -13,6 +13,7 @@
 #include "policy/policy.h"
 #include "schedule/build.h"
 #include "sim/simulator.h"
+#include "sim/simulate_alone.h"
 
 using namespace compcoll;
 
@@ -481,23 +482,7 @@ calib::Calibration with_alone(calib::Calibration cal, int concurrent, double alo
   return cal;
 }
 
-// `call` simulated alone on `t`: its time and its mean iteration (sim::CallResult).
-sim::CallResult simulate_alone(const topo::Topology& t, const calib::Calibration& cal, const sim::NetworkModel& net,
-                               const sim::Call& call) {
-  sim::Job job;
-  job.topology = t;
-  job.calibration = cal;
-  job.network = net;
-  job.calls = {call};
-  sim::CallResult out;
-  const auto st = sim::simulate(job, [&](const sim::CallResult& r) {
-    INFO(r.error);
-    REQUIRE(r.error.empty());
-    out = r;
-  });
-  REQUIRE(st.error.empty());
-  return out;
-}
+using test::simulate_alone;
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include "policy/policy.h"
 #include "schedule/build.h"
 #include "sim/simulator.h"
+#include "sim/simulate_alone.h"
 
 using namespace compcoll;
 
@@ -20,20 +21,9 @@ namespace {
 
 const std::string kRoot = COMPCOLL_SOURCE_DIR;
 
+// NCCL's kernels or compcoll's at no cost: the network alone.
 sim::CallResult simulate(const topo::Topology& t, const sim::NetworkModel& net, const sim::Call& call) {
-  sim::Job job;
-  job.topology = t;
-  job.calibration = calib::zero_calibration();
-  job.network = net;
-  job.calls = {call};
-  sim::CallResult out;
-  const auto st = sim::simulate(job, [&](const sim::CallResult& r) {
-    INFO(r.error);
-    REQUIRE(r.error.empty());
-    out = r;
-  });
-  REQUIRE(st.error.empty());
-  return out;
+  return test::simulate_alone(t, calib::zero_calibration(), net, call);
 }
 
 sched::BuildSpec ring_spec(sched::Collective c, const char* algorithm, int nranks, int g, uint32_t channels,
