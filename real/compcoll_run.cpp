@@ -514,9 +514,12 @@ TransportCheck transport_check(Session& s, bool end) {
   for (const uint64_t b : {uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{16} << 20})
     if (b <= std::max(largest, uint64_t{64} << 10)) opt.sizes.push_back(b);
   opt.pingpong = false;
-  // Each size through the buffers the model takes its factor for (topo::Topology::data_resident).
+  // Each size through the buffers the model takes its factor for: with factors by footprint, one
+  // slot per side, the footprint of the round's schedule (topo::LinkSpec::by_footprint); else
+  // the slots by_size was measured through.
   const topo::Topology& topo = s.st.topo;
-  opt.resident = topo.cache_bytes > 0 && !topo.gpu_link.resident_by_size.empty();
+  const bool by_footprint = !topo.gpu_link.by_footprint.empty();
+  if (by_footprint) opt.window = 1;
   opt.min_time_s = 0.05;
   opt.min_samples = 3;
   const std::vector<int> host_of = hosts_of_world();
@@ -537,22 +540,20 @@ TransportCheck transport_check(Session& s, bool end) {
     std::ostringstream line;
     line << "# transport check" << (end ? " after the last row" : "") << ", exchange "
          << (ts.between == "host" ? "within a host" : "between hosts")
-         << (ts.resident() ? ", the data resident" : "") << " (measured now / the model on "
+         << (ts.window == 1 ? ", one buffer per side" : "") << " (measured now / the model on "
          << exp.topologies[0] << "):";
     bool any = false;
     for (const auto& [bytes, measured] : ts.points) {
       const auto b = static_cast<uint64_t>(bytes);
       const sched::Schedule round = exchange_schedule(host_of, ts.between, b);
-      if (topo.data_resident(policy::node_footprint_bytes(round, topo)) != ts.resident()) continue;  // the other series'
       any = true;
       const double model = policy::predict(round, topo, none, "identity", 1.0, net, routes).time_s;
       const double err = model / measured - 1;
       char cell[96];
       std::snprintf(cell, sizeof cell, " %s %.1f / %.1f us (%+.0f%%)", config::format_bytes(b).c_str(), measured * 1e6,
                     model * 1e6, 100 * err);
-      line << (rows.empty() || rows.back()["between"] != ts.between || rows.back()["resident"] != ts.resident() ? "" : ",")
-           << cell;
-      rows.push_back({{"between", ts.between}, {"resident", ts.resident()}, {"bytes", b}, {"measured_us", measured * 1e6},
+      line << (rows.empty() || rows.back()["between"] != ts.between ? "" : ",") << cell;
+      rows.push_back({{"between", ts.between}, {"window", ts.window}, {"bytes", b}, {"measured_us", measured * 1e6},
                       {"model_us", model * 1e6}, {"err", err}});
       if (end)  // against the same point before the first row
         for (const json& before : s.transport_start.points)

@@ -67,8 +67,9 @@ void run_round(Transport& t, DataBackend& b, const Round& r, void* sbuf, void* r
 // slot i % window of `bytes` (send and receive buffers window x bytes each): through
 // kStreamWindow slots, as a collective's messages move through its input, output and staging
 // buffers, several times a message's size, so that a message is cache-resident only where a
-// collective of that size would be; through one (a resident series), as the data of a
-// collective whose buffers fit in the cache is sent again call after call.
+// collective of that size would be; through one, as the data of a collective whose buffers fit
+// in the cache is sent again call after call; or through as many as make a footprint series'
+// buffers.
 double time_rounds(Transport& t, DataBackend& b, const Round& r, void* sbuf, void* rbuf, size_t bytes, int window,
                    const TransportBenchOptions& opt) {
   t.barrier();
@@ -156,7 +157,38 @@ TransportSeries sweep(Transport& t, DataBackend& b, const Round& r, const std::s
   return s;
 }
 
+// The footprint series of `footprint` bytes of buffers on a host of `per_host` ranks: each
+// rank's send and receive buffers of footprint / (2 per_host) bytes each, every size that
+// divides them (4 KiB and more: the sizes the factors are read from) sent through as many
+// slots as they hold.
+TransportSeries sweep_footprint(Transport& t, DataBackend& b, const Round& r, const std::string& pattern,
+                                const TransportBenchOptions& opt, double per_round, uint64_t footprint, int per_host) {
+  TransportSeries s{pattern, "host", {}, 0, footprint};
+  const uint64_t side = footprint / (2 * static_cast<uint64_t>(per_host));
+  if (!side) return s;
+  void* sbuf = b.alloc(side);
+  void* rbuf = b.alloc(side);
+  write_data(b, sbuf, side);
+  write_data(b, rbuf, side);
+  for (uint64_t bytes : sweep_sizes(opt)) {
+    if (bytes < 4096 || bytes > side || side % bytes || 2 * static_cast<uint64_t>(per_host) * side != footprint) continue;
+    const int window = static_cast<int>(side / bytes);
+    s.points.emplace_back(static_cast<double>(bytes), time_rounds(t, b, r, sbuf, rbuf, bytes, window, opt) * per_round);
+  }
+  b.release(sbuf);
+  b.release(rbuf);
+  return s;
+}
+
 }  // namespace
+
+std::vector<uint64_t> default_footprints(uint64_t cache_bytes) {
+  const uint64_t c = cache_bytes ? cache_bytes : uint64_t{32} << 20;
+  std::vector<uint64_t> out;
+  for (const auto& [num, den] : std::vector<std::pair<uint64_t, uint64_t>>{{1, 8}, {1, 4}, {3, 8}, {1, 2}, {3, 4}, {1, 1}, {3, 2}, {2, 1}, {4, 1}})
+    out.push_back(c * num / den);
+  return out;
+}
 
 void write_data(DataBackend& b, void* p, uint64_t bytes) {
   std::vector<uint8_t> pattern(static_cast<size_t>(std::min<uint64_t>(bytes, uint64_t{1} << 20)));
@@ -192,10 +224,12 @@ std::vector<TransportSeries> measure_transport(Transport& t, DataBackend& b, con
                                                const TransportBenchOptions& opt) {
   const Layout l = layout(host_of, t.rank());
   std::vector<TransportSeries> out;
-  const bool resident = opt.resident && b.memory() == MemorySpace::Host;
+  const bool host_buffers = b.memory() == MemorySpace::Host;
+  const int per_host = static_cast<int>(l.hosts[static_cast<size_t>(l.host)].size());
   const auto within = [&](const Round& r, const char* pattern, double per_round) {
-    out.push_back(sweep(t, b, r, pattern, "host", opt, per_round, kStreamWindow));
-    if (resident) out.push_back(sweep(t, b, r, pattern, "host", opt, per_round, 1));
+    out.push_back(sweep(t, b, r, pattern, "host", opt, per_round, host_buffers ? opt.window : kStreamWindow));
+    if (host_buffers)
+      for (const uint64_t f : opt.footprints) out.push_back(sweep_footprint(t, b, r, pattern, opt, per_round, f, per_host));
   };
   if (exchanges_within(l)) within(exchange_round(l, "host"), "exchange", 1.0);
   // Rank 0 and the next rank of its host, the others idle.
@@ -276,8 +310,8 @@ namespace {
 // send is delivered once the copy is done and the acknowledgement is back, so the round is
 // latency + copy + latency, as the measured round (an MPI rendezvous) was.
 std::string link_yaml(const TransportSeries& s, const std::string& indent, bool copied,
-                      const TransportSeries* alone = nullptr, const TransportSeries* resident = nullptr,
-                      const TransportSeries* alone_resident = nullptr) {
+                      const TransportSeries* alone = nullptr, const std::vector<const TransportSeries*>& footprints = {},
+                      const std::vector<const TransportSeries*>& alone_footprints = {}) {
   const TransportFit f = fit_transport(s);
   const double paid = (copied ? 2 : 1) * f.latency_s;  // the latencies in a round
   std::ostringstream y;
@@ -294,43 +328,65 @@ std::string link_yaml(const TransportSeries& s, const std::string& indent, bool 
   // and more that took longer than `paid`, but those whose factor would pass
   // topo::kMaxSizeFactor (timed within noise of the latency: a factor the loader refuses);
   // a comment line after the list counts them.
-  const auto factors = [&](const TransportSeries& series, double paid_s) {
-    y << "[";
+  const auto list = [&](const TransportSeries& series, double paid_s, int* noise) {
+    std::ostringstream o;
+    o << "[";
     bool first = true;
-    int noise = 0;
     for (const auto& [bytes, sec] : series.points) {
       if (bytes < 4096 || !(sec > paid_s)) continue;
       const double factor = bytes / (sec - paid_s) / f.bandwidth_Bps;
       if (!(factor <= topo::kMaxSizeFactor)) {
-        ++noise;
+        ++*noise;
         continue;
       }
-      y << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << config::yaml_number(factor) << "]";
+      o << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << config::yaml_number(factor) << "]";
       first = false;
     }
-    y << "]\n";
+    o << "]";
+    return o.str();
+  };
+  const auto noise_line = [&](int noise) {
     if (noise)
       y << indent << "# left out: " << noise << " point(s) timed within noise of the latency (a factor over "
         << config::yaml_number(topo::kMaxSizeFactor) << ")\n";
+  };
+  const auto factors = [&](const TransportSeries& series, double paid_s) {
+    int noise = 0;
+    y << list(series, paid_s, &noise) << "\n";
+    noise_line(noise);
   };
   factors(s, paid);
   // One message at a time: the pingpong's half round trip, less its least time (its latency).
   const auto alone_factors = [&](const TransportSeries& a_series, const char* key) {
     const TransportFit a = fit_transport(a_series);
-    y << indent << "# " << key << ": the " << a_series.pattern << (a_series.resident() ? " through one buffer per side" : "")
+    y << indent << "# " << key << ": the " << a_series.pattern
       << " (one message at a time, the other ranks idle): bytes / (time - " << config::yaml_number(a.latency_s * 1e6)
       << " us, its least time) / the bandwidth above\n"
       << indent << key << ": ";
     factors(a_series, a.latency_s);
   };
   if (alone && !alone->points.empty()) alone_factors(*alone, "alone_by_size");
-  if (resident && !resident->points.empty()) {
-    y << indent << "# resident_by_size: the " << resident->pattern << " through one buffer per side (the data stays in the "
-      << "cache, as a plan's whose buffers fit in node.cache_bytes), the same latencies paid\n"
-      << indent << "resident_by_size: ";
-    factors(*resident, paid);
-    if (alone_resident && !alone_resident->points.empty()) alone_factors(*alone_resident, "resident_alone_by_size");
-  }
+  // Each footprint's list, its factors as by_size's and alone_by_size's (the pingpong's less the
+  // least time of the pingpong above, where there is one).
+  const double alone_paid = alone && !alone->points.empty() ? fit_transport(*alone).latency_s : paid;
+  const auto footprint_lists = [&](const std::vector<const TransportSeries*>& lists, const char* key, bool alone_list) {
+    bool any = false;
+    for (const TransportSeries* fs : lists) any = any || (fs && !fs->points.empty());
+    if (!any) return;
+    y << indent << "# " << key << ": the " << (alone_list ? "pingpong" : s.pattern)
+      << " through buffers that total the footprint on the node (as a plan's typed buffers), "
+      << (alone_list ? "less the least time of alone_by_size's" : "the same latencies paid") << "\n"
+      << indent << key << ":\n";
+    for (const TransportSeries* fs : lists) {
+      if (!fs || fs->points.empty()) continue;
+      int noise = 0;
+      y << indent << "  - {footprint: " << config::format_bytes(fs->footprint)
+        << ", by_size: " << list(*fs, alone_list ? alone_paid : paid, &noise) << "}\n";
+      noise_line(noise);
+    }
+  };
+  footprint_lists(footprints, "by_footprint", false);
+  footprint_lists(alone_footprints, "alone_by_footprint", true);
   return y.str();
 }
 
@@ -347,19 +403,15 @@ std::string topology_yaml(const MachineTopology& m) {
     << "\n  fabric: pcie\n";
   // With one rank per host nothing crosses the node's links; they take the network's figures.
   const bool copied = m.backend == "mpi" && m.per_host >= 2;
-  const bool resident = copied && m.cache_bytes > 0 && m.host_resident;
   if (copied)
     y << "  # MPI over shared memory: the receiving rank's core copies each message, in turn with its kernels\n"
       << "  receive_copy: true\n"
       << "  # the ranks' kernels and copies share the host's memory: alone on it, one runs at its alone speed\n"
       << "  shared_memory: true\n";
-  if (resident)
-    y << "  # the cache the ranks share (" << m.cache_source << "): a plan whose buffers on the node fit in it\n"
-      << "  # takes the link's resident factors\n"
-      << "  cache_bytes: " << config::format_bytes(m.cache_bytes) << "\n";
   y << "  gpu_link:\n"
     << link_yaml(m.per_host >= 2 ? *m.host : *m.network, "    ", copied, copied ? m.host_alone : nullptr,
-                 resident ? m.host_resident : nullptr, resident ? m.host_alone_resident : nullptr);
+                 copied ? m.host_footprints : std::vector<const TransportSeries*>{},
+                 copied ? m.host_alone_footprints : std::vector<const TransportSeries*>{});
   if (m.hosts > 1)
     y << "network:\n  nodes: " << m.hosts << "\n  tiers: 2\n"
       << "  gpus_per_leaf: " << m.hosts * m.per_host << "   # every rank's port on one leaf switch\n"

@@ -34,12 +34,14 @@ struct TransportSeries {
   std::vector<std::pair<double, double>> points;  // (bytes, seconds per message)
   // Each round's messages from and into the next of `window` buffer slots of their size per
   // side: kStreamWindow, so that large messages come from memory as a large collective's do, or
-  // 1 (a "resident" series: host buffers only), so that a message's data stays in the cache as
-  // a small collective's does between calls.
+  // 1, as the data of a collective whose buffers fit in the cache is sent again call after call.
   int window = kStreamWindow;
-  bool resident() const { return window == 1; }
+  // A footprint series (host buffers only; 0: not one): every size through as many slots as
+  // make the buffers of the host's ranks total `footprint` bytes (window unused), so that its
+  // messages are as cache-resident as those of a plan of that footprint on the node
+  // (topo::LinkSpec::by_footprint). Sizes that do not divide it are left out.
+  uint64_t footprint = 0;
 };
-
 // A message of `bytes` takes latency + bytes / bandwidth: what a link pair of the topology
 // (CM02, no latency or bandwidth factor) gives a message.
 struct TransportFit {
@@ -58,10 +60,16 @@ struct TransportBenchOptions {
   int min_samples = 5;       // batches of rounds per point; the median batch is the point
   std::vector<uint64_t> sizes;  // the sizes timed; empty: 8 B, then powers of 2 from 4 KiB to max_bytes
   bool pingpong = true;         // also the pingpong series (else the exchange series only)
-  // Host buffers: the series within a host also through one buffer slot per side (resident
-  // series, after each series through kStreamWindow slots). Device buffers never.
-  bool resident = true;
+  int window = kStreamWindow;   // buffer slots per side of the series of every size
+  // Host buffers: the series within a host also through each of these footprints (bytes of
+  // buffers on the host, TransportSeries::footprint), after the series of every size. Device
+  // buffers never.
+  std::vector<uint64_t> footprints;
 };
+
+// The footprints compcoll-bench transport times by default, around the host's last-level cache
+// of `cache_bytes`: 1/8, 1/4, 3/8, 1/2, 3/4, 1, 3/2, 2 and 4 times it (4 to 128 MiB for 32 MiB).
+std::vector<uint64_t> default_footprints(uint64_t cache_bytes);
 
 // Writes data over `bytes` at `p` in the backend's memory: 16-bit words that are normal bf16
 // and fp16 values (pairs of them, normal fp32 ones), so that a reduce over it runs at its usual
@@ -106,12 +114,9 @@ struct MachineTopology {
   int hosts = 1, per_host = 1;
   const TransportSeries* host = nullptr;     // exchange within a host (per_host >= 2)
   const TransportSeries* host_alone = nullptr;  // pingpong within a host: alone_by_size (optional)
-  // The same two through one buffer slot (resident_by_size, resident_alone_by_size; optional)
-  // and the cache they stay in (node cache_bytes; 0: neither is written).
-  const TransportSeries* host_resident = nullptr;
-  const TransportSeries* host_alone_resident = nullptr;
-  uint64_t cache_bytes = 0;
-  std::string cache_source;                  // where cache_bytes comes from, for the comment
+  // The same two through footprints (by_footprint, alone_by_footprint; optional), by
+  // increasing footprint.
+  std::vector<const TransportSeries*> host_footprints, host_alone_footprints;
   const TransportSeries* network = nullptr;  // exchange between hosts (hosts >= 2)
 };
 

@@ -135,7 +135,7 @@ struct CallRun {
   const calib::Calibration* cal = nullptr;
   const topo::Topology* topology = nullptr;
   double bandwidth_factor = 1;   // the flow model's (receive copies are charged at it)
-  bool resident = false;         // the call's buffers fit in the node's cache (receive copies' factors)
+  double footprint = 0;          // the call's bytes of buffers on a node (receive copies' factors)
   const Platform* platform = nullptr;
   int iterations = 1;            // the schedule is the call repeated this many times (sched::repeated)
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
@@ -500,12 +500,12 @@ void RankState::finished(uint32_t i, int64_t conn) {
     if (op.dst.buf == BufKind::Wire) wire_[op.dst.index] = pl;
     if (run_.copied(op.peer, r_)) {  // then the receiver copies it, in its kernel queue
       const topo::Topology& t = *run_.topology;
-      const double s = t.receive_copy_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.resident);
+      const double s = t.receive_copy_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.footprint);
       if (s > 0) {
         Kernel k{i, s, {}};
         if (t.shared_memory)
           k.w = policy::shared_work(
-              s, t.receive_copy_alone_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.resident),
+              s, t.receive_copy_alone_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.footprint),
               policy::copy_concurrency(t));
         queue_kernel(k);
         return;
@@ -734,7 +734,7 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     }
     CallRun run;
     run.iterations = iterations;
-    run.resident = job.topology.data_resident(policy::node_footprint_bytes(schedule, job.topology));
+    run.footprint = policy::node_footprint_bytes(schedule, job.topology);
     if (iterations > 1) schedule = sched::repeated(schedule, iterations);  // one copy held, not two
     run.schedule = &schedule;
     run.call = &call;

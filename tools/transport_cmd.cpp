@@ -34,12 +34,16 @@ namespace {
 constexpr const char* kUsage =
     "usage: mpirun -np N compcoll-bench transport --out FILE.yaml [--topology-out FILE.yaml] [--name NAME]\n"
     "                                         [--backend mpi|nccl] [--max-bytes N] [--min-time SECONDS]\n"
+    "                                         [--footprints LIST|none]\n"
     "  --out           the transport file: every point measured and the fit (docs/CALIBRATION.md)\n"
     "  --topology-out  a topology file of this machine from the measurement (one node, or a fat tree of the hosts)\n"
     "  --name          the topology's name (default host-<backend>)\n"
     "  --backend       mpi: host buffers, MPI point-to-point; nccl: one GPU per rank (default mpi)\n"
     "  --max-bytes     largest message timed (default 64MiB)\n"
-    "  --min-time      seconds of timed messages per point, at least (default 0.1)\n";
+    "  --min-time      seconds of timed messages per point, at least (default 0.1)\n"
+    "  --footprints    mpi: the working sets (bytes of buffers on a host) the exchange and the pingpong are also\n"
+    "                  timed through, comma-separated, or none (default: 1/8 to 4x the last-level cache, 4-128 MiB\n"
+    "                  for 32 MiB)\n";
 
 struct BadArgs : std::runtime_error {
   using runtime_error::runtime_error;
@@ -48,6 +52,7 @@ struct BadArgs : std::runtime_error {
 struct Options {
   std::string out, topology_out, name, backend = "mpi";
   real::TransportBenchOptions bench;
+  bool footprints_given = false;  // --footprints (else the default around the host's cache)
   bool help = false;
 };
 
@@ -76,6 +81,24 @@ Options parse(int argc, char** argv) {
       char* end = nullptr;
       o.bench.min_time_s = std::strtod(v.c_str(), &end);
       if (!end || *end || !(o.bench.min_time_s >= 0)) throw BadArgs("--min-time: expected seconds >= 0, got \"" + v + "\"");
+    } else if (a == "--footprints") {
+      const std::string v = value();
+      o.footprints_given = true;
+      if (v != "none") {
+        std::stringstream list(v);
+        for (std::string item; std::getline(list, item, ',');) {
+          uint64_t f = 0;
+          try {
+            f = config::parse_bytes(item);
+          } catch (const std::exception&) {
+            throw BadArgs("--footprints: expected sizes like 16MiB,32MiB or none, got \"" + item + "\"");
+          }
+          if (f < 4096) throw BadArgs("--footprints: expected sizes of at least 4KiB, got \"" + item + "\"");
+          if (!o.bench.footprints.empty() && f <= o.bench.footprints.back())
+            throw BadArgs("--footprints: expected increasing sizes, got \"" + v + "\"");
+          o.bench.footprints.push_back(f);
+        }
+      }
     } else if (a == "--help" || a == "-h") o.help = true;
     else throw BadArgs("unknown argument \"" + a + "\" (see compcoll-bench transport --help)");
   }
@@ -83,6 +106,7 @@ Options parse(int argc, char** argv) {
   if (o.out.empty()) throw BadArgs("missing --out FILE.yaml (see compcoll-bench transport --help)");
   if (o.backend != "mpi" && o.backend != "nccl") throw BadArgs("--backend: expected mpi or nccl, got \"" + o.backend + "\"");
   if (o.name.empty()) o.name = "host-" + o.backend;
+  if (!o.footprints_given && o.backend == "mpi") o.bench.footprints = real::default_footprints(calib::host_cache_bytes());
   return o;
 }
 
@@ -128,8 +152,9 @@ std::string transport_yaml(const Job& j, const Options& o, const std::vector<rea
                                "time per exchange. pingpong: rank 0 and one peer, the others idle; half the round "
                                "trip. A round's messages rotate through 4 buffer slots of their size on each side (a collective's "
                                "messages move through buffers several times their size); with host buffers each series within a host "
-                               "is also timed through one slot per side (window: 1, the data staying in the cache between rounds, as a "
-                               "collective's whose buffers fit in it); every slot written with data before the first "
+                               "is also timed through working sets of fixed size (footprint: the bytes of send and receive buffers of "
+                               "the host's ranks together, as a plan's typed buffers on a node; every size that divides them, through "
+                               "as many slots as they hold); every slot written with data before the first "
                                "round (as a collective's data is). Each point: one untimed round, then 5 batches of rounds, " +
                                config::yaml_number(o.bench.min_time_s) + " s in all, MPI_Wtime around each batch; the median batch. fit: latency = the "
                                "least time of any message (the smallest message's, normally), bandwidth = the median of bytes / (time - latency) over "
@@ -141,7 +166,8 @@ std::string transport_yaml(const Job& j, const Options& o, const std::vector<rea
     << ", loadavg_at_start: " << config::yaml_quote(j.loadavg) << ", command: " << config::yaml_quote(j.command) << "}\n"
     << "series:\n";
   for (const auto& s : series) {
-    y << "  - {pattern: " << s.pattern << ", between: " << s.between << ", window: " << s.window << ", points: [";
+    y << "  - {pattern: " << s.pattern << ", between: " << s.between << ", "
+      << (s.footprint ? "footprint: " + config::format_bytes(s.footprint) : "window: " + std::to_string(s.window)) << ", points: [";
     for (size_t i = 0; i < s.points.size(); ++i)
       y << (i ? ", " : "") << "[" << static_cast<uint64_t>(s.points[i].first) << ", " << config::yaml_number(s.points[i].second) << "]";
     y << "]}\n";
@@ -226,11 +252,15 @@ int measure(const Options& o, int argc, char** argv) {
   if (rank != 0) return 0;
   std::vector<real::TransportFit> fits;
   std::printf("# compcoll-bench transport: %s, %d ranks on %d host(s)\n", o.backend.c_str(), j.ranks, j.hosts);
-  std::printf("%-9s %-8s %6s %12s %12s %10s\n", "#pattern", "between", "slots", "bytes", "time(us)", "GB/s");
+  std::printf("%-9s %-8s %6s %10s %12s %12s %10s\n", "#pattern", "between", "slots", "footprint", "bytes", "time(us)", "GB/s");
   for (const auto& s : series) {
-    for (const auto& [b, t] : s.points)
-      std::printf("%-9s %-8s %6d %12.0f %12.2f %10.3f\n", s.pattern.c_str(), s.between.c_str(), s.window, b, t * 1e6, b / t / 1e9);
-    if (s.pattern == "exchange" && !s.resident()) fits.push_back(real::fit_transport(s));
+    for (const auto& [b, t] : s.points) {
+      const int slots = s.footprint ? static_cast<int>(s.footprint / (2 * static_cast<uint64_t>(std::max(j.per_host, 1))) / b)
+                                    : s.window;
+      std::printf("%-9s %-8s %6d %10s %12.0f %12.2f %10.3f\n", s.pattern.c_str(), s.between.c_str(), slots,
+                  s.footprint ? config::format_bytes(s.footprint).c_str() : "-", b, t * 1e6, b / t / 1e9);
+    }
+    if (s.pattern == "exchange" && !s.footprint) fits.push_back(real::fit_transport(s));
   }
   for (const auto& f : fits) {
     std::printf("# fit %s: %.3g us + bytes / %.4g GB/s (within %.0f%% of every point; %s)\n", f.between.c_str(),
@@ -248,14 +278,10 @@ int measure(const Options& o, int argc, char** argv) {
     m.hosts = j.hosts;
     m.per_host = j.per_host;
     for (const auto& x : series) {
-      if (x.pattern == "exchange" && x.resident()) m.host_resident = &x;
+      if (x.footprint) (x.pattern == "exchange" ? m.host_footprints : m.host_alone_footprints).push_back(&x);
       else if (x.pattern == "exchange") (x.between == "host" ? m.host : m.network) = &x;
-      if (x.pattern == "pingpong" && x.between == "host") (x.resident() ? m.host_alone_resident : m.host_alone) = &x;
+      else if (x.between == "host") m.host_alone = &x;
     }
-    if (m.host_resident) m.cache_bytes = calib::host_cache_bytes(&m.cache_source);
-    if (m.host_resident && !m.cache_bytes)
-      std::printf("# note: this host's cache size is unknown (no /sys/devices/system/cpu/cpu0/cache): the topology "
-                  "leaves out node.cache_bytes and the resident factors\n");
     m.description = std::to_string(j.ranks) + " " + o.backend + " ranks on " + std::to_string(j.hosts) + " host(s) (" +
                     j.device + "), measured transport";
     m.comment = {"MEASURED: the " + o.backend + " transport between the ranks of this job, written by",
@@ -263,7 +289,8 @@ int measure(const Options& o, int argc, char** argv) {
                  "A message takes its route's latency + bytes / (bandwidth x by_size factor), as measured in the",
                  "exchange pattern (every rank sending and receiving at once, as in a ring step); each link carries",
                  "half the latency. Use it with network: {model: cm02}: the figures are the transport's, with no",
-                 "flow-model factors on top."};
+                 "flow-model factors on top. Within a host, a message of a plan whose typed buffers on the node",
+                 "total F bytes takes the factor measured through buffers of F bytes (by_footprint)."};
     try {
       write_file(o.topology_out, real::topology_yaml(m));
     } catch (const std::invalid_argument& e) {

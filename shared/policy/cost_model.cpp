@@ -102,7 +102,7 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
   const uint64_t dsize = dtype_size(s.dtype);
   const bool shared = t.shared_memory;
   const int kernels_at_once = kernel_concurrency(cal, t);
-  const bool resident = t.data_resident(node_footprint_bytes(call, t));  // receive copies' factors
+  const double footprint = node_footprint_bytes(call, t);  // receive copies' factors (LinkSpec::by_footprint)
 
   // Ops are taken in the order they become ready (as the simulator's actors start them), so
   // a GPU's kernel queue and a pair's message order come out as they do there.
@@ -478,9 +478,9 @@ PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const cal
     if (op.dst.buf == BufKind::Wire) ranks[fl.r].wire[op.dst.index] = fl.bytes;
     Rank& st = ranks[fl.r];
     const double copy =
-        fl.copied ? t.receive_copy_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor, resident) : 0;
+        fl.copied ? t.receive_copy_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor, footprint) : 0;
     if (copy > 0 && shared) {  // in the receiver's queue, as work on the node
-      const double alone = t.receive_copy_alone_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor, resident);
+      const double alone = t.receive_copy_alone_seconds(static_cast<double>(fl.bytes), net.bandwidth_factor, footprint);
       st.jobs.push_back({fl.op, shared_work(copy, alone, copy_concurrency(t)), fl.from, fl.send_op});
       start_job(fl.r);
       try_send(fl.from, fl.r, fl.lane);

@@ -90,9 +90,9 @@ int kernel_concurrency(const calib::Calibration& cal, const topo::Topology& t);
 inline int copy_concurrency(const topo::Topology& t) { return t.gpus_per_node; }
 
 // The most bytes of typed buffers (input, output and scratch, in the schedule's dtype) that the
-// ranks placed on one node hold: what stays in the node's cache between calls when it fits
-// (topo::Topology::data_resident). Compressed messages' buffers are not counted: they are
-// smaller than the typed data they carry.
+// ranks placed on one node hold: the working set whose share of the node's cache sets how fast
+// its messages move on a host (topo::LinkSpec::by_footprint). Compressed messages' buffers are
+// not counted: they are smaller than the typed data they carry.
 double node_footprint_bytes(const sched::Schedule& s, const topo::Topology& t);
 
 // Routes between GPUs as the simulator takes them (topo::sim_route), cached per pair: the

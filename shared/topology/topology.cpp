@@ -25,9 +25,7 @@ LinkSpec read_link(const Node& n) {
     l.efficiency = e.as_double();
     if (!(l.efficiency > 0 && l.efficiency <= 1)) e.fail("expected an efficiency in (0, 1]");
   }
-  const auto factors = [&](const char* key, std::vector<std::pair<double, double>>& out) {
-    const Node bs = n.opt(key);
-    if (!bs.defined()) return;
+  const auto read_factors = [](const Node& bs, std::vector<std::pair<double, double>>& out) {
     if (!bs.is_sequence() || bs.size() == 0) bs.fail("expected a list of [bytes, factor] pairs");
     for (size_t i = 0; i < bs.size(); ++i) {
       const Node pt = bs[i];
@@ -39,14 +37,35 @@ LinkSpec read_link(const Node& n) {
       out.emplace_back(bytes, f);
     }
   };
+  const auto factors = [&](const char* key, std::vector<std::pair<double, double>>& out) {
+    const Node bs = n.opt(key);
+    if (bs.defined()) read_factors(bs, out);
+  };
   factors("by_size", l.by_size);
   factors("alone_by_size", l.alone_by_size);
-  factors("resident_by_size", l.resident_by_size);
-  factors("resident_alone_by_size", l.resident_alone_by_size);
-  if (l.by_size.empty() && !l.resident_by_size.empty())
-    n.opt("resident_by_size").fail("resident factors need by_size (the factors of data that does not fit in the cache)");
-  if (l.resident_by_size.empty() && !l.resident_alone_by_size.empty())
-    n.opt("resident_alone_by_size").fail("needs resident_by_size");
+  // [{footprint: 16MiB, by_size: [[bytes, factor], ...]}, ...] by increasing footprint.
+  const auto footprints = [&](const char* key, std::vector<LinkSpec::FootprintFactors>& out) {
+    const Node list = n.opt(key);
+    if (!list.defined()) return;
+    if (!list.is_sequence() || list.size() == 0) list.fail("expected a list of {footprint: BYTES, by_size: [[bytes, factor], ...]}");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Node e = list[i];
+      if (!e.is_map()) e.fail("expected {footprint: BYTES, by_size: [[bytes, factor], ...]}");
+      LinkSpec::FootprintFactors f;
+      const Node fp = e.get("footprint");
+      f.footprint = static_cast<double>(fp.as_bytes());
+      if (!(f.footprint > 0)) fp.fail("expected a footprint in bytes > 0, like 16MiB");
+      if (!out.empty() && f.footprint <= out.back().footprint) fp.fail("expected footprints in increasing order");
+      read_factors(e.get("by_size"), f.by_size);
+      e.check_no_unknown_keys();
+      out.push_back(std::move(f));
+    }
+  };
+  footprints("by_footprint", l.by_footprint);
+  footprints("alone_by_footprint", l.alone_by_footprint);
+  if (l.by_size.empty() && !l.by_footprint.empty())
+    n.opt("by_footprint").fail("factors by footprint need by_size (the factors of sizes no footprint's list spans)");
+  if (l.by_footprint.empty() && !l.alone_by_footprint.empty()) n.opt("alone_by_footprint").fail("needs by_footprint");
   n.check_no_unknown_keys();
   return l;
 }
@@ -67,15 +86,41 @@ double interpolate_factor(const std::vector<std::pair<double, double>>& by_size,
   return lo->second + w * (hi->second - lo->second);
 }
 
+// The factor of a message of `bytes` in a plan of `footprint` bytes on the node from the lists
+// (LinkSpec::by_footprint) whose sizes span it: interpolated linearly in log(footprint) between
+// the two around it, held flat past both ends; NAN where no list spans the message.
+double footprint_factor(const std::vector<LinkSpec::FootprintFactors>& lists, double bytes, double footprint) {
+  const LinkSpec::FootprintFactors* below = nullptr;
+  const LinkSpec::FootprintFactors* above = nullptr;
+  for (const auto& l : lists) {
+    if (l.by_size.empty() || bytes < l.by_size.front().first || bytes > l.by_size.back().first) continue;
+    if (l.footprint <= footprint) below = &l;
+    else if (!above) above = &l;
+  }
+  if (!below && !above) return NAN;
+  if (!below) return interpolate_factor(above->by_size, bytes);
+  if (!above || below->footprint == footprint) return interpolate_factor(below->by_size, bytes);
+  const double w = std::log(footprint / below->footprint) / std::log(above->footprint / below->footprint);
+  const double lo = interpolate_factor(below->by_size, bytes), hi = interpolate_factor(above->by_size, bytes);
+  return lo + w * (hi - lo);
+}
+
 }  // namespace
 
-double LinkSpec::size_factor(double bytes, bool resident) const {
-  return interpolate_factor(resident && !resident_by_size.empty() ? resident_by_size : by_size, bytes);
+double LinkSpec::size_factor(double bytes, double footprint) const {
+  if (footprint > 0 && !by_footprint.empty()) {
+    const double f = footprint_factor(by_footprint, bytes, footprint);
+    if (!std::isnan(f)) return f;
+  }
+  return interpolate_factor(by_size, bytes);
 }
-double LinkSpec::alone_size_factor(double bytes, bool resident) const {
-  if (resident && !resident_by_size.empty())
-    return interpolate_factor(resident_alone_by_size.empty() ? resident_by_size : resident_alone_by_size, bytes);
-  return interpolate_factor(alone_by_size.empty() ? by_size : alone_by_size, bytes);
+double LinkSpec::alone_size_factor(double bytes, double footprint) const {
+  if (footprint > 0 && !alone_by_footprint.empty()) {
+    const double f = footprint_factor(alone_by_footprint, bytes, footprint);
+    if (!std::isnan(f)) return f;
+  }
+  if (alone_by_size.empty()) return size_factor(bytes, footprint);
+  return interpolate_factor(alone_by_size, bytes);
 }
 
 namespace {
@@ -343,13 +388,6 @@ Topology load_topology(const std::string& path, int ranks, const std::vector<std
   }
   if (node.has("receive_copy")) t.receive_copy = node.get("receive_copy").as_bool();
   if (node.has("shared_memory")) t.shared_memory = node.get("shared_memory").as_bool();
-  if (node.has("cache_bytes")) {
-    const Node c = node.get("cache_bytes");
-    t.cache_bytes = static_cast<double>(c.as_bytes());
-    if (!(t.cache_bytes > 0)) c.fail("expected a cache size > 0, like 32MiB");
-  }
-  if (!t.gpu_link.resident_by_size.empty() && !(t.cache_bytes > 0))
-    node.get("gpu_link").get("resident_by_size").fail("resident factors need node.cache_bytes (the cache they stay in)");
   node.check_no_unknown_keys();
 
   if (t.generator == Generator::SingleNode) {
@@ -360,8 +398,8 @@ Topology load_topology(const std::string& path, int ranks, const std::vector<std
     t.nodes = static_cast<int>(net.get("nodes").as_int(1, 1 << 20));
     if (static_cast<int64_t>(t.nodes) * t.gpus_per_node > (1 << 22)) net.fail("more than 4M GPUs");
     t.network_link = read_link(net.get("link"));
-    if (!t.network_link.resident_by_size.empty())
-      net.get("link").get("resident_by_size").fail("resident factors are the node's (gpu_link: receive copies within a host)");
+    if (!t.network_link.by_footprint.empty())
+      net.get("link").get("by_footprint").fail("factors by footprint are the node's (gpu_link: receive copies within a host)");
     switch (t.generator) {
       case Generator::FatTree:
       case Generator::RailFatTree: {
@@ -449,10 +487,10 @@ std::string describe(const Topology& t) {
       << l.by_size.size() << " points\n";
   };
   by_size(t.gpu_link, "intra-node");
-  if (t.cache_bytes > 0 && !t.gpu_link.resident_by_size.empty())
-    o << "#   cache " << config::format_bytes(static_cast<uint64_t>(t.cache_bytes)) << " per node: a plan whose buffers on a node fit "
-      << "in it moves its messages at the resident factors (x" << t.gpu_link.resident_by_size.front().second << " to x"
-      << t.gpu_link.resident_by_size.back().second << ", " << t.gpu_link.resident_by_size.size() << " points)\n";
+  if (!t.gpu_link.by_footprint.empty())
+    o << "#   intra-node bandwidth by the plan's footprint on the node (measured): " << t.gpu_link.by_footprint.size()
+      << " lists, " << config::format_bytes(static_cast<uint64_t>(t.gpu_link.by_footprint.front().footprint)) << " to "
+      << config::format_bytes(static_cast<uint64_t>(t.gpu_link.by_footprint.back().footprint)) << "\n";
   if (t.receive_copy)
     o << "#   receive copy: the receiving rank's core copies each message within a node, in turn with its kernels\n";
   if (t.shared_memory)

@@ -36,16 +36,25 @@ struct LinkSpec {
   // no other rank of the host sends (the pingpong), where `by_size` is every rank's at once (the
   // exchange). Empty: by_size's.
   std::vector<std::pair<double, double>> alone_by_size;
-  // Measured host transports only (`resident_by_size`, `resident_alone_by_size`): the same two
-  // factors for messages whose data stays in the node's cache between calls (the transport
-  // bench sends them from and into one buffer per side), where `by_size` and `alone_by_size`
-  // rotate through buffers several times the message. Used for a plan whose buffers fit in
-  // Topology::cache_bytes (Topology::data_resident). Empty: by_size's and alone_by_size's.
-  std::vector<std::pair<double, double>> resident_by_size;
-  std::vector<std::pair<double, double>> resident_alone_by_size;
+  // Measured host transports only (`by_footprint`, `alone_by_footprint`): the same two factors
+  // for a message of a plan whose typed buffers on the node total a given footprint, one list
+  // (bytes, factor) per footprint, by increasing footprint. The transport bench measures each
+  // by rotating the messages through buffers of that total, so that a message's data is as
+  // cache-resident as a plan's of that footprint (docs/TOPOLOGY.md, "Working set"). A message
+  // takes the factor of the lists whose sizes span it, interpolated linearly in
+  // log(footprint) and held flat past the smallest and largest footprint; where no list spans
+  // it, by_size's (alone_by_size's). Empty: by_size's and alone_by_size's.
+  struct FootprintFactors {
+    double footprint = 0;                           // bytes of buffers on the node
+    std::vector<std::pair<double, double>> by_size;  // (bytes, factor), increasing bytes
+  };
+  std::vector<FootprintFactors> by_footprint;
+  std::vector<FootprintFactors> alone_by_footprint;
   double effective_bandwidth() const { return bandwidth * efficiency; }
-  double size_factor(double bytes, bool resident = false) const;
-  double alone_size_factor(double bytes, bool resident = false) const;
+  // `footprint`: the plan's bytes of buffers on the node (policy::node_footprint_bytes; 0: not
+  // known, by_size's).
+  double size_factor(double bytes, double footprint = 0) const;
+  double alone_size_factor(double bytes, double footprint = 0) const;
 };
 
 enum class Generator : uint8_t { SingleNode, FatTree, RailFatTree, Dragonfly, Torus };
@@ -103,12 +112,6 @@ struct Topology {
   // max-min sharing (docs/TOPOLOGY.md). Without it every kernel runs at its calibrated speed
   // whatever else runs, as on GPUs with memories of their own.
   bool shared_memory = false;
-  // The cache the ranks of a node share (a host's last-level cache; 0: not given). A plan whose
-  // typed buffers on a node (every rank's input, output and scratch) fit in it moves its
-  // messages at the link's resident factors, as the transport bench measured them from one
-  // buffer per side; a larger one at `by_size`'s, measured through buffers several times the
-  // message (docs/TOPOLOGY.md, "Cache residency").
-  double cache_bytes = 0;
   LinkSpec gpu_link;       // GPU <-> node switch
   int nics_per_gpu = 1;
   LinkSpec network_link;   // every network port (NIC <-> switch, switch <-> switch)
@@ -130,19 +133,13 @@ struct Topology {
   bool copies_on_receive(int src_gpu, int dst_gpu) const {
     return receive_copy && src_gpu / gpus_per_node == dst_gpu / gpus_per_node;
   }
-  // `resident`: the plan's data stays in the node's cache (data_resident).
-  double receive_copy_seconds(double bytes, double bandwidth_factor, bool resident = false) const {
-    return bytes / (gpu_link.effective_bandwidth() * gpu_link.size_factor(bytes, resident) * bandwidth_factor);
+  // `footprint`: the plan's bytes of buffers on the node (LinkSpec::by_footprint).
+  double receive_copy_seconds(double bytes, double bandwidth_factor, double footprint = 0) const {
+    return bytes / (gpu_link.effective_bandwidth() * gpu_link.size_factor(bytes, footprint) * bandwidth_factor);
   }
   // The same copy with no other rank of the node copying (LinkSpec::alone_by_size).
-  double receive_copy_alone_seconds(double bytes, double bandwidth_factor, bool resident = false) const {
-    return bytes / (gpu_link.effective_bandwidth() * gpu_link.alone_size_factor(bytes, resident) * bandwidth_factor);
-  }
-  // Whether a plan whose largest per-node footprint is `node_bytes` (its typed buffers on the
-  // node; policy::node_footprint_bytes) takes the resident factors: the topology gives a cache
-  // and resident factors, and the buffers fit.
-  bool data_resident(double node_bytes) const {
-    return cache_bytes > 0 && !gpu_link.resident_by_size.empty() && node_bytes <= cache_bytes;
+  double receive_copy_alone_seconds(double bytes, double bandwidth_factor, double footprint = 0) const {
+    return bytes / (gpu_link.effective_bandwidth() * gpu_link.alone_size_factor(bytes, footprint) * bandwidth_factor);
   }
   int gpus() const { return nodes * gpus_per_node; }
   int node_of(int gpu) const { return gpu / gpus_per_node; }

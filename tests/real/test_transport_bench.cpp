@@ -46,27 +46,19 @@ topo::Topology load(const std::string& text, const std::string& name) {
   return t;
 }
 
-// Every measured point (4 KiB and more) of `s`: the round on `t` in the cost model, the ranks
-// on hosts `host_of`; where the round's buffers fit in the node's cache, the point of
-// `resident` (the same sizes through one buffer per side) instead. Returns how many points
-// were the resident series'.
-int check_reproduces(const topo::Topology& t, const std::vector<int>& host_of, const real::TransportSeries& s,
-                     const real::TransportSeries* resident = nullptr) {
+// Every measured point (4 KiB and more) of `s`: the round on `t` in the cost model (the ranks
+// on hosts `host_of`) takes the point's time.
+void check_reproduces(const topo::Topology& t, const std::vector<int>& host_of, const real::TransportSeries& s) {
   policy::RouteCache routes(t);
-  int from_resident = 0;
   for (size_t i = 0; i < s.points.size(); ++i) {
-    const double bytes = s.points[i].first;
+    const double bytes = s.points[i].first, sec = s.points[i].second;
     if (bytes < 4096) continue;
     const auto round = real::exchange_schedule(host_of, s.between, static_cast<uint64_t>(bytes));
-    const bool in_cache = t.data_resident(policy::node_footprint_bytes(round, t));
-    const double sec = in_cache && resident ? resident->points.at(i).second : s.points[i].second;
-    from_resident += in_cache;
     const double model = policy::predict(round, t, calib::zero_calibration(), "identity", 1.0,
                                          policy::flow_model_defaults("cm02"), routes).time_s;
-    CAPTURE(s.between, bytes, in_cache, model, sec);
+    CAPTURE(s.between, bytes, model, sec);
     CHECK(model == Approx(sec).epsilon(1e-4));
   }
-  return from_resident;
 }
 
 // The host backend, recording which bytes of the buffers it allocated were written by upload
@@ -143,12 +135,19 @@ TEST_CASE("transport bench: every buffer holds written data before the first rou
   opt.min_time_s = 1e-4;
   opt.min_samples = 1;
   opt.pingpong = false;
+  // One footprint the sizes divide (n ranks x send and receive x 4 slots of 64 KiB), one only
+  // 4 KiB divides (3 slots of 4 KiB per side).
+  opt.footprints = {uint64_t(n) * 2 * 4 * 65536, uint64_t(n) * 2 * 3 * 4096};
   const auto series = real::measure_transport(t, b, std::vector<int>(static_cast<size_t>(n), 0), opt);
-  REQUIRE(series.size() == 2);  // through 4 slots per side, then one (host buffers: the resident series)
+  REQUIRE(series.size() == 3);  // through 4 slots per side, then through each footprint (host buffers)
   CHECK(series[0].window == real::kStreamWindow);
-  CHECK(series[1].resident());
+  CHECK(series[0].footprint == 0);
+  CHECK(series[1].footprint == opt.footprints[0]);
+  CHECK(series[2].footprint == opt.footprints[1]);
   CHECK(series[0].points.size() == 2);
   CHECK(series[1].points.size() == 2);
+  REQUIRE(series[2].points.size() == 1);
+  CHECK(series[2].points[0].first == 4096);
   CHECK(b.rounds_ > 0);
   CHECK(b.allocated_ == 2);  // the send and the receive window
   CHECK(b.unwritten_ == 0);
@@ -186,37 +185,56 @@ TEST_CASE("transport topology: one host, every measured size reproduced, receive
       CHECK(with_alone.receive_copy_alone_seconds(bytes, 1.0) == Approx(sec - 1.0e-6).epsilon(1e-4));
     }
   check_reproduces(with_alone, {0, 0, 0, 0}, host);
-  CHECK(with_alone.cache_bytes == 0);  // no resident series: no cache written
-  // Through one buffer per side (the resident series, 40% faster) and a 32 MiB cache: a round
-  // whose buffers on the node fit (4 ranks x input and output: 8 x the message <= 32 MiB) takes
-  // the resident series' time, a larger one the other's.
-  real::TransportSeries host_resident = series("host", 1.5e-6, 7e9, true);
-  real::TransportSeries pingpong_resident = series("host", 1.0e-6, 9e9, false);
-  pingpong_resident.pattern = "pingpong";
-  host_resident.window = pingpong_resident.window = 1;
-  m.host_resident = &host_resident;
-  m.host_alone_resident = &pingpong_resident;
-  m.cache_bytes = uint64_t{32} << 20;
-  m.cache_source = "a test";
-  const std::string resident_text = real::topology_yaml(m);
-  CHECK_THAT(resident_text, Catch::Contains("cache_bytes: 32 MiB"));
-  const topo::Topology cached = load(resident_text, "transport-one-host-resident");
-  CHECK(cached.cache_bytes == double(32 << 20));
-  REQUIRE(cached.gpu_link.resident_by_size.size() == cached.gpu_link.by_size.size());
-  REQUIRE(cached.gpu_link.resident_alone_by_size.size() == cached.gpu_link.by_size.size());
-  CHECK(check_reproduces(cached, {0, 0, 0, 0}, host, &host_resident) == 11);  // 4 KiB .. 4 MiB
-  for (const auto& [bytes, sec] : pingpong_resident.points)
-    if (bytes >= 4096) {
-      CAPTURE(bytes);
-      CHECK(cached.receive_copy_alone_seconds(bytes, 1.0, true) == Approx(sec - 1.0e-6).epsilon(1e-4));
+  CHECK(with_alone.gpu_link.by_footprint.empty());  // no footprint series: no lists written
+  // Through two footprints (8 and 32 MiB of buffers on the node: 40% faster and 10% slower than
+  // the stream, the pingpong's 60% faster and 5% slower): each list holds the sizes its series
+  // timed, and a round whose buffers total a list's footprint takes that series' time.
+  const auto at_footprint = [](real::TransportSeries s, uint64_t footprint, double paid, double by) {
+    s.footprint = footprint;
+    s.window = 0;
+    std::vector<std::pair<double, double>> kept;
+    for (const auto& [bytes, sec] : s.points)  // the sizes 4 ranks x send and receive divide
+      if (bytes >= 4096 && 8 * bytes <= double(footprint)) kept.emplace_back(bytes, paid + (sec - paid) / by);
+    s.points = kept;
+    return s;
+  };
+  const real::TransportSeries host8 = at_footprint(host, 8 << 20, 3.0e-6, 1.4);
+  const real::TransportSeries host32 = at_footprint(host, 32 << 20, 3.0e-6, 0.9);
+  const real::TransportSeries ping8 = at_footprint(pingpong, 8 << 20, 1.0e-6, 1.6);
+  const real::TransportSeries ping32 = at_footprint(pingpong, 32 << 20, 1.0e-6, 0.95);
+  m.host_footprints = {&host8, &host32};
+  m.host_alone_footprints = {&ping8, &ping32};
+  const std::string lists_text = real::topology_yaml(m);
+  CHECK_THAT(lists_text, Catch::Contains("  - {footprint: 8 MiB, by_size: [[4096, "));
+  const topo::Topology lists = load(lists_text, "transport-one-host-footprints");
+  REQUIRE(lists.gpu_link.by_footprint.size() == 2);
+  REQUIRE(lists.gpu_link.alone_by_footprint.size() == 2);
+  CHECK(lists.gpu_link.by_footprint[0].footprint == double(8 << 20));
+  CHECK(lists.gpu_link.by_footprint[0].by_size.size() == host8.points.size());  // 4 KiB .. 1 MiB
+  CHECK(lists.gpu_link.by_footprint[1].by_size.size() == host32.points.size());  // 4 KiB .. 4 MiB
+  policy::RouteCache routes(lists);
+  for (const real::TransportSeries* fs : {&host8, &host32})
+    for (const auto& [bytes, sec] : fs->points) {
+      const double copy = lists.receive_copy_seconds(bytes, 1.0, double(fs->footprint));
+      CAPTURE(fs->footprint, bytes);
+      CHECK(2 * 1.5e-6 + copy == Approx(sec).epsilon(1e-4));
     }
-  // Without the cache's size the resident series is left out.
-  m.cache_bytes = 0;
-  const topo::Topology uncached = load(real::topology_yaml(m), "transport-one-host-no-cache");
-  CHECK(uncached.gpu_link.resident_by_size.empty());
-  CHECK(check_reproduces(uncached, {0, 0, 0, 0}, host) == 0);
-  m.host_resident = m.host_alone_resident = nullptr;
-  m.host_alone = nullptr;
+  for (const real::TransportSeries* fs : {&ping8, &ping32})
+    for (const auto& [bytes, sec] : fs->points) {
+      CAPTURE(fs->footprint, bytes);
+      CHECK(lists.receive_copy_alone_seconds(bytes, 1.0, double(fs->footprint)) == Approx(sec - 1.0e-6).epsilon(1e-4));
+    }
+  // Between the footprints, the two lists' factors interpolated in log(footprint); a round of
+  // 2 MiB (4 ranks x input and output: 16 MiB on the node) only the 32 MiB list spans.
+  const topo::LinkSpec& g = lists.gpu_link;
+  CHECK(g.size_factor(1 << 20, 16 << 20) == Approx(0.5 * (g.size_factor(1 << 20, 8 << 20) + g.size_factor(1 << 20, 32 << 20))));
+  CHECK(g.size_factor(1 << 20, 8 << 20) / g.size_factor(1 << 20, 32 << 20) == Approx(1.4 / 0.9).epsilon(1e-3));
+  const auto round = real::exchange_schedule({0, 0, 0, 0}, "host", 2 << 20);
+  REQUIRE(policy::node_footprint_bytes(round, lists) == double(16 << 20));
+  CHECK(policy::predict(round, lists, calib::zero_calibration(), "identity", 1.0, policy::flow_model_defaults("cm02"),
+                        routes).time_s == Approx(2 * 1.5e-6 + lists.receive_copy_seconds(2 << 20, 1.0, 32 << 20)).epsilon(1e-9));
+  m.host_footprints.clear();
+  m.host_alone_footprints.clear();
   m.backend = "nccl";  // GPUs: copy engines move the bytes; the round has one latency
   const auto gpu_host = series("host", 1.5e-6, 5e9, false);
   m.host = &gpu_host;

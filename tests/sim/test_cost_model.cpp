@@ -6,6 +6,7 @@
 // over all cases). Also: the kernel time per rank it reports beside the makespan.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -552,6 +553,8 @@ TEST_CASE("shared memory: alone at the alone speed, together at the calibrated o
 
   auto t = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
   REQUIRE(t.receive_copy);
+  t.gpu_link.by_footprint.clear();  // by size alone (the working set has its test below)
+  t.gpu_link.alone_by_footprint.clear();
   t.gpu_link.alone_by_size = t.gpu_link.by_size;
   for (auto& p : t.gpu_link.alone_by_size) p.second *= 1.25;
   const auto cal = with_alone(calib::load_calibration(kRoot + "/calibration/host-amd-epyc-x2.yaml"), 2, 1.0, 0.5);
@@ -577,21 +580,38 @@ TEST_CASE("shared memory: alone at the alone speed, together at the calibrated o
         Approx(predict(apart, sched::Collective::AllReduce, "ring")).epsilon(0.01));
 }
 
-// Cache residency (topo cache_bytes, the link's resident factors): a plan whose typed buffers on
-// a node fit in its cache moves its messages at the resident factors, a larger one at by_size's;
-// the cost model and the simulator take the same choice and stay within 0.2%.
-TEST_CASE("cache residency: plans whose buffers fit in the node's cache take the resident factors", "[sim][cost-model]") {
+// The working set (the link's factors by footprint): a plan's messages take the factor measured
+// through buffers of the plan's footprint on the node, interpolated in log(footprint) between the
+// lists that span the message, flat past both ends, by_size's where no list spans it; the cost
+// model and the simulator take the same factors and stay within 0.2%.
+TEST_CASE("working set: a plan's messages take the factors measured at its footprint on the node", "[sim][cost-model]") {
   auto t = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
   REQUIRE(t.receive_copy);
   t.shared_memory = true;
-  t.cache_bytes = double(32 << 20);
   t.gpu_link.alone_by_size = t.gpu_link.by_size;
-  t.gpu_link.resident_by_size = t.gpu_link.by_size;
-  for (auto& p : t.gpu_link.resident_by_size) p.second *= 1.5;
-  t.gpu_link.resident_alone_by_size = t.gpu_link.by_size;
-  for (auto& p : t.gpu_link.resident_alone_by_size) p.second *= 1.8;
-  topo::Topology uncached = t;
-  uncached.cache_bytes = 0;
+  const auto scaled = [](std::vector<std::pair<double, double>> f, double by, double from = 0) {
+    f.erase(std::remove_if(f.begin(), f.end(), [&](const auto& p) { return p.first < from; }), f.end());
+    for (auto& p : f) p.second *= by;
+    return f;
+  };
+  const double MiB = double(1 << 20);
+  t.gpu_link.by_footprint = {{12 * MiB, scaled(t.gpu_link.by_size, 1.5)}, {48 * MiB, scaled(t.gpu_link.by_size, 0.8, MiB)}};
+  t.gpu_link.alone_by_footprint = {{12 * MiB, scaled(t.gpu_link.by_size, 1.8)}, {48 * MiB, scaled(t.gpu_link.by_size, 0.9, MiB)}};
+  const double last = t.gpu_link.by_size.back().first;
+  REQUIRE(last <= 64 * MiB);  // 4 x last: no list spans it
+  topo::Topology plain = t;
+  plain.gpu_link.by_footprint.clear();
+  plain.gpu_link.alone_by_footprint.clear();
+  const topo::LinkSpec& l = t.gpu_link;
+  const double f4 = plain.gpu_link.size_factor(4 * MiB), f64k = plain.gpu_link.size_factor(65536);
+  CHECK(l.size_factor(4 * MiB, 8 * MiB) == Approx(1.5 * f4));    // under the smallest footprint: its list
+  CHECK(l.size_factor(4 * MiB, 12 * MiB) == Approx(1.5 * f4));
+  CHECK(l.size_factor(4 * MiB, 24 * MiB) == Approx(1.15 * f4));  // halfway in log(footprint)
+  CHECK(l.size_factor(4 * MiB, 256 * MiB) == Approx(0.8 * f4));  // past the largest: its list
+  CHECK(l.alone_size_factor(4 * MiB, 24 * MiB) == Approx(1.35 * f4));
+  CHECK(l.size_factor(65536, 256 * MiB) == Approx(1.5 * f64k));  // only the 12 MiB list spans 64 KiB
+  CHECK(l.size_factor(4 * last, 256 * MiB) == Approx(plain.gpu_link.size_factor(4 * last)));  // none spans it
+  CHECK(l.size_factor(4 * MiB) == Approx(f4));  // footprint not known: by_size's
   const auto cal = with_alone(calib::load_calibration(kRoot + "/calibration/host-amd-epyc-x2.yaml"), 2, 1.0, 0.5);
   const auto net = policy::flow_model_defaults("cm02");
   using sched::Collective;
@@ -609,24 +629,26 @@ TEST_CASE("cache residency: plans whose buffers fit in the node's cache take the
   CHECK(policy::node_footprint_bytes(ring4, t) == Approx(2 * elements));
   CHECK(policy::node_footprint_bytes(schedule(Collective::AllReduce, "ring", "identity", 16 << 20), t) ==
         Approx(4 * policy::node_footprint_bytes(ring4, t)));
-  CHECK(t.data_resident(policy::node_footprint_bytes(ring4, t)));
-  CHECK_FALSE(t.data_resident(policy::node_footprint_bytes(schedule(Collective::AllReduce, "ring", "identity", 16 << 20), t)));
-  // A 2-rank chain broadcast: the root's copy, then one message the other rank copies, alone.
+  // A 2-rank chain broadcast: the root's copy, then one message the other rank copies, alone, at
+  // the factor of the broadcast's footprint (the root's input and output, the other's output: 3 x
+  // the message).
   const double lat = 2 * 2 * t.gpu_link.latency;
   auto predict = [&](const topo::Topology& topo, uint64_t bytes) {
     policy::RouteCache routes(topo);
     return policy::predict(schedule(Collective::Broadcast, "chain", "identity", bytes), topo, cal, "identity", 1.0, net,
                            routes).time_s;
   };
-  for (const uint64_t bytes : {uint64_t{4} << 20, uint64_t{16} << 20}) {
+  for (const uint64_t bytes : {uint64_t{4} << 20, uint64_t{8} << 20, uint64_t{16} << 20}) {
     const double b = static_cast<double>(bytes);
     const double copy = cal.seconds(calib::Op::Copy, "", DType::BF16, b);
-    const bool fits = bytes < (uint64_t{16} << 20);  // 2 ranks x input and output
-    CAPTURE(bytes);
-    CHECK(predict(t, bytes) == Approx(0.5 * copy + t.receive_copy_alone_seconds(b, 1.0, fits) + lat).epsilon(1e-9));
-    CHECK(predict(uncached, bytes) == Approx(0.5 * copy + t.receive_copy_alone_seconds(b, 1.0, false) + lat).epsilon(1e-9));
+    const double footprint = policy::node_footprint_bytes(schedule(Collective::Broadcast, "chain", "identity", bytes), t);
+    CAPTURE(bytes, footprint);
+    CHECK(footprint == Approx(3 * b));
+    CHECK(predict(t, bytes) == Approx(0.5 * copy + t.receive_copy_alone_seconds(b, 1.0, footprint) + lat).epsilon(1e-9));
+    CHECK(predict(plain, bytes) == Approx(0.5 * copy + plain.receive_copy_alone_seconds(b, 1.0) + lat).epsilon(1e-9));
   }
-  CHECK(predict(t, 4 << 20) < predict(uncached, 4 << 20));
+  CHECK(predict(t, 4 << 20) < predict(plain, 4 << 20));    // 12 MiB: the 1.8x list
+  CHECK(predict(t, 16 << 20) > predict(plain, 16 << 20));  // 48 MiB: the 0.9x list
   // The simulator takes the same choice.
   const std::vector<HostCase> cases = {
       {"ring", Collective::AllReduce, "ring", Placement::None, "identity", 1},

@@ -162,28 +162,35 @@ TEST_CASE("bad topology files: one line naming the file, the key path and what w
        "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
        "alone_by_size: [[8192, 0.5], [4096, 0.4]]}\n",
        0, "node.gpu_link.alone_by_size.1.0: expected sizes in increasing order"},
-      {"resident-without-cache",
+      {"footprint-without-by-size",
        "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
-       "by_size: [[4096, 0.5]], resident_by_size: [[4096, 0.7]]}\n",
-       0, "node.gpu_link.resident_by_size: resident factors need node.cache_bytes"},
-      {"resident-without-by-size",
-       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  cache_bytes: 32MiB\n"
-       "  gpu_link: {bandwidth: 4GB/s, latency: 1us, resident_by_size: [[4096, 0.7]]}\n",
-       0, "node.gpu_link.resident_by_size: resident factors need by_size"},
-      {"resident-alone-alone",
-       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  cache_bytes: 32MiB\n"
-       "  gpu_link: {bandwidth: 4GB/s, latency: 1us, by_size: [[4096, 0.5]], resident_alone_by_size: [[4096, 0.7]]}\n",
-       0, "node.gpu_link.resident_alone_by_size: needs resident_by_size"},
-      {"resident-network", std::string("name: x\ngenerator: fat-tree\n") + kNode +
+       "by_footprint: [{footprint: 16MiB, by_size: [[4096, 0.7]]}]}\n",
+       0, "node.gpu_link.by_footprint: factors by footprint need by_size"},
+      {"footprint-alone-alone",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
+       "by_size: [[4096, 0.5]], alone_by_footprint: [{footprint: 16MiB, by_size: [[4096, 0.7]]}]}\n",
+       0, "node.gpu_link.alone_by_footprint: needs by_footprint"},
+      {"footprint-order",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
+       "by_size: [[4096, 0.5]], by_footprint: [{footprint: 32MiB, by_size: [[4096, 0.7]]}, "
+       "{footprint: 16MiB, by_size: [[4096, 0.9]]}]}\n",
+       0, "node.gpu_link.by_footprint.1.footprint: expected footprints in increasing order"},
+      {"footprint-size",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
+       "by_size: [[4096, 0.5]], by_footprint: [{footprint: lots, by_size: [[4096, 0.7]]}]}\n",
+       0, "node.gpu_link.by_footprint.0.footprint: expected"},
+      {"footprint-list",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
+       "by_size: [[4096, 0.5]], by_footprint: [{footprint: 16MiB, by_size: [[4096, 0]]}]}\n",
+       0, "node.gpu_link.by_footprint.0.by_size.0.1: expected a bandwidth factor in (0, 100]"},
+      {"footprint-key",
+       "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
+       "by_size: [[4096, 0.5]], by_footprint: [{footprint: 16MiB, by_size: [[4096, 0.7]], window: 4}]}\n",
+       0, "node.gpu_link.by_footprint.0: unknown key 'window'"},
+      {"footprint-network", std::string("name: x\ngenerator: fat-tree\n") + kNode +
                                "network:\n  nodes: 2\n  link: {bandwidth: 400Gb/s, latency: 1us, by_size: [[4096, 0.5]], "
-                               "resident_by_size: [[4096, 0.7]]}\n  tiers: 2\n  gpus_per_leaf: 16\n",
-       0, "network.link.resident_by_size: resident factors are the node's"},
-      {"cache-bytes", "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  cache_bytes: lots\n"
-       "  gpu_link: {bandwidth: 4GB/s, latency: 1us}\n",
-       0, "node.cache_bytes: expected"},
-      {"cache-bytes-zero", "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  cache_bytes: 0\n"
-       "  gpu_link: {bandwidth: 4GB/s, latency: 1us}\n",
-       0, "node.cache_bytes: expected a cache size > 0"},
+                               "by_footprint: [{footprint: 16MiB, by_size: [[4096, 0.7]]}]}\n  tiers: 2\n  gpus_per_leaf: 16\n",
+       0, "network.link.by_footprint: factors by footprint are the node's"},
       {"shared-memory", "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  shared_memory: maybe\n"
        "  gpu_link: {bandwidth: 4GB/s, latency: 1us}\n",
        0, "node.shared_memory: expected"},
@@ -242,15 +249,21 @@ TEST_CASE("measured bandwidth by message size: interpolated in log(bytes), flat 
   CHECK(l.alone_size_factor(8192) == Approx(0.75));
   CHECK(l.alone_size_factor(double(1 << 30)) == 1.0);
   CHECK(l.size_factor(8192) == Approx(0.5));
-  // Resident factors (data that stays in the cache): asked for and given, else the others.
-  CHECK(l.size_factor(8192, true) == Approx(0.5));
-  CHECK(l.alone_size_factor(8192, true) == Approx(0.75));
-  l.resident_by_size = {{4096, 1.0}, {16384, 2.0}};
-  CHECK(l.size_factor(8192, true) == Approx(1.5));
-  CHECK(l.size_factor(8192) == Approx(0.5));
-  CHECK(l.alone_size_factor(8192, true) == Approx(1.5));  // none measured alone: resident_by_size's
-  l.resident_alone_by_size = {{4096, 3.0}, {16384, 4.0}};
-  CHECK(l.alone_size_factor(8192, true) == Approx(3.5));
+  // Factors by footprint: asked for and given, else the others; between two footprints linear
+  // in log(footprint), past both ends flat; only the lists that span the message count.
+  CHECK(l.size_factor(8192, double(16 << 20)) == Approx(0.5));
+  CHECK(l.alone_size_factor(8192, double(16 << 20)) == Approx(0.75));
+  l.by_footprint = {{double(8 << 20), {{4096, 1.0}, {16384, 2.0}}}, {double(32 << 20), {{4096, 0.5}, {1 << 20, 1.0}}}};
+  CHECK(l.size_factor(8192, double(4 << 20)) == Approx(1.5));
+  CHECK(l.size_factor(8192, double(8 << 20)) == Approx(1.5));
+  CHECK(l.size_factor(8192, double(16 << 20)) == Approx(0.5 * 1.5 + 0.5 * 0.5625));  // 8192: 0.5 + 0.5 / 8 in the 32 MiB list
+  CHECK(l.size_factor(8192, double(1 << 30)) == Approx(0.5625));
+  CHECK(l.size_factor(65536, double(8 << 20)) == Approx(0.75));  // only the 32 MiB list spans 64 KiB
+  CHECK(l.size_factor(double(4 << 20), double(1 << 30)) == 2.0);  // none spans 4 MiB: by_size's
+  CHECK(l.size_factor(8192) == Approx(0.5));                     // no footprint: by_size's
+  CHECK(l.alone_size_factor(8192, double(8 << 20)) == Approx(0.75));  // none measured alone: alone_by_size's
+  l.alone_by_footprint = {{double(8 << 20), {{4096, 3.0}, {16384, 4.0}}}};
+  CHECK(l.alone_size_factor(8192, double(1 << 30)) == Approx(3.5));
   CHECK(l.alone_size_factor(8192) == Approx(0.75));
   // The shipped host topology: written by compcoll-bench transport, factors by size, one node.
   const Topology t = load_topology(topo_file("host-mpi.yaml"));
@@ -262,15 +275,10 @@ TEST_CASE("measured bandwidth by message size: interpolated in log(bytes), flat 
   CHECK(t.gpu_link.by_size.size() >= 10);
   CHECK(t.message_factor(0, 1, 4096) == t.gpu_link.by_size.front().second);
   CHECK_THAT(describe(t), Catch::Contains("bandwidth by message size (measured)"));
-  // Its cache and resident factors: buffers up to the cache take them, larger ones do not.
-  REQUIRE(t.cache_bytes > 0);
-  REQUIRE_FALSE(t.gpu_link.resident_by_size.empty());
-  CHECK(t.data_resident(t.cache_bytes));
-  CHECK_FALSE(t.data_resident(t.cache_bytes + 1));
-  CHECK(t.receive_copy_seconds(1 << 20, 1.0, true) ==
-        Approx((1 << 20) / (t.gpu_link.effective_bandwidth() * t.gpu_link.size_factor(1 << 20, true))));
-  CHECK_THAT(describe(t), Catch::Contains("per node: a plan whose buffers on a node fit in it"));
-  Topology no_cache = t;
-  no_cache.cache_bytes = 0;
-  CHECK_FALSE(no_cache.data_resident(1));
+  // Its factors by footprint: measured through working sets from 4 to 128 MiB.
+  REQUIRE(t.gpu_link.by_footprint.size() >= 4);
+  REQUIRE(t.gpu_link.alone_by_footprint.size() == t.gpu_link.by_footprint.size());
+  CHECK(t.receive_copy_seconds(1 << 20, 1.0, double(64 << 20)) ==
+        Approx((1 << 20) / (t.gpu_link.effective_bandwidth() * t.gpu_link.size_factor(1 << 20, double(64 << 20)))));
+  CHECK_THAT(describe(t), Catch::Contains("intra-node bandwidth by the plan's footprint on the node (measured)"));
 }
