@@ -739,8 +739,8 @@ void start_output(Session& s) {
             << "\n";
   for (const auto& k : s.st.skipped) std::cout << "# skipped: " << k << "\n";
   std::cout << "# model(us): what compcoll-sim predicts for the row's plan (the cost model, shared/policy/cost_model.h) on "
-            << exp.topologies[0] << ", " << s.st.cal.label() << ", network model " << exp.network.model
-            << "; err = model / measured - 1\n";
+            << exp.topologies[0] << ", " << s.st.cal.label() << ", network model " << exp.network.model << " (from "
+            << exp.network.source << "); err = model / measured - 1\n";
   if (s.st.topo.shared_memory) {
     // What the model knows of the host's shared memory (docs/TOPOLOGY.md, "Shared memory").
     bool alone = false;

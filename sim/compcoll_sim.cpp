@@ -201,7 +201,8 @@ void start(Run& r) {
            {"versions", {{"compcoll", "0.1.0"}, {"simgrid", simgrid_version()}}},
            {"network_model", {{"model", r.net.model}, {"latency_factor", r.net.latency_factor},
                               {"bandwidth_factor", r.net.bandwidth_factor}, {"crosstraffic", r.net.crosstraffic},
-                              {"tcp_gamma", r.net.tcp_gamma}, {"update", r.net.update}, {"precision", r.net.precision}}},
+                              {"tcp_gamma", r.net.tcp_gamma}, {"update", r.net.update}, {"precision", r.net.precision},
+                              {"source", exp.network.source}}},
            {"calibration", {{"file", r.cal.file}, {"device", r.cal.device}, {"source", r.cal.source},
                             {"statement", r.cal.statement}, {"date", r.cal.date}}},
            {"message_sizes", "ratio model"},
@@ -214,7 +215,7 @@ void start(Run& r) {
   if (r.args.json) return;
   std::cout << "# compcoll-sim " << exp.name << " (" << exp.file << ")"
             << (exp.description.empty() ? "" : ": " + exp.description) << "\n";
-  std::cout << "# SimGrid " << simgrid_version() << "; " << r.net.describe() << "\n";
+  std::cout << "# SimGrid " << simgrid_version() << "; " << r.net.describe() << "; from " << exp.network.source << "\n";
   std::cout << "# kernels: " << r.cal.label()
             << (r.cal.source == "derived" ? " -- DERIVED from stated figures, not measured" : "") << "\n";
   std::cout << ratio_lines(*r.ratios);

@@ -1,5 +1,6 @@
 // shared/study/experiment.cpp — see experiment.h.
 #include "study/experiment.h"
+#include "topology/topology.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -194,6 +195,36 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     const Node up = net.opt("update");
     if (up.defined()) e.network.update = up.as_choice({"lazy", "full"});
     net.check_no_unknown_keys();
+  } else {
+    // None given: what the topologies' fabric calls for (docs/TOPOLOGY.md, "Network defaults").
+    // A topology that cannot be read is left to the load that names its problem.
+    std::string kind, why, first;
+    for (const auto& t : e.topologies) {
+      topo::NetworkDefault d;
+      try {
+        d = topo::network_default(t);
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (kind.empty()) {
+        kind = d.kind, why = d.why, first = t;
+      } else if (d.kind != kind) {
+        root.get("topology").fail("the topologies call for different network models (" + first + ": " + kind + ", " +
+                                  why + "; " + t + ": " + d.kind + ", " + d.why +
+                                  "): give the experiment a network key");
+      }
+    }
+    if (kind == "rdma") {
+      // LV08 without its TCP latency factor and cross-traffic, as every GPU experiment of the
+      // repository sets them (docs/TOPOLOGY.md, "Network defaults").
+      e.network.latency_factor = 1.0;
+      e.network.bandwidth_factor = 0.97;
+      e.network.crosstraffic = false;
+    } else if (kind == "measured") {
+      e.network.model = "cm02";
+    }
+    e.network.source = kind.empty() ? "SimGrid's LV08 defaults (no topology read)"
+                                    : "the topology's fabric (" + why + "): " + kind + " defaults";
   }
 
   const Node wl = root.opt("workload");

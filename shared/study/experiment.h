@@ -28,6 +28,9 @@ struct CallSweep {
 
 struct NetworkSpec {
   std::string model = "lv08";  // lv08 | cm02
+  // Where the model comes from: the experiment's `network` key, or, without one, the defaults
+  // its topologies' fabric calls for (topo::network_default).
+  std::string source = "the experiment's network key";
   std::optional<double> latency_factor, bandwidth_factor, tcp_gamma, precision;
   std::optional<bool> crosstraffic;
   std::optional<std::string> update;  // SimGrid's network/optim: lazy (its default) or full

@@ -363,6 +363,31 @@ Topology single_node(int gpus, LinkSpec gpu_link, const std::string& fabric) {
   return t;
 }
 
+NetworkDefault network_default(const Topology& t) {
+  if (!t.gpu_link.by_size.empty() || !t.network_link.by_size.empty())
+    return {"measured", "a measured transport (by_size)"};
+  if (t.network_fabric == "ethernet-tcp") return {"tcp", "network.fabric: ethernet-tcp"};
+  if (!t.network_fabric.empty()) return {"rdma", "network.fabric: " + t.network_fabric};
+  return {"rdma", "one node, " + std::string(t.intra_fabric == "nvswitch" ? "NVLink" : "PCIe")};
+}
+
+NetworkDefault network_default(const std::string& path) {
+  const Node root = Node::load_file(path);
+  const Node node = root.opt("node"), net = root.opt("network");
+  const auto measured = [](const Node& link) { return link.defined() && link.is_map() && link.opt("by_size").defined(); };
+  Topology t;
+  if (node.defined() && node.is_map()) {
+    if (measured(node.opt("gpu_link"))) t.gpu_link.by_size = {{1, 1}};
+    if (node.opt("fabric").defined()) t.intra_fabric = node.get("fabric").as_choice({"nvswitch", "pcie"});
+  }
+  if (net.defined() && net.is_map()) {
+    if (measured(net.opt("link"))) t.network_link.by_size = {{1, 1}};
+    t.network_fabric = net.opt("fabric").defined() ? net.get("fabric").as_choice({"infiniband", "roce", "ethernet-tcp"})
+                                                   : "infiniband";
+  }
+  return network_default(t);
+}
+
 Topology load_topology(const std::string& path, int ranks, const std::vector<std::string>& overrides) {
   const Node root = Node::load_file(path, overrides);
   Topology t;
@@ -398,6 +423,8 @@ Topology load_topology(const std::string& path, int ranks, const std::vector<std
     t.nodes = static_cast<int>(net.get("nodes").as_int(1, 1 << 20));
     if (static_cast<int64_t>(t.nodes) * t.gpus_per_node > (1 << 22)) net.fail("more than 4M GPUs");
     t.network_link = read_link(net.get("link"));
+    t.network_fabric = net.opt("fabric").defined() ? net.get("fabric").as_choice({"infiniband", "roce", "ethernet-tcp"})
+                                                   : "infiniband";
     if (!t.network_link.by_footprint.empty())
       net.get("link").get("by_footprint").fail("factors by footprint are the node's (gpu_link: receive copies within a host)");
     switch (t.generator) {

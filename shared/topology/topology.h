@@ -99,6 +99,10 @@ struct Topology {
   Generator generator = Generator::SingleNode;
   int nodes = 1, gpus_per_node = 8;
   std::string intra_fabric = "nvswitch";  // nvswitch | pcie
+  // What carries traffic between nodes (network.fabric: infiniband | roce | ethernet-tcp;
+  // default infiniband); "" on a single node. It sets the network model an experiment that
+  // gives none runs with (network_default).
+  std::string network_fabric;
   bool nvls = true;        // the NVSwitch reduces and multicasts (NVLink SHARP, H100 and later); nvswitch only
   // Ranks of a host over shared-memory MPI (compcoll-bench transport writes it): the receiving
   // rank's core copies every message within the node, in turn with its kernels, as compcoll-run's
@@ -161,6 +165,19 @@ Route route(const Topology& t, int src_gpu, int dst_gpu);
 // Loads and checks a topology file (config::ConfigError, one line, naming the file and key).
 // `ranks` > 0 asks for a placement of that many ranks (an error when the topology is too small).
 Topology load_topology(const std::string& path, int ranks = 0, const std::vector<std::string>& overrides = {});
+
+// The network model a topology calls for, where an experiment sets none (docs/TOPOLOGY.md,
+// "Network defaults"): `kind` "rdma" (NVLink, InfiniBand, RoCE: SimGrid's LV08 flow model
+// without its TCP latency factor and cross-traffic), "tcp" (Ethernet over TCP: LV08 as it was
+// fitted) or "measured" (a measured transport, by_size: CM02 with no factors, the figures being
+// the transport's own); `why` names what in the file decided it.
+struct NetworkDefault {
+  std::string kind, why;
+};
+NetworkDefault network_default(const Topology& t);
+// The same from a topology file, read without building it (std::runtime_error naming the file
+// where it cannot be read).
+NetworkDefault network_default(const std::string& path);
 
 // Generators for code and tests (the YAML loader calls these).
 Topology single_node(int gpus, LinkSpec gpu_link, const std::string& fabric = "nvswitch");

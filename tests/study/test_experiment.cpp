@@ -105,3 +105,58 @@ TEST_CASE("bad experiment files: one line naming the file and the key", "[config
                     Catch::Contains("--set calls: expected key.path=value"));
   CHECK_THROWS_WITH(load_experiment(kRoot + "/experiments/none.yaml"), Catch::Contains("none.yaml: cannot open"));
 }
+
+// An experiment without a `network` key runs the network model its topologies' fabric calls
+// for (topo::network_default): RDMA on NVLink, InfiniBand and RoCE (LV08 without its TCP
+// latency factor and cross-traffic, as the repository's GPU experiments set by hand), LV08 as
+// fitted to TCP on Ethernet over TCP, CM02 with no factors on a measured transport; a key given
+// still wins, and topologies that call for different models are an error naming both.
+TEST_CASE("network defaults follow the topology's fabric", "[config][experiment]") {
+  const auto dir = std::filesystem::temp_directory_path() / "compcoll-test-exp";
+  std::filesystem::create_directories(dir);
+  const std::string cluster =
+      "generator: fat-tree\nnode:\n  gpus: 8\n  fabric: nvswitch\n  gpu_link: {bandwidth: 450GB/s, latency: 0.5us}\n"
+      "network:\n  nodes: 2\n  link: {bandwidth: 400Gb/s, latency: 1us}\n  tiers: 2\n  gpus_per_leaf: 16\n";
+  const std::string tcp = (dir / "tcp-cluster.yaml").string(), roce = (dir / "roce-cluster.yaml").string();
+  std::ofstream(tcp) << "name: tcp-cluster\n" << cluster << "  fabric: ethernet-tcp\n";
+  std::ofstream(roce) << "name: roce-cluster\n" << cluster << "  fabric: roce\n";
+  const auto experiment = [&](const std::string& name, const std::string& topologies, const std::string& extra = "") {
+    const auto p = dir / (name + ".yaml");
+    std::ofstream(p) << "name: " << name << "\ntopology: " << topologies << "\ncalibration: zero\n"
+                     << "sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring}\ncodecs: [identity]\n" << extra;
+    return p.string();
+  };
+  const auto rdma = [](const Experiment& e) {
+    return e.network.model == "lv08" && e.network.latency_factor == 1.0 && e.network.bandwidth_factor == 0.97 &&
+           e.network.crosstraffic == false;
+  };
+  const Experiment node = load_experiment(experiment("one-node", kRoot + "/topologies/dgx-h100.yaml"));
+  CHECK(rdma(node));
+  CHECK_THAT(node.network.source, Catch::Contains("one node, NVLink"));
+  const Experiment ib = load_experiment(experiment("ib", "[" + kRoot + "/topologies/h100-64gpu.yaml, " + roce + "]"));
+  CHECK(rdma(ib));
+  CHECK_THAT(ib.network.source, Catch::Contains("network.fabric: infiniband"));
+  const Experiment eth = load_experiment(experiment("eth", tcp));
+  CHECK(eth.network.model == "lv08");
+  CHECK_FALSE(eth.network.latency_factor.has_value());  // LV08's own 13.01, its cross-traffic on
+  CHECK_FALSE(eth.network.crosstraffic.has_value());
+  CHECK_THAT(eth.network.source, Catch::Contains("ethernet-tcp"));
+  const Experiment host = load_experiment(experiment("host", kRoot + "/topologies/host-mpi.yaml"));
+  CHECK(host.network.model == "cm02");
+  CHECK_FALSE(host.network.latency_factor.has_value());
+  CHECK_THAT(host.network.source, Catch::Contains("measured transport"));
+  // A key given wins; so does --set.
+  const Experiment keyed = load_experiment(experiment("keyed", tcp, "network: {model: cm02}\n"));
+  CHECK(keyed.network.model == "cm02");
+  CHECK(keyed.network.source == "the experiment's network key");
+  CHECK(load_experiment(experiment("set", tcp), {"network.model=cm02"}).network.model == "cm02");
+  // Topologies that call for different models: one line naming both.
+  try {
+    load_experiment(experiment("mixed", "[" + tcp + ", " + roce + "]"));
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("mixed.yaml: topology: the topologies call for different network models"));
+    CHECK_THAT(std::string(e.what()), Catch::Contains("tcp-cluster.yaml: tcp"));
+    CHECK_THAT(std::string(e.what()), Catch::Contains("roce-cluster.yaml: rdma"));
+  }
+}

@@ -162,6 +162,8 @@ TEST_CASE("bad topology files: one line naming the file, the key path and what w
        "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
        "alone_by_size: [[8192, 0.5], [4096, 0.4]]}\n",
        0, "node.gpu_link.alone_by_size.1.0: expected sizes in increasing order"},
+      {"network-fabric", std::string("name: x\ngenerator: fat-tree\n") + kNode + net + "  fabric: ethernet\n", 0,
+       "network.fabric: expected one of"},
       {"footprint-without-by-size",
        "name: x\ngenerator: single-node\nnode:\n  gpus: 2\n  fabric: pcie\n  gpu_link: {bandwidth: 4GB/s, latency: 1us, "
        "by_footprint: [{footprint: 16MiB, by_size: [[4096, 0.7]]}]}\n",
