@@ -42,6 +42,7 @@ struct TransportSeries {
   // (topo::LinkSpec::by_footprint). Sizes that do not divide it are left out.
   uint64_t footprint = 0;
 };
+
 // A message of `bytes` takes latency + bytes / bandwidth: what a link pair of the topology
 // (CM02, no latency or bandwidth factor) gives a message.
 struct TransportFit {

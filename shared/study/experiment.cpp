@@ -1,11 +1,11 @@
 // shared/study/experiment.cpp — see experiment.h.
 #include "study/experiment.h"
-#include "topology/topology.h"
 
 #include <algorithm>
 #include <filesystem>
 
 #include "config/yaml_node.h"
+#include "topology/topology.h"
 
 namespace compcoll::study {
 namespace fs = std::filesystem;
