@@ -356,7 +356,7 @@ def loop_run(name, label):
     for key, when in (("transport_check", "before the first row"), ("transport_check_end", "after the last row")):
         if doc.get(key):
             size = lambda b: f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
-            pts = ", ".join(f"{size(p['bytes'])}{' (resident)' if p.get('resident') else ''} {p['measured_us']:.1f} / "
+            pts = ", ".join(f"{size(p['bytes'])}{' (resident)' if p.get('resident') else ' (one buffer per side)' if p.get('window') == 1 else ''} {p['measured_us']:.1f} / "
                             f"{p['model_us']:.1f} us ({pct(p['err'])})" for p in doc[key])
             out.append(f"- transport check {when} (exchange measured / the model on the topology): {pts}.")
     out += [
