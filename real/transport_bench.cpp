@@ -157,10 +157,9 @@ TransportSeries sweep(Transport& t, DataBackend& b, const Round& r, const std::s
   return s;
 }
 
-// The footprint series of `footprint` bytes of buffers on a host of `per_host` ranks: each
-// rank's send and receive buffers of footprint / (2 per_host) bytes each, every size that
-// divides them (4 KiB and more: the sizes the factors are read from) sent through as many
-// slots as they hold.
+// The footprint series of `footprint` bytes of buffers on a host of `per_host` ranks: every size
+// of 4 KiB and more (the sizes the factors are read from) that divides each rank's send and
+// receive buffers sent through as many slots as they hold (footprint_slots).
 TransportSeries sweep_footprint(Transport& t, DataBackend& b, const Round& r, const std::string& pattern,
                                 const TransportBenchOptions& opt, double per_round, uint64_t footprint, int per_host) {
   TransportSeries s{pattern, "host", {}, 0, footprint};
@@ -171,9 +170,10 @@ TransportSeries sweep_footprint(Transport& t, DataBackend& b, const Round& r, co
   write_data(b, sbuf, side);
   write_data(b, rbuf, side);
   for (uint64_t bytes : sweep_sizes(opt)) {
-    if (bytes < 4096 || bytes > side || side % bytes || 2 * static_cast<uint64_t>(per_host) * side != footprint) continue;
-    const int window = static_cast<int>(side / bytes);
-    s.points.emplace_back(static_cast<double>(bytes), time_rounds(t, b, r, sbuf, rbuf, bytes, window, opt) * per_round);
+    const uint64_t slots = footprint_slots(footprint, per_host, bytes);
+    if (bytes < 4096 || !slots) continue;
+    s.points.emplace_back(static_cast<double>(bytes),
+                          time_rounds(t, b, r, sbuf, rbuf, bytes, static_cast<int>(slots), opt) * per_round);
   }
   b.release(sbuf);
   b.release(rbuf);
@@ -181,6 +181,12 @@ TransportSeries sweep_footprint(Transport& t, DataBackend& b, const Round& r, co
 }
 
 }  // namespace
+
+uint64_t footprint_slots(uint64_t footprint, int per_host, uint64_t bytes) {
+  const uint64_t ranks = static_cast<uint64_t>(std::max(per_host, 1)), side = footprint / (2 * ranks);
+  if (!bytes || !side || bytes > side || side % bytes || 2 * ranks * side != footprint) return 0;
+  return side / bytes;
+}
 
 std::vector<uint64_t> default_footprints(uint64_t cache_bytes) {
   const uint64_t c = cache_bytes ? cache_bytes : uint64_t{32} << 20;

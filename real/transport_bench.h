@@ -68,6 +68,12 @@ struct TransportBenchOptions {
   std::vector<uint64_t> footprints;
 };
 
+// The buffer slots per side through which a footprint series of `footprint` bytes on a host of
+// `per_host` ranks sends messages of `bytes`: each rank's send and receive buffers take
+// footprint / (2 per_host) bytes each; 0 where `bytes` does not divide them (the size is left
+// out).
+uint64_t footprint_slots(uint64_t footprint, int per_host, uint64_t bytes);
+
 // The footprints compcoll-bench transport times by default, around the host's last-level cache
 // of `cache_bytes`: 1/8, 1/4, 3/8, 1/2, 3/4, 1, 3/2, 2 and 4 times it (4 to 128 MiB for 32 MiB).
 std::vector<uint64_t> default_footprints(uint64_t cache_bytes);

@@ -255,7 +255,7 @@ int measure(const Options& o, int argc, char** argv) {
   std::printf("%-9s %-8s %6s %10s %12s %12s %10s\n", "#pattern", "between", "slots", "footprint", "bytes", "time(us)", "GB/s");
   for (const auto& s : series) {
     for (const auto& [b, t] : s.points) {
-      const int slots = s.footprint ? static_cast<int>(s.footprint / (2 * static_cast<uint64_t>(std::max(j.per_host, 1))) / b)
+      const int slots = s.footprint ? static_cast<int>(real::footprint_slots(s.footprint, j.per_host, static_cast<uint64_t>(b)))
                                     : s.window;
       std::printf("%-9s %-8s %6d %10s %12.0f %12.2f %10.3f\n", s.pattern.c_str(), s.between.c_str(), slots,
                   s.footprint ? config::format_bytes(s.footprint).c_str() : "-", b, t * 1e6, b / t / 1e9);

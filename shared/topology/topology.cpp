@@ -371,22 +371,7 @@ NetworkDefault network_default(const Topology& t) {
   return {"rdma", "one node, " + std::string(t.intra_fabric == "nvswitch" ? "NVLink" : "PCIe")};
 }
 
-NetworkDefault network_default(const std::string& path) {
-  const Node root = Node::load_file(path);
-  const Node node = root.opt("node"), net = root.opt("network");
-  const auto measured = [](const Node& link) { return link.defined() && link.is_map() && link.opt("by_size").defined(); };
-  Topology t;
-  if (node.defined() && node.is_map()) {
-    if (measured(node.opt("gpu_link"))) t.gpu_link.by_size = {{1, 1}};
-    if (node.opt("fabric").defined()) t.intra_fabric = node.get("fabric").as_choice({"nvswitch", "pcie"});
-  }
-  if (net.defined() && net.is_map()) {
-    if (measured(net.opt("link"))) t.network_link.by_size = {{1, 1}};
-    t.network_fabric = net.opt("fabric").defined() ? net.get("fabric").as_choice({"infiniband", "roce", "ethernet-tcp"})
-                                                   : "infiniband";
-  }
-  return network_default(t);
-}
+NetworkDefault network_default(const std::string& path) { return network_default(load_topology(path)); }
 
 Topology load_topology(const std::string& path, int ranks, const std::vector<std::string>& overrides) {
   const Node root = Node::load_file(path, overrides);

@@ -175,8 +175,7 @@ struct NetworkDefault {
   std::string kind, why;
 };
 NetworkDefault network_default(const Topology& t);
-// The same from a topology file, read without building it (std::runtime_error naming the file
-// where it cannot be read).
+// The same for a topology file (load_topology's errors where it does not load).
 NetworkDefault network_default(const std::string& path);
 
 // Generators for code and tests (the YAML loader calls these).
