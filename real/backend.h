@@ -5,7 +5,8 @@
 // both through this interface; nothing here sends or receives.
 //
 // Operations are asynchronous: each returns a Completion the executor polls with done().
-// The host backend finishes them before returning.
+// The host backend finishes them before returning, or with a compute thread queues them for
+// one worker thread per rank (run in submission order) while the rank's thread drives MPI.
 #pragma once
 
 #include <cstddef>
@@ -52,7 +53,13 @@ class DataBackend {
   // Decodes the stream of `bytes` bytes at `wire` into exactly `count` elements at dst;
   // damage or a count mismatch throws CodecError.
   virtual Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) = 0;
-  virtual bool done(Completion c) = 0;
+  // True once c finished (c is then released); an error the operation raised (a CodecError)
+  // is thrown here. host_seconds, if given, gets how long a host operation run on the compute
+  // thread took (the executor times those it runs itself).
+  virtual bool done(Completion c, double* host_seconds) = 0;
+  // Nothing to do but wait for this backend: blocks until its next completion, true; false at
+  // once when none of its operations is pending, or it cannot block (the caller polls).
+  virtual bool wait_any() { return false; }
   virtual void synchronize() = 0;
 
   // Seconds between timer_start() and timer_stop() of the work submitted in between (CUDA
@@ -62,6 +69,8 @@ class DataBackend {
 };
 
 // codec_threads: threads coding (and decoding) each stream's chunks (EncodeOptions::threads).
-std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads = 1);
+// compute_thread: kernels (codecs, reduce, copy) on a worker thread of their own, so that a
+// rank's receive copies (MPI's progress, on the rank's thread) run beside its kernels.
+std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads = 1, bool compute_thread = false);
 
 }  // namespace compcoll::real

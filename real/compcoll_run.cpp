@@ -17,6 +17,7 @@
 // message; a rank silent for run.timeout_s (dead, hung, never arrived) ends it through the
 // watchdog (real/watchdog.h), exit status 3; the rows finished before stay written.
 #include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@
 #include <functional>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "calibration/calibration.h"
 #include "codec/codec.h"
@@ -165,6 +167,7 @@ struct Setup {
   calib::Calibration cal;  // what the policies and the model column price kernels with
   std::string backend;
   int gpus_per_node = 1;
+  int ranks_on_host = 1;    // ranks MPI started on rank 0's host
   std::vector<Cell> cells;  // in run order
   uint64_t plans_hash = 0;  // of every row's plan: the ranks must agree (policies decide on each)
   std::vector<std::string> skipped;  // rows the experiment asks for that do not apply
@@ -178,6 +181,7 @@ struct Setup {
 // The machine as the experiment describes it: one topology, the MPI world, whole nodes.
 void check_machine(Setup& st, const Args& args, int world, int local_size) {
   const study::Experiment& exp = st.exp;
+  st.ranks_on_host = local_size;
   if (exp.topologies.size() != 1)
     throw BadInput(exp.file + ": topology: a real run has one topology (the machine it runs on), got " +
                    std::to_string(exp.topologies.size()));
@@ -187,7 +191,7 @@ void check_machine(Setup& st, const Args& args, int world, int local_size) {
   if (!exp.ranks.empty() && exp.ranks[0] != world)
     throw BadInput(exp.file + ": ranks: the experiment asks for " + std::to_string(exp.ranks[0]) + " ranks, mpirun started " +
                    std::to_string(world));
-  st.topo = topo::load_topology(exp.topologies[0], world);
+  st.topo = study::load_topology(exp, exp.topologies[0], world);
   st.backend = !args.backend.empty() ? args.backend : !exp.run.backend.empty() ? exp.run.backend : "mpi";
   if (exp.run.gpus_per_node > 0) {
     st.gpus_per_node = std::min(exp.run.gpus_per_node, world);
@@ -480,7 +484,7 @@ void make_transport(Session& s, int local_rank) {
 #endif
   (void)local_rank;
   s.transport = std::make_unique<MpiTransport>(MPI_COMM_WORLD);
-  s.backend = make_host_backend(s.st.exp.run.codec_threads);
+  s.backend = make_host_backend(s.st.exp.run.codec_threads, s.st.exp.run.compute_thread);
 }
 
 // A check run again after the last row: how much each of its points (`rows`, with "bytes" and
@@ -710,7 +714,7 @@ void start_output(Session& s) {
                         {"environment", environment}}},
            {"command", s.args.command},
            {"host", report::host_json()},
-           {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}}},
+           {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}, {"compute_thread", exp.run.compute_thread}}},
            {"topology", {{"file", exp.topologies[0]}, {"name", s.st.topo.name}}},
            {"rows", json::array()}};
   if (!s.transport_start.points.is_null()) s.doc["transport_check"] = s.transport_start.points;
@@ -737,6 +741,22 @@ void start_output(Session& s) {
             << (s.args.lockstep || s.transport->sends_wait_for_receives() ? "in lockstep groups by step"
                                                                           : "posted as soon as ready")
             << "\n";
+  if (exp.run.compute_thread && s.st.backend == "mpi") {
+    // The cores the compute threads need (docs/compcoll-run.md, "Compute thread").
+    const unsigned hw = std::thread::hardware_concurrency();
+    const int threads = 2 * s.st.ranks_on_host;
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    const int allowed = sched_getaffinity(0, sizeof(mask), &mask) == 0 ? CPU_COUNT(&mask) : 0;
+    std::cout << "# compute thread: each rank's kernels on a thread of their own beside its MPI thread: "
+              << s.st.ranks_on_host << " ranks x 2 threads on this host's " << hw << " hardware threads"
+              << (hw > 0 && static_cast<unsigned>(threads) > hw ? " (more threads than cores: they take turns)" : "")
+              << "; rank 0 may run on " << allowed << " of them"
+              << (allowed == 1 ? " (bound to one core, as mpirun binds by default: its two threads take turns on it; "
+                                 "mpirun --bind-to none or --map-by slot:PE=2 gives them two)"
+                               : "")
+              << "\n";
+  }
   for (const auto& k : s.st.skipped) std::cout << "# skipped: " << k << "\n";
   std::cout << "# model(us): what compcoll-sim predicts for the row's plan (the cost model, shared/policy/cost_model.h) on "
             << exp.topologies[0] << ", " << s.st.cal.label() << ", network model " << exp.network.model << " (from "

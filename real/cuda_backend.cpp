@@ -107,7 +107,7 @@ class CudaBackend final : public DataBackend {
     check_decoded(info, dtype, count);
     return -1;
   }
-  bool done(Completion c) override {
+  bool done(Completion c, double* /*host_seconds*/) override {
     if (c < 0) return true;
     Slot& s = slots_.at(static_cast<size_t>(c));
     const cudaError_t e = cudaEventQuery(s.done);

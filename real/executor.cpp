@@ -16,8 +16,10 @@ using sched::ScheduleError;
 
 namespace {
 bool is_transfer(OpKind k) { return k == OpKind::Send || k == OpKind::Recv; }
-// The slice an op writes (none for a send).
+// The slice an op writes (none for a send), and whether it reads its src (all but a receive; a
+// reduce also reads the dst it writes).
 const sched::Slice* written(const sched::Op& op) { return op.kind == OpKind::Send ? nullptr : &op.dst; }
+bool reads_src(const sched::Op& op) { return op.kind != OpKind::Recv; }
 bool overlap(const sched::Slice& a, const sched::Slice& b) {
   if (a.buf != b.buf || a.index != b.index) return false;
   if (a.buf == BufKind::Wire) return true;
@@ -178,11 +180,17 @@ void* Executor::slice_ptr(const sched::Slice& s) const {
   return nullptr;
 }
 
-bool Executor::overwrites_inflight_send(uint32_t i) const {
-  const sched::Slice* w = written(prog_.ops[i]);
-  if (!w) return false;
-  for (const Running& r : running_)
-    if (r.transfer && prog_.ops[r.op].kind == OpKind::Send && overlap(prog_.ops[r.op].src, *w)) return true;
+bool Executor::conflicts_inflight(uint32_t i) const {
+  const sched::Op& op = prog_.ops[i];
+  const sched::Slice* w = written(op);
+  for (const Running& r : running_) {
+    const sched::Op& o = prog_.ops[r.op];
+    const sched::Slice* ow = written(o);
+    // What op i writes, another still reads (a send's buffer, a kernel's source) or writes; or
+    // what op i reads, a kernel or receive still writes.
+    if (w && ((reads_src(o) && overlap(o.src, *w)) || (ow && overlap(*ow, *w)))) return true;
+    if (ow && reads_src(op) && overlap(op.src, *ow)) return true;
+  }
   return false;
 }
 
@@ -190,7 +198,12 @@ void Executor::start(uint32_t i, RunStats& st) {
   const sched::Op& op = prog_.ops[i];
   const bool host = b_.memory() == MemorySpace::Host;
   const auto t0 = host ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  // A host kernel run on this thread (completion -1) is timed here; one on the compute thread
+  // when it is done (add_kernel_time).
+  auto timed = [&](Completion c) {
+    if (host && c < 0) add_kernel_time(st, op.kind, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    running_.push_back({i, false, c});
+  };
   switch (op.kind) {
     case OpKind::Send: {
       const bool wire = op.src.buf == BufKind::Wire;
@@ -207,28 +220,21 @@ void Executor::start(uint32_t i, RunStats& st) {
       running_.push_back({i, true, t_.post_recv(slice_ptr(op.dst), bytes, op.peer, recv_base_[op.peer] + msg_index_[i], !wire)});
       return;
     }
-    case OpKind::Reduce:
-      running_.push_back({i, false, b_.reduce(dtype_, slice_ptr(op.dst), slice_ptr(op.src), op.src.count)});
-      if (host) st.reduce_s += elapsed();
-      return;
-    case OpKind::Copy:
-      running_.push_back({i, false, b_.copy(slice_ptr(op.dst), slice_ptr(op.src), op.src.count * es_)});
-      if (host) st.copy_s += elapsed();
-      return;
+    case OpKind::Reduce: return timed(b_.reduce(dtype_, slice_ptr(op.dst), slice_ptr(op.src), op.src.count));
+    case OpKind::Copy: return timed(b_.copy(slice_ptr(op.dst), slice_ptr(op.src), op.src.count * es_));
     case OpKind::Compress:
       st.compress_in += op.src.count * es_;
-      running_.push_back({i, false,
-                          b_.compress(*opt_.codec, dtype_, slice_ptr(op.src), op.src.count, wire_[op.dst.index],
-                                      wire_capacity_[op.dst.index], opt_.encode, &stream_bytes_[i])});
-      if (host) st.codec_s += elapsed();
-      return;
+      return timed(b_.compress(*opt_.codec, dtype_, slice_ptr(op.src), op.src.count, wire_[op.dst.index],
+                               wire_capacity_[op.dst.index], opt_.encode, &stream_bytes_[i]));
     case OpKind::Decompress:
-      running_.push_back({i, false,
-                          b_.decompress(wire_[op.src.index], wire_size_[op.src.index], dtype_, slice_ptr(op.dst),
-                                        op.dst.count)});
-      if (host) st.codec_s += elapsed();
-      return;
+      return timed(b_.decompress(wire_[op.src.index], wire_size_[op.src.index], dtype_, slice_ptr(op.dst), op.dst.count));
   }
+}
+
+void Executor::add_kernel_time(RunStats& st, sched::OpKind kind, double seconds) {
+  if (kind == OpKind::Reduce) st.reduce_s += seconds;
+  else if (kind == OpKind::Copy) st.copy_s += seconds;
+  else st.codec_s += seconds;
 }
 
 struct Executor::Pass {
@@ -270,13 +276,15 @@ bool Executor::poll_running(Pass& p) {
   for (size_t k = 0; k < running_.size();) {
     const Running r = running_[k];
     size_t received = 0;
-    const bool fin = r.transfer ? t_.test(r.handle, &received) : b_.done(r.handle);
+    double seconds = 0;
+    const bool fin = r.transfer ? t_.test(r.handle, &received) : b_.done(r.handle, &seconds);
     if (!fin) {
       ++k;
       continue;
     }
     running_[k] = running_.back();
     running_.pop_back();
+    if (seconds > 0) add_kernel_time(p.st, prog_.ops[r.op].kind, seconds);
     if (prog_.ops[r.op].kind != OpKind::Send) finish(p, r.op, received);
     progress = true;
   }
@@ -291,7 +299,7 @@ bool Executor::start_transfers(Pass& p) {
   if (opt_.lockstep) {
     while (p.next_group < groups_.size() && p.group_ready[p.next_group] == groups_[p.next_group].size()) {
       const auto& g = groups_[p.next_group];
-      if (std::any_of(g.begin(), g.end(), [&](uint32_t i) { return overwrites_inflight_send(i); })) break;
+      if (std::any_of(g.begin(), g.end(), [&](uint32_t i) { return conflicts_inflight(i); })) break;
       t_.group_start();
       for (uint32_t i : g) start(i, p.st);
       t_.group_end();
@@ -307,7 +315,7 @@ bool Executor::start_transfers(Pass& p) {
   std::vector<uint32_t> held;
   for (size_t k = 0; k < p.ready_transfer.size(); ++k) {  // launch() may append to it
     const uint32_t i = p.ready_transfer[k];
-    if (overwrites_inflight_send(i)) {
+    if (conflicts_inflight(i)) {
       held.push_back(i);
     } else {
       launch(p, i);
@@ -324,7 +332,7 @@ bool Executor::start_compute(Pass& p) {
   uint32_t pick = UINT32_MAX;
   size_t at = 0;
   for (size_t k = 0; k < p.ready_compute.size(); ++k)
-    if (p.ready_compute[k] < pick && !overwrites_inflight_send(p.ready_compute[k])) pick = p.ready_compute[k], at = k;
+    if (p.ready_compute[k] < pick && !conflicts_inflight(p.ready_compute[k])) pick = p.ready_compute[k], at = k;
   if (pick == UINT32_MAX) return false;
   p.ready_compute[at] = p.ready_compute.back();
   p.ready_compute.pop_back();
@@ -355,9 +363,14 @@ RunStats Executor::run() {
     if (!progress && running_.empty() && p.done < n)
       throw ScheduleError("executor: " + std::to_string(n - p.done) + " ops of " + std::to_string(n) +
                           " can never start (a dependency cycle?)");
-    // Nothing to do but wait: give the core away (ranks may outnumber cores, as in CI, and a
-    // spinning rank then starves the one it waits for).
-    if (!progress) std::this_thread::yield();
+    // Nothing to do but wait. With no transfer in flight, for the compute thread's next
+    // completion (asleep: the core is the kernels'); else poll, giving the core away between
+    // polls (MPI moves messages only while this thread polls it; ranks may outnumber cores, as
+    // in CI, and a spinning rank then starves the one it waits for).
+    if (!progress) {
+      const bool transfers = std::any_of(running_.begin(), running_.end(), [](const Running& r) { return r.transfer; });
+      if (transfers || !b_.wait_any()) std::this_thread::yield();
+    }
   }
   return p.st;
 }

@@ -79,8 +79,10 @@ class Executor {
   bool poll_running(Pass& p);
   bool start_transfers(Pass& p);
   bool start_compute(Pass& p);
-  // True when op i writes memory that a send still in flight reads.
-  bool overwrites_inflight_send(uint32_t i) const;
+  // True when op i writes memory that an op still in flight reads or writes (a send, a kernel
+  // on the compute thread, a receive), or reads memory one still writes.
+  bool conflicts_inflight(uint32_t i) const;
+  static void add_kernel_time(RunStats& st, sched::OpKind kind, double seconds);
 
   const sched::RankProgram& prog_;
   DType dtype_;

@@ -1,10 +1,18 @@
 // real/host_backend.cpp — DataBackend on host memory (backend.h): the host codecs and the
-// host reduce kernel (codec/reduce.h), synchronously.
+// host reduce kernel (codec/reduce.h), on the calling thread or, with a compute thread, on one
+// worker thread per rank in submission order while the rank's thread drives MPI.
 #include <mpi.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "codec/reduce.h"
 #include "real/backend.h"
@@ -13,13 +21,29 @@ namespace compcoll::real {
 
 namespace {
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 class HostBackend final : public DataBackend {
  public:
-  explicit HostBackend(uint32_t codec_threads) : codec_threads_(codec_threads) {}
+  HostBackend(uint32_t codec_threads, bool compute_thread) : codec_threads_(codec_threads) {
+    if (compute_thread) worker_ = std::thread([this] { work(); });
+  }
+  ~HostBackend() override {
+    if (!worker_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    work_cv_.notify_one();
+    worker_.join();
+  }
   MemorySpace memory() const override { return MemorySpace::Host; }
   std::string describe() const override {
     return "host (" + std::to_string(std::thread::hardware_concurrency()) + " hardware threads; codecs on " +
-           std::to_string(codec_threads_) + " thread(s) per rank)";
+           std::to_string(codec_threads_) + " thread(s) per rank" +
+           (worker_.joinable() ? "; kernels on a compute thread beside the rank's MPI thread" : "") + ")";
   }
   void* alloc(size_t bytes) override {
     if (bytes == 0) return nullptr;
@@ -35,37 +59,122 @@ class HostBackend final : public DataBackend {
     if (bytes) std::memcpy(dst, src, bytes);
   }
   Completion copy(void* dst, const void* src, size_t bytes) override {
-    if (bytes) std::memmove(dst, src, bytes);
-    return -1;
+    return run([=] {
+      if (bytes) std::memmove(dst, src, bytes);
+    });
   }
   Completion reduce(DType dtype, void* dst, const void* src, uint64_t count) override {
-    reduce_add(dtype, dst, src, count);
-    return -1;
+    return run([=] { reduce_add(dtype, dst, src, count); });
   }
   Completion compress(const Codec& codec, DType dtype, const void* src, uint64_t count, void* wire, size_t capacity,
                       const EncodeOptions& opt, uint64_t* stream_bytes) override {
     EncodeOptions threaded = opt;
     threaded.threads = codec_threads_;
-    *stream_bytes = encode(codec, dtype, src, count, wire, capacity, threaded);
-    return -1;
+    const Codec* c = &codec;
+    return run([=] { *stream_bytes = encode(*c, dtype, src, count, wire, capacity, threaded); });
   }
   Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) override {
-    const StreamInfo info = decode(wire, bytes, dst, count * dtype_size(dtype), codec_threads_);
-    check_decoded(info, dtype, count);
-    return -1;
+    const uint32_t threads = codec_threads_;
+    return run([=] {
+      const StreamInfo info = decode(wire, bytes, dst, count * dtype_size(dtype), threads);
+      check_decoded(info, dtype, count);
+    });
   }
-  bool done(Completion) override { return true; }
-  void synchronize() override {}
+  bool done(Completion c, double* host_seconds) override {
+    if (c < 0) return true;  // ran on the calling thread
+    std::unique_lock<std::mutex> lock(m_);
+    const auto it = finished_.find(c);
+    if (it == finished_.end()) return false;
+    const Finished f = it->second;
+    finished_.erase(it);
+    lock.unlock();
+    if (f.error) std::rethrow_exception(f.error);
+    if (host_seconds) *host_seconds = f.seconds;
+    return true;
+  }
+  bool wait_any() override {
+    if (!worker_.joinable()) return false;
+    std::unique_lock<std::mutex> lock(m_);
+    if (queue_.empty() && !busy_) return false;
+    const uint64_t seen = completions_;
+    done_cv_.wait(lock, [&] { return completions_ != seen; });
+    return true;
+  }
+  void synchronize() override {
+    if (!worker_.joinable()) return;
+    std::unique_lock<std::mutex> lock(m_);
+    done_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  }
   void timer_start() override { t0_ = MPI_Wtime(); }
-  double timer_stop() override { return MPI_Wtime() - t0_; }
+  double timer_stop() override {
+    synchronize();
+    return MPI_Wtime() - t0_;
+  }
 
  private:
+  struct Finished {
+    double seconds = 0;
+    std::exception_ptr error;
+  };
+  // Runs `fn` now (no compute thread: the completion is -1, and the executor times it), or
+  // queues it for the compute thread.
+  Completion run(std::function<void()> fn) {
+    if (!worker_.joinable()) {
+      fn();
+      return -1;
+    }
+    Completion c;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      c = next_id_;
+      next_id_ = next_id_ == kMaxId ? 0 : next_id_ + 1;  // far more ids than tasks in flight
+      queue_.push_back({c, std::move(fn)});
+    }
+    work_cv_.notify_one();
+    return c;
+  }
+  void work() {
+    std::unique_lock<std::mutex> lock(m_);
+    while (true) {
+      work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      auto task = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      Finished f;
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        task.second();
+      } catch (...) {
+        f.error = std::current_exception();
+      }
+      f.seconds = seconds_since(t0);
+      lock.lock();
+      finished_[task.first] = f;
+      busy_ = false;
+      ++completions_;
+      done_cv_.notify_all();
+    }
+  }
+
+  static constexpr Completion kMaxId = 1 << 30;
   uint32_t codec_threads_;
   double t0_ = 0;
+  std::thread worker_;
+  std::mutex m_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<std::pair<Completion, std::function<void()>>> queue_;
+  std::unordered_map<Completion, Finished> finished_;
+  Completion next_id_ = 0;
+  uint64_t completions_ = 0;
+  bool busy_ = false, stop_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads) { return std::make_unique<HostBackend>(codec_threads); }
+std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads, bool compute_thread) {
+  return std::make_unique<HostBackend>(codec_threads, compute_thread);
+}
 
 }  // namespace compcoll::real

@@ -302,7 +302,7 @@ Sweep sweep_of(Run& r) {
   if (!r.args.shard.all()) {
     std::vector<double> cost(all.size());
     for (size_t g = 0; g < sw.groups.size(); ++g) {
-      const topo::Topology t = topo::load_topology(sw.groups[g].topology, sw.groups[g].ranks);
+      const topo::Topology t = study::load_topology(r.exp, sw.groups[g].topology, sw.groups[g].ranks);
       for (auto& c : all)
         if (c.group == g) cost[c.index] = study::expected_cost(r.exp, c, t);
     }
@@ -538,7 +538,7 @@ void simulate_group(Run& r, const sim::Job& job, std::vector<Out>& outs, const s
 // One group: its topology, its cells' plans, then the simulation (or the plans only).
 void run_group(Run& r, size_t g, const study::Group& group, const std::vector<study::Cell>& cells) {
   sim::Job job;
-  job.topology = topo::load_topology(group.topology, group.ranks);
+  job.topology = study::load_topology(r.exp, group.topology, group.ranks);
   job.calibration = r.cal;
   job.network = r.net;
   const topo::Topology& topo = job.topology;
@@ -615,7 +615,7 @@ int estimate(Args args) {
   std::vector<int> gpus(groups.size());
   const uint64_t reps = static_cast<uint64_t>(args.back_to_back);
   for (size_t g = 0; g < groups.size(); ++g) {
-    const topo::Topology t = topo::load_topology(groups[g].topology, groups[g].ranks);
+    const topo::Topology t = study::load_topology(r.exp, groups[g].topology, groups[g].ranks);
     gpus[g] = t.gpus();
     std::vector<std::string> codecs;
     for (const auto& c : r.exp.codecs)

@@ -208,6 +208,10 @@ class RankState {
   void start_send(uint64_t conn);
   void start_kernel();
   void queue_kernel(const Kernel& k);
+  void start_copy();
+  void queue_copy(const Kernel& k);
+  // Runs kernel or receive copy k as work on the node (shared memory) or on the rank's GPU.
+  void start_exec(const Kernel& k);
   // Op i's kernel: its calibrated time (counted in codec_s_ or reduce_s_) and, with shared
   // memory, its work on the node.
   Kernel kernel(uint32_t i, calib::Op kind, uint64_t bytes);
@@ -230,6 +234,12 @@ class RankState {
   std::unordered_map<uint64_t, Outbox> outbox_;  // per connection (peer, lane)
   std::deque<Kernel> kernels_;
   bool kernel_busy_ = false;
+  // With a compute thread (topo::Topology::compute_thread): the receive copies, in a queue of
+  // their own beside the kernels' (a vector read from copies_head_: no allocation for ranks that
+  // never use it).
+  std::vector<Kernel> copies_;
+  size_t copies_head_ = 0;
+  bool copy_busy_ = false;
   int kernels_at_once_ = 1;  // shared memory: policy::kernel_concurrency
   uint32_t in_flight_ = 0;   // kernels running or queued, receives and sends not finished, acks awaited
   double codec_s_ = 0, reduce_s_ = 0;
@@ -360,6 +370,23 @@ void RankState::start_kernel() {
   const Kernel k = kernels_.front();
   kernels_.pop_front();
   kernel_busy_ = true;
+  start_exec(k);
+}
+
+void RankState::start_copy() {
+  const Kernel k = copies_[copies_head_++];
+  if (copies_head_ == copies_.size()) copies_.clear(), copies_head_ = 0;
+  copy_busy_ = true;
+  start_exec(k);
+}
+
+void RankState::queue_copy(const Kernel& k) {
+  ++in_flight_;
+  copies_.push_back(k);
+  if (!copy_busy_) start_copy();
+}
+
+void RankState::start_exec(const Kernel& k) {
   if (!run_.topology->shared_memory) {
     d_.start_exec(r_, k.op, d_.gpu_host(r_), k.seconds * kHostSpeed, -1);
     return;
@@ -485,9 +512,14 @@ void RankState::finished(uint32_t i, int64_t conn) {
     return;
   }
   const auto& op = p_.ops[i];
-  if (conn == kKernel) {
+  if (conn == kKernel && op.kind == OpKind::Recv && run_.topology->compute_thread) {
+    copy_busy_ = false;
+    if (copies_head_ < copies_.size()) start_copy();
+  } else if (conn == kKernel) {
     kernel_busy_ = false;
     if (!kernels_.empty()) start_kernel();
+  }
+  if (conn == kKernel) {
     if (op.kind == OpKind::Recv) {  // a receive copy: the sender's send is delivered
       const auto it = received_.find(i);
       d_.start_ack(r_, op.peer, it->second.send_op);
@@ -498,7 +530,7 @@ void RankState::finished(uint32_t i, int64_t conn) {
     const auto it = received_.find(i);
     const Payload pl = it->second.payload;
     if (op.dst.buf == BufKind::Wire) wire_[op.dst.index] = pl;
-    if (run_.copied(op.peer, r_)) {  // then the receiver copies it, in its kernel queue
+    if (run_.copied(op.peer, r_)) {  // then the receiver copies it, in its kernel (or copy) queue
       const topo::Topology& t = *run_.topology;
       const double s = t.receive_copy_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.footprint);
       if (s > 0) {
@@ -507,7 +539,8 @@ void RankState::finished(uint32_t i, int64_t conn) {
           k.w = policy::shared_work(
               s, t.receive_copy_alone_seconds(static_cast<double>(pl.wire), run_.bandwidth_factor, run_.footprint),
               policy::copy_concurrency(t));
-        queue_kernel(k);
+        if (t.compute_thread) queue_copy(k);  // on the rank's MPI thread, beside its kernels
+        else queue_kernel(k);
         return;
       }
       d_.start_ack(r_, op.peer, it->second.send_op);  // nothing to copy

@@ -445,7 +445,7 @@ struct WorkloadRun {
 
 bool run_on_topology(WorkloadRun& w, const std::string& topo_path, nlohmann::json& doc) {
   const WorkloadContext& ctx = *w.ctx;
-  const topo::Topology topo = topo::load_topology(topo_path);
+  const topo::Topology topo = study::load_topology(*ctx.exp, topo_path);
   const workload::Parallel par = layout_on(w.base, *ctx.workload, topo, ctx.exp->file, topo_path);
   const workload::Iteration it = workload::build_iteration(w.model, par);
   if (!ctx.json) {
@@ -554,7 +554,7 @@ void check_trace_curves(const TraceRun& w, const WorkloadContext& ctx) {
 bool run_trace_on_topology(TraceRun& w, const std::string& topo_path, nlohmann::json& doc) {
   const WorkloadContext& ctx = *w.ctx;
   const study::TraceSpec& spec = *ctx.workload->trace;
-  const topo::Topology topo = topo::load_topology(topo_path);
+  const topo::Topology topo = study::load_topology(*ctx.exp, topo_path);
   const auto& job = w.scaled;
   if (job.world > topo.gpus()) {
     // Job rank r runs on GPU r: every rank needs a GPU, not only the largest group's.

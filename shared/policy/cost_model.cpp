@@ -430,15 +430,18 @@ class PlanRun {
     std::vector<uint64_t> wire;                     // bytes of each wire buffer's message
     double gpu_free = 0, codec_s = 0, kernel_s = 0;
     // Shared memory (topo::Topology::shared_memory): the kernels and receive copies waiting for
-    // the rank's core, in the order they became ready, and whether one is running.
+    // the rank's thread, in the order they became ready, and whether one is running; with a
+    // compute thread (topo::Topology::compute_thread) the receive copies wait in a second queue,
+    // the rank's MPI thread's (Rank::kCopies).
     struct Job {
       uint32_t op;
       SharedWork w;
       int from = -1;          // a receive copy: the sender, whose send it delivers
       uint32_t send_op = 0;
     };
-    std::deque<Job> jobs;
-    bool running = false;
+    static constexpr int kKernels = 0, kCopies = 1;
+    std::deque<Job> jobs[2];
+    bool running[2] = {false, false};
     // Back to back: iteration k's ops are [k x per_iteration, (k+1) x per_iteration); `open[k]`
     // counts its ops not done and sends not delivered, and when it reaches 0 (at `gate[k]`, the
     // latest of those times) iteration k + 1's first ops (`roots[k + 1]`) become ready.
@@ -468,7 +471,9 @@ class PlanRun {
   void close(int r, uint32_t i, double when);
   void finish_op(int r, uint32_t i, double done);
   void try_send(int from, int r, uint32_t lane);
-  void start_job(int r);
+  void start_job(int r, int queue);
+  // The queue a job waits in: a receive copy (copied) in the MPI thread's with a compute thread.
+  int copy_queue(bool copied) const { return copied && t_.compute_thread ? Rank::kCopies : Rank::kKernels; }
   void job_done(uint32_t slot);
   void arrive(uint32_t slot);
   void delivered(const FlowModel::Flow& fl, double received);
@@ -575,12 +580,12 @@ void PlanRun::try_send(int from, int r, uint32_t lane) {
 }
 
 // Shared memory: the rank's next kernel or receive copy starts if its core is free.
-void PlanRun::start_job(int r) {
+void PlanRun::start_job(int r, int q) {
   Rank& st = ranks_[r];
-  if (st.running || st.jobs.empty()) return;
-  const Rank::Job job = st.jobs.front();
-  st.jobs.pop_front();
-  st.running = true;
+  if (st.running[q] || st.jobs[q].empty()) return;
+  const Rank::Job job = st.jobs[q].front();
+  st.jobs[q].pop_front();
+  st.running[q] = true;
   flows_.job(r, job.op, job.w, job.from, job.send_op);
 }
 
@@ -597,8 +602,9 @@ void PlanRun::delivered(const FlowModel::Flow& fl, double received) {
 void PlanRun::job_done(uint32_t slot) {
   const FlowModel::Flow fl = flows_.flow(slot);
   flows_.release(slot);
-  ranks_[fl.r].running = false;
-  start_job(fl.r);
+  const int q = copy_queue(fl.copied);
+  ranks_[fl.r].running[q] = false;
+  start_job(fl.r, q);
   finish_op(fl.r, fl.op, flows_.now());
   if (fl.copied) delivered(fl, flows_.now());
 }
@@ -615,8 +621,9 @@ void PlanRun::arrive(uint32_t slot) {
       fl.copied ? t_.receive_copy_seconds(static_cast<double>(fl.bytes), net_.bandwidth_factor, footprint_) : 0;
   if (copy > 0 && shared_) {  // in the receiver's queue, as work on the node
     const double alone = t_.receive_copy_alone_seconds(static_cast<double>(fl.bytes), net_.bandwidth_factor, footprint_);
-    st.jobs.push_back({fl.op, shared_work(copy, alone, copy_concurrency(t_)), fl.from, fl.send_op});
-    start_job(fl.r);
+    const int q = copy_queue(true);
+    st.jobs[q].push_back({fl.op, shared_work(copy, alone, copy_concurrency(t_)), fl.from, fl.send_op});
+    start_job(fl.r, q);
     try_send(fl.from, fl.r, fl.lane);
     return;
   }
@@ -639,8 +646,8 @@ void PlanRun::kernel(int r, uint32_t i, calib::Op kind, double bytes, double sec
   st.kernel_s += seconds;
   if (shared_) {
     const double alone = cal_.alone_seconds(kind, codec_, s_.dtype, bytes);
-    st.jobs.push_back({i, shared_work(seconds, alone, kernels_at_once_)});
-    return start_job(r);
+    st.jobs[Rank::kKernels].push_back({i, shared_work(seconds, alone, kernels_at_once_)});
+    return start_job(r, Rank::kKernels);
   }
   st.gpu_free = std::max(st.gpu_free, now) + seconds;
   finish_op(r, i, st.gpu_free);

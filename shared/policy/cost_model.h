@@ -19,8 +19,9 @@
 // A topology measured by compcoll-bench transport adds two things, as the simulator does: a
 // bandwidth factor per message size (topo::LinkSpec::by_size) on each flow's progress, and
 // with receive_copy a message within a node carries no bytes on its links: after its latency
-// the receiver copies it, in its kernel queue (the host executor's one thread per rank), and the
-// sender's send is delivered once that copy is done and an empty acknowledgement is back.
+// the receiver copies it, in its kernel queue (the host executor's one thread per rank; with a
+// compute thread, topo::Topology::compute_thread, in a queue of its own beside the kernels), and
+// the sender's send is delivered once that copy is done and an empty acknowledgement is back.
 // With shared_memory (topo::Topology) a node's kernels and receive copies share the node, as
 // the simulator runs them (one execution each on one host per node): each is work on the node
 // (shared_work) bounded by what it can use alone, under the same weighted max-min sharing as

@@ -307,12 +307,25 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     e.run.timeout_s = run.get_double("timeout_s", e.run.timeout_s);
     if (!(e.run.timeout_s > 0)) run.opt("timeout_s").fail("expected a positive number of seconds");
     e.run.codec_threads = static_cast<uint32_t>(run.get_int("codec_threads", 1, 0, 1024));
+    if (run.has("compute_thread")) e.run.compute_thread = run.get("compute_thread").as_bool();
     const Node en = run.opt("entropy");
     if (en.defined()) e.run.entropy = parse_entropy_run(en, dir);
     run.check_no_unknown_keys();
   }
   root.check_no_unknown_keys();
   return e;
+}
+
+topo::Topology load_topology(const Experiment& e, const std::string& path, int ranks) {
+  topo::Topology t = topo::load_topology(path, ranks);
+  if (e.run.compute_thread && t.receive_copy) {
+    if (!t.shared_memory)
+      throw config::ConfigError(e.file + ": run.compute_thread: " + path +
+                               " has receive_copy without shared_memory; the compute threads share the host's cores "
+                               "with the ranks' receive copies, which the model shares through node.shared_memory: true");
+    t.compute_thread = true;
+  }
+  return t;
 }
 
 }  // namespace compcoll::study

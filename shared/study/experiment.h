@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "policy/entropy.h"
+#include "topology/topology.h"
 
 namespace compcoll::study {
 
@@ -45,13 +46,18 @@ struct EntropyRunSpec {
   policy::EntropyConfig config;    // every knob (its defaults unless the file sets them)
 };
 
-// How compcoll-run runs the calls for real (docs/compcoll-run.md); compcoll-sim ignores it.
+// How compcoll-run runs the calls for real (docs/compcoll-run.md); compcoll-sim ignores it but
+// for compute_thread, which changes what both model.
 struct RunSpec {
   int warmup = 2, iterations = 10;  // untimed runs, then timed runs, per row
   std::string backend;              // mpi | nccl; empty: compcoll-run's --backend or mpi
   int gpus_per_node = 0;            // ranks per node for hierarchical algorithms; 0: the topology's
   double timeout_s = 300;           // a rank silent this long ends the job (real/watchdog.h)
   uint32_t codec_threads = 1;       // host codecs (MPI backend): threads per rank coding a stream's chunks
+  // MPI backend: each rank runs its kernels on a compute thread beside the thread that drives
+  // MPI (whose receive copies then overlap the kernels). compcoll-sim models it too
+  // (topo::Topology::compute_thread, set by study::load_topology).
+  bool compute_thread = false;
   // EDGC for real (run.entropy, docs/compcoll-run.md): the entropy policy over a gradient trace,
   // its lowrank steps allreduced by the executor.
   std::optional<EntropyRunSpec> entropy;
@@ -99,6 +105,11 @@ struct Experiment {
 // Relative paths in the file are looked up from the working directory, then the experiment's
 // folder, then its parent (so experiments/x.yaml may say topologies/y.yaml).
 Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// A topology of the experiment as its runs execute on it: topo::load_topology, with
+// run.compute_thread applied (which needs a host topology's shared_memory where it has
+// receive_copy: the threads share the host's cores; a config::ConfigError names both files).
+topo::Topology load_topology(const Experiment& e, const std::string& path, int ranks = 0);
 
 // "1MB:1GB:x4" style ranges are accepted as well as lists; see docs/EXPERIMENTS.md.
 std::vector<uint64_t> size_range(uint64_t from, uint64_t to, double factor);

@@ -116,6 +116,11 @@ struct Topology {
   // max-min sharing (docs/TOPOLOGY.md). Without it every kernel runs at its calibrated speed
   // whatever else runs, as on GPUs with memories of their own.
   bool shared_memory = false;
+  // Not a file key: the experiment's run.compute_thread (study::load_topology). The host
+  // executor runs a rank's kernels on a thread of their own, so its receive copies (MPI's
+  // progress, on the rank's thread) run beside them instead of in turn: the model puts them in
+  // a second queue per rank, both sharing the node (needs receive_copy and shared_memory).
+  bool compute_thread = false;
   LinkSpec gpu_link;       // GPU <-> node switch
   int nics_per_gpu = 1;
   LinkSpec network_link;   // every network port (NIC <-> switch, switch <-> switch)

@@ -103,9 +103,11 @@ TEST_CASE("integer inputs sum exactly for the group size", "[real][verify]") {
 TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real][executor][mpi]") {
   const int n = world_size(), rank = world_rank();
   MpiTransport t(MPI_COMM_WORLD);
+  // Posted as ready, in lockstep, and with the kernels on a compute thread (as ready).
   auto host = make_host_backend();
+  auto threaded = make_host_backend(1, true);
   const std::string data_dir = COMPCOLL_TEST_DATA_DIR;
-  for (bool lockstep : {false, true})
+  for (const char* mode : {"as ready", "lockstep", "compute thread"})
     for (const char* codec_name : {"identity", "gauss-exp", "entropy-exp"})
       for (DType dt : {DType::BF16, DType::FP32})
         for (const Case& c : kCases) {
@@ -113,8 +115,10 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           // Odd sizes: uneven blocks, partial codec chunks.
           const uint64_t count = std::string(c.collective) == "all-to-all" ? 333 : 4099;
           const sched::Schedule s = sched::build_schedule(spec(c, codec_name, n, dt, count));
-          INFO(c.collective << " " << c.algorithm << " " << codec_name << " " << dtype_name(dt)
-                            << (lockstep ? " lockstep" : "") << " n=" << n << " rank " << rank);
+          const bool lockstep = std::string(mode) == "lockstep";
+          DataBackend& backend = std::string(mode) == "compute thread" ? *threaded : *host;
+          INFO(c.collective << " " << c.algorithm << " " << codec_name << " " << dtype_name(dt) << " " << mode
+                            << " n=" << n << " rank " << rank);
           ExecutorOptions opt;
           opt.codec = find_codec(codec_name);
           opt.encode.chunk_elements = 1024;
@@ -128,10 +132,10 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
             CHECK(a != "ring");
             CHECK(!(a == "hierarchical" && std::string(c.collective) == "allreduce"));
             if (!plan_lockstep(s.ranks[rank]).problem.empty())
-              CHECK_THROWS_AS(Executor(s, rank, t, *host, opt), sched::ScheduleError);
+              CHECK_THROWS_AS(Executor(s, rank, t, backend, opt), sched::ScheduleError);
             continue;
           }
-          Executor ex(s, rank, t, *host, opt);
+          Executor ex(s, rank, t, backend, opt);
           sched::ReferenceOptions ropt;
           ropt.codec = opt.codec;
           ropt.encode = opt.encode;
@@ -144,7 +148,10 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           std::vector<uint8_t> got(ex.output_bytes());
           std::memcpy(got.data(), ex.output(), got.size());
           CHECK(count_wrong(dt, got, ref[rank]) == 0);
-          if (std::string(codec_name) != "identity" && st.compress_in > 0) CHECK(st.compress_out > 0);
+          if (std::string(codec_name) != "identity" && st.compress_in > 0) {
+            CHECK(st.compress_out > 0);
+            CHECK(st.codec_s > 0);  // timed where it ran, on the compute thread too
+          }
           const auto ints = integer_input(s, rank);
           std::memcpy(ex.input(), ints.data(), ints.size());
           std::memset(ex.output(), 0xff, ex.output_bytes());
@@ -153,6 +160,32 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           CHECK(count_wrong(dt, got, expected_output(s, rank)) == 0);
           t.barrier();
         }
+}
+
+TEST_CASE("the host backend's compute thread runs kernels in order and reports a damaged stream at done()",
+          "[real][executor]") {
+  auto b = make_host_backend(1, true);
+  std::vector<float> a(1000, 1.0f), x(1000, 2.0f);
+  const Completion c1 = b->reduce(DType::FP32, a.data(), x.data(), a.size());
+  const Completion c2 = b->reduce(DType::FP32, a.data(), x.data(), a.size());  // after c1, on the same data
+  CHECK(c1 >= 0);
+  double s1 = -1, s2 = -1;
+  while (!b->done(c2, &s2)) b->wait_any();
+  CHECK(b->done(c1, &s1));  // finished before c2
+  CHECK(a[0] == 5.0f);
+  CHECK(a[999] == 5.0f);
+  CHECK(s1 >= 0);
+  CHECK(s2 >= 0);
+  CHECK_FALSE(b->wait_any());  // nothing pending: returns at once
+  std::vector<uint8_t> junk(64, 0xab);
+  const Completion bad = b->decompress(junk.data(), junk.size(), DType::FP32, a.data(), a.size());
+  b->synchronize();
+  CHECK_THROWS_AS(b->done(bad, nullptr), CodecError);
+  // Without a compute thread the same calls finish before they return.
+  auto inline_b = make_host_backend(1, false);
+  CHECK(inline_b->reduce(DType::FP32, a.data(), x.data(), a.size()) == -1);
+  CHECK(a[0] == 7.0f);
+  CHECK_THROWS_AS(inline_b->decompress(junk.data(), junk.size(), DType::FP32, a.data(), a.size()), CodecError);
 }
 
 TEST_CASE("lockstep refuses a transfer that waits for a transfer of its own step", "[real][executor]") {

@@ -98,7 +98,7 @@ class RecordingBackend final : public real::DataBackend {
   real::Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) override {
     return host_->decompress(wire, bytes, dtype, dst, count);
   }
-  bool done(real::Completion c) override { return host_->done(c); }
+  bool done(real::Completion c, double* seconds) override { return host_->done(c, seconds); }
   void synchronize() override {
     if (!rounds_++) {
       for (const auto& [p, written] : buffers_) unwritten_ += static_cast<size_t>(std::count(written.begin(), written.end(), false));

@@ -160,3 +160,36 @@ TEST_CASE("network defaults follow the topology's fabric", "[config][experiment]
     CHECK_THAT(std::string(e.what()), Catch::Contains("roce-cluster.yaml: rdma"));
   }
 }
+
+// run.compute_thread: the host executor's kernels on a thread of their own. The topology an
+// experiment's runs use says so where ranks copy their messages (receive_copy), and a host
+// topology without shared_memory, where the threads' sharing of the cores cannot be modelled,
+// is refused with one line naming both files.
+TEST_CASE("run.compute_thread reaches the topologies its runs use", "[config][experiment]") {
+  const std::string calls = "sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring}\ncodecs: [identity]\n";
+  const std::string f = write_experiment("thread", calls + "run: {compute_thread: true}\n");
+  const Experiment e = load_experiment(f);
+  CHECK(e.run.compute_thread);
+  CHECK_FALSE(load_experiment(write_experiment("nothread", calls)).run.compute_thread);
+  CHECK(study::load_topology(e, kRoot + "/topologies/host-mpi.yaml").compute_thread);
+  CHECK_FALSE(study::load_topology(load_experiment(f, {"run.compute_thread=false"}), kRoot + "/topologies/host-mpi.yaml")
+                  .compute_thread);
+  CHECK_FALSE(study::load_topology(e, kRoot + "/topologies/dgx-h100.yaml").compute_thread);  // no receive copies
+  const auto dir = std::filesystem::temp_directory_path() / "compcoll-test-exp";
+  std::ifstream in(kRoot + "/topologies/host-mpi.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = text.find("shared_memory: true");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 19, "shared_memory: false");
+  const std::string unshared = (dir / "host-unshared.yaml").string();
+  std::ofstream(unshared) << text;
+  try {
+    study::load_topology(e, unshared);
+    FAIL("no error");
+  } catch (const ConfigError& err) {
+    const std::string msg = err.what();
+    CHECK_THAT(msg, Catch::StartsWith(f + ": run.compute_thread: " + unshared));
+    CHECK_THAT(msg, Catch::Contains("shared_memory"));
+    CHECK(msg.find('\n') == std::string::npos);
+  }
+}
