@@ -12,6 +12,7 @@ The simulated results (compcoll-sim --out DIR, DIR/results.json) record their co
 the host they ran on; the codec bench's host is kept beside it (codec-bench.host.json)."""
 import argparse
 import csv
+import gzip
 import json
 import math
 import re
@@ -28,7 +29,8 @@ CODEC_CMD = ["tools/compcoll-bench", "codec", "--json", "--dtype", "bf16", "--mi
 
 
 def load(name):
-    with open(os.path.join(DATA, name)) as f:
+    path = os.path.join(DATA, name)
+    with (gzip.open(path, "rt") if name.endswith(".gz") else open(path)) as f:
         return json.load(f)
 
 
@@ -214,6 +216,70 @@ def pipeline_table(name):
     return [sim_provenance(doc, name, "build/sim/compcoll-sim experiments/pipeline-dp.yaml --out DIR"), ""] + out
 
 
+def crossover_rows(name):
+    """A pipeline-dp sweep on a fine size grid: per ring plan, the smallest size from which its
+    compressed row beats the same plan uncompressed at every larger size of the grid, and the size
+    from which adaptive compresses at every larger size."""
+    doc = load(name)
+    rows = [r for r in doc["rows"] if not r.get("error")]
+    sizes = sorted({r["size_bytes"] for r in rows})
+    plans = []
+    for r in rows:
+        if r["policy"] == "static" and r["algorithm"] not in plans:
+            plans.append(r["algorithm"])
+
+    def from_on(pays):
+        first = None
+        for size in reversed(sizes):
+            if not pays(size):
+                break
+            first = size
+        return first
+
+    def static_pays(plan, size):
+        t = {r["codec"]: r["time_us"] for r in rows
+             if r["size_bytes"] == size and r["policy"] == "static" and r["algorithm"] == plan}
+        return t["gauss-exp"] < t["identity"]
+
+    adaptive = {r["size_bytes"]: r for r in rows if r["policy"] == "adaptive"}
+    found = {plan: from_on(lambda size, plan=plan: static_pays(plan, size)) for plan in plans}
+    found["adaptive"] = from_on(lambda size: adaptive[size]["codec"] != "identity")
+    return doc, sizes, found
+
+
+def section_crossover():
+    names = [("derived kernels", "pipeline-dp-sweep.json.gz"), ("H200-measured kernels", "pipeline-dp-sweep-h200.json.gz")]
+    runs = [(label, name) + crossover_rows(name) for label, name in names]
+    sizes = runs[0][3]
+    out = ["### The crossover size", "",
+           f"The same experiment on a finer grid of {len(sizes)} sizes, {sizes[0]:,} to {sizes[-1]:,} bytes, "
+           f"each {sizes[1] / sizes[0]:.4f}x the last: the smallest size from which the compressed plan is faster "
+           "than the same plan uncompressed at every larger size of the grid (the plain ring pays its codec in "
+           "full; the pipelined rings hide it behind the transfers), and the size from which adaptive "
+           "compresses at every larger size.", ""]
+    for label, name, doc, _, _ in runs:
+        out.append(sim_provenance(doc, name, "build/sim/compcoll-sim experiments/pipeline-dp.yaml --out DIR"))
+        out.append("")
+    plans = list(runs[0][4])
+    out += ["| plan | " + " | ".join(label for label, *_ in runs) + " |", "|---" * (len(runs) + 1) + "|"]
+    def cell(size):
+        if not size:
+            return "none on the grid"
+        return f"{size:,} bytes" + (" (the grid's largest size only)" if size == sizes[-1] else "")
+
+    for plan in plans:
+        out.append(f"| {plan} | " + " | ".join(cell(found[plan]) for *_, found in runs) + " |")
+    ratios = []
+    for label, *_, found in runs:
+        piped = [found[p] for p in plans if p not in ("ring", "adaptive") and found[p]]
+        if found.get("ring") and piped:
+            at_least = "at least " if found["ring"] == sizes[-1] else ""
+            ratios.append(f"{label} {at_least}{found['ring'] / min(piped):.1f}x")
+    if ratios:
+        out += ["", "The best pipelined ring's crossover against the plain ring's: smaller by " + ", ".join(ratios) + "."]
+    return out
+
+
 def section_pipeline():
     out = ["## Compression inside the pipeline: the data-parallel allreduce across 8 nodes", "",
            "The ring allreduce of bf16 gradients over one H100 of each of 8 nodes (one 400 Gb/s NIC each), with "
@@ -226,6 +292,7 @@ def section_pipeline():
     out += pipeline_table("pipeline-dp.json")
     out += ["", "With compcoll's kernels as measured on one H200:", ""]
     out += pipeline_table("pipeline-dp-h200.json")
+    out += [""] + section_crossover()
     return out
 
 
