@@ -366,6 +366,7 @@ void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Jo
     o.row = cell_row(r, cell, job.topology);
     o.row.policy = e.policy;
     o.row.predicted_s = e.predicted_s;
+    if (e.policy == "nccl-like") o.row.nccl_model_s = e.plan.nccl_s;
     o.row.error = e.error;
     o.plans = e.policy == "oracle" ? e.candidates : std::vector<policy::Plan>{e.plan};
     if (!e.error.empty()) o.plans.clear();

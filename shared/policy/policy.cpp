@@ -332,8 +332,8 @@ class NcclLike final : public Policy {
     if (call.collective == Collective::Broadcast || call.collective == Collective::AllToAll) {
       // Not tuned by NCCL's model here: a pipelined chain, a pairwise exchange.
       p.algorithm = call.collective == Collective::Broadcast ? "chain" : "pairwise";
-      if (predicted) *predicted = call.collective == Collective::Broadcast
-                                      ? nccl_pick(call, nccl_view(t, call.nranks)).time_s : NAN;
+      if (call.collective == Collective::Broadcast) p.nccl_s = nccl_pick(call, nccl_view(t, call.nranks)).time_s;
+      if (predicted) *predicted = p.nccl_s;
       return p;
     }
     const NcclView view = nccl_view(t, call.nranks);
@@ -347,6 +347,7 @@ class NcclLike final : public Policy {
     const NcclEstimate run = pick.algorithm == "tree" && latency_bound ? pick : nccl_fastest(estimates, "ring");
     p.protocol = run.protocol;
     if (pick.algorithm != run.algorithm || pick.protocol != run.protocol) p.nccl = pick.label();
+    p.nccl_s = pick.time_s;
     const int g = ranks_per_node(t, call.nranks);
     if (run.algorithm == "tree") {
       p.algorithm = "tree";

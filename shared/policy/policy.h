@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ struct Plan {
   uint32_t channels = 1;  // rings side by side (rail-ring: channel c on rail c mod gpus per node)
   std::string protocol;   // nccl-like: the NCCL protocol its tuning model picked (ll, ll128, simple)
   std::string nccl;       // nccl-like: what NCCL would run when compcoll simulates something else ("nvls/simple")
+  // nccl-like: NCCL's own estimate of its time for what NCCL would run (`nccl` where set, else
+  // this plan's algorithm and protocol); NAN where NCCL's model does not rate the call.
+  double nccl_s = std::numeric_limits<double>::quiet_NaN();
   // nccl-like on GPUs: NCCL's own kernels run the call, reducing (and reading the input) inside
   // the kernels that move the data, so the simulator and the cost model charge no reduce or
   // copy kernel for it (sim::Call::nccl_kernels), as docs/FIDELITY.md models NCCL. Not on a

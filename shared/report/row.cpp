@@ -52,6 +52,7 @@ json to_json(const Row& w) {
               {"calibration", w.calibration},
               {"speedup_vs_identity", number_or_null(w.speedup)},
               {"predicted_us", number_or_null(w.predicted_s * 1e6)},
+              {"nccl_model_us", number_or_null(w.nccl_model_s * 1e6)},
               {"candidates", w.candidates},
               {"regret", number_or_null(w.regret)},
               {"wrong", w.checked ? json(w.wrong) : json(nullptr)},

@@ -38,6 +38,8 @@ struct Row {
   // Derived within the cell.
   double speedup = NAN;          // over the static identity row of the cell
   double predicted_s = NAN;      // the policy's own estimate (adaptive: cost model; nccl-like: NCCL's)
+  double nccl_model_s = NAN;     // nccl-like: NCCL's estimate for what NCCL would run (policy::Plan::nccl_s),
+                                 // which is not the plan simulated where the row names another ([nccl nvls/simple])
   double model_s = NAN;          // compcoll-run: the cost model's time for the row's plan on the
                                  // experiment's topology and calibration (what compcoll-sim predicts)
   double model_err() const { return model_s / time_s - 1; }  // < 0: the model is faster than measured

@@ -155,6 +155,10 @@ TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs;
   CHECK(in_node.channels == 24);
   CHECK(in_node.nccl == "nvls/simple");
   CHECK(algorithm_label(in_node, sched::Collective::AllReduce) == "rail-ring/simple 24ch [nccl nvls/simple]");
+  // NCCL's estimate for what it would run (NVLS) beside its estimate for the ring simulated.
+  CHECK(in_node.nccl_s == Approx(nccl_pick(allreduce(1'000'000'000, 8), nccl_view(node, 8)).time_s));
+  CHECK(in_node.nccl_s < predicted);
+  CHECK(big.nccl_s > 0);
   // On GPUs NCCL's kernels run its plans, every collective's; on a host over MPI compcoll's
   // executor does.
   CHECK(small.nccl_kernels);
