@@ -269,10 +269,10 @@ TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tr
 // drift from exact max-min on large contended runs, and then depend on what ran before in the
 // engine, and its time precision (surf/precision, 1e-9 s) bends trajectories that are sensitive
 // to nanoseconds. With `update: full` and `precision: 1e-12` SimGrid computes the flow model
-// exactly, and so does the cost model, to the last printed digit. Measured, 16 MB hierarchical
-// all-to-all on 512 ranks of torus-1k: 1,293.5 us lazy, 1,260.6 full, 1,258.776 full at 1e-12
-// and in the model; hierarchical allgather on 512 ranks of dragonfly-2k under CM02: 622.88 us
-// with SimGrid's precision, 586.250 at 1e-12 and in the model.
+// exactly, and so does the cost model, to the last printed digit. Measured with SimGrid 4.1.0,
+// 16 MB hierarchical all-to-all on 512 ranks of torus-1k (LV08 as policy-validation.yaml sets
+// it): 1,251.48 us lazy, 1,260.60 full, 1,258.78 full at 1e-12, 1,258.776 in the model
+// (docs/compcoll-sim.md, "Exactness", has the commands and more cases).
 TEST_CASE("cost model against SimGrid with full rate updates and fine time precision: the same times",
           "[sim][cost-model][contention]") {
   struct Case {
