@@ -9,7 +9,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config git patchelf
+  build-essential cmake ninja-build pkg-config git patch patchelf
   libyaml-cpp-dev
   libboost-graph-dev libboost-dev
   catch2
@@ -60,15 +60,21 @@ fi
 
 # SimGrid 4.1 (the simulator's engine; Debian 12 packages 3.32, whose actor-free activities do
 # not scale: docs/compcoll-sim.md, "How a call is simulated"), built from the source
-# distribution on PyPI into $COMPCOLL_SIMGRID_PREFIX (default /opt/simgrid-4.1): the library
-# only, without SMPI, the model checker and the language bindings (about 10 minutes on 2 cores).
+# distribution on PyPI with the patches of scripts/patches/ (each says what it changes; none
+# changes a simulated time) into $COMPCOLL_SIMGRID_PREFIX (default /opt/simgrid-4.1-p1, the
+# patch level in its name): the library only, without SMPI, the model checker and the language
+# bindings (about 10 minutes on 2 cores).
 SG_VERSION=4.1
-SG_PREFIX=${COMPCOLL_SIMGRID_PREFIX:-/opt/simgrid-$SG_VERSION}
+SG_PREFIX=${COMPCOLL_SIMGRID_PREFIX:-/opt/simgrid-$SG_VERSION-p1}
+SG_PATCHES=$(cd "$(dirname "$0")/patches" && pwd)
 if [ ! -f "$SG_PREFIX/lib/pkgconfig/simgrid.pc" ]; then
   echo "setup: building SimGrid $SG_VERSION into $SG_PREFIX (about 10 minutes)"
   sg_tmp=$(mktemp -d)
   "$PY" -m pip download -q --no-deps --no-binary :all: "simgrid==$SG_VERSION" -d "$sg_tmp"
   tar xzf "$sg_tmp/simgrid-$SG_VERSION.tar.gz" -C "$sg_tmp"
+  for p in "$SG_PATCHES"/simgrid-$SG_VERSION-*.patch; do
+    patch -d "$sg_tmp/simgrid-$SG_VERSION" -p1 --quiet < "$p" || { echo "setup: $p does not apply" >&2; exit 1; }
+  done
   # From inside the scratch folder: SimGrid's configure test writes a file into the current one.
   (cd "$sg_tmp" && cmake -S "$sg_tmp/simgrid-$SG_VERSION" -B "$sg_tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$SG_PREFIX" -Denable_smpi=OFF -Denable_model-checking=OFF -Denable_python=OFF \
