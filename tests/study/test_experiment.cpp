@@ -121,7 +121,7 @@ TEST_CASE("network defaults follow the topology's fabric", "[config][experiment]
   std::ofstream(tcp) << "name: tcp-cluster\n" << cluster << "  fabric: ethernet-tcp\n";
   std::ofstream(roce) << "name: roce-cluster\n" << cluster << "  fabric: roce\n";
   const auto experiment = [&](const std::string& name, const std::string& topologies, const std::string& extra = "") {
-    const auto p = dir / (name + ".yaml");
+    const auto p = dir / ("fabric-" + name + ".yaml");  // names no other test case writes: ctest runs them at once
     std::ofstream(p) << "name: " << name << "\ntopology: " << topologies << "\ncalibration: zero\n"
                      << "sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring}\ncodecs: [identity]\n" << extra;
     return p.string();
