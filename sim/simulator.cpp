@@ -512,14 +512,14 @@ void RankState::finished(uint32_t i, int64_t conn) {
     return;
   }
   const auto& op = p_.ops[i];
-  if (conn == kKernel && op.kind == OpKind::Recv && run_.topology->compute_thread) {
-    copy_busy_ = false;
-    if (copies_head_ < copies_.size()) start_copy();
-  } else if (conn == kKernel) {
-    kernel_busy_ = false;
-    if (!kernels_.empty()) start_kernel();
-  }
   if (conn == kKernel) {
+    if (op.kind == OpKind::Recv && run_.topology->compute_thread) {  // a receive copy, in its own queue
+      copy_busy_ = false;
+      if (copies_head_ < copies_.size()) start_copy();
+    } else {
+      kernel_busy_ = false;
+      if (!kernels_.empty()) start_kernel();
+    }
     if (op.kind == OpKind::Recv) {  // a receive copy: the sender's send is delivered
       const auto it = received_.find(i);
       d_.start_ack(r_, op.peer, it->second.send_op);

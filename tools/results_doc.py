@@ -184,24 +184,35 @@ def section_workloads_measured():
         "collectives (its library candidate, docs/POLICIES.md); docs/WORKLOADS.md discusses it.")
 
 
-def pipeline_table(name):
-    """One pipeline-dp run: per size, each ring's compressed speed-up over the same ring uncompressed,
-    and what adaptive ran."""
+def pipeline_run(name):
+    """A pipeline-dp results file: the document, its rows without errors, its sizes in order and its
+    static plans (the rings, as the algorithm column names them) in the order they first appear."""
     doc = load(name)
     rows = [r for r in doc["rows"] if not r.get("error")]
     sizes = sorted({r["size_bytes"] for r in rows})
-    chunks = []
+    plans = []
     for r in rows:
-        if r["policy"] == "static" and r["algorithm"] not in chunks:
-            chunks.append(r["algorithm"])
+        if r["policy"] == "static" and r["algorithm"] not in plans:
+            plans.append(r["algorithm"])
+    return doc, rows, sizes, plans
+
+
+def static_by_codec(rows, size, plan):
+    """The static rows of `plan` at `size`, by codec."""
+    return {r["codec"]: r for r in rows if r["size_bytes"] == size and r["policy"] == "static" and r["algorithm"] == plan}
+
+
+def pipeline_table(name):
+    """One pipeline-dp run: per size, each ring's compressed speed-up over the same ring uncompressed,
+    and what adaptive ran."""
+    doc, rows, sizes, chunks = pipeline_run(name)
     out = ["| size | " + " | ".join(f"{a}: uncompressed / compressed (µs), speed-up; codec exposed" for a in chunks) +
            " | adaptive: plan, time (µs) |", "|---" * (len(chunks) + 2) + "|"]
     crossover = None
     for size in sizes:
         cells = []
         for a in chunks:
-            same = {r["codec"]: r for r in rows if r["size_bytes"] == size and r["policy"] == "static"
-                    and r["algorithm"] == a}
+            same = static_by_codec(rows, size, a)
             t = {codec: r["time_us"] for codec, r in same.items()}
             exposed = same["gauss-exp"].get("codec_exposed_us")
             shown = "-" if exposed is None else f"{exposed / t['gauss-exp']:.1%}"
@@ -220,13 +231,7 @@ def crossover_rows(name):
     """A pipeline-dp sweep on a fine size grid: per ring plan, the smallest size from which its
     compressed row beats the same plan uncompressed at every larger size of the grid, and the size
     from which adaptive compresses at every larger size."""
-    doc = load(name)
-    rows = [r for r in doc["rows"] if not r.get("error")]
-    sizes = sorted({r["size_bytes"] for r in rows})
-    plans = []
-    for r in rows:
-        if r["policy"] == "static" and r["algorithm"] not in plans:
-            plans.append(r["algorithm"])
+    doc, rows, sizes, plans = pipeline_run(name)
 
     def from_on(pays):
         first = None
@@ -237,9 +242,8 @@ def crossover_rows(name):
         return first
 
     def static_pays(plan, size):
-        t = {r["codec"]: r["time_us"] for r in rows
-             if r["size_bytes"] == size and r["policy"] == "static" and r["algorithm"] == plan}
-        return t["gauss-exp"] < t["identity"]
+        same = static_by_codec(rows, size, plan)
+        return same["gauss-exp"]["time_us"] < same["identity"]["time_us"]
 
     adaptive = {r["size_bytes"]: r for r in rows if r["policy"] == "adaptive"}
     found = {plan: from_on(lambda size, plan=plan: static_pays(plan, size)) for plan in plans}
