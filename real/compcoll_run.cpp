@@ -303,10 +303,11 @@ Cell plan_cell(Setup& st, const Args& args, study::Planner& planner, const study
     if (!e.lowrank) {
       try {
         // Back to back, as the row is timed: run.iterations calls, each rank's time averaged.
-        const policy::PlanCost cost = planner.model(e.spec, e.codec, c, st.exp.run.iterations, e.library);
+        const std::string protocol = e.library ? se.plan.protocol : "";
+        const policy::PlanCost cost = planner.model(e.spec, e.codec, c, st.exp.run.iterations, e.library, protocol);
         e.model_s = cost.iteration_s;
         e.model_kernel_s = cost.kernel_s;
-        if (e.codec != "identity") e.codec_exposed_s = planner.exposed_codec(e.spec, e.codec, c, e.library);
+        if (e.codec != "identity") e.codec_exposed_s = planner.exposed_codec(e.spec, e.codec, c, e.library, protocol);
       } catch (const std::exception& err) {  // a curve the calibration lacks, a ratio with no tensors
         const std::string why = e.codec + ": " + err.what();
         if (std::find(st.unmodelled.begin(), st.unmodelled.end(), why) == st.unmodelled.end()) st.unmodelled.push_back(why);

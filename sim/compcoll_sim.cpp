@@ -149,6 +149,7 @@ sim::NetworkModel network_model(const study::Experiment& exp) {
   const policy::NetFactors f = study::net_factors(exp);
   net.latency_factor = f.latency_factor, net.bandwidth_factor = f.bandwidth_factor;
   net.tcp_gamma = f.tcp_gamma, net.crosstraffic = f.crosstraffic, net.weight_s = f.weight_s;
+  net.protocol_costs = f.protocol_costs;
   if (exp.network.update) net.update = *exp.network.update;
   if (exp.network.precision) net.precision = *exp.network.precision;
   return net;
@@ -202,6 +203,7 @@ void start(Run& r) {
            {"network_model", {{"model", r.net.model}, {"latency_factor", r.net.latency_factor},
                               {"bandwidth_factor", r.net.bandwidth_factor}, {"crosstraffic", r.net.crosstraffic},
                               {"tcp_gamma", r.net.tcp_gamma}, {"update", r.net.update}, {"precision", r.net.precision},
+                              {"protocol_costs", r.net.protocol_costs},
                               {"source", exp.network.source}}},
            {"calibration", {{"file", r.cal.file}, {"device", r.cal.device}, {"source", r.cal.source},
                             {"statement", r.cal.statement}, {"date", r.cal.date}}},
@@ -355,6 +357,7 @@ void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Jo
     call.build = planner.build_spec(p, cell);
     call.iterations = r.args.back_to_back;
     call.nccl_kernels = p.nccl_kernels;
+    call.protocol = p.protocol;
     job.calls.push_back(call);
     return job.calls.size() - 1;
   };

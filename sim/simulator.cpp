@@ -43,6 +43,7 @@ NetworkModel NetworkModel::defaults(const std::string& model) {
   m.crosstraffic = f.crosstraffic;
   m.weight_s = f.weight_s;
   m.tcp_gamma = f.tcp_gamma;
+  m.protocol_costs = f.protocol_costs;
   return m;
 }
 
@@ -50,7 +51,8 @@ std::string NetworkModel::describe() const {
   std::ostringstream o;
   o << "SimGrid network/model " << (model == "cm02" ? "CM02" : "LV08") << ", latency-factor " << latency_factor
     << ", bandwidth-factor " << bandwidth_factor << ", crosstraffic " << (crosstraffic ? "on" : "off")
-    << ", TCP-gamma " << tcp_gamma << " B, update " << update << ", precision " << precision << " s";
+    << ", TCP-gamma " << tcp_gamma << " B, update " << update << ", precision " << precision << " s"
+    << (protocol_costs ? ", NCCL protocol costs" : "");
   return o.str();
 }
 
@@ -137,6 +139,8 @@ struct CallRun {
   double bandwidth_factor = 1;   // the flow model's (receive copies are charged at it)
   double footprint = 0;          // the call's bytes of buffers on a node (receive copies' factors)
   const Platform* platform = nullptr;
+  policy::MessageCosts costs;    // NCCL's protocol costs of the call's messages (network.protocol_costs)
+  double latency_factor = 1;     // the flow model's (a message's delay is NCCL's step latency less its route's)
   int iterations = 1;            // the schedule is the call repeated this many times (sched::repeated)
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
   double codec_s = 0, reduce_s = 0, end = 0;
@@ -206,6 +210,7 @@ class RankState {
   void start_op(uint32_t i);
   void post_send(uint32_t i);
   void start_send(uint64_t conn);
+  void enqueue(uint64_t conn, const Message& m);  // the message joins its connection's queue
   void start_kernel();
   void queue_kernel(const Kernel& k);
   void start_copy();
@@ -270,6 +275,9 @@ class Driver {
   void post_recv(int src, int dst, uint32_t lane, uint32_t seq, uint32_t recv_op);
   void start_exec(int rank, uint32_t op, s4u::Host* host, double flops, double bound);
   void start_ack(int receiver, int sender, uint32_t send_op);
+  // NCCL's protocol costs: how long a message from rank src to rank dst waits before it is
+  // posted (policy::MessageCosts; 0 without them).
+  double message_delay(int src, int dst);
   s4u::Host* gpu_host(int rank) const {
     return run_.platform->gpu_hosts[static_cast<size_t>(run_.topology->rank_to_gpu[static_cast<size_t>(rank)])];
   }
@@ -307,10 +315,12 @@ class Driver {
     if (ranks_[r].idle() && ranks_[r].complete_program()) run_.rank_end[r] = now;
   }
   void completed(uint32_t token);
+  void flush_soon();
   void flush();
 
   CallRun& run_;
   std::vector<RankState> ranks_;
+  policy::RouteCache routes_{*run_.topology};  // route latencies, for the protocol costs' delay
   std::unordered_map<MessageKey, Posted, MessageKeyHash> posted_;
   std::vector<Running> running_;  // by token - 1
   std::vector<uint32_t> free_;    // tokens of running_ slots free for reuse
@@ -434,11 +444,23 @@ void RankState::post_send(uint32_t i) {
   run_.wire_bytes += pl.wire;
   run_.raw_bytes += pl.raw;
   const uint64_t conn = connection(op.peer, op.lane);
-  auto& q = outbox_[conn];
-  q.pending.push_back({pl, seq_[i], i});
   ++in_flight_;  // until it has left; a copied one also until its acknowledgement
-  if (!q.busy) start_send(conn);
   finished_.push_back(i);
+  const Message m{pl, seq_[i], i};
+  // With NCCL's protocol costs a message joins its connection's queue NCCL's step latency (less
+  // its route's) after it is posted; the connection is not held meanwhile, so the latencies of
+  // successive steps overlap as NCCL's pipelined steps do, and add up along the data's path.
+  if (const double delay = d_.message_delay(r_, op.peer); delay > 0) {
+    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + delay, [this, conn, m] { enqueue(conn, m); });
+    return;
+  }
+  enqueue(conn, m);
+}
+
+void RankState::enqueue(uint64_t conn, const Message& m) {
+  auto& q = outbox_[conn];
+  q.pending.push_back(m);
+  if (!q.busy) start_send(conn);
 }
 
 void RankState::start_op(uint32_t i) {
@@ -578,7 +600,7 @@ void Driver::start_exec(int rank, uint32_t op, s4u::Host* host, double flops, do
 // takes the route's latency, then the receiver's copy.
 void Driver::transfer(int src, int dst, uint32_t lane, uint32_t send_op, const Payload& pl, uint32_t recv_op) {
   s4u::CommPtr c = s4u::Comm::sendto_init(gpu_host(src), gpu_host(dst));
-  c->set_payload_size(run_.copied(src, dst) ? 0 : pl.wire);
+  c->set_payload_size(run_.copied(src, dst) ? 0 : run_.costs.wire_bytes(pl.wire));
   Running r;
   r.first = {static_cast<uint32_t>(src), kPosted, static_cast<int64_t>(connection(dst, lane))};
   r.receiver = static_cast<uint32_t>(dst);
@@ -641,6 +663,18 @@ void Driver::completed(uint32_t token) {
   released_.push_back(std::move(r.activity));  // SimGrid is still using it: let go of it at the flush
   r = Running{};
   free_.push_back(token);
+  flush_soon();
+}
+
+double Driver::message_delay(int src, int dst) {
+  if (!run_.costs.on) return 0;
+  const topo::Topology& t = *run_.topology;
+  const int sg = t.rank_to_gpu[static_cast<size_t>(src)], dg = t.rank_to_gpu[static_cast<size_t>(dst)];
+  return run_.costs.delay_s(t, sg, dg, routes_.get(sg, dg).latency * run_.latency_factor);
+}
+
+// Makes sure a flush runs at this instant.
+void Driver::flush_soon() {
   if (!flush_set_) {
     flush_set_ = true;
     simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock(), [this] { flush(); });
@@ -669,8 +703,14 @@ void Driver::start() {
   const int n = run_.schedule->size();
   ranks_.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) ranks_.emplace_back(*this, run_, r);
-  const double now = s4u::Engine::get_clock();
-  for (uint32_t r = 0; r < static_cast<uint32_t>(n); ++r) start_ready(r, now);
+  auto go = [this, n] {
+    const double now = s4u::Engine::get_clock();
+    for (uint32_t r = 0; r < static_cast<uint32_t>(n); ++r) start_ready(r, now);
+  };
+  if (run_.costs.base_s > 0)  // NCCL's base latency: its kernels start the call this late
+    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + run_.costs.base_s, go);
+  else
+    go();
 }
 
 std::string Driver::check() {
@@ -760,7 +800,7 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
       policy::RouteCache routes(job.topology);
       try {  // a figure beside the row: where the model cannot price the call, the row still runs
         res.codec_exposed_s = policy::exposed_codec_s(schedule, job.topology, job.calibration, call.codec, call.ratio,
-                                                      job.network.factors(), routes, call.nccl_kernels);
+                                                      job.network.factors(), routes, call.nccl_kernels, call.protocol);
       } catch (const std::exception&) {
       }
       model_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
@@ -768,12 +808,14 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     CallRun run;
     run.iterations = iterations;
     run.footprint = policy::node_footprint_bytes(schedule, job.topology);
+    run.costs = policy::message_costs(schedule, job.topology, job.network.factors(), call.nccl_kernels, call.protocol);
     if (iterations > 1) schedule = sched::repeated(schedule, iterations);  // one copy held, not two
     run.schedule = &schedule;
     run.call = &call;
     run.cal = &job.calibration;
     run.topology = &job.topology;
     run.bandwidth_factor = job.network.bandwidth_factor;
+    run.latency_factor = job.network.latency_factor;
     run.platform = &platform;
     for (const auto& rp : schedule.ranks) res.ops += rp.ops.size() / static_cast<size_t>(iterations);
     const double start = s4u::Engine::get_clock();

@@ -39,10 +39,13 @@ struct NetworkModel {
   std::string update = "lazy";  // SimGrid's network/optim: lazy (its default: rates updated only
                                 // where marked modified) or full (every flow at every event)
   double precision = 1e-9;      // seconds; SimGrid's surf/precision (its default 1e-9)
+  bool protocol_costs = false;  // NCCL's per-step latency and LL / LL128 wire bytes (policy::MessageCosts)
   // The defaults of a model: lv08 = SimGrid's (13.01, 0.97, cross-traffic on); cm02 = (1, 1, off).
   static NetworkModel defaults(const std::string& model);
   std::string describe() const;  // one line for outputs
-  policy::NetFactors factors() const { return {latency_factor, bandwidth_factor, weight_s, crosstraffic, tcp_gamma}; }
+  policy::NetFactors factors() const {
+    return {latency_factor, bandwidth_factor, weight_s, crosstraffic, tcp_gamma, protocol_costs};
+  }
 };
 
 struct Call {
@@ -54,6 +57,7 @@ struct Call {
                             // last one are done and its sends delivered
   bool nccl_kernels = false;  // NCCL's kernels run it (policy::Plan::nccl_kernels): its reduce and
                               // copy ops take no time
+  std::string protocol;       // NCCL's protocol for NCCL's kernels (policy::Plan::protocol)
 };
 
 // The largest schedule whose codec's exposed time a call reports: the cost model runs it twice,

@@ -346,6 +346,7 @@ uint64_t simulate_groups(Planned& p, const WorkloadContext& ctx, bool& ok) {
         sc.ratio = plan.codec == "identity" ? 1.0 : ctx.ratios->get(plan.codec, call.dtype, call.tensor).ratio;
         sc.build = policy::build_spec(plan, call.info(), job.topology);
         sc.nccl_kernels = plan.nccl_kernels;
+        sc.protocol = plan.protocol;
         job.calls.push_back(sc);
         users.emplace_back();
         d = distinct.emplace(id, job.calls.size() - 1).first;

@@ -2,16 +2,19 @@
 #include "policy/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <map>
 #include <queue>
+#include <set>
 #include <tuple>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
 #include "codec/format.h"
+#include "policy/nccl_tuning.h"
 
 namespace compcoll::policy {
 
@@ -90,6 +93,34 @@ const RouteInfo& RouteCache::get(int src, int dst) {
   return cache_.emplace(key, info).first->second;
 }
 
+MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, const NetFactors& net, bool nccl_kernels,
+                           const std::string& protocol) {
+  MessageCosts c;
+  if (!net.protocol_costs || t.receive_copy || s.size() < 2) return c;
+  std::set<int> nodes;
+  for (int r = 0; r < s.size() && r < static_cast<int>(t.rank_to_gpu.size()); ++r)
+    nodes.insert(t.node_of(t.rank_to_gpu[static_cast<size_t>(r)]));
+  const bool multi_node = nodes.size() > 1, one_per_node = static_cast<int>(nodes.size()) == s.size();
+  const NcclStepCost sc = nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && s.algorithm == "tree",
+                                         nccl_kernels ? protocol : "simple", multi_node, one_per_node);
+  c.on = true;
+  c.base_s = nccl_kernels ? sc.base_us * 1e-6 : 0;  // compcoll's own plans: NCCL's point-to-point
+  c.intra_s = sc.intra_us * 1e-6;
+  c.inter_s = sc.inter_us * 1e-6;
+  c.wire_factor = sc.wire_factor;
+  return c;
+}
+
+double MessageCosts::delay_s(const topo::Topology& t, int src_gpu, int dst_gpu, double route_latency_s) const {
+  if (!on) return 0;
+  const double step = t.node_of(src_gpu) == t.node_of(dst_gpu) ? intra_s : inter_s;
+  return std::max(0.0, step - route_latency_s);
+}
+
+uint64_t MessageCosts::wire_bytes(uint64_t bytes) const {
+  return wire_factor == 1 ? bytes : static_cast<uint64_t>(std::ceil(static_cast<double>(bytes) * wire_factor));
+}
+
 namespace {
 
 // ---- the network: SimGrid's flow model ----------------------------------------------------
@@ -119,10 +150,12 @@ class FlowModel {
     uint32_t version = 0;                   // bumped when its finish time changes
   };
 
-  FlowModel(const topo::Topology& t, const NetFactors& net, RouteCache& routes) : t_(t), net_(net), routes_(routes) {}
+  FlowModel(const topo::Topology& t, const NetFactors& net, RouteCache& routes, const MessageCosts& costs)
+      : t_(t), net_(net), routes_(routes), costs_(costs) {}
 
   double now() const { return now_; }
   void set_now(double now) { now_ = now; }
+  const MessageCosts& costs() const { return costs_; }
   const Flow& flow(uint32_t slot) const { return flows_[slot]; }
 
   // A message from `from` to `r` on `lane` (its receive `recv_op`, its send `send_op`): it
@@ -135,7 +168,7 @@ class FlowModel {
     fl.send_op = send_op;
     fl.lane = lane;
     fl.copied = t_.copies_on_receive(src_gpu, dst_gpu);
-    fl.left = fl.copied ? 0.0 : static_cast<double>(bytes);  // copied by the receiver: latency only
+    fl.left = fl.copied ? 0.0 : static_cast<double>(costs_.wire_bytes(bytes));  // copied: latency only
     const RouteFlow& rf = flow_of(src_gpu, dst_gpu, route);
     fl.first = rf.first;
     fl.count = rf.count;
@@ -368,6 +401,7 @@ class FlowModel {
   const topo::Topology& t_;
   const NetFactors& net_;
   RouteCache& routes_;
+  const MessageCosts costs_;
   double now_ = 0;
   std::vector<double> link_capacity_;             // by dense index: bytes/s (a node: 1)
   std::unordered_map<uint64_t, uint32_t> dense_;  // link id -> dense index
@@ -396,7 +430,8 @@ class FlowModel {
 class PlanRun {
  public:
   PlanRun(const sched::Schedule& call, int iterations, const topo::Topology& t, const calib::Calibration& cal,
-          const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes, bool nccl_kernels)
+          const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes, bool nccl_kernels,
+          const std::string& protocol)
       : call_(call),
         iterations_(std::max(iterations, 1)),
         back_to_back_(iterations_ > 1 ? sched::repeated(call, iterations_) : sched::Schedule{}),
@@ -413,7 +448,7 @@ class PlanRun {
         shared_(t.shared_memory),
         kernels_at_once_(kernel_concurrency(cal, t)),
         footprint_(node_footprint_bytes(call, t)),  // receive copies' factors (LinkSpec::by_footprint)
-        flows_(t, net, routes) {
+        flows_(t, net, routes, message_costs(call, t, net, nccl_kernels, protocol)) {
     if (static_cast<int>(t.rank_to_gpu.size()) < n_)
       throw std::runtime_error("cost model: the placement has fewer ranks than the schedule");
     setup();
@@ -502,6 +537,16 @@ class PlanRun {
   std::priority_queue<Item, std::vector<Item>, std::greater<>> queue_;
   std::unordered_map<uint64_t, Pair> pairs_;
   std::vector<uint64_t> touched_;  // pairs posted to at this instant
+  // Messages waiting out their step latency (MessageCosts): when, pair, message; in time order,
+  // then in the order they were posted (a pair's latency is one value, so its order holds).
+  struct Delayed {
+    double when;
+    uint64_t order, key;
+    Pending m;
+    bool operator>(const Delayed& o) const { return std::tie(when, order) > std::tie(o.when, o.order); }
+  };
+  std::priority_queue<Delayed, std::vector<Delayed>, std::greater<>> delayed_;
+  uint64_t delayed_order_ = 0;
   PlanCost cost_;
   double end_ = 0;
 };
@@ -531,7 +576,7 @@ void PlanRun::setup() {
       }
       if (ops[i].kind == OpKind::Recv) st.seq[i] = recvs[connection_key(ops[i].peer, r, ops[i].lane)]++;
       if (st.missing[i]) continue;
-      if (i < st.per_iteration) queue_.emplace(0.0, r, i);
+      if (i < st.per_iteration) queue_.emplace(flows_.costs().base_s, r, i);  // NCCL's launch: base latency
       else st.roots[i / st.per_iteration].push_back(i);
     }
     remaining_ += ops.size();
@@ -660,11 +705,22 @@ void PlanRun::start_op(int r, uint32_t i) {
   switch (op.kind) {
     case OpKind::Send: {
       const uint64_t bytes = op.src.buf == BufKind::Wire ? st.wire[op.src.index] : op.src.count * dsize_;
-      pairs_[connection_key(r, op.peer, op.lane)].outbox.push_back({st.seq[i], bytes, i});
       ++cost_.messages;
       cost_.wire_bytes += bytes;
       finish_op(r, i, now);  // buffered: what depends on it may go on
-      touched_.push_back(connection_key(r, op.peer, op.lane));
+      // NCCL's protocol costs: the message joins its pair's queue its step latency (less its
+      // route's) later, the wire not held meanwhile (MessageCosts; as the simulator does).
+      const int src_gpu = t_.rank_to_gpu[static_cast<size_t>(r)], dst_gpu = t_.rank_to_gpu[static_cast<size_t>(op.peer)];
+      const MessageCosts& costs = flows_.costs();
+      const double delay =
+          costs.on ? costs.delay_s(t_, src_gpu, dst_gpu, routes_.get(src_gpu, dst_gpu).latency * net_.latency_factor) : 0;
+      const uint64_t key = connection_key(r, op.peer, op.lane);
+      if (delay > 0) {
+        delayed_.push(Delayed{now + delay, delayed_order_++, key, Pending{st.seq[i], bytes, i}});
+        break;
+      }
+      pairs_[key].outbox.push_back({st.seq[i], bytes, i});
+      touched_.push_back(key);
       break;
     }
     case OpKind::Recv:
@@ -706,7 +762,8 @@ void PlanRun::start_op(int r, uint32_t i) {
 PlanCost PlanRun::run() {
   while (true) {
     const double t_op = queue_.empty() ? kNever : std::get<0>(queue_.top());
-    const double t_next = std::min(t_op, flows_.next());
+    const double t_delayed = delayed_.empty() ? kNever : delayed_.top().when;
+    const double t_next = std::min({t_op, t_delayed, flows_.next()});
     if (t_next == kNever) break;
     flows_.set_now(t_next);
     // Messages whose bytes are through arrive, kernels and copies whose work is done end (in a
@@ -714,6 +771,13 @@ PlanCost PlanRun::run() {
     for (uint32_t f : flows_.ended()) {
       if (flows_.flow(f).job) job_done(f);
       else arrive(f);
+    }
+    // Messages whose step latency has passed join their pairs' queues.
+    while (!delayed_.empty() && delayed_.top().when <= t_next) {
+      const Delayed d = delayed_.top();
+      delayed_.pop();
+      pairs_[d.key].outbox.push_back(d.m);
+      touched_.push_back(d.key);
     }
     // Ops ready now, in order; what they post leaves once all of this instant's are posted.
     while (!queue_.empty() && std::get<0>(queue_.top()) <= t_next) {
@@ -744,13 +808,13 @@ PlanCost PlanRun::run() {
 
 PlanCost predict(const sched::Schedule& call, const topo::Topology& t, const calib::Calibration& cal,
                  const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes, int iterations,
-                 bool nccl_kernels) {
-  return PlanRun(call, iterations, t, cal, codec, ratio, net, routes, nccl_kernels).run();
+                 bool nccl_kernels, const std::string& protocol) {
+  return PlanRun(call, iterations, t, cal, codec, ratio, net, routes, nccl_kernels, protocol).run();
 }
 
 double exposed_codec_s(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
                        const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes,
-                       bool nccl_kernels) {
+                       bool nccl_kernels, const std::string& protocol) {
   if (codec == "identity" || cal.source == "zero") return 0;
   calib::Calibration free = cal;  // the same kernels, compress and decompress at no time
   for (auto& c : free.curves)
@@ -758,8 +822,8 @@ double exposed_codec_s(const sched::Schedule& s, const topo::Topology& t, const 
       for (auto& p : c.points) p.second = 0;
       for (auto& p : c.alone) p.second = 0;
     }
-  const double with = predict(s, t, cal, codec, ratio, net, routes, 1, nccl_kernels).time_s;
-  const double without = predict(s, t, free, codec, ratio, net, routes, 1, nccl_kernels).time_s;
+  const double with = predict(s, t, cal, codec, ratio, net, routes, 1, nccl_kernels, protocol).time_s;
+  const double without = predict(s, t, free, codec, ratio, net, routes, 1, nccl_kernels, protocol).time_s;
   return std::max(0.0, with - without);
 }
 

@@ -53,6 +53,7 @@ struct NetFactors {
   double weight_s = 0;        // SimGrid's network/weight-S (LV08 20537 bytes, CM02 0)
   bool crosstraffic = false;  // flows also load their reverse route at 5%
   double tcp_gamma = 0;       // > 0: a flow's share is capped at tcp_gamma / (2 x route latency)
+  bool protocol_costs = false;  // NCCL's per-step latency and LL / LL128 wire bytes (MessageCosts)
 };
 // SimGrid's defaults of a flow model: lv08 (latency x 13.01, bandwidth x 0.97, weight-S 20537 B,
 // cross-traffic, TCP-gamma 1e15 B) or cm02 (plain latency and bandwidth, TCP-gamma 1e15 B).
@@ -115,16 +116,38 @@ class RouteCache {
   std::vector<topo::NetLink> links_;
 };
 
+// NCCL's protocol costs (NetFactors::protocol_costs), charged by the simulator and the cost
+// model alike on GPU topologies (not on hosts over MPI, topo::Topology::receive_copy): each
+// message of a call waits NCCL's per-step latency for its link (nccl_step_cost: inside a node
+// or across nodes; NCCL's kernels with the plan's protocol and algorithm, ring or tree;
+// compcoll's own plans, which move over NCCL's point-to-point, Simple and ring) less its
+// route's latency (x latency_factor), which the flow model already charges, before it starts;
+// and NCCL's kernels with LL or LL128 put wire_factor bytes on the links per byte of data. A
+// call by NCCL's kernels also starts NCCL's base latency late (once per row, not per back-to-back
+// iteration).
+struct MessageCosts {
+  bool on = false;
+  double base_s = 0;                // NCCL's per-call base latency: every rank starts this late
+  double intra_s = 0, inter_s = 0;  // the per-step latency inside a node, across nodes
+  double wire_factor = 1;
+  // The wait before a message from src_gpu to dst_gpu starts (0 when off).
+  double delay_s(const topo::Topology& t, int src_gpu, int dst_gpu, double route_latency_s) const;
+  uint64_t wire_bytes(uint64_t bytes) const;  // the bytes on the links for `bytes` of data
+};
+MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, const NetFactors& net, bool nccl_kernels,
+                           const std::string& protocol);
+
 // Ranks of `s` sit on t.rank_to_gpu. Throws std::runtime_error if the schedule cannot finish.
 // iterations > 1: the call back to back that many times, as compcoll-run times it
 // (sched::repeated): each rank starts its next iteration once all of its ops of the last one are
 // done and its sends delivered (the message has arrived; with receive_copy, the receiver's copy
 // is done and its acknowledgement is back), not waiting for the other ranks, as the simulator
 // does with sim::Call::iterations. nccl_kernels: NCCL's own kernels run the call (Plan::
-// nccl_kernels), so its reduce and copy ops take no time, as in the simulator.
+// nccl_kernels), so its reduce and copy ops take no time, as in the simulator. protocol: the
+// plan's NCCL protocol (Plan::protocol), for its protocol costs (MessageCosts).
 PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
                  const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes,
-                 int iterations = 1, bool nccl_kernels = false);
+                 int iterations = 1, bool nccl_kernels = false, const std::string& protocol = "");
 
 // The codec's exposed time in one call of `s`: what its compress and decompress kernels add to
 // the call, the cost model's time for it less its time with every compress and decompress
@@ -132,6 +155,6 @@ PlanCost predict(const sched::Schedule& s, const topo::Topology& t, const calib:
 // adds its duration); never negative, 0 for identity.
 double exposed_codec_s(const sched::Schedule& s, const topo::Topology& t, const calib::Calibration& cal,
                        const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes,
-                       bool nccl_kernels = false);
+                       bool nccl_kernels = false, const std::string& protocol = "");
 
 }  // namespace compcoll::policy

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <stdexcept>
 
 namespace compcoll::policy {
 
@@ -194,6 +195,21 @@ std::vector<NcclEstimate> nccl_estimates(const CallInfo& call, const NcclView& v
     }
   }
   return out;
+}
+
+NcclStepCost nccl_step_cost(bool nvlink, bool tree, const std::string& protocol, bool multi_node, bool one_per_node) {
+  int p = kSimple;
+  if (protocol == "ll") p = kLL;
+  else if (protocol == "ll128") p = kLL128;
+  else if (!protocol.empty() && protocol != "simple") throw std::invalid_argument("nccl_step_cost: protocol '" + protocol + "'");
+  const int a = tree ? kTree : kRing;
+  NcclStepCost c;
+  c.base_us = kBaseLat[a][p];
+  c.intra_us = kHwLat[nvlink ? kHwNvlink : kHwPci][a][p];
+  if (multi_node) c.intra_us = std::max(c.intra_us, p == kSimple ? 3.0 : 1.0);  // as nccl_estimates
+  c.inter_us = one_per_node ? kHwLat[kHwNet][kTree][p] : kHwLat[kHwNet][a][p];
+  c.wire_factor = p == kLL ? 2.0 : p == kLL128 ? 1.0 / .92 : 1.0;
+  return c;
 }
 
 NcclEstimate nccl_fastest(const std::vector<NcclEstimate>& estimates, const std::string& algorithm) {

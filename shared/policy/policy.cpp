@@ -314,7 +314,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
 double predict_plan(const Plan& p, const CallInfo& call, const System& sys, RouteCache& routes) {
   const double ratio = p.codec == "identity" ? 1.0 : sys.ratio(p.codec, call.dtype, call.tensor);
   const auto s = sched::build_schedule(flow_spec(build_spec(p, call, *sys.topology), p.nccl_kernels, *sys.topology, sys.net));
-  return predict(s, *sys.topology, *sys.calibration, p.codec, ratio, sys.net, routes, 1, p.nccl_kernels).time_s;
+  return predict(s, *sys.topology, *sys.calibration, p.codec, ratio, sys.net, routes, 1, p.nccl_kernels, p.protocol).time_s;
 }
 
 namespace {

@@ -192,6 +192,8 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     num("precision", e.network.precision);
     const Node ct = net.opt("crosstraffic");
     if (ct.defined()) e.network.crosstraffic = ct.as_bool();
+    const Node pc = net.opt("protocol_costs");
+    if (pc.defined()) e.network.protocol_costs = pc.as_bool();
     const Node up = net.opt("update");
     if (up.defined()) e.network.update = up.as_choice({"lazy", "full"});
     net.check_no_unknown_keys();

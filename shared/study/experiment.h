@@ -34,6 +34,7 @@ struct NetworkSpec {
   std::string source = "the experiment's network key";
   std::optional<double> latency_factor, bandwidth_factor, tcp_gamma, precision;
   std::optional<bool> crosstraffic;
+  std::optional<bool> protocol_costs;  // NCCL's per-step latency and LL / LL128 wire bytes (policy::MessageCosts)
   std::optional<std::string> update;  // SimGrid's network/optim: lazy (its default) or full
 };
 

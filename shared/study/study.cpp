@@ -96,6 +96,7 @@ policy::NetFactors net_factors(const Experiment& exp) {
   if (exp.network.bandwidth_factor) f.bandwidth_factor = *exp.network.bandwidth_factor;
   if (exp.network.tcp_gamma) f.tcp_gamma = *exp.network.tcp_gamma;
   if (exp.network.crosstraffic) f.crosstraffic = *exp.network.crosstraffic;
+  if (exp.network.protocol_costs) f.protocol_costs = *exp.network.protocol_costs;
   return f;
 }
 
@@ -177,17 +178,18 @@ sched::BuildSpec Planner::build_spec(const policy::Plan& plan, const Cell& cell)
 }
 
 policy::PlanCost Planner::model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, int iterations,
-                                bool nccl_kernels) {
+                                bool nccl_kernels, const std::string& protocol) {
   const double ratio = codec == "identity" ? 1.0 : system_.ratio(codec, cell.info.dtype, cell.info.tensor);
   return policy::predict(sched::build_schedule(policy::flow_spec(b, nccl_kernels, topo_, system_.net)), topo_,
-                         *system_.calibration, codec, ratio, system_.net, routes_, iterations, nccl_kernels);
+                         *system_.calibration, codec, ratio, system_.net, routes_, iterations, nccl_kernels, protocol);
 }
 
-double Planner::exposed_codec(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, bool nccl_kernels) {
+double Planner::exposed_codec(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, bool nccl_kernels,
+                              const std::string& protocol) {
   if (codec == "identity") return 0;
   const double ratio = system_.ratio(codec, cell.info.dtype, cell.info.tensor);
   return policy::exposed_codec_s(sched::build_schedule(policy::flow_spec(b, nccl_kernels, topo_, system_.net)), topo_,
-                                 *system_.calibration, codec, ratio, system_.net, routes_, nccl_kernels);
+                                 *system_.calibration, codec, ratio, system_.net, routes_, nccl_kernels, protocol);
 }
 
 void Planner::label(Entry& e, const Cell& cell) const {

@@ -129,11 +129,12 @@ class Planner {
   // built, `codec` at the ratio the policies use: what compcoll-sim would simulate for it;
   // with iterations > 1, back to back that many times (policy::predict).
   // `nccl_kernels`: NCCL's kernels run it (policy::Plan::nccl_kernels; its channels merged as
-  // policy::flow_spec merges them).
+  // policy::flow_spec merges them), with NCCL protocol `protocol` (policy::Plan::protocol).
   policy::PlanCost model(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, int iterations = 1,
-                         bool nccl_kernels = false);
+                         bool nccl_kernels = false, const std::string& protocol = "");
   // The codec's exposed time in one call of `b` (policy::exposed_codec_s).
-  double exposed_codec(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, bool nccl_kernels = false);
+  double exposed_codec(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, bool nccl_kernels = false,
+                       const std::string& protocol = "");
   const policy::System& system() const { return system_; }
   int gpus_per_node() const { return gpus_per_node_; }
 

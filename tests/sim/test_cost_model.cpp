@@ -11,6 +11,7 @@
 #include <map>
 
 #include "policy/cost_model.h"
+#include "policy/nccl_tuning.h"
 #include "policy/policy.h"
 #include "schedule/build.h"
 #include "sim/simulator.h"
@@ -782,4 +783,93 @@ TEST_CASE("the codec's exposed time: all of it on a plain ring, little once pipe
   CHECK(std::isnan(plain.codec_exposed_s));
   CHECK(policy::exposed_codec_s(sched::build_schedule(ring(1, "gauss-exp").build), t, calib::zero_calibration(),
                                 "gauss-exp", 0.6858, net.factors(), routes) == 0);
+}
+
+// NCCL's protocol costs (network.protocol_costs, policy::MessageCosts): NCCL's per-step
+// latency and LL / LL128 wire bytes, charged alike by the simulator and the cost model.
+TEST_CASE("NCCL's protocol costs: the step latency along the data's path, LL's flag bytes", "[sim][cost-model]") {
+  SECTION("NCCL's step costs are its tuning model's") {
+    const auto simple = policy::nccl_step_cost(true, false, "simple", false, false);
+    CHECK(simple.intra_us == 3.4);
+    CHECK(simple.inter_us == 14.0);
+    CHECK(simple.wire_factor == 1.0);
+    CHECK(simple.base_us == 8.4);
+    const auto ll = policy::nccl_step_cost(true, false, "ll", true, true);
+    CHECK(ll.intra_us == 1.0);   // NVLink's 0.6 raised to the network overhead of a call across nodes
+    CHECK(ll.inter_us == 5.0);   // one rank per node: the tree's network latency, as NCCL takes it
+    CHECK(ll.wire_factor == 2.0);
+    CHECK(policy::nccl_step_cost(true, false, "ll128", false, false).wire_factor == Approx(1 / 0.92));
+    CHECK(policy::nccl_step_cost(false, true, "", false, false).intra_us == 4.0);  // PCI, tree, Simple
+    CHECK_THROWS(policy::nccl_step_cost(true, false, "ll64", false, false));
+  }
+
+  const auto t = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  sim::NetworkModel off = sim::NetworkModel::defaults("cm02");
+  sim::NetworkModel on = off;
+  on.protocol_costs = true;
+  policy::RouteCache routes(t);
+  const double nvlink_route = routes.get(t.rank_to_gpu[0], t.rank_to_gpu[1]).latency;
+  REQUIRE(nvlink_route < 3.4e-6);
+
+  SECTION("one node: every step of the ring pays NCCL's NVLink latency less the route's") {
+    sim::Call call = call_of(t, sched::Collective::AllReduce, "ring", sched::Placement::None, "identity", 1, 256 << 20);
+    call.nccl_kernels = true;
+    call.protocol = "simple";
+    const auto zero = calib::zero_calibration();
+    const double plain = simulated(t, call, off, zero), costed = simulated(t, call, on, zero);
+    const int steps = 2 * (t.gpus() - 1);
+    CHECK(costed - plain == Approx(8.4e-6 + steps * (3.4e-6 - nvlink_route)).epsilon(1e-6));  // base + steps
+    // LL: NVLink's 0.6 us is under the route's latency, so nothing waits, and twice the bytes
+    // cross the links: the time beyond the routes' latencies doubles.
+    call.protocol = "ll";
+    REQUIRE(nvlink_route >= 0.6e-6);
+    const double ll = simulated(t, call, on, zero), latencies = steps * nvlink_route, base = 6.6e-6;  // LL's base latency
+    CAPTURE(ll, plain, latencies);
+    CHECK((ll - base - latencies) / (plain - latencies) == Approx(2.0).epsilon(1e-6));
+  }
+
+  SECTION("cost model within 0.2% of SimGrid, NCCL's plans and compcoll's") {
+    const auto multi = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+    const auto h200 = calib::load_calibration(kRoot + "/calibration/h200.yaml");
+    struct Case {
+      const char* algorithm;
+      const char* protocol;
+      bool nccl;
+      const char* codec;
+      sched::Placement placement;
+      uint64_t bytes;
+    };
+    for (const Case& k : {Case{"rail-ring", "simple", true, "identity", sched::Placement::None, 64 << 20},
+                          Case{"rail-ring", "ll128", true, "identity", sched::Placement::None, 4 << 20},
+                          Case{"ring", "ll", true, "identity", sched::Placement::None, 1 << 20},
+                          Case{"tree", "simple", true, "identity", sched::Placement::None, 1 << 20},
+                          Case{"hierarchical", "", false, "gauss-exp", sched::Placement::ZipCCL, 64 << 20}}) {
+      sim::Call call = call_of(multi, sched::Collective::AllReduce, k.algorithm, k.placement, k.codec, 1, k.bytes);
+      call.nccl_kernels = k.nccl;
+      call.protocol = k.protocol;
+      if (std::string(k.algorithm) == "rail-ring") call.build.pipe.channels = 8;
+      if (std::string(k.algorithm) == "hierarchical") call.build.inter = "recursive", call.build.intra_placement = sched::Placement::None;
+      const auto& cal = k.nccl ? calib::zero_calibration() : h200;
+      policy::RouteCache mr(multi);
+      const sched::Schedule s = sched::build_schedule(call.build);
+      const double sim_on = simulated(multi, call, on, cal), sim_off = simulated(multi, call, off, cal);
+      const auto model = policy::predict(s, multi, cal, k.codec, call.ratio, on.factors(), mr, 1, k.nccl, k.protocol);
+      CAPTURE(k.algorithm, k.protocol, k.bytes, sim_on, sim_off, model.time_s);
+      CHECK(model.time_s == Approx(sim_on).epsilon(0.002));
+      CHECK(sim_on > sim_off);
+    }
+  }
+
+  SECTION("not on a host over MPI, which NCCL does not run") {
+    const auto host = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
+    REQUIRE(host.receive_copy);
+    sched::BuildSpec b;
+    b.nranks = 2;
+    b.count = 1024;
+    CHECK_FALSE(policy::message_costs(sched::build_schedule(b), host, on.factors(), false, "").on);
+    CHECK(policy::message_costs(sched::build_schedule(b), t, on.factors(), false, "").on);
+    CHECK_FALSE(policy::message_costs(sched::build_schedule(b), t, off.factors(), false, "").on);
+    CHECK(policy::message_costs(sched::build_schedule(b), t, on.factors(), false, "").base_s == 0);  // point-to-point
+    CHECK(policy::message_costs(sched::build_schedule(b), t, on.factors(), true, "ll128").base_s == Approx(14e-6));
+  }
 }

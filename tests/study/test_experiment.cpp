@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "study/experiment.h"
+#include "study/study.h"
 #include "config/yaml_node.h"
 
 using namespace compcoll;
@@ -66,6 +67,11 @@ TEST_CASE("defaults of a call and --set overrides", "[config][experiment]") {
   CHECK(load_experiment(f, {"network.model=lv08", "network.precision=1e-12"}).network.precision == 1e-12);
   CHECK(load_experiment(f, {"ranks=[8, 64, 1024]"}).ranks == std::vector<int>{8, 64, 1024});
   CHECK(load_experiment(f, {"ranks=0"}).ranks.empty());
+  CHECK_FALSE(e.network.protocol_costs.has_value());
+  CHECK_FALSE(net_factors(e).protocol_costs);
+  const Experiment pc = load_experiment(f, {"network.model=lv08", "network.protocol_costs=true"});
+  CHECK(pc.network.protocol_costs == true);
+  CHECK(net_factors(pc).protocol_costs);
 }
 
 TEST_CASE("bad experiment files: one line naming the file and the key", "[config][experiment][errors]") {
@@ -84,6 +90,7 @@ TEST_CASE("bad experiment files: one line naming the file and the key", "[config
       {"sizes: [1MB]\n" + calls + "network: {model: lv08, latency_factor: -1}\n", "network.latency_factor: expected a positive"},
       {"sizes: [1MB]\n" + calls + "network: {model: lv08, update: eager}\n", "network.update: "},
       {"sizes: [1MB]\n" + calls + "network: {model: lv08, precision: 0}\n", "network.precision: expected a positive"},
+      {"sizes: [1MB]\n" + calls + "network: {model: lv08, protocol_costs: maybe}\n", "network.protocol_costs: "},
       {"sizes: [1MB]\n" + calls + "ratios: {fixed: {gauss-exp: 0}}\n", "ratios.fixed.gauss-exp: expected a ratio > 0"},
       {"sizes: [1MB]\ncodecs: [identity]\n", "(top level): missing key 'calls'"},
   };
