@@ -190,6 +190,7 @@ class RankState {
   };
   struct Outbox {
     std::deque<Message> pending;
+    std::deque<std::pair<double, Message>> delayed;  // protocol costs: waiting out their latency, in post order
     bool busy = false;
     uint32_t on_wire = 0;  // the send whose message is on the wire (busy)
   };
@@ -210,7 +211,7 @@ class RankState {
   void start_op(uint32_t i);
   void post_send(uint32_t i);
   void start_send(uint64_t conn);
-  void enqueue(uint64_t conn, const Message& m);  // the message joins its connection's queue
+  void release(uint64_t conn);  // protocol costs: the messages whose latency has passed join the queue
   void start_kernel();
   void queue_kernel(const Kernel& k);
   void start_copy();
@@ -450,17 +451,26 @@ void RankState::post_send(uint32_t i) {
   // With NCCL's protocol costs a message joins its connection's queue NCCL's step latency (less
   // its route's) after it is posted; the connection is not held meanwhile, so the latencies of
   // successive steps overlap as NCCL's pipelined steps do, and add up along the data's path.
+  auto& q = outbox_[conn];
   if (const double delay = d_.message_delay(r_, op.peer); delay > 0) {
-    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + delay, [this, conn, m] { enqueue(conn, m); });
+    // Released in post order (timers due at one instant may fire in any order).
+    const double when = s4u::Engine::get_clock() + delay;
+    q.delayed.emplace_back(when, m);
+    simgrid::kernel::timer::Timer::set(when, [this, conn] { release(conn); });
     return;
   }
-  enqueue(conn, m);
-}
-
-void RankState::enqueue(uint64_t conn, const Message& m) {
-  auto& q = outbox_[conn];
   q.pending.push_back(m);
   if (!q.busy) start_send(conn);
+}
+
+void RankState::release(uint64_t conn) {
+  auto& q = outbox_[conn];
+  const double now = s4u::Engine::get_clock();
+  while (!q.delayed.empty() && q.delayed.front().first <= now) {
+    q.pending.push_back(q.delayed.front().second);
+    q.delayed.pop_front();
+  }
+  if (!q.busy && !q.pending.empty()) start_send(conn);
 }
 
 void RankState::start_op(uint32_t i) {

@@ -101,7 +101,8 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
   for (int r = 0; r < s.size() && r < static_cast<int>(t.rank_to_gpu.size()); ++r)
     nodes.insert(t.node_of(t.rank_to_gpu[static_cast<size_t>(r)]));
   const bool multi_node = nodes.size() > 1, one_per_node = static_cast<int>(nodes.size()) == s.size();
-  const NcclStepCost sc = nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && s.algorithm == "tree",
+  const bool tree = s.algorithm == "tree" || s.algorithm == "double-binary-tree";
+  const NcclStepCost sc = nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && tree,
                                          nccl_kernels ? protocol : "simple", multi_node, one_per_node);
   c.on = true;
   c.base_s = nccl_kernels ? sc.base_us * 1e-6 : 0;  // compcoll's own plans: NCCL's point-to-point

@@ -860,6 +860,28 @@ TEST_CASE("NCCL's protocol costs: the step latency along the data's path, LL's f
     }
   }
 
+  SECTION("one GPU per node: a rank's two messages to one peer posted together keep their order") {
+    // The double binary tree sends twice to some parent at once (one per tree); with equal
+    // latencies both must join the connection in post order, or the receiver, matching in
+    // order, waits for the second behind the first (a deadlock).
+    const auto dp = topo::load_topology(kRoot + "/topologies/h100-64gpu-dp.yaml");
+    for (const bool nccl : {true, false}) {
+      sim::Call call = call_of(dp, sched::Collective::AllReduce, "tree", sched::Placement::None, "identity", 1, 1 << 20);
+      call.build.nranks = 8;
+      call.nccl_kernels = nccl;
+      call.protocol = nccl ? "simple" : "";
+      const auto h200 = calib::load_calibration(kRoot + "/calibration/h200.yaml");
+      const auto& cal = nccl ? calib::zero_calibration() : h200;
+      policy::RouteCache dr(dp);
+      const double sim_on = simulated(dp, call, on, cal);
+      const auto model = policy::predict(sched::build_schedule(call.build), dp, cal, "identity", 1.0, on.factors(), dr, 1,
+                                         nccl, call.protocol);
+      CAPTURE(nccl, sim_on, model.time_s);
+      CHECK(model.time_s == Approx(sim_on).epsilon(0.002));
+      CHECK(sim_on > simulated(dp, call, off, cal));
+    }
+  }
+
   SECTION("not on a host over MPI, which NCCL does not run") {
     const auto host = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
     REQUIRE(host.receive_copy);
