@@ -276,8 +276,8 @@ class Driver {
   void post_recv(int src, int dst, uint32_t lane, uint32_t seq, uint32_t recv_op);
   void start_exec(int rank, uint32_t op, s4u::Host* host, double flops, double bound);
   void start_ack(int receiver, int sender, uint32_t send_op);
-  // NCCL's protocol costs: how long a message from rank src to rank dst waits before it is
-  // posted (policy::MessageCosts; 0 without them).
+  // NCCL's protocol costs: how long a message from rank src to rank dst waits, once posted,
+  // before it joins its connection's queue (policy::MessageCosts; 0 without them).
   double message_delay(int src, int dst);
   s4u::Host* gpu_host(int rank) const {
     return run_.platform->gpu_hosts[static_cast<size_t>(run_.topology->rank_to_gpu[static_cast<size_t>(rank)])];

@@ -118,11 +118,13 @@ class RouteCache {
 
 // NCCL's protocol costs (NetFactors::protocol_costs), charged by the simulator and the cost
 // model alike on GPU topologies (not on hosts over MPI, topo::Topology::receive_copy): each
-// message of a call waits NCCL's per-step latency for its link (nccl_step_cost: inside a node
-// or across nodes; NCCL's kernels with the plan's protocol and algorithm, ring or tree;
-// compcoll's own plans, which move over NCCL's point-to-point, Simple and ring) less its
-// route's latency (x latency_factor), which the flow model already charges, before it starts;
-// and NCCL's kernels with LL or LL128 put wire_factor bytes on the links per byte of data. A
+// message of a call joins its connection's queue NCCL's per-step latency for its link
+// (nccl_step_cost: inside a node or across nodes; NCCL's kernels with the plan's protocol and
+// algorithm, ring or tree; compcoll's own plans, which move over NCCL's point-to-point, Simple
+// and ring) less its route's latency (x latency_factor), which the flow model already charges,
+// after it is posted, the connection not held meanwhile (so successive steps' latencies overlap,
+// as NCCL's pipelined steps do); and NCCL's kernels with LL or LL128 put wire_factor bytes on
+// the links per byte of data. A
 // call by NCCL's kernels also starts NCCL's base latency late (once per row, not per back-to-back
 // iteration).
 struct MessageCosts {
@@ -130,7 +132,7 @@ struct MessageCosts {
   double base_s = 0;                // NCCL's per-call base latency: every rank starts this late
   double intra_s = 0, inter_s = 0;  // the per-step latency inside a node, across nodes
   double wire_factor = 1;
-  // The wait before a message from src_gpu to dst_gpu starts (0 when off).
+  // The wait before a message from src_gpu to dst_gpu joins its queue (0 when off).
   double delay_s(const topo::Topology& t, int src_gpu, int dst_gpu, double route_latency_s) const;
   uint64_t wire_bytes(uint64_t bytes) const;  // the bytes on the links for `bytes` of data
 };
