@@ -320,6 +320,9 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
 
 topo::Topology load_topology(const Experiment& e, const std::string& path, int ranks) {
   topo::Topology t = topo::load_topology(path, ranks);
+  if (e.network.protocol_costs.value_or(false) && t.receive_copy)
+    throw config::ConfigError(e.file + ": network.protocol_costs: " + path +
+                              " runs MPI ranks on hosts (receive_copy), which NCCL's protocol costs do not apply to");
   if (e.run.compute_thread && t.receive_copy) {
     if (!t.shared_memory)
       throw config::ConfigError(e.file + ": run.compute_thread: " + path +

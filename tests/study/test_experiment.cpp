@@ -72,6 +72,9 @@ TEST_CASE("defaults of a call and --set overrides", "[config][experiment]") {
   const Experiment pc = load_experiment(f, {"network.model=lv08", "network.protocol_costs=true"});
   CHECK(pc.network.protocol_costs == true);
   CHECK(net_factors(pc).protocol_costs);
+  CHECK_NOTHROW(study::load_topology(pc, kRoot + "/topologies/dgx-h100.yaml"));
+  CHECK_THROWS_WITH(study::load_topology(pc, kRoot + "/topologies/host-mpi.yaml"),
+                    Catch::StartsWith(f + ": network.protocol_costs: " + kRoot + "/topologies/host-mpi.yaml runs MPI"));
 }
 
 TEST_CASE("bad experiment files: one line naming the file and the key", "[config][experiment][errors]") {
