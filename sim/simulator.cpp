@@ -190,7 +190,10 @@ class RankState {
   };
   struct Outbox {
     std::deque<Message> pending;
-    std::deque<std::pair<double, Message>> delayed;  // protocol costs: waiting out their latency, in post order
+    // Protocol costs: messages waiting out their latency, in post order, from `delayed_head` (a
+    // vector, not a second deque: most connections never use it and a deque allocates at once).
+    std::vector<std::pair<double, Message>> delayed;
+    size_t delayed_head = 0;
     bool busy = false;
     uint32_t on_wire = 0;  // the send whose message is on the wire (busy)
   };
@@ -466,10 +469,9 @@ void RankState::post_send(uint32_t i) {
 void RankState::release(uint64_t conn) {
   auto& q = outbox_[conn];
   const double now = s4u::Engine::get_clock();
-  while (!q.delayed.empty() && q.delayed.front().first <= now) {
-    q.pending.push_back(q.delayed.front().second);
-    q.delayed.pop_front();
-  }
+  while (q.delayed_head < q.delayed.size() && q.delayed[q.delayed_head].first <= now)
+    q.pending.push_back(q.delayed[q.delayed_head++].second);
+  if (q.delayed_head == q.delayed.size()) q.delayed.clear(), q.delayed_head = 0;
   if (!q.busy && !q.pending.empty()) start_send(conn);
 }
 
