@@ -4,17 +4,21 @@
 # 16,384- and 131,072-GPU dragonflies too), ring allreduce at 1,024 ranks and nccl-like's
 # rail rings at 256 (experiments/bench-sim.yaml, uncompressed and gauss-exp; 1 GB at 131,072). Targets: a
 # 131,072-rank row <= 10 minutes and <= 16 GiB on one core; at least 200,000 messages per
-# wall-second. Usage: tools/bench_sim.sh [BUILD_DIR] [--large-only | --small-only]
+# wall-second. Usage: tools/bench_sim.sh [BUILD_DIR] [--large-only | --small-only] [--protocol-costs]
+# (--protocol-costs: with NCCL's protocol costs, network.protocol_costs, docs/compcoll-sim.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIM=${1:-build}/sim/compcoll-sim
 which=${2:-all}
+costs=()
+for a in "$@"; do [ "$a" = --protocol-costs ] && costs=(--set network.protocol_costs=true); done
+[ "$which" = --protocol-costs ] && which=all
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 printf "%-34s %7s %10s %9s %12s %9s %9s\n" case ranks messages wall_s msgs_per_s platf_s peak_MB
 run() {  # name, then --set arguments
   local name=$1; shift
-  "$SIM" experiments/bench-sim.yaml "$@" --out "$OUT/$name" > /dev/null
+  "$SIM" experiments/bench-sim.yaml "$@" ${costs[@]+"${costs[@]}"} --out "$OUT/$name" > /dev/null
   python3 - "$OUT/$name/results.json" "$name" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
