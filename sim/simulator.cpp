@@ -140,7 +140,6 @@ struct CallRun {
   double footprint = 0;          // the call's bytes of buffers on a node (receive copies' factors)
   const Platform* platform = nullptr;
   policy::MessageCosts costs;    // NCCL's protocol costs of the call's messages (network.protocol_costs)
-  double latency_factor = 1;     // the flow model's (a message's delay is NCCL's step latency less its route's)
   int iterations = 1;            // the schedule is the call repeated this many times (sched::repeated)
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
   double codec_s = 0, reduce_s = 0, end = 0;
@@ -679,10 +678,8 @@ void Driver::completed(uint32_t token) {
 }
 
 double Driver::message_delay(int src, int dst) {
-  if (!run_.costs.on) return 0;
   const topo::Topology& t = *run_.topology;
-  const int sg = t.rank_to_gpu[static_cast<size_t>(src)], dg = t.rank_to_gpu[static_cast<size_t>(dst)];
-  return run_.costs.delay_s(t, sg, dg, routes_.get(sg, dg).latency * run_.latency_factor);
+  return run_.costs.delay_s(t, routes_, t.rank_to_gpu[static_cast<size_t>(src)], t.rank_to_gpu[static_cast<size_t>(dst)]);
 }
 
 // Makes sure a flush runs at this instant.
@@ -827,7 +824,6 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     run.cal = &job.calibration;
     run.topology = &job.topology;
     run.bandwidth_factor = job.network.bandwidth_factor;
-    run.latency_factor = job.network.latency_factor;
     run.platform = &platform;
     for (const auto& rp : schedule.ranks) res.ops += rp.ops.size() / static_cast<size_t>(iterations);
     const double start = s4u::Engine::get_clock();

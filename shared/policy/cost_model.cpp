@@ -109,13 +109,14 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
   c.intra_s = sc.intra_us * 1e-6;
   c.inter_s = sc.inter_us * 1e-6;
   c.wire_factor = sc.wire_factor;
+  c.latency_factor = net.latency_factor;
   return c;
 }
 
-double MessageCosts::delay_s(const topo::Topology& t, int src_gpu, int dst_gpu, double route_latency_s) const {
+double MessageCosts::delay_s(const topo::Topology& t, RouteCache& routes, int src_gpu, int dst_gpu) const {
   if (!on) return 0;
   const double step = t.node_of(src_gpu) == t.node_of(dst_gpu) ? intra_s : inter_s;
-  return std::max(0.0, step - route_latency_s);
+  return std::max(0.0, step - routes.get(src_gpu, dst_gpu).latency * latency_factor);
 }
 
 uint64_t MessageCosts::wire_bytes(uint64_t bytes) const {
@@ -711,10 +712,8 @@ void PlanRun::start_op(int r, uint32_t i) {
       finish_op(r, i, now);  // buffered: what depends on it may go on
       // NCCL's protocol costs: the message joins its pair's queue its step latency (less its
       // route's) later, the wire not held meanwhile (MessageCosts; as the simulator does).
-      const int src_gpu = t_.rank_to_gpu[static_cast<size_t>(r)], dst_gpu = t_.rank_to_gpu[static_cast<size_t>(op.peer)];
-      const MessageCosts& costs = flows_.costs();
-      const double delay =
-          costs.on ? costs.delay_s(t_, src_gpu, dst_gpu, routes_.get(src_gpu, dst_gpu).latency * net_.latency_factor) : 0;
+      const double delay = flows_.costs().delay_s(t_, routes_, t_.rank_to_gpu[static_cast<size_t>(r)],
+                                                  t_.rank_to_gpu[static_cast<size_t>(op.peer)]);
       const uint64_t key = connection_key(r, op.peer, op.lane);
       if (delay > 0) {
         delayed_.push(Delayed{now + delay, delayed_order_++, key, Pending{st.seq[i], bytes, i}});

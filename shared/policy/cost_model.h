@@ -132,8 +132,10 @@ struct MessageCosts {
   double base_s = 0;                // NCCL's per-call base latency: every rank starts this late
   double intra_s = 0, inter_s = 0;  // the per-step latency inside a node, across nodes
   double wire_factor = 1;
-  // The wait before a message from src_gpu to dst_gpu joins its queue (0 when off).
-  double delay_s(const topo::Topology& t, int src_gpu, int dst_gpu, double route_latency_s) const;
+  double latency_factor = 1;        // the flow model's, on the route's latency it charges
+  // The wait before a message from src_gpu to dst_gpu joins its queue (0 when off; the route's
+  // latency from `routes`, looked up only when on).
+  double delay_s(const topo::Topology& t, RouteCache& routes, int src_gpu, int dst_gpu) const;
   uint64_t wire_bytes(uint64_t bytes) const;  // the bytes on the links for `bytes` of data
 };
 MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, const NetFactors& net, bool nccl_kernels,

@@ -53,6 +53,18 @@ double speed_at_most(const double (&speeds)[N], double limit) {
   return speeds[N - 1];
 }
 
+// tuning.cc's per-step latencies (us): a step across nodes (at one rank per node the tree's
+// network latency, as NCCL takes it whatever the algorithm), and a ring's step inside a node,
+// at least NCCL's network overhead when the call spans nodes (Simple 3 us; LL, LL128 1 us: x86
+// Intel).
+double inter_step_us(int a, int p, bool one_per_node) {
+  return one_per_node ? kHwLat[kHwNet][kTree][p] : kHwLat[kHwNet][a][p];
+}
+double ring_intra_step_us(Hw hw, int p, bool multi_node) {
+  const double lat = kHwLat[hw][kRing][p];
+  return multi_node ? std::max(lat, p == kSimple ? 3.0 : 1.0) : lat;
+}
+
 int log2i(double x) { return x < 1 ? 0 : static_cast<int>(std::floor(std::log2(x))); }
 
 // search.cc: a graph found at a speed of 25 GB/s or more has its channels doubled at half the
@@ -160,17 +172,15 @@ std::vector<NcclEstimate> nccl_estimates(const CallInfo& call, const NcclView& v
       }
       // Latency (us).
       double lat = kBaseLat[a][p];
-      double intra_lat = kHwLat[intra_hw][a][p];
-      const double inter_lat = ppn == 1 ? kHwLat[kHwNet][kTree][p] : kHwLat[kHwNet][a][p];
+      const double intra_lat = kHwLat[intra_hw][a][p];
+      const double inter_lat = inter_step_us(a, p, ppn == 1);
       if (a == kRing) {
         if (c == Collective::Broadcast) {
           const Hw hw = nodes == 1 ? intra_hw : kHwNet;
           lat += nsteps * (p == kSimple ? kHwLat[hw][kTree][p] : kHwLat[hw][kRing][p]);
         } else {
-          const double net_overhead = nodes > 1 ? (p == kSimple ? 3.0 : 1.0) : 0.0;  // x86 Intel: 1 us
-          intra_lat = std::max(intra_lat, net_overhead);
           const int inter_steps = nodes == 1 ? 0 : ar ? 2 * (nodes - 1) : nodes - 1;
-          lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+          lat += (nsteps - inter_steps) * ring_intra_step_us(intra_hw, p, nodes > 1) + inter_steps * inter_lat;
         }
       } else if (a == kTree) {
         lat += 2 * ((ppn - 1) * intra_lat + log2i(nodes) * inter_lat);
@@ -205,9 +215,9 @@ NcclStepCost nccl_step_cost(bool nvlink, bool tree, const std::string& protocol,
   const int a = tree ? kTree : kRing;
   NcclStepCost c;
   c.base_us = kBaseLat[a][p];
-  c.intra_us = kHwLat[nvlink ? kHwNvlink : kHwPci][a][p];
-  if (multi_node) c.intra_us = std::max(c.intra_us, p == kSimple ? 3.0 : 1.0);  // as nccl_estimates
-  c.inter_us = one_per_node ? kHwLat[kHwNet][kTree][p] : kHwLat[kHwNet][a][p];
+  const Hw hw = nvlink ? kHwNvlink : kHwPci;
+  c.intra_us = tree ? kHwLat[hw][kTree][p] : ring_intra_step_us(hw, p, multi_node);
+  c.inter_us = inter_step_us(a, p, one_per_node);
   c.wire_factor = p == kLL ? 2.0 : p == kLL128 ? 1.0 / .92 : 1.0;
   return c;
 }

@@ -55,8 +55,9 @@ NcclEstimate nccl_fastest(const std::vector<NcclEstimate>& estimates, const std:
 
 // What one step of NCCL's ring (tree: of its tree) costs beyond moving its bytes, as NCCL's
 // model charges it (tuning.cc): the per-step latency of a step inside a node (over NVLink, or
-// PCI) and of one across nodes, for protocol ll, ll128 or simple ("" is simple); inside a node
-// of a call that spans nodes at least NCCL's network overhead (3 us Simple, 1 us LL / LL128);
+// PCI) and of one across nodes, for protocol ll, ll128 or simple ("" is simple); a ring's step
+// inside a node of a call that spans nodes at least NCCL's network overhead (3 us Simple, 1 us
+// LL / LL128);
 // across nodes at one rank per node the tree's network latency, as NCCL takes it. And the bytes
 // the protocol puts on the wire per byte of data: LL 2 (4 flag bytes per 8), LL128 1 / 0.92,
 // Simple 1 (NCCL's bandwidth factors 0.5 and 0.92). And the call's base latency (baseLat).
