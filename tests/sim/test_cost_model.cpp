@@ -798,6 +798,7 @@ TEST_CASE("NCCL's protocol costs: the step latency along the data's path, LL's f
     CHECK(ll.intra_us == 1.0);   // NVLink's 0.6 raised to the network overhead of a call across nodes
     CHECK(ll.inter_us == 5.0);   // one rank per node: the tree's network latency, as NCCL takes it
     CHECK(ll.wire_factor == 2.0);
+    CHECK(policy::nccl_step_cost(true, true, "ll", true, false).intra_us == 0.6);  // the floor is the ring's only
     CHECK(policy::nccl_step_cost(true, false, "ll128", false, false).wire_factor == Approx(1 / 0.92));
     CHECK(policy::nccl_step_cost(false, true, "", false, false).intra_us == 4.0);  // PCI, tree, Simple
     CHECK_THROWS(policy::nccl_step_cost(true, false, "ll64", false, false));
