@@ -27,7 +27,6 @@ REASONS = {
     "step-latency": "NCCL pays more of its per-step latency than pipelined steps do (its own additive model is closer)",
     "ctas": "the default run is limited by its CTAs (NCCL_MIN_CTAS=24 reaches the network: M35, M36)",
     "ramp": "the published busbw rises more slowly with size than the simulator and NCCL's own model (both outside the band)",
-    "tree": "nccl-like's double binary tree does not pipeline its steps; NCCL's tree does",
     "efa": "EFA through aws-ofi-nccl: mid sizes far below the simulator and NCCL's own model",
     "p2p": "NCCL's all-to-all (grouped point-to-point) stays below the link rate that the simulated exchange reaches",
 }

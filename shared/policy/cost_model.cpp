@@ -101,7 +101,7 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
   for (int r = 0; r < s.size() && r < static_cast<int>(t.rank_to_gpu.size()); ++r)
     nodes.insert(t.node_of(t.rank_to_gpu[static_cast<size_t>(r)]));
   const bool multi_node = nodes.size() > 1, one_per_node = static_cast<int>(nodes.size()) == s.size();
-  const bool tree = s.algorithm == "tree" || s.algorithm == "double-binary-tree";
+  const bool tree = s.algorithm.rfind("double-binary-tree/", 0) == 0 || s.algorithm.rfind("nccl-tree/", 0) == 0;
   const NcclStepCost sc = nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && tree,
                                          nccl_kernels ? protocol : "simple", multi_node, one_per_node);
   c.on = true;

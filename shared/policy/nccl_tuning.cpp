@@ -222,6 +222,34 @@ NcclStepCost nccl_step_cost(bool nvlink, bool tree, const std::string& protocol,
   return c;
 }
 
+NcclTreeLaunch nccl_tree_launch(uint64_t bytes, const NcclView& v, int channels, const std::string& protocol) {
+  constexpr uint64_t kSteps = 8;                                             // NCCL_STEPS
+  constexpr uint64_t kLLBuff = 8 * 512 * kSteps * 16;                        // DEFAULT_LL_BUFFSIZE
+  constexpr uint64_t kLL128Buff = 120 * 640 * kSteps * 8;                    // DEFAULT_LL128_BUFFSIZE
+  constexpr uint64_t kSimpleBuff = uint64_t{1} << 22;                        // DEFAULT_BUFFSIZE
+  uint64_t threads = 512, threshold = 64, chunk = kSimpleBuff / kSteps;      // Simple
+  if (protocol == "ll") {
+    threads = 512, threshold = 8, chunk = kLLBuff / kSteps / 2;
+  } else if (protocol == "ll128") {
+    threads = 640, threshold = 8, chunk = kLL128Buff / kSteps / 16 * 15;
+  } else if (!protocol.empty() && protocol != "simple") {
+    throw std::invalid_argument("nccl_tree_launch: protocol '" + protocol + "'");
+  }
+  NcclTreeLaunch l;
+  l.channels = std::max(1, channels);
+  while (l.channels >= 2 && bytes < static_cast<uint64_t>(l.channels) * threads * threshold) --l.channels;
+  const uint64_t nc = static_cast<uint64_t>(l.channels);
+  if (protocol == "ll128") {
+    const double ppn = static_cast<double>(v.nranks) / v.nodes;
+    const double steps = 1 + log2i(v.nodes) + 0.1 * ppn;
+    while (static_cast<double>(bytes / (nc * chunk)) < steps * 64 / ppn && chunk > 131072) chunk /= 2;
+    while (static_cast<double>(bytes / (nc * chunk)) < steps * 16 / ppn && chunk > 32768) chunk /= 2;
+  }
+  l.chunk_bytes = chunk;
+  l.chunks = std::max<uint64_t>(1, (bytes + nc * chunk - 1) / (nc * chunk));
+  return l;
+}
+
 NcclEstimate nccl_fastest(const std::vector<NcclEstimate>& estimates, const std::string& algorithm) {
   NcclEstimate best;
   for (const NcclEstimate& e : estimates)

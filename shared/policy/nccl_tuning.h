@@ -53,6 +53,20 @@ NcclEstimate nccl_pick(const CallInfo& call, const NcclView& v);
 // when there is none.
 NcclEstimate nccl_fastest(const std::vector<NcclEstimate>& estimates, const std::string& algorithm = "");
 
+// How NCCL 2.23 launches its tree allreduce of `bytes` (enqueue.cc): the channels it keeps
+// (topoGetAlgoInfo drops channels while bytes < channels x threads x the protocol's thread
+// threshold: 512 x 8 for LL, 640 x 8 for LL128, 512 x 64 for Simple), and the chunk each
+// channel moves per step (calcCollChunking: a step of the protocol's buffer, 4 MiB / 8 Simple,
+// 64 KiB / 8 halved for LL's flags, 4.69 MB / 8 with 15 of 16 words LL128; LL128 halves it
+// down to 128 KiB while a channel would move fewer than (1 + log2 nodes + ppn / 10) x 64 / ppn
+// chunks, then to 32 KiB below x 16 / ppn). chunks: a channel's share in chunks, at least 1.
+struct NcclTreeLaunch {
+  int channels = 1;
+  uint64_t chunk_bytes = 0;
+  uint64_t chunks = 1;
+};
+NcclTreeLaunch nccl_tree_launch(uint64_t bytes, const NcclView& v, int channels, const std::string& protocol);
+
 // What one step of NCCL's ring (tree: of its tree) costs beyond moving its bytes, as NCCL's
 // model charges it (tuning.cc): the per-step latency of a step inside a node (over NVLink, or
 // PCI) and of one across nodes, for protocol ll, ll128 or simple ("" is simple); a ring's step

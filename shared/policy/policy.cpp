@@ -137,6 +137,7 @@ uint64_t flat_messages(Collective c, const std::string& algorithm, uint64_t n, u
   }
   if (algorithm == "chain" || (algorithm == "tree" && c == Collective::Broadcast)) return (n - 1) * chunks;
   if (algorithm == "tree") return 4 * (n - 1);  // up and down two binary trees
+  if (algorithm == "nccl-tree") return 2 * (n - 1) * chunks;  // up and down one tree per channel
   // Recursive halving/doubling: log2 steps (about one more each way when n is not a power of
   // two: the fold-in and fold-out).
   const uint64_t steps = log2_ceil(n) + ((n & (n - 1)) ? 1 : 0);
@@ -339,18 +340,21 @@ class NcclLike final : public Policy {
     const NcclView view = nccl_view(t, call.nranks);
     const std::vector<NcclEstimate> estimates = nccl_estimates(call, view);
     const NcclEstimate pick = nccl_fastest(estimates);
-    // NCCL's tree runs as compcoll's double binary tree where NCCL's time for it is mostly
-    // latency (the double binary tree does not pipeline, NCCL's tree does); otherwise NCCL's
-    // fastest ring runs. NVLS, NVLS-Tree and PAT are not simulated: where NCCL would pick one,
-    // its fastest ring runs and the row names NCCL's choice.
-    const bool latency_bound = pick.alg_bw > 0 && call.bytes / (1000.0 * pick.alg_bw) < pick.latency_us;
-    const NcclEstimate run = pick.algorithm == "tree" && latency_bound ? pick : nccl_fastest(estimates, "ring");
+    // NCCL's tree and rings run as NCCL launches them. NVLS, NVLS-Tree and PAT are not
+    // simulated: where NCCL would pick one, its fastest ring runs and the row names NCCL's choice.
+    const NcclEstimate run = pick.algorithm == "tree" ? pick : nccl_fastest(estimates, "ring");
     p.protocol = run.protocol;
     if (pick.algorithm != run.algorithm || pick.protocol != run.protocol) p.nccl = pick.label();
     p.nccl_s = pick.time_s;
     const int g = ranks_per_node(t, call.nranks);
     if (run.algorithm == "tree") {
-      p.algorithm = "tree";
+      // Its channels and chunks (nccl_tree_launch); fewer chunks, each larger, where the
+      // schedule would be too large to simulate.
+      const NcclTreeLaunch launch = nccl_tree_launch(call.bytes, view, run.channels, run.protocol);
+      p.algorithm = "nccl-tree";
+      p.channels = static_cast<uint32_t>(launch.channels);
+      p.chunks = static_cast<uint32_t>(std::min<uint64_t>(launch.chunks, 1u << 20));
+      while (p.chunks > 1 && plan_size(p, call, g).ops > kMaxPlanOps / 4) p.chunks = (p.chunks + 1) / 2;
     } else if (g > 1) {
       p.algorithm = "rail-ring";
       p.channels = static_cast<uint32_t>(std::max(1, view.ring_channels));  // simulated merged (flow_spec)

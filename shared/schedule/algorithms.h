@@ -72,6 +72,23 @@ Schedule recursive_allgather(int nranks, uint64_t count, DType dtype, Placement 
 // (the broadcast forwards the root's bytes), zipccl (reduce per hop, broadcast once).
 Schedule double_tree_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
+// NCCL's tree allreduce (nodes x gpus_per_node ranks, rank = node * g + local): channel c is
+// a tree over every rank, a chain inside each node from its head, local rank c mod g (the GPU
+// of rail c mod g), through c+1, c+2, ..., and across nodes a binary tree of the heads. Across
+// nodes the first half of the channels uses NCCL's in-order binary tree of nodes (node 0 the
+// root: a node's parent clears its lowest set bit and sets the next), the second half its
+// mirror (its shift for an odd node count), as NCCL's double binary tree; one channel uses
+// the first only. Each channel carries 1/channels of the data, cut into `chunks` pieces that
+// follow each other: a rank receives a chunk from each child, reduces it, sends it to its
+// parent, then takes the sum from its parent and forwards it to its children, so reduction
+// and broadcast of different chunks overlap. Steps: 2 x the depth + chunks. Placement none
+// only; compcoll's own compressed trees are double_tree_allreduce and the hierarchical tree.
+Schedule nccl_tree_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype,
+                             Placement placement = Placement::None, const Pipelining& pipe = {});
+// NCCL's binary tree of `n` nodes (the first tree of its double binary tree, tree 0, or the
+// second, tree 1): each node's parent (-1 at the root).
+std::vector<int> nccl_tree_parents(int n, int tree);
+
 // The allreduce among the ranks of equal local rank in a hierarchical allreduce.
 enum class InterAlgorithm : uint8_t { Ring, Recursive, Tree };
 std::string_view inter_name(InterAlgorithm a);

@@ -55,7 +55,7 @@ Placement parse_placement(std::string_view n) {
 
 std::vector<std::string> algorithm_names(Collective c) {
   switch (c) {
-    case Collective::AllReduce: return {"ring", "rail-ring", "recursive", "tree", "hierarchical"};
+    case Collective::AllReduce: return {"ring", "rail-ring", "recursive", "tree", "nccl-tree", "hierarchical"};
     case Collective::ReduceScatter:
     case Collective::AllGather: return {"ring", "rail-ring", "recursive", "hierarchical"};
     case Collective::Broadcast: return {"tree", "chain"};
@@ -78,6 +78,8 @@ Schedule dispatch(const BuildSpec& s) {
       if (a == "hierarchical")
         return hierarchical_allreduce(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, parse_inter(s.inter),
                                       s.pipe, s.intra_placement);
+      if (a == "nccl-tree")
+        return nccl_tree_allreduce(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
       no_pipelining(s);
       if (a == "recursive") return recursive_allreduce(s.nranks, s.count, s.dtype, s.placement);
       if (a == "tree") return double_tree_allreduce(s.nranks, s.count, s.dtype, s.placement);

@@ -125,7 +125,7 @@ TEST_CASE("build_schedule errors name what is wrong", "[schedule][build]") {
     return s;
   };
   CHECK_THAT(error_of(spec(Collective::AllReduce, "butterfly")),
-             Catch::Contains("butterfly") && Catch::Contains("allreduce") && Catch::Contains("ring, recursive, tree, hierarchical"));
+             Catch::Contains("butterfly") && Catch::Contains("allreduce") && Catch::Contains("ring, recursive, tree, nccl-tree, hierarchical"));
   CHECK_THAT(error_of(spec(Collective::Broadcast, "ring")), Catch::Contains("'ring'") && Catch::Contains("tree, chain"));
   BuildSpec s = spec(Collective::ReduceScatter, "ring");
   s.placement = Placement::CompressOnce;

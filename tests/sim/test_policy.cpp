@@ -118,6 +118,24 @@ TEST_CASE("NCCL's tuning model, by hand: 8 nodes of 8 GPUs, one 400 Gb/s NIC eac
   CHECK(big.label() == "ring/simple");
   CHECK(big.time_s == Approx(((8.4 + 112 * 3.4 + 14 * 14) * 1.4 + 1e9 / (1000.0 * 384 * 64 / 126)) * 1e-6));
   CHECK(big.channels == 16);
+  // The tree as NCCL launches it (enqueue.cc). LL128, 16 MiB: the chunk of 576,000 bytes halves
+  // while a channel would move fewer than (1 + 3 + 0.8) x 64 / 8 = 38.4 of them and it is over
+  // 128 KiB: 288,000, 144,000, 72,000; then 14 >= 9.6 chunks: 72,000 stays, 15 chunks a channel.
+  const NcclTreeLaunch ll128 = nccl_tree_launch(16 << 20, v, 16, "ll128");
+  CHECK(ll128.channels == 16);
+  CHECK(ll128.chunk_bytes == 72000);
+  CHECK(ll128.chunks == 15);
+  // Simple, 64 KiB: channels drop while 64 KiB < channels x 512 x 64, to 2; one 512 KiB chunk.
+  const NcclTreeLaunch simple = nccl_tree_launch(64 << 10, v, 16, "simple");
+  CHECK(simple.channels == 2);
+  CHECK(simple.chunk_bytes == 512 << 10);
+  CHECK(simple.chunks == 1);
+  // LL, 1 MiB: 32 KiB chunks (64 KiB steps, half of them flags), 2 a channel.
+  const NcclTreeLaunch ll = nccl_tree_launch(1 << 20, v, 16, "ll");
+  CHECK(ll.channels == 16);
+  CHECK(ll.chunk_bytes == 32768);
+  CHECK(ll.chunks == 2);
+  CHECK_THROWS_AS(nccl_tree_launch(1 << 20, v, 16, "ll64"), std::invalid_argument);
 }
 
 TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs; never compresses",
@@ -127,16 +145,20 @@ TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs;
   const System sys = system_of(t, cal, {"identity", "gauss-exp"});
   auto nccl = make_policy("nccl-like");
   double predicted = 0;
-  // Small: NCCL's tree with LL, mostly latency: the double binary tree runs.
+  // Small: NCCL's tree with LL, as NCCL launches it: 16 channels (64 KiB is not under
+  // 16 x 512 threads x 8), each one chunk of 4 KiB (LL's 32 KiB chunks are not filled).
   const Plan small = nccl->choose(allreduce(64 << 10, 64), sys, &predicted);
-  CHECK(small.algorithm == "tree");
+  CHECK(small.algorithm == "nccl-tree");
   CHECK(small.protocol == "ll");
+  CHECK(small.channels == 16);
+  CHECK(small.chunks == 1);
   CHECK(small.nccl.empty());
-  // 16 MB: NCCL's tree would move the data pipelined, which the double binary tree does not:
-  // the fastest ring runs, and the row names NCCL's choice.
+  CHECK(algorithm_label(small, sched::Collective::AllReduce) == "nccl-tree/ll 16ch");
+  // 16 MB on 2 nodes: NCCL would run NVLS-Tree, which compcoll does not simulate: the fastest
+  // ring runs, and the row names NCCL's choice.
   const Plan mid = nccl->choose(allreduce(16 << 20, 16), sys, &predicted);
   CHECK(mid.algorithm == "rail-ring");
-  CHECK(!mid.nccl.empty());
+  CHECK(mid.nccl == "nvls-tree/simple");
   CHECK(predicted > 0);
   // Large: NCCL's rings, 16 rail rings (two per NIC), Simple.
   const Plan big = nccl->choose(allreduce(1'000'000'000, 64), sys, &predicted);
@@ -282,15 +304,17 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
       for (auto coll : {sched::Collective::AllReduce, sched::Collective::ReduceScatter, sched::Collective::AllGather,
                         sched::Collective::Broadcast, sched::Collective::AllToAll}) {
         for (const std::string& algo : sched::algorithm_names(coll)) {
-          if ((algo == "hierarchical") != (g > 1)) continue;
+          if ((algo == "hierarchical") != (g > 1) && algo != "nccl-tree") continue;
           const bool allreduce_hier = algo == "hierarchical" && coll == sched::Collective::AllReduce;
           for (const char* inter : {"ring", "recursive", "tree"}) {
             if (!allreduce_hier && std::string(inter) != "ring") continue;
             const bool pipelines = (algo == "ring" && coll != sched::Collective::AllToAll) || algo == "chain" ||
+                                   algo == "nccl-tree" ||
                                    (allreduce_hier && std::string(inter) != "tree");
             for (uint32_t chunks : {1u, 4u})
             for (const char* codec : {"identity", "gauss-exp"}) {
               if (chunks > 1 && !pipelines) continue;
+              if (algo == "nccl-tree" && std::string(codec) != "identity") continue;  // NCCL's: raw data only
               Plan p;
               p.algorithm = algo;
               p.inter = inter;
