@@ -64,11 +64,11 @@ uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elem
 }
 
 double expected_peak_bytes(int gpus, int ranks, uint64_t ops) {
-  // Above each of ten measured peaks, by 3% (131,072 ranks) to 50% (the smallest), with the
-  // least margin at the largest (docs/compcoll-sim.md, "Memory"): what every process holds (the
-  // program, SimGrid, the tensors the ratio model reads), then bytes per GPU of the platform,
-  // per rank of the call and per schedule op.
-  constexpr double kBase = 160e6, kPerGpu = 2'400, kPerRank = 16'000, kPerOp = 420;
+  // Above each of seven measured peaks, by 6.5% (16,384 ranks on the dragonfly) to 41% (4,096
+  // ranks) (docs/compcoll-sim.md, "Memory"): what every process holds (the program, SimGrid,
+  // the tensors the ratio model reads), then bytes per GPU of the platform, per rank of the
+  // call and per schedule op (policy::plan_size's count).
+  constexpr double kBase = 60e6, kPerGpu = 2'400, kPerRank = 30'000, kPerOp = 110;
   return kBase + kPerGpu * gpus + kPerRank * ranks + kPerOp * static_cast<double>(ops);
 }
 
@@ -187,14 +187,20 @@ class RankState {
     Payload payload;
     uint32_t seq, op;  // sequence number on the connection, the send
   };
+  // A connection with messages waiting, on the wire or waiting out their latency; dropped
+  // when it has none, so that a rank holds outboxes for the connections in use now, not for
+  // every peer of its program. Queues are vectors read from a head index (a deque allocates
+  // on construction).
   struct Outbox {
-    std::deque<Message> pending;
-    // Protocol costs: messages waiting out their latency, in post order, from `delayed_head` (a
-    // vector, not a second deque: most connections never use it and a deque allocates at once).
+    std::vector<Message> pending;  // from pending_head
+    size_t pending_head = 0;
+    // Protocol costs: messages waiting out their latency, in post order, from `delayed_head`.
     std::vector<std::pair<double, Message>> delayed;
     size_t delayed_head = 0;
     bool busy = false;
     uint32_t on_wire = 0;  // the send whose message is on the wire (busy)
+    bool has_pending() const { return pending_head < pending.size(); }
+    bool idle() const { return !busy && !has_pending() && delayed_head == delayed.size(); }
   };
   // Kernels run one at a time, in the order they become ready, as on one CUDA stream (each
   // codec or reduce kernel has the GPU's memory bandwidth to itself). On a node whose ranks
@@ -277,6 +283,10 @@ class Driver {
   void post_send(int src, int dst, uint32_t lane, uint32_t seq, uint32_t send_op, const Payload& pl);
   void post_recv(int src, int dst, uint32_t lane, uint32_t seq, uint32_t recv_op);
   void start_exec(int rank, uint32_t op, s4u::Host* host, double flops, double bound);
+  // A kernel alone on its rank's GPU (no memory shared with other ranks: one kernel at a time
+  // per GPU, nothing else on its host) ends its calibrated time after it starts: a timer, which
+  // ends where an execution alone on the host would and holds no SimGrid activity meanwhile.
+  void start_kernel_timer(int rank, uint32_t op, double seconds);
   void start_ack(int receiver, int sender, uint32_t send_op);
   // NCCL's protocol costs: how long a message from rank src to rank dst waits, once posted,
   // before it joins its connection's queue (policy::MessageCosts; 0 without them).
@@ -401,7 +411,7 @@ void RankState::queue_copy(const Kernel& k) {
 
 void RankState::start_exec(const Kernel& k) {
   if (!run_.topology->shared_memory) {
-    d_.start_exec(r_, k.op, d_.gpu_host(r_), k.seconds * kHostSpeed, -1);
+    d_.start_kernel_timer(r_, k.op, k.seconds);
     return;
   }
   const topo::Topology& t = *run_.topology;
@@ -418,8 +428,8 @@ void RankState::queue_kernel(const Kernel& k) {
 void RankState::start_send(uint64_t conn) {
   const int peer = static_cast<int>(static_cast<uint32_t>(conn));
   auto& q = outbox_[conn];
-  const Message m = q.pending.front();
-  q.pending.pop_front();
+  const Message m = q.pending[q.pending_head++];
+  if (q.pending_head == q.pending.size()) q.pending.clear(), q.pending_head = 0;
   q.busy = true;
   q.on_wire = m.op;
   d_.post_send(r_, peer, static_cast<uint32_t>(conn >> 32), m.seq, m.op, m.payload);
@@ -471,7 +481,7 @@ void RankState::release(uint64_t conn) {
   while (q.delayed_head < q.delayed.size() && q.delayed[q.delayed_head].first <= now)
     q.pending.push_back(q.delayed[q.delayed_head++].second);
   if (q.delayed_head == q.delayed.size()) q.delayed.clear(), q.delayed_head = 0;
-  if (!q.busy && !q.pending.empty()) start_send(conn);
+  if (!q.busy && q.has_pending()) start_send(conn);
 }
 
 void RankState::start_op(uint32_t i) {
@@ -534,14 +544,16 @@ void RankState::finished(uint32_t i, int64_t conn) {
     return;
   }
   if (i == kPosted) {  // a message arrived (a copied one: its latency is paid)
-    auto& q = outbox_[static_cast<uint64_t>(conn)];
+    const auto it = outbox_.find(static_cast<uint64_t>(conn));
+    Outbox& q = it->second;
     q.busy = false;
-    const auto& op = p_.ops[q.on_wire];
-    if (run_.copied(r_, op.peer))
+    const uint32_t sent = q.on_wire;
+    if (q.has_pending()) start_send(static_cast<uint64_t>(conn));
+    else if (q.idle()) outbox_.erase(it);
+    if (run_.copied(r_, p_.ops[sent].peer))
       ++in_flight_;  // its acknowledgement
     else
-      close(q.on_wire);
-    if (!q.pending.empty()) start_send(static_cast<uint64_t>(conn));
+      close(sent);
     return;
   }
   const auto& op = p_.ops[i];
@@ -605,6 +617,14 @@ void Driver::start_exec(int rank, uint32_t op, s4u::Host* host, double flops, do
   r.first = {static_cast<uint32_t>(rank), op, kKernel};
   track(e, r);
   e->start();
+}
+
+void Driver::start_kernel_timer(int rank, uint32_t op, double seconds) {
+  const Event done{static_cast<uint32_t>(rank), op, kKernel};
+  simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + seconds, [this, done] {
+    events_.push_back(done);
+    flush_soon();
+  });
 }
 
 // A message the receiver copies (topology receive_copy) carries no bytes on the links: it

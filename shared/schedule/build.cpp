@@ -125,6 +125,12 @@ Schedule dispatch(const BuildSpec& s) {
 
 }  // namespace
 
-Schedule build_schedule(const BuildSpec& spec) { return dispatch(spec); }
+Schedule build_schedule(const BuildSpec& spec) {
+  Schedule s = dispatch(spec);
+  // The builders grow programs op by op; a schedule is read many times after (simulators hold
+  // one per call), so it keeps no spare capacity.
+  for (RankProgram& p : s.ranks) p.ops.shrink_to_fit();
+  return s;
+}
 
 }  // namespace compcoll::sched

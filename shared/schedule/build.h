@@ -21,7 +21,8 @@ struct BuildSpec {
   // broadcast: elements; all-to-all: elements each rank sends each rank (unless `counts`).
   uint64_t count = 0;
   DType dtype = DType::BF16;
-  Pipelining pipe{};             // ring allreduce / reduce-scatter / allgather, nccl-tree, hierarchical allreduce, chain broadcast (chunks)
+  Pipelining pipe{};             // ring allreduce / reduce-scatter / allgather, nccl-tree,
+                                 // hierarchical allreduce, chain broadcast (chunks)
   int gpus_per_node = 1;         // hierarchical algorithms, rail rings, nccl-tree: nranks must be a multiple
   std::string inter = "ring";    // hierarchical allreduce across nodes: ring | recursive | tree
   std::optional<Placement> intra_placement;  // hierarchical allreduce inside nodes (default: placement)
@@ -32,7 +33,8 @@ struct BuildSpec {
 // The schedule the spec names (not validated: validate() it where needed). Algorithms, by
 // collective (algorithm_names()):
 //   allreduce       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, tree,
-//                   nccl-tree (gpus_per_node, pipe; placement none), hierarchical (gpus_per_node, inter, pipe; inter "tree" without pipelining)
+//                   nccl-tree (gpus_per_node, pipe; placement none),
+//                   hierarchical (gpus_per_node, inter, pipe; inter "tree" without pipelining)
 //   reduce-scatter  ring (pipe), rail-ring (gpus_per_node, pipe), recursive, hierarchical (gpus_per_node)
 //   allgather       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, hierarchical (gpus_per_node)
 //   broadcast       tree, chain (root; pipe.chunks, channels 1)
