@@ -348,13 +348,13 @@ class NcclLike final : public Policy {
     p.nccl_s = pick.time_s;
     const int g = ranks_per_node(t, call.nranks);
     if (run.algorithm == "tree") {
-      // Its channels and chunks (nccl_tree_launch); fewer chunks, each larger, where the
-      // schedule would be too large to simulate.
+      // Its channels and chunks (nccl_tree_launch), never fewer: a tree of fewer, larger chunks
+      // pipelines less and would make NCCL slow. A schedule too large for the machine is
+      // refused before it runs (compcoll-sim's memory check), as a ring's is.
       const NcclTreeLaunch launch = nccl_tree_launch(call.bytes, view, run.channels, run.protocol);
       p.algorithm = "nccl-tree";
       p.channels = static_cast<uint32_t>(launch.channels);
-      p.chunks = static_cast<uint32_t>(std::min<uint64_t>(launch.chunks, 1u << 20));
-      while (p.chunks > 1 && plan_size(p, call, g).ops > kMaxPlanOps / 4) p.chunks = (p.chunks + 1) / 2;
+      p.chunks = static_cast<uint32_t>(std::min<uint64_t>(launch.chunks, std::numeric_limits<uint32_t>::max()));
     } else if (g > 1) {
       p.algorithm = "rail-ring";
       p.channels = static_cast<uint32_t>(std::max(1, view.ring_channels));  // simulated merged (flow_spec)
