@@ -311,6 +311,29 @@ TEST_CASE("cost model against SimGrid with full rate updates and fine time preci
   }
 }
 
+// A kernel alone on its GPU takes its calibrated time in the simulator (a SimGrid timer set
+// to its end), one at a time per GPU in the order they become ready, as the cost model runs
+// them: a kernel-bound plan — a compressed ring in 4 chunks on one node, every hop a compress,
+// a decompress and a reduce at the derived calibration's times — takes what the model says,
+// to 1e-9, with SimGrid's default (lazy) rate updates.
+TEST_CASE("kernels take their calibrated time: a kernel-heavy plan exact against the model", "[sim][cost-model]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  const auto cal = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
+  sim::NetworkModel net = sim::NetworkModel::defaults("lv08");
+  net.latency_factor = 1.0;
+  net.crosstraffic = false;
+  for (const uint64_t bytes : {uint64_t{1} << 20, uint64_t{64} << 20}) {
+    const sim::Call call =
+        call_of(t, sched::Collective::AllReduce, "ring", sched::Placement::PerHop, "gauss-exp", 4, bytes);
+    const double sim_s = simulated(t, call, net, cal);
+    policy::RouteCache routes(t);
+    const auto pred =
+        policy::predict(sched::build_schedule(call.build), t, cal, "gauss-exp", call.ratio, net.factors(), routes);
+    CAPTURE(bytes, sim_s, pred.time_s, pred.kernel_s);
+    CHECK(pred.time_s == Approx(sim_s).epsilon(1e-9));
+  }
+}
+
 // A measured host topology (topologies/host-mpi-4.yaml, written by compcoll-bench transport):
 // every message's bandwidth is scaled by the factor its size reached in the measurement
 // (topo::LinkSpec::by_size). The simulator asks SimGrid for it per message (its bandwidth-factor
