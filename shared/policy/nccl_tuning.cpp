@@ -222,22 +222,38 @@ NcclStepCost nccl_step_cost(bool nvlink, bool tree, const std::string& protocol,
   return c;
 }
 
+int nccl_launch_channels(const std::string& algorithm, const std::string& protocol, uint64_t bytes,
+                         const NcclView& v, int channels) {
+  const bool ring = algorithm == "ring";
+  if (!ring && algorithm != "tree") throw std::invalid_argument("nccl_launch_channels: algorithm '" + algorithm + "'");
+  uint64_t threads = 512, threshold = 64;  // Simple (NCCL_SIMPLE_MAX_NTHREADS, NCCL_SIMPLE_THREAD_THRESHOLD)
+  if (protocol == "ll") {
+    threads = 512, threshold = 8;  // NCCL_LL_MAX_NTHREADS, NCCL_LL_THREAD_THRESHOLD
+    if (ring) threshold *= static_cast<uint64_t>(v.nranks);
+  } else if (protocol == "ll128") {
+    threads = 640, threshold = 8;  // NCCL_LL128_MAX_NTHREADS, NCCL_LL128_THREAD_THRESHOLD
+  } else if (!protocol.empty() && protocol != "simple") {
+    throw std::invalid_argument("nccl_launch_channels: protocol '" + protocol + "'");
+  } else if (ring && v.ring.bw_intra * v.ring.channels <= 12.0) {
+    threads = 256;  // tuning.cc: simpleDefaultThreads where the ring's graph is within PCI_BW
+  }
+  int nc = std::max(1, channels);
+  while (nc >= 2 && bytes < static_cast<uint64_t>(nc) * threads * threshold) --nc;
+  return nc;
+}
+
 NcclTreeLaunch nccl_tree_launch(uint64_t bytes, const NcclView& v, int channels, const std::string& protocol) {
   constexpr uint64_t kSteps = 8;                                             // NCCL_STEPS
   constexpr uint64_t kLLBuff = 8 * 512 * kSteps * 16;                        // DEFAULT_LL_BUFFSIZE
   constexpr uint64_t kLL128Buff = 120 * 640 * kSteps * 8;                    // DEFAULT_LL128_BUFFSIZE
   constexpr uint64_t kSimpleBuff = uint64_t{1} << 22;                        // DEFAULT_BUFFSIZE
-  uint64_t threads = 512, threshold = 64, chunk = kSimpleBuff / kSteps;      // Simple
-  if (protocol == "ll") {
-    threads = 512, threshold = 8, chunk = kLLBuff / kSteps / 2;
-  } else if (protocol == "ll128") {
-    threads = 640, threshold = 8, chunk = kLL128Buff / kSteps / 16 * 15;
-  } else if (!protocol.empty() && protocol != "simple") {
+  uint64_t chunk = kSimpleBuff / kSteps;                                     // Simple
+  if (protocol == "ll") chunk = kLLBuff / kSteps / 2;
+  else if (protocol == "ll128") chunk = kLL128Buff / kSteps / 16 * 15;
+  else if (!protocol.empty() && protocol != "simple")
     throw std::invalid_argument("nccl_tree_launch: protocol '" + protocol + "'");
-  }
   NcclTreeLaunch l;
-  l.channels = std::max(1, channels);
-  while (l.channels >= 2 && bytes < static_cast<uint64_t>(l.channels) * threads * threshold) --l.channels;
+  l.channels = nccl_launch_channels("tree", protocol, bytes, v, channels);
   const uint64_t nc = static_cast<uint64_t>(l.channels);
   if (protocol == "ll128") {
     const double ppn = static_cast<double>(v.nranks) / v.nodes;

@@ -53,9 +53,16 @@ NcclEstimate nccl_pick(const CallInfo& call, const NcclView& v);
 // when there is none.
 NcclEstimate nccl_fastest(const std::vector<NcclEstimate>& estimates, const std::string& algorithm = "");
 
+// The channels NCCL 2.23 launches a ring or tree collective of `bytes` on (enqueue.cc,
+// topoGetAlgoInfo): from `channels`, one fewer while bytes < channels x threads x the
+// protocol's thread threshold — LL 512 x 8 (a ring's x the ranks), LL128 640 x 8, Simple
+// 512 x 64 (a ring's 256 threads where its channels carry no more than PCI's 12 GB/s). bytes:
+// nccl-tests' size (allgather and reduce-scatter: the whole buffer, as NCCL counts it).
+int nccl_launch_channels(const std::string& algorithm, const std::string& protocol, uint64_t bytes,
+                         const NcclView& v, int channels);
+
 // How NCCL 2.23 launches its tree allreduce of `bytes` (enqueue.cc): the channels it keeps
-// (topoGetAlgoInfo drops channels while bytes < channels x threads x the protocol's thread
-// threshold: 512 x 8 for LL, 640 x 8 for LL128, 512 x 64 for Simple), and the chunk each
+// (nccl_launch_channels), and the chunk each
 // channel moves per step (calcCollChunking: a step of the protocol's buffer, 4 MiB / 8 Simple,
 // 64 KiB / 8 halved for LL's flags, 4.69 MB / 8 with 15 of 16 words LL128; LL128 halves it
 // down to 128 KiB while a channel would move fewer than (1 + log2 nodes + ppn / 10) x 64 / ppn

@@ -356,8 +356,10 @@ class NcclLike final : public Policy {
       p.channels = static_cast<uint32_t>(launch.channels);
       p.chunks = static_cast<uint32_t>(std::min<uint64_t>(launch.chunks, std::numeric_limits<uint32_t>::max()));
     } else if (g > 1) {
+      // NCCL's channels for the size (simulated merged where they divide into the rail rings,
+      // flow_spec).
       p.algorithm = "rail-ring";
-      p.channels = static_cast<uint32_t>(std::max(1, view.ring_channels));  // simulated merged (flow_spec)
+      p.channels = static_cast<uint32_t>(nccl_launch_channels("ring", run.protocol, call.bytes, view, view.ring_channels));
     } else {
       p.algorithm = "ring";  // one rank per node (or a group not in whole nodes): one NIC each
     }

@@ -136,6 +136,24 @@ TEST_CASE("NCCL's tuning model, by hand: 8 nodes of 8 GPUs, one 400 Gb/s NIC eac
   CHECK(ll.chunk_bytes == 32768);
   CHECK(ll.chunks == 2);
   CHECK_THROWS_AS(nccl_tree_launch(1 << 20, v, 16, "ll64"), std::invalid_argument);
+  // A ring's channels (enqueue.cc): LL's thread threshold is 8 x the 64 ranks, so 16 channels
+  // need 16 x 512 x 512 bytes; 1 MB keeps 3 (1,000,000 >= 3 x 262,144), 4 KB keeps 1. LL128
+  // (640 x 8 a channel) and Simple (512 x 64) keep all 16 at 1 MB.
+  CHECK(nccl_launch_channels("ring", "ll", 1'000'000, v, 16) == 3);
+  CHECK(nccl_launch_channels("ring", "ll", 4'000, v, 16) == 1);
+  CHECK(nccl_launch_channels("ring", "ll128", 1'000'000, v, 16) == 16);
+  CHECK(nccl_launch_channels("ring", "simple", 1'000'000, v, 16) == 16);
+  CHECK(nccl_launch_channels("tree", "ll", 1'000'000, v, 16) == 16);  // a tree's LL threshold is 8
+  CHECK_THROWS_AS(nccl_launch_channels("nvls", "simple", 1'000'000, v, 16), std::invalid_argument);
+  // nccl-like's rail rings take them: a 4 KB allgather on 64 GPUs is one rail ring.
+  const auto cal = calib::zero_calibration();
+  const System sys = system_of(t, cal, {"identity"});
+  CallInfo tiny = allreduce(4'000, 64);
+  tiny.collective = sched::Collective::AllGather;
+  const Plan one = make_policy("nccl-like")->choose(tiny, sys, nullptr);
+  CHECK(one.algorithm == "rail-ring");
+  CHECK(one.protocol == "ll");
+  CHECK(one.channels == 1);
 }
 
 TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs; never compresses",
