@@ -284,8 +284,9 @@ class Driver {
   void post_recv(int src, int dst, uint32_t lane, uint32_t seq, uint32_t recv_op);
   void start_exec(int rank, uint32_t op, s4u::Host* host, double flops, double bound);
   // A kernel alone on its rank's GPU (no memory shared with other ranks: one kernel at a time
-  // per GPU, nothing else on its host) ends its calibrated time after it starts: a timer, which
-  // ends where an execution alone on the host would and holds no SimGrid activity meanwhile.
+  // per GPU, nothing else on its host) ends exactly its calibrated time after it starts: a
+  // timer, which holds no SimGrid activity meanwhile (an execution's end is SimGrid's CPU
+  // model's, computed with its own precision and lazy updates: docs/compcoll-sim.md).
   void start_kernel_timer(int rank, uint32_t op, double seconds);
   void start_ack(int receiver, int sender, uint32_t send_op);
   // NCCL's protocol costs: how long a message from rank src to rank dst waits, once posted,
