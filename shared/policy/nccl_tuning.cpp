@@ -67,6 +67,15 @@ double ring_intra_step_us(Hw hw, int p, bool multi_node) {
 
 int log2i(double x) { return x < 1 ? 0 : static_cast<int>(std::floor(std::log2(x))); }
 
+// A plan's protocol name (kProtoName; "" is Simple) as the tables' index; `what` names the
+// caller in the error for any other name.
+int protocol_index(const std::string& protocol, const char* what) {
+  if (protocol.empty()) return kSimple;
+  for (int p = kLL; p <= kSimple; ++p)
+    if (protocol == kProtoName[p]) return p;
+  throw std::invalid_argument(std::string(what) + ": protocol '" + protocol + "'");
+}
+
 // search.cc: a graph found at a speed of 25 GB/s or more has its channels doubled at half the
 // speed, except on sm90 when the speed is under 50 and there are more than 4 channels.
 NcclGraph duplicated(NcclGraph g) {
@@ -208,10 +217,7 @@ std::vector<NcclEstimate> nccl_estimates(const CallInfo& call, const NcclView& v
 }
 
 NcclStepCost nccl_step_cost(bool nvlink, bool tree, const std::string& protocol, bool multi_node, bool one_per_node) {
-  int p = kSimple;
-  if (protocol == "ll") p = kLL;
-  else if (protocol == "ll128") p = kLL128;
-  else if (!protocol.empty() && protocol != "simple") throw std::invalid_argument("nccl_step_cost: protocol '" + protocol + "'");
+  const int p = protocol_index(protocol, "nccl_step_cost");
   const int a = tree ? kTree : kRing;
   NcclStepCost c;
   c.base_us = kBaseLat[a][p];
@@ -226,14 +232,13 @@ int nccl_launch_channels(const std::string& algorithm, const std::string& protoc
                          const NcclView& v, int channels) {
   const bool ring = algorithm == "ring";
   if (!ring && algorithm != "tree") throw std::invalid_argument("nccl_launch_channels: algorithm '" + algorithm + "'");
+  const int p = protocol_index(protocol, "nccl_launch_channels");
   uint64_t threads = 512, threshold = 64;  // Simple (NCCL_SIMPLE_MAX_NTHREADS, NCCL_SIMPLE_THREAD_THRESHOLD)
-  if (protocol == "ll") {
+  if (p == kLL) {
     threads = 512, threshold = 8;  // NCCL_LL_MAX_NTHREADS, NCCL_LL_THREAD_THRESHOLD
     if (ring) threshold *= static_cast<uint64_t>(v.nranks);
-  } else if (protocol == "ll128") {
+  } else if (p == kLL128) {
     threads = 640, threshold = 8;  // NCCL_LL128_MAX_NTHREADS, NCCL_LL128_THREAD_THRESHOLD
-  } else if (!protocol.empty() && protocol != "simple") {
-    throw std::invalid_argument("nccl_launch_channels: protocol '" + protocol + "'");
   } else if (ring && v.ring.bw_intra * v.ring.channels <= 12.0) {
     threads = 256;  // tuning.cc: simpleDefaultThreads where the ring's graph is within PCI_BW
   }
@@ -247,15 +252,14 @@ NcclTreeLaunch nccl_tree_launch(uint64_t bytes, const NcclView& v, int channels,
   constexpr uint64_t kLLBuff = 8 * 512 * kSteps * 16;                        // DEFAULT_LL_BUFFSIZE
   constexpr uint64_t kLL128Buff = 120 * 640 * kSteps * 8;                    // DEFAULT_LL128_BUFFSIZE
   constexpr uint64_t kSimpleBuff = uint64_t{1} << 22;                        // DEFAULT_BUFFSIZE
+  const int p = protocol_index(protocol, "nccl_tree_launch");
   uint64_t chunk = kSimpleBuff / kSteps;                                     // Simple
-  if (protocol == "ll") chunk = kLLBuff / kSteps / 2;
-  else if (protocol == "ll128") chunk = kLL128Buff / kSteps / 16 * 15;
-  else if (!protocol.empty() && protocol != "simple")
-    throw std::invalid_argument("nccl_tree_launch: protocol '" + protocol + "'");
+  if (p == kLL) chunk = kLLBuff / kSteps / 2;
+  else if (p == kLL128) chunk = kLL128Buff / kSteps / 16 * 15;
   NcclTreeLaunch l;
   l.channels = nccl_launch_channels("tree", protocol, bytes, v, channels);
   const uint64_t nc = static_cast<uint64_t>(l.channels);
-  if (protocol == "ll128") {
+  if (p == kLL128) {
     const double ppn = static_cast<double>(v.nranks) / v.nodes;
     const double steps = 1 + log2i(v.nodes) + 0.1 * ppn;
     while (static_cast<double>(bytes / (nc * chunk)) < steps * 64 / ppn && chunk > 131072) chunk /= 2;
