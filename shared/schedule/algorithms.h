@@ -85,6 +85,15 @@ Schedule double_tree_allreduce(int nranks, uint64_t count, DType dtype, Placemen
 // only; compcoll's own compressed trees are double_tree_allreduce and the hierarchical tree.
 Schedule nccl_tree_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype,
                              Placement placement = Placement::None, const Pipelining& pipe = {});
+// NCCL's NVLS allreduce on one node of g GPUs (NVLink SHARP): ranks 0..g-1 are the GPUs and
+// rank g the node's NVSwitch (Schedule::switches). The data is cut into pipe.channels x
+// pipe.chunks pieces (a channel's pieces one after the other on its lane: NCCL's loops) and
+// each piece into g parts, part h for head GPU h: every GPU sends each part to the switch,
+// which reduces part h and sends the sum to GPU h; GPU h stores it back to the switch, which
+// multicasts it to every GPU. Each GPU sends and receives (1 + 1/g) x the data, as NCCL's
+// multimem loads and stores move it. Placement none only.
+Schedule nvls_allreduce(int gpus, uint64_t count, DType dtype, Placement placement = Placement::None,
+                        const Pipelining& pipe = {});
 // NCCL's binary tree of `n` nodes (the first tree of its double binary tree, tree 0, or the
 // second, tree 1): each node's parent (-1 at the root).
 std::vector<int> nccl_tree_parents(int n, int tree);

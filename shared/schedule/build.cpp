@@ -55,7 +55,7 @@ Placement parse_placement(std::string_view n) {
 
 std::vector<std::string> algorithm_names(Collective c) {
   switch (c) {
-    case Collective::AllReduce: return {"ring", "rail-ring", "recursive", "tree", "nccl-tree", "hierarchical"};
+    case Collective::AllReduce: return {"ring", "rail-ring", "recursive", "tree", "nccl-tree", "nvls", "hierarchical"};
     case Collective::ReduceScatter:
     case Collective::AllGather: return {"ring", "rail-ring", "recursive", "hierarchical"};
     case Collective::Broadcast: return {"tree", "chain"};
@@ -80,6 +80,12 @@ Schedule dispatch(const BuildSpec& s) {
                                       s.pipe, s.intra_placement);
       if (a == "nccl-tree")
         return nccl_tree_allreduce(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
+      if (a == "nvls") {
+        if (nodes_of(s) != 1)
+          fail("allreduce nvls: one node only (" + std::to_string(s.nranks) + " ranks of " + std::to_string(s.gpus_per_node) +
+               " GPUs per node)");
+        return nvls_allreduce(s.nranks, s.count, s.dtype, s.placement, s.pipe);
+      }
       no_pipelining(s);
       if (a == "recursive") return recursive_allreduce(s.nranks, s.count, s.dtype, s.placement);
       if (a == "tree") return double_tree_allreduce(s.nranks, s.count, s.dtype, s.placement);

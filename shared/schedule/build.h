@@ -34,6 +34,7 @@ struct BuildSpec {
 // collective (algorithm_names()):
 //   allreduce       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, tree,
 //                   nccl-tree (gpus_per_node, pipe; placement none),
+//                   nvls (one node: nranks = gpus_per_node; pipe; placement none; a switch rank added),
 //                   hierarchical (gpus_per_node, inter, pipe; inter "tree" without pipelining)
 //   reduce-scatter  ring (pipe), rail-ring (gpus_per_node, pipe), recursive, hierarchical (gpus_per_node)
 //   allgather       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, hierarchical (gpus_per_node)

@@ -90,6 +90,17 @@ void append_chained(RankProgram& p, Op op) {
 
 void validate(const Schedule& s) {
   const int n = s.size();
+  if (s.switches < 0 || s.switches > n || (s.switches > 0 && (s.switch_span < 1 || s.switch_span * s.switches != s.gpu_ranks())))
+    throw ScheduleError("schedule " + s.algorithm + ": " + std::to_string(s.switches) + " switch ranks of span " +
+                        std::to_string(s.switch_span) + " do not cover its " + std::to_string(s.gpu_ranks()) + " GPU ranks");
+  for (int r = s.gpu_ranks(); r < n; ++r) {
+    const RankProgram& p = s.ranks[r];
+    if (p.input_count != 0 || p.output_count != 0)
+      throw ScheduleError("rank " + std::to_string(r) + ": a switch rank holds no input or output");
+    for (size_t i = 0; i < p.ops.size(); ++i)
+      if (p.ops[i].kind == OpKind::Compress || p.ops[i].kind == OpKind::Decompress)
+        throw ScheduleError(where(r, i) + ": a switch rank does not " + std::string(op_name(p.ops[i].kind)));
+  }
   for (int r = 0; r < n; ++r) {
     const auto& ops = s.ranks[r].ops;
     for (size_t i = 0; i < ops.size(); ++i) {

@@ -57,7 +57,14 @@ struct Schedule {
   DType dtype = DType::BF16;
   uint64_t count = 0;  // the collective's element count (per-rank input for allreduce)
   std::vector<RankProgram> ranks;
+  // In-switch ranks (NVLink SHARP): the last `switches` ranks are no GPU but the NVSwitch of a
+  // node, which receives, reduces in the switch and multicasts. Switch k serves GPU ranks
+  // [k x switch_span, (k + 1) x switch_span); it holds no input or output and runs sends,
+  // receives, reduces and copies only, at no cost of its own (its ports are the model's).
+  int switches = 0, switch_span = 0;
   int size() const { return static_cast<int>(ranks.size()); }
+  int gpu_ranks() const { return size() - switches; }  // the group: ranks 0 .. gpu_ranks() - 1
+  bool is_switch(int rank) const { return rank >= gpu_ranks(); }
 };
 
 // Builders' helpers. append_after adds `op` to `p` depending on op `last` (none if

@@ -1,0 +1,105 @@
+// tests/schedule/test_nvls.cpp — NCCL's NVLS allreduce on one node: exact sums for every group
+// size, channel count and chunking (the switch rank reduces), in any order a concurrent
+// executor may run it; the traffic NVLink SHARP has: each GPU sends and receives (1 + 1/g) x
+// the data, all of it to and from the switch; and what the builder refuses.
+#include <catch2/catch.hpp>
+
+#include "schedule/algorithms.h"
+#include "schedule/build.h"
+#include "schedule/exact.h"
+#include "schedule/reference_executor.h"
+#include "test_util.h"
+
+using namespace compcoll;
+using namespace compcoll::sched;
+using test::encode_values;
+
+TEST_CASE("NVLS allreduce is exact for every group size, channel count and chunking", "[schedule][nvls]") {
+  for (int g : {2, 3, 4, 8}) {
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(g + 1), uint64_t{1003}}) {
+      auto e = test::exact_inputs(DType::BF16, g, count);
+      e.inputs.emplace_back();  // the switch holds no input
+      for (Pipelining pipe : {Pipelining{1, 1}, Pipelining{3, 1}, Pipelining{2, 4}, Pipelining{5, 16}}) {
+        CAPTURE(g, count, pipe.chunks, pipe.channels);
+        const Schedule s = nvls_allreduce(g, count, DType::BF16, Placement::None, pipe);
+        REQUIRE(s.size() == g + 1);
+        CHECK(s.gpu_ranks() == g);
+        CHECK(s.is_switch(g));
+        validate(s);
+        for (uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
+          ReferenceOptions opt;
+          opt.order_seed = seed;
+          const auto out = run_reference(s, e.inputs, opt);
+          for (int r = 0; r < g; ++r) REQUIRE(out[r] == encode_values(DType::BF16, e.sum));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("NVLS moves (1 + 1/g) x the data through each GPU's port, to and from the switch only",
+          "[schedule][nvls][cost]") {
+  const int g = 8;
+  const uint64_t count = 1 << 16, bytes = count * 4;
+  const uint32_t channels = 4, chunks = 4;  // 16 pieces: each GPU is the head of two
+  const Schedule s = nvls_allreduce(g, count, DType::FP32, Placement::None, Pipelining{chunks, channels});
+  validate(s);
+  const StepBytes b = step_bytes(s);
+  for (int r = 0; r < g; ++r) {
+    CAPTURE(r);
+    uint64_t received = 0;
+    for (uint64_t x : b.received[r]) received += x;
+    CHECK(b.sent_bytes[r] == bytes + bytes / g);
+    CHECK(received == bytes + bytes / g);
+    for (const Op& op : s.ranks[r].ops)
+      if (op.kind == OpKind::Send || op.kind == OpKind::Recv) CHECK(op.peer == g);
+  }
+  // The switch takes in every GPU's data and the heads' sums, and sends the sums to the heads
+  // and every sum to every GPU.
+  CHECK(b.sent_bytes[g] == bytes + g * bytes);
+  // Every piece of channel c travels on lane c.
+  for (const Op& op : s.ranks[g].ops)
+    if (op.kind == OpKind::Send) CHECK(op.lane < channels);
+}
+
+TEST_CASE("NVLS by name: one node, no compression, no merged channels", "[schedule][nvls]") {
+  BuildSpec b;
+  b.algorithm = "nvls";
+  b.nranks = 8;
+  b.gpus_per_node = 8;
+  b.count = 100;
+  b.pipe = {2, 4};
+  const Schedule s = build_schedule(b);
+  CHECK(s.algorithm == "nvls/none chunks=2 channels=4");
+  CHECK(s.switches == 1);
+  CHECK(s.switch_span == 8);
+  validate(s);
+  b.placement = Placement::PerHop;
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("placement per-hop does not apply"));
+  b.placement = Placement::None;
+  b.pipe = {1, 4, true};
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("merged channels"));
+  b.pipe = {1, 1};
+  b.nranks = 16;
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("one node only"));
+  b.nranks = 1;
+  b.gpus_per_node = 1;
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("at least 2 GPUs"));
+  b.collective = Collective::AllGather;
+  b.nranks = 8;
+  b.gpus_per_node = 8;
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("unknown allgather algorithm 'nvls'"));
+}
+
+TEST_CASE("A switch rank holds no data and runs no codec", "[schedule][nvls]") {
+  Schedule s = nvls_allreduce(4, 64, DType::BF16);
+  s.switch_span = 3;
+  CHECK_THROWS_WITH(validate(s), Catch::Contains("do not cover"));
+  s = nvls_allreduce(4, 64, DType::BF16);
+  s.ranks[4].input_count = 64;
+  CHECK_THROWS_WITH(validate(s), Catch::Contains("holds no input or output"));
+  s = nvls_allreduce(4, 64, DType::BF16);
+  s.ranks[4].wire_buffers = 1;
+  s.ranks[4].ops.push_back({OpKind::Compress, -1, Slice{BufKind::Scratch, 0, 0, 16}, wire_slice(0), {}, 9});
+  CHECK_THROWS_WITH(validate(s), Catch::Contains("a switch rank does not compress"));
+}
