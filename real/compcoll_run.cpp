@@ -232,16 +232,23 @@ void check_inputs(Setup& st) {
 }
 
 // A schedule every rank can build and the backend can run (BadInput naming the call).
+// `library`: the plan runs as the library's own collective; its schedule only prices it.
 void check_spec(const Setup& st, const Args& args, const sched::BuildSpec& b, const std::string& key,
-                const std::string& what) {
+                const std::string& what, bool library = false) {
   std::string problem;
+  bool switches = false;
   try {
     const sched::Schedule sch = sched::build_schedule(b);
     sched::validate(sch);
-    if (args.lockstep || st.backend == "nccl") problem = lockstep_problem(sch);
+    switches = sch.switches > 0;
+    if (library && switches) return;
+    if (!switches && (args.lockstep || st.backend == "nccl")) problem = lockstep_problem(sch);
   } catch (const sched::ScheduleError& err) {
     throw BadInput(key + ": " + what + ": " + err.what());
   }
+  if (switches)
+    throw BadInput(key + ": " + what + " cannot run on real ranks: its schedule has NVSwitch ranks, which only the "
+                   "simulator runs (NCCL's own allreduce, policy nccl-like, runs NVLS for real)");
   if (!problem.empty())
     throw BadInput(key + ": " + what + " cannot run with transfers in lockstep groups (the nccl backend, --lockstep): " +
                    problem);
@@ -296,7 +303,8 @@ Cell plan_cell(Setup& st, const Args& args, study::Planner& planner, const study
     } else {
       e.spec = planner.build_spec(se.plan, c);
       e.algorithm = se.algorithm, e.placement = se.placement, e.codec = se.plan.codec;
-      e.library = se.plan.library;
+      // NCCL's NVLS (nccl-like's plan on one NVSwitch node): only NCCL's own allreduce runs it.
+      e.library = se.plan.library || (se.plan.nccl_kernels && sched::has_switch_ranks(e.spec));
     }
     e.policy = se.policy;
     e.predicted_s = se.predicted_s;
@@ -314,7 +322,8 @@ Cell plan_cell(Setup& st, const Args& args, study::Planner& planner, const study
       }
     }
     check_spec(st, args, e.spec, key,
-               se.policy == "static" ? s.collective + " " + s.algorithm : se.policy + "'s plan " + se.plan.describe());
+               se.policy == "static" ? s.collective + " " + s.algorithm : se.policy + "'s plan " + se.plan.describe(),
+               e.library);
     st.plans_hash = st.plans_hash * 1000003u ^ hasher(e.policy + " " + e.algorithm + " " + e.placement + " " + e.codec);
     cell.entries.push_back(std::move(e));
   }

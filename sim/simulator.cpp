@@ -144,10 +144,10 @@ struct CallRun {
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
   double codec_s = 0, reduce_s = 0, end = 0;
   std::vector<double> rank_end;  // each rank's last op done, its last send delivered
+  std::vector<int> endpoint;     // each rank's GPU, or its node's switch (policy::rank_endpoints)
   // A message from rank `src` to rank `dst` is copied by its receiver (topology receive_copy).
   bool copied(int src, int dst) const {
-    return topology->copies_on_receive(topology->rank_to_gpu[static_cast<size_t>(src)],
-                                       topology->rank_to_gpu[static_cast<size_t>(dst)]);
+    return topology->copies_on_receive(endpoint[static_cast<size_t>(src)], endpoint[static_cast<size_t>(dst)]);
   }
 };
 
@@ -292,9 +292,7 @@ class Driver {
   // NCCL's protocol costs: how long a message from rank src to rank dst waits, once posted,
   // before it joins its connection's queue (policy::MessageCosts; 0 without them).
   double message_delay(int src, int dst);
-  s4u::Host* gpu_host(int rank) const {
-    return run_.platform->gpu_hosts[static_cast<size_t>(run_.topology->rank_to_gpu[static_cast<size_t>(rank)])];
-  }
+  s4u::Host* gpu_host(int rank) const { return run_.platform->host(run_.endpoint[static_cast<size_t>(rank)]); }
 
   // SimGrid's completion signals (connected once per process) land here.
   static void on_completion(const s4u::Activity& a);
@@ -416,7 +414,7 @@ void RankState::start_exec(const Kernel& k) {
     return;
   }
   const topo::Topology& t = *run_.topology;
-  s4u::Host* node = run_.platform->gpu_hosts[static_cast<size_t>(t.node_of(t.rank_to_gpu[static_cast<size_t>(r_)]) * t.gpus_per_node)];
+  s4u::Host* node = run_.platform->gpu_hosts[static_cast<size_t>(t.node_of(run_.endpoint[static_cast<size_t>(r_)]) * t.gpus_per_node)];
   d_.start_exec(r_, k.op, node, k.w.work * kHostSpeed, k.w.bound * kHostSpeed);
 }
 
@@ -500,12 +498,12 @@ void RankState::start_op(uint32_t i) {
       k = kernel(i, calib::Op::Compress, op.src.count * dsize_);
       break;
     case OpKind::Decompress: k = kernel(i, calib::Op::Decompress, op.dst.count * dsize_); break;
-    case OpKind::Reduce:
-      if (!run_.call->nccl_kernels) k = kernel(i, calib::Op::Reduce, op.dst.count * dsize_);
+    case OpKind::Reduce:  // free in NCCL's kernels and in a switch
+      if (!run_.call->nccl_kernels && !run_.schedule->is_switch(r_)) k = kernel(i, calib::Op::Reduce, op.dst.count * dsize_);
       break;
     case OpKind::Copy:
       if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) wire_[op.dst.index] = wire_[op.src.index];
-      if (!run_.call->nccl_kernels && run_.cal->has(calib::Op::Copy, "", dtype_))
+      if (!run_.call->nccl_kernels && !run_.schedule->is_switch(r_) && run_.cal->has(calib::Op::Copy, "", dtype_))
         k = kernel(i, calib::Op::Copy, op.dst.count * dsize_);
       break;
   }
@@ -700,7 +698,7 @@ void Driver::completed(uint32_t token) {
 
 double Driver::message_delay(int src, int dst) {
   const topo::Topology& t = *run_.topology;
-  return run_.costs.delay_s(t, routes_, t.rank_to_gpu[static_cast<size_t>(src)], t.rank_to_gpu[static_cast<size_t>(dst)]);
+  return run_.costs.delay_s(t, routes_, run_.endpoint[static_cast<size_t>(src)], run_.endpoint[static_cast<size_t>(dst)]);
 }
 
 // Makes sure a flush runs at this instant.
@@ -750,6 +748,7 @@ std::string Driver::check() {
     if (!rank.complete_program())
       return "rank " + std::to_string(r) + " cannot progress: " + std::to_string(rank.left()) +
              " ops wait for dependencies that never finish";
+    if (run_.schedule->is_switch(static_cast<int>(r))) continue;  // its messages end on the GPUs
     run_.codec_s = std::max(run_.codec_s, rank.codec_s());
     run_.reduce_s = std::max(run_.reduce_s, rank.reduce_s());
     run_.end = std::max(run_.end, run_.rank_end[r]);
@@ -783,6 +782,8 @@ void configure(const NetworkModel& m, bool size_factors = false) {
 void size_factors(const Job& job, const Platform& platform) {
   auto gpu_of = std::make_shared<std::unordered_map<const s4u::Host*, int>>();
   for (size_t g = 0; g < platform.gpu_hosts.size(); ++g) (*gpu_of)[platform.gpu_hosts[g]] = static_cast<int>(g);
+  for (size_t n = 0; n < platform.switch_hosts.size(); ++n)
+    (*gpu_of)[platform.switch_hosts[n]] = job.topology.switch_of(static_cast<int>(n));
   const topo::Topology* t = &job.topology;
   const double global = job.network.bandwidth_factor;
   s4u::Engine::get_instance()->get_netzone_root()->set_bandwidth_factor_cb(
@@ -838,6 +839,7 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     CallRun run;
     run.iterations = iterations;
     run.footprint = policy::node_footprint_bytes(schedule, job.topology);
+    run.endpoint = policy::rank_endpoints(schedule, job.topology);
     run.costs = policy::message_costs(schedule, job.topology, job.network.factors(), call.nccl_kernels, call.protocol);
     if (iterations > 1) schedule = sched::repeated(schedule, iterations);  // one copy held, not two
     run.schedule = &schedule;
@@ -855,7 +857,8 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     engine.run();
     if (const std::string error = driver.check(); !error.empty()) throw std::runtime_error(error);
     res.time_s = run.end - start;
-    for (const double e : run.rank_end) res.iteration_s += (e - start) / schedule.size() / iterations;
+    const int gpus = schedule.gpu_ranks();  // the group's mean: a switch rank is no GPU
+    for (int r = 0; r < gpus; ++r) res.iteration_s += (run.rank_end[static_cast<size_t>(r)] - start) / gpus / iterations;
     // Per call, whatever the iterations.
     res.messages = run.messages / static_cast<uint64_t>(iterations);
     res.wire_bytes = run.wire_bytes / static_cast<uint64_t>(iterations);
@@ -893,7 +896,9 @@ void write_result(FILE* out, const CallResult& res) {
     s4u::Comm::on_completion_cb([](const s4u::Comm& c) { Driver::on_completion(c); });
     s4u::Exec::on_completion_cb([](const s4u::Exec& e) { Driver::on_completion(e); });
     const auto t0 = std::chrono::steady_clock::now();
-    const Platform platform = build_platform(job.topology);
+    bool switches = false;
+    for (const Call& call : job.calls) switches = switches || sched::has_switch_ranks(call.build);
+    const Platform platform = build_platform(job.topology, switches);
     if (job.topology.has_size_factors()) size_factors(job, platform);
     write_line(out, 'P', {{"platform_wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}});
     long peak_kb = 0;
@@ -1019,12 +1024,14 @@ std::vector<std::vector<SimGridLink>> simgrid_routes(const topo::Topology& t,
     try {
       s4u::Engine engine = make_engine();
       configure(NetworkModel::defaults("cm02"));
-      const Platform platform = build_platform(t);
+      bool switches = false;
+      for (const auto& [a, b] : pairs) switches = switches || t.is_switch(a) || t.is_switch(b);
+      const Platform platform = build_platform(t, switches);
       std::vector<s4u::Link*> links;
       for (const auto& [a, b] : pairs) {
         links.clear();
         double latency = 0;
-        platform.gpu_hosts.at(static_cast<size_t>(a))->route_to(platform.gpu_hosts.at(static_cast<size_t>(b)), links, &latency);
+        platform.host(a)->route_to(platform.host(b), links, &latency);
         nlohmann::json names = nlohmann::json::array();
         for (const auto* l : links) names.push_back({l->get_name(), l->get_bandwidth(), l->get_latency()});
         write_line(out, 'L', names);

@@ -99,7 +99,8 @@ struct JobStats {
 // as each finishes.
 JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& on_result);
 
-// The links SimGrid routes each (source GPU, destination GPU) pair through on the topology's
+// The links SimGrid routes each (source, destination) pair of endpoints (GPUs, or a node's switch:
+// topo::Topology::switch_of) through on the topology's
 // platform, in order (forks like simulate(); for tests and debugging).
 struct SimGridLink {
   std::string name;

@@ -62,11 +62,31 @@ SharedWork shared_work(double seconds, double alone_seconds, int concurrent) {
   return w;
 }
 
+std::vector<int> rank_endpoints(const sched::Schedule& s, const topo::Topology& t) {
+  const int gpus = s.gpu_ranks();
+  if (gpus > static_cast<int>(t.rank_to_gpu.size()))
+    throw std::runtime_error("schedule " + s.algorithm + ": " + std::to_string(gpus) + " ranks, the placement on " + t.name +
+                             " has " + std::to_string(t.rank_to_gpu.size()));
+  std::vector<int> ep(t.rank_to_gpu.begin(), t.rank_to_gpu.begin() + gpus);
+  for (int k = 0; k < s.switches; ++k) {
+    const int node = t.node_of(ep[static_cast<size_t>(k * s.switch_span)]);
+    for (int i = 0; i < s.switch_span; ++i)
+      if (t.node_of(ep[static_cast<size_t>(k * s.switch_span + i)]) != node)
+        throw std::runtime_error("schedule " + s.algorithm + ": the GPUs of switch rank " + std::to_string(gpus + k) +
+                                 " are not on one node of " + t.name + " (placement " + t.placement + ")");
+    if (!t.nvls || t.gpus_per_node < 2)
+      throw std::runtime_error("schedule " + s.algorithm + " needs NVLink SHARP, which " + t.name +
+                               " has not (node.fabric nvswitch, node.nvls true)");
+    ep.push_back(t.switch_of(node));
+  }
+  return ep;
+}
+
 double node_footprint_bytes(const sched::Schedule& s, const topo::Topology& t) {
   std::unordered_map<int, double> on_node;
   double most = 0;
   const double dsize = static_cast<double>(dtype_size(s.dtype));
-  for (int r = 0; r < s.size() && r < static_cast<int>(t.rank_to_gpu.size()); ++r) {
+  for (int r = 0; r < s.gpu_ranks() && r < static_cast<int>(t.rank_to_gpu.size()); ++r) {
     const sched::RankProgram& p = s.ranks[static_cast<size_t>(r)];
     double elements = static_cast<double>(p.input_count + p.output_count);
     for (const uint64_t c : p.scratch_counts) elements += static_cast<double>(c);
@@ -98,14 +118,16 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
   MessageCosts c;
   if (!net.protocol_costs || t.receive_copy || s.size() < 2) return c;
   std::set<int> nodes;
-  for (int r = 0; r < s.size() && r < static_cast<int>(t.rank_to_gpu.size()); ++r)
+  for (int r = 0; r < s.gpu_ranks() && r < static_cast<int>(t.rank_to_gpu.size()); ++r)
     nodes.insert(t.node_of(t.rank_to_gpu[static_cast<size_t>(r)]));
-  const bool multi_node = nodes.size() > 1, one_per_node = static_cast<int>(nodes.size()) == s.size();
+  const bool multi_node = nodes.size() > 1, one_per_node = static_cast<int>(nodes.size()) == s.gpu_ranks();
   const bool tree = s.algorithm.rfind("double-binary-tree/", 0) == 0 || s.algorithm.rfind("nccl-tree/", 0) == 0;
-  const NcclStepCost sc = nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && tree,
-                                         nccl_kernels ? protocol : "simple", multi_node, one_per_node);
+  const bool nvls = s.switches > 0;  // NCCL's NVLS, whoever plans it
+  const NcclStepCost sc = nvls ? nccl_nvls_cost(multi_node)
+                               : nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && tree,
+                                                nccl_kernels ? protocol : "simple", multi_node, one_per_node);
   c.on = true;
-  c.base_s = nccl_kernels ? sc.base_us * 1e-6 : 0;  // compcoll's own plans: NCCL's point-to-point
+  c.base_s = nccl_kernels || nvls ? sc.base_us * 1e-6 : 0;  // compcoll's own plans: NCCL's point-to-point
   c.intra_s = sc.intra_us * 1e-6;
   c.inter_s = sc.inter_us * 1e-6;
   c.wire_factor = sc.wire_factor;
@@ -152,8 +174,9 @@ class FlowModel {
     uint32_t version = 0;                   // bumped when its finish time changes
   };
 
-  FlowModel(const topo::Topology& t, const NetFactors& net, RouteCache& routes, const MessageCosts& costs)
-      : t_(t), net_(net), routes_(routes), costs_(costs) {}
+  FlowModel(const topo::Topology& t, const std::vector<int>& endpoints, const NetFactors& net, RouteCache& routes,
+            const MessageCosts& costs)
+      : t_(t), ep_(endpoints), net_(net), routes_(routes), costs_(costs) {}
 
   double now() const { return now_; }
   void set_now(double now) { now_ = now; }
@@ -164,7 +187,7 @@ class FlowModel {
   // starts flowing once its route's latency is paid (start_due). A copied message (the
   // receiver's core copies it: topo receive_copy) only pays the latency here.
   void send(int from, int r, uint32_t lane, uint32_t recv_op, uint32_t send_op, uint64_t bytes) {
-    const int src_gpu = t_.rank_to_gpu[static_cast<size_t>(from)], dst_gpu = t_.rank_to_gpu[static_cast<size_t>(r)];
+    const int src_gpu = ep_[static_cast<size_t>(from)], dst_gpu = ep_[static_cast<size_t>(r)];
     const RouteInfo* route = &routes_.get(src_gpu, dst_gpu);
     Flow& fl = fresh(Flow{from, r, recv_op, bytes});
     fl.send_op = send_op;
@@ -183,7 +206,7 @@ class FlowModel {
   // Shared memory: rank r's kernel or receive copy (`from` >= 0: the copy of a message from
   // `from`, whose send `send_op` it delivers), `w` of work on its node, flowing from now.
   void job(int r, uint32_t op, const SharedWork& w, int from, uint32_t send_op) {
-    const int node = t_.node_of(t_.rank_to_gpu[static_cast<size_t>(r)]);
+    const int node = t_.node_of(ep_[static_cast<size_t>(r)]);
     auto [it, added] = node_use_.try_emplace(node, static_cast<uint32_t>(uses_.size()));
     if (added) {
       uses_.push_back({static_cast<uint32_t>(link_capacity_.size()), 1.0});
@@ -401,6 +424,7 @@ class FlowModel {
   }
 
   const topo::Topology& t_;
+  const std::vector<int>& ep_;  // each rank's endpoint (rank_endpoints)
   const NetFactors& net_;
   RouteCache& routes_;
   const MessageCosts costs_;
@@ -450,9 +474,8 @@ class PlanRun {
         shared_(t.shared_memory),
         kernels_at_once_(kernel_concurrency(cal, t)),
         footprint_(node_footprint_bytes(call, t)),  // receive copies' factors (LinkSpec::by_footprint)
-        flows_(t, net, routes, message_costs(call, t, net, nccl_kernels, protocol)) {
-    if (static_cast<int>(t.rank_to_gpu.size()) < n_)
-      throw std::runtime_error("cost model: the placement has fewer ranks than the schedule");
+        ep_(rank_endpoints(call, t)),
+        flows_(t, ep_, net, routes, message_costs(call, t, net, nccl_kernels, protocol)) {
     setup();
   }
 
@@ -533,6 +556,7 @@ class PlanRun {
   const bool shared_;
   const int kernels_at_once_;
   const double footprint_;
+  const std::vector<int> ep_;  // each rank's endpoint: its GPU or its switch (rank_endpoints)
   FlowModel flows_;
   std::vector<Rank> ranks_;
   size_t remaining_ = 0;
@@ -639,7 +663,7 @@ void PlanRun::start_job(int r, int q) {
 // The send of a copied message is delivered when the receiver's copy is done (`received`) and
 // its acknowledgement is back (the reverse route's latency), as in an MPI rendezvous.
 void PlanRun::delivered(const FlowModel::Flow& fl, double received) {
-  const int src_gpu = t_.rank_to_gpu[static_cast<size_t>(fl.from)], dst_gpu = t_.rank_to_gpu[static_cast<size_t>(fl.r)];
+  const int src_gpu = ep_[static_cast<size_t>(fl.from)], dst_gpu = ep_[static_cast<size_t>(fl.r)];
   const double acked = received + routes_.get(dst_gpu, src_gpu).latency * net_.latency_factor;
   end_ = std::max(end_, acked);
   close(fl.from, fl.send_op, acked);
@@ -712,8 +736,7 @@ void PlanRun::start_op(int r, uint32_t i) {
       finish_op(r, i, now);  // buffered: what depends on it may go on
       // NCCL's protocol costs: the message joins its pair's queue its step latency (less its
       // route's) later, the wire not held meanwhile (MessageCosts; as the simulator does).
-      const double delay = flows_.costs().delay_s(t_, routes_, t_.rank_to_gpu[static_cast<size_t>(r)],
-                                                  t_.rank_to_gpu[static_cast<size_t>(op.peer)]);
+      const double delay = flows_.costs().delay_s(t_, routes_, ep_[static_cast<size_t>(r)], ep_[static_cast<size_t>(op.peer)]);
       const uint64_t key = connection_key(r, op.peer, op.lane);
       if (delay > 0) {
         delayed_.push(Delayed{now + delay, delayed_order_++, key, Pending{st.seq[i], bytes, i}});
@@ -744,14 +767,14 @@ void PlanRun::start_op(int r, uint32_t i) {
     }
     case OpKind::Reduce: {
       const double bytes = static_cast<double>(op.dst.count * dsize_);
-      if (nccl_kernels_) finish_op(r, i, now);
+      if (nccl_kernels_ || s_.is_switch(r)) finish_op(r, i, now);  // in NCCL's kernels, in the switch
       else kernel(r, i, calib::Op::Reduce, bytes, cal_.seconds(calib::Op::Reduce, codec_, s_.dtype, bytes));
       break;
     }
     case OpKind::Copy: {
       if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) st.wire[op.dst.index] = st.wire[op.src.index];
       const double bytes = static_cast<double>(op.dst.count * dsize_);
-      if (!nccl_kernels_ && cal_.has(calib::Op::Copy, "", s_.dtype))
+      if (!nccl_kernels_ && !s_.is_switch(r) && cal_.has(calib::Op::Copy, "", s_.dtype))
         kernel(r, i, calib::Op::Copy, bytes, cal_.seconds(calib::Op::Copy, codec_, s_.dtype, bytes));
       else finish_op(r, i, now);
       break;
@@ -795,10 +818,12 @@ PlanCost PlanRun::run() {
     flows_.settle();
   }
   if (remaining_ > 0) throw std::runtime_error("cost model: the schedule cannot finish (a receive is never matched)");
-  for (const auto& st : ranks_) {
+  const int gpus = s_.gpu_ranks();  // a switch rank is no GPU: the means are over the group
+  for (int r = 0; r < gpus; ++r) {
+    const Rank& st = ranks_[static_cast<size_t>(r)];
     cost_.codec_s = std::max(cost_.codec_s, st.codec_s / iterations_);
-    cost_.kernel_s += st.kernel_s / n_ / iterations_;
-    cost_.iteration_s += st.end / n_ / iterations_;
+    cost_.kernel_s += st.kernel_s / gpus / iterations_;
+    cost_.iteration_s += st.end / gpus / iterations_;
   }
   cost_.time_s = end_;
   return cost_;

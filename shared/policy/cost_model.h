@@ -91,6 +91,12 @@ int kernel_concurrency(const calib::Calibration& cal, const topo::Topology& t);
 // A receive copy's: the node's ranks, all of which exchanged at once in the measured transport.
 inline int copy_concurrency(const topo::Topology& t) { return t.gpus_per_node; }
 
+// Where each rank of `s` runs: rank r < s.gpu_ranks() on GPU t.rank_to_gpu[r], a switch rank
+// on its node's switch (topo::Topology::switch_of, the node of the first GPU rank it serves).
+// Throws std::runtime_error naming the schedule and topology where the placement has fewer
+// ranks, or a switch rank's GPUs are not all on one node of a topology with NVLink SHARP.
+std::vector<int> rank_endpoints(const sched::Schedule& s, const topo::Topology& t);
+
 // The most bytes of typed buffers (input, output and scratch, in the schedule's dtype) that the
 // ranks placed on one node hold: the working set whose share of the node's cache sets how fast
 // its messages move on a host (topo::LinkSpec::by_footprint). Compressed messages' buffers are

@@ -228,6 +228,26 @@ NcclStepCost nccl_step_cost(bool nvlink, bool tree, const std::string& protocol,
   return c;
 }
 
+NcclTreeLaunch nccl_nvls_launch(uint64_t bytes, const NcclView& v) {
+  NcclTreeLaunch l;
+  l.channels = std::max(1, v.nvls_channels);
+  const uint64_t heads = static_cast<uint64_t>(std::max(1, v.ppn));
+  const uint64_t ops = static_cast<uint64_t>(l.channels) * heads;  // concurrentOps: channels x heads
+  uint64_t chunk = 128 * 1024;                                     // nvlsChunkSize
+  if (bytes < 64 * ops * chunk) chunk = 65536;
+  if (bytes < 8 * ops * chunk) chunk = 32768;
+  if (bytes < 2 * ops * chunk) chunk = 16384;
+  l.chunk_bytes = chunk;
+  l.chunks = std::max<uint64_t>(1, (bytes + ops * chunk - 1) / (ops * chunk));
+  return l;
+}
+
+NcclStepCost nccl_nvls_cost(bool multi_node) {
+  NcclStepCost c;
+  c.base_us = kHwLat[kHwNvlink][kNvls][kSimple] + (multi_node ? kHwLat[kHwNet][kNvls][kSimple] : 0);
+  return c;
+}
+
 int nccl_launch_channels(const std::string& algorithm, const std::string& protocol, uint64_t bytes,
                          const NcclView& v, int channels) {
   const bool ring = algorithm == "ring";

@@ -138,6 +138,10 @@ uint64_t flat_messages(Collective c, const std::string& algorithm, uint64_t n, u
   if (algorithm == "chain" || (algorithm == "tree" && c == Collective::Broadcast)) return (n - 1) * chunks;
   if (algorithm == "tree") return 4 * (n - 1);  // up and down two binary trees
   if (algorithm == "nccl-tree") return 2 * (n - 1) * chunks;  // up and down one tree per channel
+  if (algorithm == "nvls") {  // per piece, each of n parts: n in, to and from its head, n out
+    *quadratic = true;
+    return 2 * n * (n + 1) * chunks;
+  }
   // Recursive halving/doubling: log2 steps (about one more each way when n is not a power of
   // two: the fold-in and fold-out).
   const uint64_t steps = log2_ceil(n) + ((n & (n - 1)) ? 1 : 0);
@@ -340,14 +344,22 @@ class NcclLike final : public Policy {
     const NcclView view = nccl_view(t, call.nranks);
     const std::vector<NcclEstimate> estimates = nccl_estimates(call, view);
     const NcclEstimate pick = nccl_fastest(estimates);
-    // NCCL's tree and rings run as NCCL launches them. NVLS, NVLS-Tree and PAT are not
-    // simulated: where NCCL would pick one, its fastest ring runs and the row names NCCL's choice.
-    const NcclEstimate run = pick.algorithm == "tree" ? pick : nccl_fastest(estimates, "ring");
+    // NCCL's tree, its rings and its NVLS allreduce on one node run as NCCL launches them.
+    // NVLS-Tree, NVLS's allgather and reduce-scatter and PAT are not simulated: where NCCL would
+    // pick one, its fastest ring runs and the row names NCCL's choice.
+    const int g = ranks_per_node(t, call.nranks);
+    const bool nvls = pick.algorithm == "nvls" && call.collective == Collective::AllReduce && g == call.nranks;
+    const NcclEstimate run = pick.algorithm == "tree" || nvls ? pick : nccl_fastest(estimates, "ring");
     p.protocol = run.protocol;
     if (pick.algorithm != run.algorithm || pick.protocol != run.protocol) p.nccl = pick.label();
     p.nccl_s = pick.time_s;
-    const int g = ranks_per_node(t, call.nranks);
-    if (run.algorithm == "tree") {
+    if (nvls) {
+      // Its channels and loops (nccl_nvls_launch): every loop of a channel a piece.
+      const NcclTreeLaunch launch = nccl_nvls_launch(call.bytes, view);
+      p.algorithm = "nvls";
+      p.channels = static_cast<uint32_t>(launch.channels);
+      p.chunks = static_cast<uint32_t>(std::min<uint64_t>(launch.chunks, std::numeric_limits<uint32_t>::max()));
+    } else if (run.algorithm == "tree") {
       // Its channels and chunks (nccl_tree_launch), never fewer: a tree of fewer, larger chunks
       // pipelines less and would make NCCL slow. A schedule too large for the machine is
       // refused before it runs (compcoll-sim's memory check), as a ring's is.

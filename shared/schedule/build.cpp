@@ -139,4 +139,6 @@ Schedule build_schedule(const BuildSpec& spec) {
   return s;
 }
 
+bool has_switch_ranks(const BuildSpec& spec) { return spec.collective == Collective::AllReduce && spec.algorithm == "nvls"; }
+
 }  // namespace compcoll::sched

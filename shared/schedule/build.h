@@ -45,6 +45,8 @@ struct BuildSpec {
 // algorithm, inter-node algorithm or placement, a placement the builder does not support, or
 // a bad parameter (group size, root, nodes, counts, chunks).
 Schedule build_schedule(const BuildSpec& spec);
+// Whether the schedule the spec names has switch ranks (Schedule::switches): nvls.
+bool has_switch_ranks(const BuildSpec& spec);
 std::vector<std::string> algorithm_names(Collective c);
 Collective parse_collective(std::string_view name);  // allreduce, reduce-scatter, allgather, broadcast, all-to-all
 Placement parse_placement(std::string_view name);    // none, per-hop, compress-once, zipccl

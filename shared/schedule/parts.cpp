@@ -97,10 +97,12 @@ std::vector<std::vector<uint32_t>> pipelined(
   for (uint32_t i = 0; i < pieces; ++i) {
     build(ranges ? (*ranges)[i] : block_of(count, static_cast<int>(pieces), static_cast<int>(i)), i, i % pipe.chunks);
     for (size_t r = 0; r < n; ++r) {
-      // A channel's messages travel on a connection of their own (its lane).
+      // A channel's messages travel on a connection of their own (its lane); a piece's lane L
+      // (the builder's) becomes channel + L x channels.
       auto& ops = s.ranks[r].ops;
       for (size_t k = i == 0 ? start[r] : ends[r][i - 1]; k < ops.size(); ++k)
-        if (ops[k].kind == OpKind::Send || ops[k].kind == OpKind::Recv) ops[k].lane = i / pipe.chunks;
+        if (ops[k].kind == OpKind::Send || ops[k].kind == OpKind::Recv)
+          ops[k].lane = ops[k].lane * pipe.channels + i / pipe.chunks;
       ends[r][i] = ops.size();
     }
   }

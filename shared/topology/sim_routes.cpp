@@ -16,6 +16,7 @@ enum Kind : uint64_t {
   kLocalUp, kLocalDown,        // dragonfly GPU <-> router: (router, GPU on the router)
   kGreen, kBlack, kBlue,       // dragonfly: (router, target blade / target chassis), (router)
   kTorusUp, kTorusDown,        // torus: (element, dimension); up = towards coordinate + 1
+  kNvlsUp, kNvlsDown,          // a GPU's NVLink SHARP traffic to / from its node's switch: (gpu)
 };
 uint64_t link_id(Kind k, uint64_t a, uint64_t b = 0) { return (uint64_t{k} << 60) | (a << 16) | b; }
 
@@ -147,6 +148,23 @@ void torus(const Topology& t, uint64_t src, uint64_t dst, std::vector<NetLink>& 
 
 void append_sim_route(const Topology& t, int src, int dst, std::vector<NetLink>& out) {
   if (src == dst) return;
+  if (t.is_switch(src) || t.is_switch(dst)) {  // a GPU and its node's switch
+    const int gpu = t.is_switch(src) ? dst : src;
+    if (t.is_switch(gpu) || t.node_of(src) != t.node_of(dst) || !t.nvls || t.gpus_per_node < 2)
+      throw std::logic_error("sim_route: a switch reaches the GPUs of its node only, with NVLS");
+    const NetLink port{link_id(t.is_switch(src) ? kNodeDown : kNodeUp, static_cast<uint64_t>(gpu)),
+                       t.gpu_link.effective_bandwidth(), t.gpu_link.latency};
+    const NetLink sharp{link_id(t.is_switch(src) ? kNvlsDown : kNvlsUp, static_cast<uint64_t>(gpu)),
+                        t.gpu_link.bandwidth * t.nvls_efficiency, 0};
+    if (t.is_switch(src)) {
+      out.push_back(sharp);
+      out.push_back(port);
+    } else {
+      out.push_back(port);
+      out.push_back(sharp);
+    }
+    return;
+  }
   if (t.generator == Generator::SingleNode || t.node_of(src) == t.node_of(dst)) {
     const double bw = t.gpu_link.effective_bandwidth(), lat = t.gpu_link.latency;
     out.push_back({link_id(kNodeUp, static_cast<uint64_t>(src)), bw, lat});

@@ -13,6 +13,9 @@
 //   chassis, exactly as SimGrid lists the links (parallel links are one link of n x bandwidth);
 // - torus (TorusZone): dimension order, the direction chosen per dimension from the source's
 //   and the target's coordinates as SimGrid chooses it.
+// - a GPU and its node's switch (NVLink SHARP, topo::Topology::switch_of): the GPU's link up
+//   to the node switch, then its link of nvls_efficiency into the switch's reduction; back,
+//   that link's twin, then the GPU's link down (the platform's bypass routes).
 // Links are directed (the simulator's links are split-duplex): one id per direction.
 // tests/sim/test_sim_routes.cpp checks every route of small instances of each generator, link
 // for link, against SimGrid's own Host::route_to.
@@ -32,7 +35,8 @@ struct NetLink {
 };
 
 // Appends the links from src_gpu to dst_gpu, in the order a message crosses them, to `out`
-// (nothing when src == dst). Requires a topology built by load_topology / build_graph.
+// (nothing when src == dst). Either may be a switch endpoint, the other then a GPU of its
+// node. Requires a topology built by load_topology / build_graph.
 void append_sim_route(const Topology& t, int src_gpu, int dst_gpu, std::vector<NetLink>& out);
 
 inline std::vector<NetLink> sim_route(const Topology& t, int src_gpu, int dst_gpu) {

@@ -396,6 +396,12 @@ Topology load_topology(const std::string& path, int ranks, const std::vector<std
     t.nvls = node.get("nvls").as_bool();
     if (t.nvls && t.intra_fabric != "nvswitch") node.get("nvls").fail("NVLS needs fabric: nvswitch");
   }
+  if (node.has("nvls_efficiency")) {
+    if (!t.nvls) node.get("nvls_efficiency").fail("needs NVLS (fabric: nvswitch, nvls: true)");
+    const Node e = node.get("nvls_efficiency");
+    t.nvls_efficiency = e.as_double();
+    if (!(t.nvls_efficiency > 0 && t.nvls_efficiency <= 1)) e.fail("expected an efficiency in (0, 1]");
+  }
   if (node.has("receive_copy")) t.receive_copy = node.get("receive_copy").as_bool();
   if (node.has("shared_memory")) t.shared_memory = node.get("shared_memory").as_bool();
   node.check_no_unknown_keys();
@@ -492,6 +498,9 @@ std::string describe(const Topology& t) {
   o << "#   intra-node " << t.intra_fabric << ": per GPU " << fmt_bw(t.gpu_link.bandwidth) << " x efficiency "
     << t.gpu_link.efficiency << " = " << fmt_bw(t.gpu_link.effective_bandwidth()) << ", latency "
     << fmt_us(t.gpu_link.latency) << " per link\n";
+  if (t.nvls)
+    o << "#   NVLink SHARP: the switch reduces and multicasts; a GPU's traffic with it at " << fmt_bw(t.gpu_link.bandwidth)
+      << " x " << t.nvls_efficiency << " = " << fmt_bw(t.gpu_link.bandwidth * t.nvls_efficiency) << " per direction\n";
   auto by_size = [&](const LinkSpec& l, const char* what) {
     if (l.by_size.empty()) return;
     o << "#   " << what << " bandwidth by message size (measured): x" << l.by_size.front().second << " at "

@@ -104,6 +104,12 @@ struct Topology {
   // gives none runs with (network_default).
   std::string network_fabric;
   bool nvls = true;        // the NVSwitch reduces and multicasts (NVLink SHARP, H100 and later); nvswitch only
+  // NVLink SHARP: the share of gpu_link's line rate that a GPU's traffic to and from the
+  // switch's reduction and multicast reaches, per direction (NCCL's multimem loads and stores;
+  // docs/TOPOLOGY.md). A GPU's messages to and from its switch cross its gpu_link and a link of
+  // this bandwidth.
+  double nvls_efficiency = kNvlsEfficiency;
+  static constexpr double kNvlsEfficiency = 0.70;
   // Ranks of a host over shared-memory MPI (compcoll-bench transport writes it): the receiving
   // rank's core copies every message within the node, in turn with its kernels, as compcoll-run's
   // host executor does (one thread per rank). A message takes its route's latency, then
@@ -133,14 +139,15 @@ struct Topology {
 
   // The bandwidth factor (LinkSpec::by_size) of a message between two GPUs: the intra-node
   // link's within a node, the network link's across nodes.
-  double message_factor(int src_gpu, int dst_gpu, double bytes) const {
-    return (src_gpu / gpus_per_node == dst_gpu / gpus_per_node ? gpu_link : network_link).size_factor(bytes);
+  // Endpoints: GPUs or a node's switch (endpoint gpus() + node, for schedules' switch ranks).
+  double message_factor(int src, int dst, double bytes) const {
+    return (node_of(src) == node_of(dst) ? gpu_link : network_link).size_factor(bytes);
   }
   bool has_size_factors() const { return !gpu_link.by_size.empty() || !network_link.by_size.empty(); }
   // With receive_copy: whether a message between these GPUs is copied by the receiver, and for
   // how long (`bandwidth_factor`: the flow model's, as on a link).
   bool copies_on_receive(int src_gpu, int dst_gpu) const {
-    return receive_copy && src_gpu / gpus_per_node == dst_gpu / gpus_per_node;
+    return receive_copy && node_of(src_gpu) == node_of(dst_gpu);
   }
   // `footprint`: the plan's bytes of buffers on the node (LinkSpec::by_footprint).
   double receive_copy_seconds(double bytes, double bandwidth_factor, double footprint = 0) const {
@@ -151,7 +158,11 @@ struct Topology {
     return bytes / (gpu_link.effective_bandwidth() * gpu_link.alone_size_factor(bytes, footprint) * bandwidth_factor);
   }
   int gpus() const { return nodes * gpus_per_node; }
-  int node_of(int gpu) const { return gpu / gpus_per_node; }
+  // A GPU's node, or a switch endpoint's.
+  int node_of(int gpu) const { return gpu < gpus() ? gpu / gpus_per_node : gpu - gpus(); }
+  // The endpoint of a node's NVSwitch: after the GPUs (a schedule's switch ranks sit there).
+  int switch_of(int node) const { return gpus() + node; }
+  bool is_switch(int endpoint) const { return endpoint >= gpus(); }
   int local_of(int gpu) const { return gpu % gpus_per_node; }
   // The GPU's leaf index in the generated network (rail-major for a rail-optimized fat tree).
   uint64_t leaf_of(int gpu) const;

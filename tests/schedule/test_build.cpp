@@ -44,11 +44,16 @@ TEST_CASE("build_schedule: every algorithm of every collective builds, validates
           spec.count = 37;
           spec.dtype = dtype;
           spec.gpus_per_node = n % 2 == 0 ? 2 : 1;
+          if (name == "nvls") {  // one node of n GPUs and its switch
+            if (n < 2) continue;
+            spec.gpus_per_node = n;
+          }
           spec.inter = inter;
           spec.root = n - 1;
           CAPTURE(collective_name(c), name, n, inter);
           const Schedule s = build_schedule(spec);
-          REQUIRE(s.size() == n);
+          REQUIRE(s.gpu_ranks() == n);
+          REQUIRE(s.size() == n + (name == "nvls" ? 1 : 0));
           REQUIRE(s.collective == c);
           REQUIRE_NOTHROW(validate(s));
           // It computes the collective it says (exact small-integer values).
@@ -58,6 +63,7 @@ TEST_CASE("build_schedule: every algorithm of every collective builds, validates
             for (int r = 0; r < n; ++r) inputs[r].resize(s.ranks[r].input_count * 4);
           if (c == Collective::AllToAll)  // count elements to each rank
             for (int r = 0; r < n; ++r) inputs[r] = test::encode_values(dtype, std::vector<int>(spec.count * n, r));
+          inputs.resize(static_cast<size_t>(s.size()));  // a switch rank holds no input
           const auto out = run_reference(s, inputs);
           for (int r = 0; r < n; ++r) {
             switch (c) {
@@ -125,7 +131,7 @@ TEST_CASE("build_schedule errors name what is wrong", "[schedule][build]") {
     return s;
   };
   CHECK_THAT(error_of(spec(Collective::AllReduce, "butterfly")),
-             Catch::Contains("butterfly") && Catch::Contains("allreduce") && Catch::Contains("ring, recursive, tree, nccl-tree, hierarchical"));
+             Catch::Contains("butterfly") && Catch::Contains("allreduce") && Catch::Contains("ring, recursive, tree, nccl-tree, nvls, hierarchical"));
   CHECK_THAT(error_of(spec(Collective::Broadcast, "ring")), Catch::Contains("'ring'") && Catch::Contains("tree, chain"));
   BuildSpec s = spec(Collective::ReduceScatter, "ring");
   s.placement = Placement::CompressOnce;

@@ -57,9 +57,16 @@ TEST_CASE("NVLS moves (1 + 1/g) x the data through each GPU's port, to and from 
   // The switch takes in every GPU's data and the heads' sums, and sends the sums to the heads
   // and every sum to every GPU.
   CHECK(b.sent_bytes[g] == bytes + g * bytes);
-  // Every piece of channel c travels on lane c.
-  for (const Op& op : s.ranks[g].ops)
-    if (op.kind == OpKind::Send) CHECK(op.lane < channels);
+  // Lanes: part h of channel c's pieces on lane c + h x channels (each head's stream), the
+  // heads' round trips on lane c + g x channels: a multicast goes out on its part's lane.
+  for (const Op& op : s.ranks[g].ops) {
+    if (op.kind != OpKind::Send) continue;
+    CHECK(op.lane < (g + 1) * channels);
+    if (op.lane >= g * channels) CHECK(op.src.count == count / channels / chunks / g);  // a head's sum
+  }
+  for (int r = 0; r < g; ++r)
+    for (const Op& op : s.ranks[r].ops)
+      if (op.kind == OpKind::Send && op.lane >= g * channels) CHECK(int(op.lane / channels) == g);
 }
 
 TEST_CASE("NVLS by name: one node, no compression, no merged channels", "[schedule][nvls]") {

@@ -919,3 +919,42 @@ TEST_CASE("NCCL's protocol costs: the step latency along the data's path, LL's f
     CHECK(policy::message_costs(sched::build_schedule(b), t, on.factors(), true, "ll128").base_s == Approx(14e-6));
   }
 }
+
+// NVLink SHARP (sched::nvls_allreduce): each GPU sends and receives (1 + 1/g) x the data
+// through its port into the switch's reduction, the slower of its two links (gpu_link at 0.86,
+// nvls_efficiency 0.70 of 450 GB/s on the DGX H100 file); the switch reduces for free, in the
+// simulator and in the cost model alike, whatever the calibration says of GPU reductions (NCCL's
+// kernels run the GPUs' side).
+TEST_CASE("NVLS on one node: (1 + 1/g) x the data at the switch port's rate, in SimGrid and the cost model",
+          "[sim][cost-model][nvls]") {
+  for (const char* file : {"dgx-h100.yaml", "h100-64gpu.yaml"}) {
+    auto t = topo::load_topology(kRoot + "/topologies/" + file, 8);
+    const auto h200 = calib::load_calibration(kRoot + "/calibration/h200.yaml");
+    const auto net = sim::NetworkModel::defaults("cm02");
+    const int g = 8;
+    const uint64_t bytes = uint64_t{256} << 20;
+    sim::Call call;
+    call.build.algorithm = "nvls";
+    call.build.nranks = g;
+    call.build.gpus_per_node = g;
+    call.build.dtype = DType::BF16;
+    call.build.count = bytes / 2;
+    // NCCL's launch at this size: 16 channels of 32 loops (64 KiB a head).
+    const policy::NcclTreeLaunch launch = policy::nccl_nvls_launch(bytes, policy::nccl_view(t, g));
+    REQUIRE(launch.channels == 16);
+    REQUIRE(launch.chunks == 32);
+    call.build.pipe = {static_cast<uint32_t>(launch.chunks), static_cast<uint32_t>(launch.channels)};
+    call.nccl_kernels = true;  // NCCL's: the GPUs' copy of their input into the output is free too
+    const sched::Schedule s = sched::build_schedule(call.build);
+    policy::RouteCache routes(t);
+    const double sim_s = simulated(t, call, net, h200);
+    const auto model = policy::predict(s, t, h200, "identity", 1.0, net.factors(), routes, 1, true);
+    const double port = t.gpu_link.bandwidth * t.nvls_efficiency;
+    const double bound = (1.0 + 1.0 / g) * static_cast<double>(bytes) / port;
+    CAPTURE(file, sim_s, model.time_s, bound);
+    CHECK(model.time_s == Approx(sim_s).epsilon(0.002));
+    CHECK(sim_s >= bound);
+    CHECK(sim_s < 1.1 * bound);  // the pipeline's fill and drain: the first piece in, the last out
+    CHECK(model.kernel_s == 0);
+  }
+}

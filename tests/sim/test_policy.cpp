@@ -186,18 +186,37 @@ TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs;
   CHECK(big.nccl.empty());
   CHECK(big.codec == "identity");
   CHECK(algorithm_label(big, sched::Collective::AllReduce) == "rail-ring/simple 16ch");
-  // One NVSwitch node: NCCL would run NVLS, which compcoll does not simulate: its rings run
-  // and the row names NVLS.
+  // One NVSwitch node: NCCL runs NVLS, as NCCL launches it: 16 channels, 1 GB (under 64 loops
+  // of 16 channels x 8 heads x 128 KiB) in loops of 8 heads x 64 KiB a channel: 120 loops.
+  // Its allgather is a ring in NCCL's model.
   const auto node = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
   const System one = system_of(node, cal, {"identity"});
   const Plan in_node = nccl->choose(allreduce(1'000'000'000, 8), one, &predicted);
-  CHECK(in_node.algorithm == "rail-ring");
-  CHECK(in_node.channels == 24);
-  CHECK(in_node.nccl == "nvls/simple");
-  CHECK(algorithm_label(in_node, sched::Collective::AllReduce) == "rail-ring/simple 24ch [nccl nvls/simple]");
-  // NCCL's estimate for what it would run (NVLS) beside its estimate for the ring simulated.
+  CHECK(in_node.algorithm == "nvls");
+  CHECK(in_node.channels == 16);
+  CHECK(in_node.chunks == 120);  // ceil(1e9 / (16 x 8 x 65,536))
+  CHECK(in_node.nccl.empty());
+  CHECK(algorithm_label(in_node, sched::Collective::AllReduce) == "nvls/simplex120 16ch");
   CHECK(in_node.nccl_s == Approx(nccl_pick(allreduce(1'000'000'000, 8), nccl_view(node, 8)).time_s));
-  CHECK(in_node.nccl_s < predicted);
+  CHECK(in_node.nccl_s == Approx(predicted));
+  CallInfo gather = allreduce(1'000'000'000, 8);
+  gather.collective = sched::Collective::AllGather;
+  const Plan gather_plan = nccl->choose(gather, one, &predicted);
+  CHECK(gather_plan.algorithm == "rail-ring");
+  CHECK(gather_plan.nccl.empty());
+  // With NVLS off (NCCL_NVLS_ENABLE=0) NCCL runs its rings.
+  const auto off = topo::load_topology(kRoot + "/topologies/dgx-h100-nvls-off.yaml");
+  const Plan ring = nccl->choose(allreduce(1'000'000'000, 8), system_of(off, cal, {"identity"}), &predicted);
+  CHECK(ring.algorithm == "rail-ring");
+  CHECK(ring.channels == 24);
+  CHECK(ring.nccl.empty());
+  // NCCL's NVLS launch: the chunk shrinks where a channel would run few loops.
+  const NcclView v8 = nccl_view(node, 8);
+  CHECK(nccl_nvls_launch(uint64_t{1} << 30, v8).chunk_bytes == 131072);   // 64 loops of 16 x 8 x 128 KiB
+  CHECK(nccl_nvls_launch(uint64_t{256} << 20, v8).chunk_bytes == 65536);  // under 64 loops: 64 KiB
+  CHECK(nccl_nvls_launch(uint64_t{16} << 20, v8).chunk_bytes == 32768);   // under 8 loops of 64 KiB
+  CHECK(nccl_nvls_launch(uint64_t{1} << 20, v8).chunk_bytes == 16384);    // under 2 loops of 32 KiB
+  CHECK(nccl_nvls_launch(uint64_t{1} << 20, v8).chunks == 1);
   CHECK(big.nccl_s > 0);
   // On GPUs NCCL's kernels run its plans, every collective's; on a host over MPI compcoll's
   // executor does.
@@ -323,6 +342,7 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
                         sched::Collective::Broadcast, sched::Collective::AllToAll}) {
         for (const std::string& algo : sched::algorithm_names(coll)) {
           if ((algo == "hierarchical") != (g > 1) && algo != "nccl-tree") continue;
+          if (algo == "nvls") continue;  // one node: below
           const bool allreduce_hier = algo == "hierarchical" && coll == sched::Collective::AllReduce;
           for (const char* inter : {"ring", "recursive", "tree"}) {
             if (!allreduce_hier && std::string(inter) != "ring") continue;
@@ -376,6 +396,35 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
       }
     }
   }
+}
+
+TEST_CASE("plan_size: NVLS on one node, NCCL's channels and loops", "[policy][nvls]") {
+  for (int g : {4, 8})
+    for (uint32_t chunks : {1u, 7u}) {
+      Plan p;
+      p.algorithm = "nvls";
+      p.channels = 16;
+      p.chunks = chunks;
+      const CallInfo info = allreduce(uint64_t{64} << 20, g);
+      sched::BuildSpec spec;
+      spec.algorithm = "nvls";
+      spec.nranks = g;
+      spec.gpus_per_node = g;
+      spec.count = count_for(info.collective, info.bytes, info.dtype, g);
+      spec.pipe = {chunks, 16};
+      const auto s = sched::build_schedule(spec);
+      uint64_t messages = 0, ops = 0;
+      for (const auto& r : s.ranks) {
+        ops += r.ops.size();
+        for (const auto& op : r.ops) messages += op.kind == sched::OpKind::Send;
+      }
+      const PlanSize z = plan_size(p, info, g);
+      CAPTURE(g, chunks, messages, ops, z.messages, z.ops);
+      CHECK(z.messages == messages);
+      CHECK(z.ops <= 1.6 * static_cast<double>(ops));
+      CHECK(z.ops >= static_cast<double>(ops) / 1.6);
+      CHECK(z.quadratic);
+    }
 }
 
 TEST_CASE("candidates at 16,384 ranks: only schedules small enough to build, price and simulate", "[policy]") {

@@ -132,3 +132,30 @@ TEST_CASE("sim_route lists SimGrid's links on the rails of 1,024 ranks of the co
     check_routes(t, pairs);
   }
 }
+
+// NVLink SHARP: with the switches' hosts in the platform (created after the network zone's
+// leaves), every GPU reaches its node's switch and back through its own port and its link into
+// the switch's reduction, and the routes between GPUs, across nodes too, do not change.
+TEST_CASE("sim_route lists SimGrid's links to and from the NVSwitch, and GPU routes stay put beside it",
+          "[sim][topology][routes][nvls]") {
+  std::vector<topo::Topology> ts;
+  for (const char* file : {"dgx-h100.yaml", "h100-64gpu.yaml"})
+    ts.push_back(topo::load_topology(std::string(COMPCOLL_SOURCE_DIR) + "/topologies/" + file));
+  ts.push_back(topo::load_topology(temp_yaml("nvls-dragonfly", network_topology("nvls-dragonfly", "dragonfly", 2, 1,
+      "  nodes: 8\n  groups: 2\n  chassis: 2\n  routers: 2\n  gpus_per_router: 2\n"))));
+  ts.push_back(topo::load_topology(temp_yaml("nvls-torus", network_topology("nvls-torus", "torus", 4, 1, "  nodes: 6\n  dims: [6, 4]\n"))));
+  for (const auto& t : ts) {
+    CAPTURE(t.name);
+    REQUIRE(t.nvls);
+    std::vector<std::pair<int, int>> pairs = all_pairs(std::min(t.gpus(), 24));
+    for (int g = 0; g < t.gpus(); ++g) {
+      pairs.emplace_back(g, t.switch_of(t.node_of(g)));
+      pairs.emplace_back(t.switch_of(t.node_of(g)), g);
+    }
+    check_routes(t, pairs);
+    const auto up = topo::sim_route(t, 1, t.switch_of(0));
+    REQUIRE(up.size() == 2);
+    CHECK(up[1].bandwidth == Approx(t.gpu_link.bandwidth * t.nvls_efficiency));
+    if (t.nodes > 1) CHECK_THROWS_AS(topo::sim_route(t, t.switch_of(0), t.gpus_per_node), std::logic_error);  // another node's GPU
+  }
+}
