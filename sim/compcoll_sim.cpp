@@ -624,7 +624,8 @@ int estimate(Args args) {
     std::vector<std::string> codecs;
     for (const auto& c : r.exp.codecs)
       if (find_codec(c)) codecs.push_back(c);
-    const policy::System sys = study::make_system(t, r.cal, r.net.factors(), *r.ratios, codecs);
+    policy::System sys = study::make_system(t, r.cal, r.net.factors(), *r.ratios, codecs);
+    sys.nccl_algorithms = r.exp.nccl_algo;
     std::map<std::string, std::unique_ptr<policy::Policy>> chooser;  // nccl-like
     for (const auto& c : cells) {
       if (c.group != g) continue;

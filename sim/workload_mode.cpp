@@ -300,7 +300,8 @@ void plan_call(Planned& p, const WorkloadContext& ctx, const workload::Iteration
                size_t v, policy::Policy& policy, const workload::Model& model, const workload::Device& device) {
   const auto& call = it.calls[c];
   const std::string gkey = group_key(call);
-  const policy::System sys = study::make_system(p.group_topo.at(gkey), *ctx.cal, ctx.net.factors(), *ctx.ratios, variant.codecs);
+  policy::System sys = study::make_system(p.group_topo.at(gkey), *ctx.cal, ctx.net.factors(), *ctx.ratios, variant.codecs);
+  sys.nccl_algorithms = ctx.exp->nccl_algo;
   const std::string shown = std::to_string(c) + "/" + std::to_string(v);
   if (variant.lowrank > 0 && lowrank_applies(call)) {
     // Two fp32 allreduces (P, then Q) in place of the gradient call, each planned by the

@@ -3,15 +3,15 @@
 
     compcoll-sim experiments/fidelity-nccl.yaml --json > fid.json
     compcoll-sim experiments/fidelity-nccl-256.yaml --json > fid256.json
-    compcoll-sim experiments/fidelity-nccl-nvls-off.yaml --json > fidoff.json
+    compcoll-sim experiments/fidelity-nccl-ring.yaml --json > fidring.json
     compcoll-sim experiments/fidelity-nccl-nvls.yaml --json > fidnvls.json
-    tools/fidelity_table.py fid.json fid256.json fidoff.json fidnvls.json [--published experiments/fidelity-nccl-published.csv]
+    tools/fidelity_table.py fid.json fid256.json fidring.json fidnvls.json [--published experiments/fidelity-nccl-published.csv]
                             [--markdown OUT.md] [--update-doc docs/FIDELITY.md] [--check]
 
 Each published row (collective, ranks, size) is matched with the simulated nccl-like row of the
 same call, from any of the simulated files (a call simulated in two of them is an error; a run
-that forced rings or turned NVLS off takes the row simulated on a topology with NVLS off, named
-*-nvls-off, where there is one); error = simulated busbw / published busbw - 1. Bands: 10% at 64 MiB and above, 25%
+that forced rings or turned NVLS off takes the row of an experiment named *-ring, simulated with
+NCCL's rings only, where there is one); error = simulated busbw / published busbw - 1. Bands: 10% at 64 MiB and above, 25%
 below. A row marked `band` must fall inside its band; a row marked `gap` is one the simulator is
 known to miss, for the reason its `why` names (docs/FIDELITY.md explains each): it must stay
 outside its band, so that a change that closes a gap also updates the table. --check exits 1
@@ -26,7 +26,6 @@ import sys
 
 ASTRA_SIM_GEOMEAN = 0.097  # ASTRA-sim's published geometric-mean error, 8x H100 ring allreduce
 REASONS = {
-    "nvls": "NVLS-Tree (in-switch reduction in each node, a tree across nodes) is not simulated; nccl-like runs NCCL's rings",
     "protocol": "1 MiB: NCCL runs slower than its own model (LL/LL128 bandwidth caps, launch), which is not simulated",
     "step-latency": "NCCL pays more of its per-step latency than pipelined steps do (its own additive model is closer)",
     "ctas": "the default run is limited by its CTAs (NCCL_MIN_CTAS=24 reaches the network: M35, M36)",
@@ -54,10 +53,12 @@ def main():
             doc = json.load(open(path))
         except (OSError, ValueError) as e:
             sys.exit(f"fidelity_table: {path}: {e}")
+        # The rows of an experiment named *-ring (NCCL's rings only) stand for the runs that
+        # forced rings or turned NVLS off.
+        rings = str((doc.get("experiment") or {}).get("name", "")).endswith("-ring")
         for r in doc["rows"]:
             if r.get("policy") == "nccl-like" and not r.get("error"):
-                # Rows on a topology with NVLink SHARP off stand for the runs that turned it off.
-                key = (r["collective"], r["ranks"], r["size_bytes"], r.get("topology", "").endswith("-nvls-off"))
+                key = (r["collective"], r["ranks"], r["size_bytes"], rings)
                 if key in sim:
                     sys.exit(f"fidelity_table: {path}: {key} is also simulated in {where[key]}")
                 sim[key], where[key] = r, path
@@ -67,8 +68,8 @@ def main():
             run = p["published_algorithm"]
             forced_ring = run.startswith("ring") or "NVLS off" in run or "NCCL_NVLS_ENABLE=0" in run
             key = (p["collective"], int(p["ranks"]), int(p["size_bytes"]))
-            # A run that forced rings or turned NVLS off: the row simulated with NVLS off where
-            # there is one (one node), else the default one (NVLS does not apply).
+            # A run that forced rings or turned NVLS off: the row simulated with NCCL's rings only
+            # where there is one, else the default one.
             r = (forced_ring and sim.get(key + (True,))) or sim.get(key + (False,))
             if r is None:
                 failures.append(f"{a.published}:{line}: {p['id']}: no simulated nccl-like row for {key}")

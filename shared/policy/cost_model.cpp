@@ -122,8 +122,8 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
     nodes.insert(t.node_of(t.rank_to_gpu[static_cast<size_t>(r)]));
   const bool multi_node = nodes.size() > 1, one_per_node = static_cast<int>(nodes.size()) == s.gpu_ranks();
   const bool tree = s.algorithm.rfind("double-binary-tree/", 0) == 0 || s.algorithm.rfind("nccl-tree/", 0) == 0;
-  const bool nvls = s.switches > 0;  // NCCL's NVLS, whoever plans it
-  const NcclStepCost sc = nvls ? nccl_nvls_cost(multi_node)
+  const bool nvls = s.switches > 0;  // NCCL's NVLS (one switch) or NVLS-Tree, whoever plans it
+  const NcclStepCost sc = nvls ? nccl_nvls_cost(static_cast<int>(nodes.size()), s.switches > 1)
                                : nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && tree,
                                                 nccl_kernels ? protocol : "simple", multi_node, one_per_node);
   c.on = true;

@@ -234,17 +234,24 @@ NcclTreeLaunch nccl_nvls_launch(uint64_t bytes, const NcclView& v) {
   const uint64_t heads = static_cast<uint64_t>(std::max(1, v.ppn));
   const uint64_t ops = static_cast<uint64_t>(l.channels) * heads;  // concurrentOps: channels x heads
   uint64_t chunk = 128 * 1024;                                     // nvlsChunkSize
-  if (bytes < 64 * ops * chunk) chunk = 65536;
-  if (bytes < 8 * ops * chunk) chunk = 32768;
-  if (bytes < 2 * ops * chunk) chunk = 16384;
+  if (v.nodes == 1) {  // NVLS
+    if (bytes < 64 * ops * chunk) chunk = 65536;
+    if (bytes < 8 * ops * chunk) chunk = 32768;
+    if (bytes < 2 * ops * chunk) chunk = 16384;
+  } else {  // NVLS-Tree (NCCL_NVLSTREE_MAX_CHUNKSIZE unset: 64 KiB from 4 nodes)
+    if (v.nodes >= 4) chunk = 65536;
+    if (bytes < 4 * ops * chunk && chunk > 65536) chunk = 65536;
+    if (bytes < ops * chunk && chunk > 32768) chunk = 32768;
+  }
   l.chunk_bytes = chunk;
   l.chunks = std::max<uint64_t>(1, (bytes + ops * chunk - 1) / (ops * chunk));
   return l;
 }
 
-NcclStepCost nccl_nvls_cost(bool multi_node) {
+NcclStepCost nccl_nvls_cost(int nodes, bool tree) {
   NcclStepCost c;
-  c.base_us = kHwLat[kHwNvlink][kNvls][kSimple] + (multi_node ? kHwLat[kHwNet][kNvls][kSimple] : 0);
+  c.base_us = tree ? kHwLat[kHwNvlink][kNvlsTree][kSimple] + 2 * log2i(nodes) * kHwLat[kHwNet][kNvlsTree][kSimple]
+                   : kHwLat[kHwNvlink][kNvls][kSimple] + (nodes > 1 ? kHwLat[kHwNet][kNvls][kSimple] : 0);
   return c;
 }
 

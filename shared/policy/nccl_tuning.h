@@ -74,10 +74,11 @@ struct NcclTreeLaunch {
 };
 NcclTreeLaunch nccl_tree_launch(uint64_t bytes, const NcclView& v, int channels, const std::string& protocol);
 
-// How NCCL launches NVLS on one node (enqueue.cc, NCCL 2.23.4): NcclView::nvls_channels
-// channels; a channel's loop gives each of the node's GPUs (its heads) one chunk of 128 KiB
-// (NCCL_NVLS_CHUNKSIZE), cut to 64, 32 and 16 KiB while the call is under 64, 8 and 2 loops of
-// every channel; chunks: the loops per channel, at least 1.
+// How NCCL launches NVLS on one node, or NVLS-Tree across nodes (enqueue.cc, NCCL 2.23.4):
+// NcclView::nvls_channels channels; a channel's loop gives each of the node's GPUs (its heads)
+// one chunk of 128 KiB (NCCL_NVLS_CHUNKSIZE). NVLS cuts it to 64, 32 and 16 KiB while the call
+// is under 64, 8 and 2 loops of every channel; NVLS-Tree takes 64 KiB from 4 nodes, and cuts it
+// to 64 and 32 KiB under 4 loops and 1. chunks: the loops per channel, at least 1.
 NcclTreeLaunch nccl_nvls_launch(uint64_t bytes, const NcclView& v);
 
 // What one step of NCCL's ring (tree: of its tree) costs beyond moving its bytes, as NCCL's
@@ -92,8 +93,9 @@ struct NcclStepCost {
   double base_us = 0, intra_us = 0, inter_us = 0, wire_factor = 1;
 };
 NcclStepCost nccl_step_cost(bool nvlink, bool tree, const std::string& protocol, bool multi_node, bool one_per_node);
-// NVLS (Simple): NCCL's model charges its latency once per call (tuning.cc: the NVLink latency
-// of NVLS, plus the network's across nodes) and nothing per step.
-NcclStepCost nccl_nvls_cost(bool multi_node);
+// NVLS and NVLS-Tree (`tree`; Simple): NCCL's model charges their latency once per call
+// (tuning.cc: the NVLink latency of NVLS, plus the network's across nodes; NVLS-Tree's NVLink
+// latency plus 2 log2(nodes) network latencies) and nothing per step.
+NcclStepCost nccl_nvls_cost(int nodes, bool tree);
 
 }  // namespace compcoll::policy

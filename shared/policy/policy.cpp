@@ -82,14 +82,19 @@ namespace {
 // The distinct rings of a ring or rail-ring plan's channels (rail ring c is rail ring c mod g),
 // and whether its channels make groups of one size on them.
 uint32_t distinct_rings(const std::string& algorithm, uint32_t channels, int gpus_per_node) {
-  if (algorithm == "ring") return 1;
+  if (algorithm == "ring" || algorithm == "nvls") return 1;
+  if (algorithm == "nvls-tree") return std::min(channels, 2u);  // NCCL's two trees of nodes
   return std::min(channels, static_cast<uint32_t>(std::max(1, gpus_per_node)));
 }
 
 bool lockstep_channels(const std::string& algorithm, Placement placement, const sched::Pipelining& pipe,
                        bool nccl_kernels, int gpus_per_node) {
-  if (!nccl_kernels || placement != Placement::None || pipe.chunks != 1 || pipe.channels < 2) return false;
-  if (algorithm != "ring" && algorithm != "rail-ring") return false;
+  if (!nccl_kernels || placement != Placement::None || pipe.channels < 2) return false;
+  // NVLS's channels all take the same heads, switch and NICs, loop by loop (NVLS-Tree's those
+  // of one tree of nodes).
+  if (algorithm == "nvls" || algorithm == "nvls-tree")
+    return pipe.channels % distinct_rings(algorithm, pipe.channels, gpus_per_node) == 0;
+  if (pipe.chunks != 1 || (algorithm != "ring" && algorithm != "rail-ring")) return false;
   const uint32_t rings = distinct_rings(algorithm, pipe.channels, gpus_per_node);
   return rings < pipe.channels && pipe.channels % rings == 0;
 }
@@ -138,10 +143,9 @@ uint64_t flat_messages(Collective c, const std::string& algorithm, uint64_t n, u
   if (algorithm == "chain" || (algorithm == "tree" && c == Collective::Broadcast)) return (n - 1) * chunks;
   if (algorithm == "tree") return 4 * (n - 1);  // up and down two binary trees
   if (algorithm == "nccl-tree") return 2 * (n - 1) * chunks;  // up and down one tree per channel
-  if (algorithm == "nvls") {  // per piece, each of n parts: n in, to and from its head, n out
-    *quadratic = true;
-    return 2 * n * (n + 1) * chunks;
-  }
+  // NVLS: per piece, each of the node's n parts n in, to and from its head, n out (n is at most
+  // a node's GPUs: it does not grow with the cluster).
+  if (algorithm == "nvls") return 2 * n * (n + 1) * chunks;
   // Recursive halving/doubling: log2 steps (about one more each way when n is not a power of
   // two: the fold-in and fold-out).
   const uint64_t steps = log2_ceil(n) + ((n & (n - 1)) ? 1 : 0);
@@ -164,7 +168,12 @@ PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
   const uint64_t nodes = n / g;
   PlanSize z;
   uint64_t copies = c == Collective::Broadcast ? 1 : 2 * n;  // prologue and epilogue
-  if (p.algorithm != "hierarchical") {
+  if (p.algorithm == "nvls-tree") {
+    // Per piece, in each node NVLS's 2 g (g + 1) messages; across nodes each part up and down
+    // its tree: 2 (nodes - 1) x g.
+    const uint64_t gg = static_cast<uint64_t>(std::max(1, gpus_per_node)), nn = n / gg;
+    z.messages = chunks * (nn * 2 * gg * (gg + 1) + 2 * (nn - 1) * gg);
+  } else if (p.algorithm != "hierarchical") {
     z.messages = flat_messages(c, p.algorithm, n, chunks, &z.quadratic);
     // The recursive allgather's compress-once forwards each block as it came: n(n - 1) messages.
     if (p.algorithm == "recursive" && c == Collective::AllGather && p.codec != "identity" &&
@@ -342,13 +351,23 @@ class NcclLike final : public Policy {
       return p;
     }
     const NcclView view = nccl_view(t, call.nranks);
-    const std::vector<NcclEstimate> estimates = nccl_estimates(call, view);
+    std::vector<NcclEstimate> estimates = nccl_estimates(call, view);
+    if (!sys.nccl_algorithms.empty()) {  // NCCL_ALGO: the others are not rated
+      const auto& allowed = sys.nccl_algorithms;
+      for (NcclEstimate& e : estimates)
+        if (std::find(allowed.begin(), allowed.end(), e.algorithm) == allowed.end()) e.time_s = -1;
+    }
     const NcclEstimate pick = nccl_fastest(estimates);
-    // NCCL's tree, its rings and its NVLS allreduce on one node run as NCCL launches them.
-    // NVLS-Tree, NVLS's allgather and reduce-scatter and PAT are not simulated: where NCCL would
-    // pick one, its fastest ring runs and the row names NCCL's choice.
+    if (pick.time_s < 0)
+      throw std::runtime_error("nccl-like: NCCL has no algorithm for " + std::string(sched::collective_name(call.collective)) +
+                               " over " + std::to_string(call.nranks) + " ranks among those allowed (nccl_algo)");
+    // NCCL's tree, its rings, its NVLS allreduce on one node and NVLS-Tree across whole nodes
+    // run as NCCL launches them. NVLS's allgather and reduce-scatter and PAT are not
+    // simulated: where NCCL would pick one, its fastest ring runs and the row names NCCL's choice.
     const int g = ranks_per_node(t, call.nranks);
-    const bool nvls = pick.algorithm == "nvls" && call.collective == Collective::AllReduce && g == call.nranks;
+    const bool nvls = call.collective == Collective::AllReduce && g > 1 &&
+                      ((pick.algorithm == "nvls" && g == call.nranks) ||
+                       (pick.algorithm == "nvls-tree" && call.nranks % g == 0 && call.nranks > g));
     const NcclEstimate run = pick.algorithm == "tree" || nvls ? pick : nccl_fastest(estimates, "ring");
     p.protocol = run.protocol;
     if (pick.algorithm != run.algorithm || pick.protocol != run.protocol) p.nccl = pick.label();
@@ -356,7 +375,7 @@ class NcclLike final : public Policy {
     if (nvls) {
       // Its channels and loops (nccl_nvls_launch): every loop of a channel a piece.
       const NcclTreeLaunch launch = nccl_nvls_launch(call.bytes, view);
-      p.algorithm = "nvls";
+      p.algorithm = pick.algorithm;  // nvls, nvls-tree
       p.channels = static_cast<uint32_t>(launch.channels);
       p.chunks = static_cast<uint32_t>(std::min<uint64_t>(launch.chunks, std::numeric_limits<uint32_t>::max()));
     } else if (run.algorithm == "tree") {

@@ -82,6 +82,9 @@ struct System {
   NetFactors net;
   std::function<double(const std::string& codec, DType dtype, const std::string& tensor)> ratio;
   std::vector<std::string> codecs;  // the codecs a policy may use
+  // The algorithms nccl-like's NCCL may pick (NCCL_ALGO: ring, tree, nvls, nvls-tree, pat);
+  // empty: every one its model rates.
+  std::vector<std::string> nccl_algorithms;
 };
 
 // How many of the first `nranks` ranks of the placement share a node, when they come in whole

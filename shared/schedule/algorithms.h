@@ -94,6 +94,15 @@ Schedule nccl_tree_allreduce(int nodes, int gpus_per_node, uint64_t count, DType
 // multimem loads and stores move it. Placement none only.
 Schedule nvls_allreduce(int gpus, uint64_t count, DType dtype, Placement placement = Placement::None,
                         const Pipelining& pipe = {});
+// NCCL's NVLS-Tree across nodes x g GPU ranks (rank = node * g + local) and a switch rank per
+// node (rank nodes x g + node): as nvls_allreduce inside each node, and between the reduction
+// and the multicast head h of every node runs NCCL's tree of nodes over part h (the first half
+// of the channels NCCL's tree 0, the second its tree 1: nccl_tree_parents): it adds its
+// children's sums to its node's, sends that up, takes the total from its parent and passes it
+// down, then stores it to its switch. Across nodes a head sends and receives part h once up and
+// once down per child (its NIC: about S/g each way). Placement none only.
+Schedule nvls_tree_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype,
+                             Placement placement = Placement::None, const Pipelining& pipe = {});
 // NCCL's binary tree of `n` nodes (the first tree of its double binary tree, tree 0, or the
 // second, tree 1): each node's parent (-1 at the root).
 std::vector<int> nccl_tree_parents(int n, int tree);

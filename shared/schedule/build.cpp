@@ -55,7 +55,7 @@ Placement parse_placement(std::string_view n) {
 
 std::vector<std::string> algorithm_names(Collective c) {
   switch (c) {
-    case Collective::AllReduce: return {"ring", "rail-ring", "recursive", "tree", "nccl-tree", "nvls", "hierarchical"};
+    case Collective::AllReduce: return {"ring", "rail-ring", "recursive", "tree", "nccl-tree", "nvls", "nvls-tree", "hierarchical"};
     case Collective::ReduceScatter:
     case Collective::AllGather: return {"ring", "rail-ring", "recursive", "hierarchical"};
     case Collective::Broadcast: return {"tree", "chain"};
@@ -69,8 +69,8 @@ namespace {
 Schedule dispatch(const BuildSpec& s) {
   if (s.nranks < 1) fail("a group needs at least one rank, got " + std::to_string(s.nranks));
   const std::string& a = s.algorithm;
-  if (s.pipe.merge && a != "ring" && a != "rail-ring")
-    fail(std::string(collective_name(s.collective)) + " " + a + ": merged channels are for ring and rail-ring only");
+  if (s.pipe.merge && a != "ring" && a != "rail-ring" && a != "nvls" && a != "nvls-tree")
+    fail(std::string(collective_name(s.collective)) + " " + a + ": merged channels are for ring, rail-ring, nvls and nvls-tree only");
   switch (s.collective) {
     case Collective::AllReduce:
       if (a == "ring") return ring_allreduce(s.nranks, s.count, s.dtype, s.placement, s.pipe);
@@ -86,6 +86,7 @@ Schedule dispatch(const BuildSpec& s) {
                " GPUs per node)");
         return nvls_allreduce(s.nranks, s.count, s.dtype, s.placement, s.pipe);
       }
+      if (a == "nvls-tree") return nvls_tree_allreduce(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
       no_pipelining(s);
       if (a == "recursive") return recursive_allreduce(s.nranks, s.count, s.dtype, s.placement);
       if (a == "tree") return double_tree_allreduce(s.nranks, s.count, s.dtype, s.placement);
@@ -139,6 +140,8 @@ Schedule build_schedule(const BuildSpec& spec) {
   return s;
 }
 
-bool has_switch_ranks(const BuildSpec& spec) { return spec.collective == Collective::AllReduce && spec.algorithm == "nvls"; }
+bool has_switch_ranks(const BuildSpec& spec) {
+  return spec.collective == Collective::AllReduce && (spec.algorithm == "nvls" || spec.algorithm == "nvls-tree");
+}
 
 }  // namespace compcoll::sched

@@ -35,6 +35,7 @@ struct BuildSpec {
 //   allreduce       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, tree,
 //                   nccl-tree (gpus_per_node, pipe; placement none),
 //                   nvls (one node: nranks = gpus_per_node; pipe; placement none; a switch rank added),
+//                   nvls-tree (2+ whole nodes of gpus_per_node; pipe; placement none; a switch rank per node),
 //                   hierarchical (gpus_per_node, inter, pipe; inter "tree" without pipelining)
 //   reduce-scatter  ring (pipe), rail-ring (gpus_per_node, pipe), recursive, hierarchical (gpus_per_node)
 //   allgather       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, hierarchical (gpus_per_node)
@@ -45,7 +46,7 @@ struct BuildSpec {
 // algorithm, inter-node algorithm or placement, a placement the builder does not support, or
 // a bad parameter (group size, root, nodes, counts, chunks).
 Schedule build_schedule(const BuildSpec& spec);
-// Whether the schedule the spec names has switch ranks (Schedule::switches): nvls.
+// Whether the schedule the spec names has switch ranks (Schedule::switches): nvls, nvls-tree.
 bool has_switch_ranks(const BuildSpec& spec);
 std::vector<std::string> algorithm_names(Collective c);
 Collective parse_collective(std::string_view name);  // allreduce, reduce-scatter, allgather, broadcast, all-to-all

@@ -162,6 +162,12 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
 
   one_or_list(root.get("topology"), "expected at least one topology file",
               [&](const Node& t) { e.topologies.push_back(resolve(t, dir)); });
+  if (const Node ts = root.opt("topology_set"); ts.defined())
+    one_or_list(ts, "expected a topology key to set, key.path=value, or a list of them", [&](const Node& x) {
+      const std::string v = x.as_string();
+      if (v.find('=') == std::string::npos || v.front() == '=') x.fail("expected key.path=value, got '" + v + "'");
+      e.topology_set.push_back(v);
+    });
   const Node rk = root.opt("ranks");
   if (rk.defined()) {
     auto one = [&](const Node& x) {
@@ -282,6 +288,11 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
       e.policies.push_back(pols[i].as_choice({"static", "nccl-like", "adaptive", "oracle"}));
   }
 
+  if (const Node na = root.opt("nccl_algo"); na.defined())
+    one_or_list(na, "expected an NCCL algorithm or a list of them", [&](const Node& x) {
+      e.nccl_algo.push_back(x.as_choice({"ring", "tree", "nvls", "nvls-tree", "pat"}));
+    });
+
   const Node ratios = root.opt("ratios");
   if (ratios.defined()) {
     const Node dirn = ratios.opt("tensors");
@@ -319,7 +330,13 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
 }
 
 topo::Topology load_topology(const Experiment& e, const std::string& path, int ranks) {
-  topo::Topology t = topo::load_topology(path, ranks);
+  topo::Topology t;
+  try {
+    t = topo::load_topology(path, ranks, e.topology_set);
+  } catch (const config::ConfigError& err) {
+    if (e.topology_set.empty()) throw;
+    throw config::ConfigError(e.file + ": topology_set: " + err.what());
+  }
   if (e.network.protocol_costs.value_or(false) && t.receive_copy)
     throw config::ConfigError(e.file + ": network.protocol_costs: " + path +
                               " runs MPI ranks on hosts (receive_copy), which NCCL's protocol costs do not apply to");

@@ -88,6 +88,9 @@ struct WorkloadSpec {
 struct Experiment {
   std::string file, name, description;
   std::vector<std::string> topologies;  // resolved paths
+  // `topology_set`: "key.path=value" overrides applied to every topology file as it loads
+  // (what a run changed, `node.nvls=false` for one that turned NVLS off).
+  std::vector<std::string> topology_set;
   // Group sizes: the call runs on the first N ranks of each topology's placement, once per N.
   // Empty: every GPU of each topology. compcoll-sim skips an N larger than a topology.
   std::vector<int> ranks;
@@ -98,6 +101,9 @@ struct Experiment {
   std::vector<std::string> codecs;
   std::vector<WorkloadSpec> workloads;  // one or a list; when present, no calls or sizes
   std::vector<std::string> policies{"static"};  // static | nccl-like | adaptive | oracle (shared/policy)
+  // `nccl_algo`: the algorithms NCCL may pick, as NCCL_ALGO restricts them (ring, tree, nvls,
+  // nvls-tree, pat); empty: every one (policy::System::nccl_algorithms).
+  std::vector<std::string> nccl_algo;
   std::string tensors_dir;              // ratio model measured on TENSORS_DIR/<kind>.*.<dtype>.npy
   std::map<std::string, double> fixed_ratios;  // codec -> compressed/uncompressed, instead of measuring
   RunSpec run;

@@ -156,6 +156,7 @@ Planner::Planner(const Experiment& exp, const topo::Topology& topo, const calib:
   for (const auto& c : exp.codecs)
     if (find_codec(c)) codecs.push_back(c);
   system_ = make_system(topo, cal, net, ratios, codecs);
+  system_.nccl_algorithms = exp.nccl_algo;
 }
 
 policy::Plan static_plan(const CallSweep& s, const std::string& codec) {
@@ -298,6 +299,7 @@ double expected_cost(const Experiment& exp, const Cell& cell, const topo::Topolo
   policy::System sys;
   sys.topology = &topo;
   sys.codecs = {exp.codecs.begin(), exp.codecs.end()};
+  sys.nccl_algorithms = exp.nccl_algo;
   bool search = false;
   for (const auto& pol : exp.policies) {
     if (pol == "static") {

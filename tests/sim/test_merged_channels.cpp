@@ -129,8 +129,9 @@ TEST_CASE("merged channels: not where the channels would not move in lockstep", 
   CHECK_FALSE(policy::flow_spec(on_host, true, host, net).pipe.merge);
 }
 
-// NCCL's 16 channels on 32 nodes x 8 H100 (8 x 400 Gb/s each), and on 128: merged into the 8
-// rail rings they travel, so that the schedule's size does not cut the channel count.
+// NCCL's 16 channels on 32 nodes x 8 H100 (8 x 400 Gb/s each): merged into the 8 rail rings
+// they travel, so that the schedule's size does not cut the channel count; on 128 nodes NCCL's
+// NVLS-Tree, its 16 channels merged into its two trees.
 TEST_CASE("nccl-like runs NCCL's channel count at every size, merged for the simulator", "[sim][merge][policy]") {
   const auto t = topo::load_topology(kRoot + "/topologies/fat-tree-1k.yaml");
   const auto zero = calib::zero_calibration();
@@ -148,10 +149,60 @@ TEST_CASE("nccl-like runs NCCL's channel count at every size, merged for the sim
     call.nranks = n;
     const policy::Plan p = nccl->choose(call, sys, nullptr);
     CAPTURE(n, p.describe());
+    if (n == 1024) {  // NCCL's NVLS-Tree: 16 channels of 512 loops, merged into its two trees
+      CHECK(p.algorithm == "nvls-tree");
+      CHECK(p.channels == 16);
+      CHECK(p.chunks == 512);
+      CHECK(policy::plan_size(p, call, 8).messages == 512ull * 2 * (128 * 2 * 8 * 9 + 2 * 127 * 8));
+      continue;
+    }
     CHECK(p.algorithm == "rail-ring");
     CHECK(p.channels == static_cast<uint32_t>(policy::nccl_view(t, n).ring_channels));
     CHECK(p.channels == 16);
     const auto z = policy::plan_size(p, call, 8);
     CHECK(z.messages == 2ull * n * (n - 1) * 8);  // 8 merged rings, not 16
   }
+}
+
+// NVLS's channels all take the same heads, switch links and (NVLS-Tree, per tree of nodes)
+// NICs, loop after loop: merged into one (two, one per tree), they take the time they take
+// apart, in 1/16 (1/8) of the messages, in the simulator and the cost model.
+TEST_CASE("merged channels: NVLS and NVLS-Tree as one flow per tree, the time of the channels apart",
+          "[sim][merge][nvls]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  sim::NetworkModel rdma = sim::NetworkModel::defaults("lv08");
+  rdma.latency_factor = 1.0;
+  rdma.crosstraffic = false;
+  sim::NetworkModel costs = rdma;
+  costs.protocol_costs = true;
+  for (const auto& net : {rdma, costs})
+    for (int n : {8, 16, 32}) {
+      // Without NCCL's kernels the simulator takes the call as built (it merges NCCL's own);
+      // with no kernel cost (the zero calibration) it is the same call.
+      sim::Call call;
+      call.build.algorithm = n == 8 ? "nvls" : "nvls-tree";
+      call.build.nranks = n;
+      call.build.gpus_per_node = 8;
+      call.build.dtype = DType::FP32;
+      call.build.count = uint64_t{16} * 8 * 4 * 4096;  // 16 channels x 8 heads x 4 loops x 16 KiB
+      call.build.pipe = {4, 16};
+      const sched::BuildSpec merged = policy::flow_spec(call.build, true, t, net.factors());
+      REQUIRE(merged.pipe.merge);
+      const sim::CallResult apart = simulate(t, net, call);
+      sim::Call one = call;
+      one.build = merged;
+      const sim::CallResult together = simulate(t, net, one);
+      CAPTURE(n, net.protocol_costs, apart.time_s, together.time_s, apart.messages, together.messages);
+      REQUIRE(apart.error.empty());
+      REQUIRE(together.error.empty());
+      CHECK(together.time_s == Approx(apart.time_s).epsilon(1e-9));
+      CHECK(together.messages * (n == 8 ? 16 : 8) == apart.messages);
+      policy::RouteCache routes(t);
+      const auto model_apart = policy::predict(sched::build_schedule(call.build), t, calib::zero_calibration(), "identity",
+                                               1.0, net.factors(), routes);
+      const auto model_merged = policy::predict(sched::build_schedule(merged), t, calib::zero_calibration(), "identity",
+                                                1.0, net.factors(), routes);
+      CHECK(model_merged.time_s == Approx(model_apart.time_s).epsilon(1e-9));
+      CHECK(model_merged.time_s == Approx(together.time_s).epsilon(0.002));
+    }
 }

@@ -172,12 +172,18 @@ TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs;
   CHECK(small.chunks == 1);
   CHECK(small.nccl.empty());
   CHECK(algorithm_label(small, sched::Collective::AllReduce) == "nccl-tree/ll 16ch");
-  // 16 MB on 2 nodes: NCCL would run NVLS-Tree, which compcoll does not simulate: the fastest
-  // ring runs, and the row names NCCL's choice.
+  // 16 MB on 2 nodes: NCCL runs NVLS-Tree, as NCCL launches it: 16 channels of 8 heads x
+  // 64 KiB (16 MiB is under 4 loops of 128 KiB chunks), 2 loops.
   const Plan mid = nccl->choose(allreduce(16 << 20, 16), sys, &predicted);
-  CHECK(mid.algorithm == "rail-ring");
-  CHECK(mid.nccl == "nvls-tree/simple");
+  CHECK(mid.algorithm == "nvls-tree");
+  CHECK(mid.channels == 16);
+  CHECK(mid.chunks == 2);
+  CHECK(mid.nccl.empty());
   CHECK(predicted > 0);
+  CHECK(nccl_nvls_launch(16 << 20, nccl_view(t, 16)).chunk_bytes == 65536);
+  CHECK(nccl_nvls_launch(4 << 20, nccl_view(t, 16)).chunk_bytes == 32768);  // under one loop of 64 KiB
+  CHECK(nccl_nvls_launch(uint64_t{8} << 30, nccl_view(t, 16)).chunk_bytes == 131072);  // 2 nodes: 128 KiB
+  CHECK(nccl_nvls_launch(uint64_t{8} << 30, nccl_view(t, 32)).chunk_bytes == 65536);   // 4 nodes: 64 KiB
   // Large: NCCL's rings, 16 rail rings (two per NIC), Simple.
   const Plan big = nccl->choose(allreduce(1'000'000'000, 64), sys, &predicted);
   CHECK(big.algorithm == "rail-ring");
@@ -205,7 +211,7 @@ TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs;
   CHECK(gather_plan.algorithm == "rail-ring");
   CHECK(gather_plan.nccl.empty());
   // With NVLS off (NCCL_NVLS_ENABLE=0) NCCL runs its rings.
-  const auto off = topo::load_topology(kRoot + "/topologies/dgx-h100-nvls-off.yaml");
+  const auto off = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml", 0, {"node.nvls=false"});
   const Plan ring = nccl->choose(allreduce(1'000'000'000, 8), system_of(off, cal, {"identity"}), &predicted);
   CHECK(ring.algorithm == "rail-ring");
   CHECK(ring.channels == 24);
@@ -342,7 +348,7 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
                         sched::Collective::Broadcast, sched::Collective::AllToAll}) {
         for (const std::string& algo : sched::algorithm_names(coll)) {
           if ((algo == "hierarchical") != (g > 1) && algo != "nccl-tree") continue;
-          if (algo == "nvls") continue;  // one node: below
+          if (algo == "nvls" || algo == "nvls-tree") continue;  // a node's GPUs each: below
           const bool allreduce_hier = algo == "hierarchical" && coll == sched::Collective::AllReduce;
           for (const char* inter : {"ring", "recursive", "tree"}) {
             if (!allreduce_hier && std::string(inter) != "ring") continue;
@@ -398,20 +404,24 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
   }
 }
 
-TEST_CASE("plan_size: NVLS on one node, NCCL's channels and loops", "[policy][nvls]") {
-  for (int g : {4, 8})
-    for (uint32_t chunks : {1u, 7u}) {
+TEST_CASE("plan_size: NVLS on one node and NVLS-Tree across nodes, NCCL's channels and loops, merged or not",
+          "[policy][nvls]") {
+  for (auto [nodes, g] : std::vector<std::pair<int, int>>{{1, 4}, {1, 8}, {2, 8}, {5, 4}})
+    for (uint32_t chunks : {1u, 7u})
+    for (bool nccl_kernels : {false, true}) {  // NCCL's: its channels merged (flow_spec)
+      const int n = nodes * g;
       Plan p;
-      p.algorithm = "nvls";
+      p.algorithm = nodes == 1 ? "nvls" : "nvls-tree";
       p.channels = 16;
       p.chunks = chunks;
-      const CallInfo info = allreduce(uint64_t{64} << 20, g);
+      p.nccl_kernels = nccl_kernels;
+      const CallInfo info = allreduce(uint64_t{64} << 20, n);
       sched::BuildSpec spec;
-      spec.algorithm = "nvls";
-      spec.nranks = g;
+      spec.algorithm = p.algorithm;
+      spec.nranks = n;
       spec.gpus_per_node = g;
-      spec.count = count_for(info.collective, info.bytes, info.dtype, g);
-      spec.pipe = {chunks, 16};
+      spec.count = count_for(info.collective, info.bytes, info.dtype, n);
+      spec.pipe = {chunks, 16, nccl_kernels};
       const auto s = sched::build_schedule(spec);
       uint64_t messages = 0, ops = 0;
       for (const auto& r : s.ranks) {
@@ -419,11 +429,11 @@ TEST_CASE("plan_size: NVLS on one node, NCCL's channels and loops", "[policy][nv
         for (const auto& op : r.ops) messages += op.kind == sched::OpKind::Send;
       }
       const PlanSize z = plan_size(p, info, g);
-      CAPTURE(g, chunks, messages, ops, z.messages, z.ops);
+      CAPTURE(nodes, g, chunks, nccl_kernels, messages, ops, z.messages, z.ops);
       CHECK(z.messages == messages);
       CHECK(z.ops <= 1.6 * static_cast<double>(ops));
       CHECK(z.ops >= static_cast<double>(ops) / 1.6);
-      CHECK(z.quadratic);
+      CHECK_FALSE(z.quadratic);  // at most a node's GPUs squared, times the nodes
     }
 }
 

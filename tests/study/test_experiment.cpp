@@ -203,3 +203,36 @@ TEST_CASE("run.compute_thread reaches the topologies its runs use", "[config][ex
     CHECK(msg.find('\n') == std::string::npos);
   }
 }
+
+// topology_set changes every topology as it loads (NVLink SHARP off, as NCCL_NVLS_ENABLE=0);
+// nccl_algo restricts what nccl-like's NCCL picks (NCCL_ALGO): on one H100 node a 1 GB
+// allreduce is NVLS by default, a ring either way.
+TEST_CASE("topology_set and nccl_algo: NVLS off, or NCCL's rings only", "[config][experiment][nvls]") {
+  const std::string base = "sizes: [1GB]\ncalls:\n  - {collective: allreduce, algorithm: ring}\ncodecs: [identity]\n"
+                           "policies: [nccl-like]\n";
+  const auto chosen = [&](const Experiment& e) {
+    const topo::Topology t = load_topology(e, e.topologies[0], 8);
+    policy::System sys;
+    sys.topology = &t;
+    sys.nccl_algorithms = e.nccl_algo;
+    policy::CallInfo call;
+    call.bytes = 1'000'000'000;
+    call.nranks = 8;
+    return policy::make_policy("nccl-like")->choose(call, sys, nullptr).algorithm;
+  };
+  CHECK(chosen(load_experiment(write_experiment("nvls-default", base))) == "nvls");
+  const Experiment off = load_experiment(write_experiment("nvls-off", base + "topology_set: node.nvls=false\n"));
+  CHECK(off.topology_set == std::vector<std::string>{"node.nvls=false"});
+  CHECK_FALSE(load_topology(off, off.topologies[0], 8).nvls);
+  CHECK(chosen(off) == "rail-ring");
+  const Experiment rings = load_experiment(write_experiment("nccl-ring", base + "nccl_algo: ring\n"));
+  CHECK(rings.nccl_algo == std::vector<std::string>{"ring"});
+  CHECK(chosen(rings) == "rail-ring");
+  const Experiment bad = load_experiment(write_experiment("bad-set", base + "topology_set: [node.nvlz=false]\n"));
+  CHECK_THROWS_WITH(load_topology(bad, bad.topologies[0], 8),
+                    Catch::Contains("bad-set.yaml: topology_set: ") && Catch::Contains("nvlz"));
+  CHECK_THROWS_WITH(load_experiment(write_experiment("bad-set2", base + "topology_set: nvls\n")),
+                    Catch::Contains("topology_set: expected key.path=value"));
+  CHECK_THROWS_WITH(load_experiment(write_experiment("bad-algo", base + "nccl_algo: [ring, collnet]\n")),
+                    Catch::Contains("nccl_algo") && Catch::Contains("collnet"));
+}
