@@ -14,24 +14,34 @@ using namespace compcoll;
 using namespace compcoll::sched;
 using test::encode_values;
 
+namespace {
+
+// Every GPU rank ends with the exact sum, in program order and in two random orders a
+// concurrent executor may run (inputs: one per rank, empty for the switches).
+void check_exact(const Schedule& s, const test::ExactInputs& e) {
+  validate(s);
+  for (uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
+    ReferenceOptions opt;
+    opt.order_seed = seed;
+    const auto out = run_reference(s, e.inputs, opt);
+    for (int r = 0; r < s.gpu_ranks(); ++r) REQUIRE(out[r] == encode_values(DType::BF16, e.sum));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("NVLS allreduce is exact for every group size, channel count and chunking", "[schedule][nvls]") {
   for (int g : {2, 3, 4, 8}) {
-    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(g + 1), uint64_t{1003}}) {
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(g + 1), uint64_t{517}}) {
       auto e = test::exact_inputs(DType::BF16, g, count);
       e.inputs.emplace_back();  // the switch holds no input
-      for (Pipelining pipe : {Pipelining{1, 1}, Pipelining{3, 1}, Pipelining{2, 4}, Pipelining{5, 16}}) {
+      for (Pipelining pipe : {Pipelining{1, 1}, Pipelining{3, 1}, Pipelining{2, 4}, Pipelining{2, 16}}) {
         CAPTURE(g, count, pipe.chunks, pipe.channels);
         const Schedule s = nvls_allreduce(g, count, DType::BF16, Placement::None, pipe);
         REQUIRE(s.size() == g + 1);
         CHECK(s.gpu_ranks() == g);
         CHECK(s.is_switch(g));
-        validate(s);
-        for (uint64_t seed : {uint64_t{0}, uint64_t{7}}) {
-          ReferenceOptions opt;
-          opt.order_seed = seed;
-          const auto out = run_reference(s, e.inputs, opt);
-          for (int r = 0; r < g; ++r) REQUIRE(out[r] == encode_values(DType::BF16, e.sum));
-        }
+        check_exact(s, e);
       }
     }
   }
@@ -129,13 +139,7 @@ TEST_CASE("NVLS-Tree allreduce is exact for every shape, channel count and chunk
         const Schedule s = nvls_tree_allreduce(nodes, g, count, DType::BF16, Placement::None, pipe);
         REQUIRE(s.gpu_ranks() == n);
         CHECK(s.switches == nodes);
-        validate(s);
-        for (uint64_t seed : {uint64_t{0}, uint64_t{3}}) {
-          ReferenceOptions opt;
-          opt.order_seed = seed;
-          const auto out = run_reference(s, e.inputs, opt);
-          for (int r = 0; r < n; ++r) REQUIRE(out[r] == encode_values(DType::BF16, e.sum));
-        }
+        check_exact(s, e);
       }
     }
   }

@@ -338,6 +338,21 @@ TEST_CASE("ranks per node: whole nodes in rank order, or 1 for a group strided a
   for (const auto& p : candidates(allreduce(1 << 20, 8), sys)) CHECK(p.algorithm != "hierarchical");
 }
 
+namespace {
+
+// The messages (sends) and ops of the schedule a spec builds: what plan_size estimates.
+std::pair<uint64_t, uint64_t> built_size(const sched::BuildSpec& spec) {
+  const auto s = sched::build_schedule(spec);
+  uint64_t messages = 0, ops = 0;
+  for (const auto& r : s.ranks) {
+    ops += r.ops.size();
+    for (const auto& op : r.ops) messages += op.kind == sched::OpKind::Send;
+  }
+  return {messages, ops};
+}
+
+}  // namespace
+
 TEST_CASE("plan_size: the messages and ops of the schedules the builders make", "[policy]") {
   // Every algorithm of every collective, uncompressed and compressed, pipelined in 4 chunks
   // where it pipelines, on 64 ranks (8 a node) and on 256 of 8 and of 1 a node: the estimate is what the candidates' limits read, so it
@@ -381,12 +396,7 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
               spec.gpus_per_node = g;
               spec.inter = inter;
               spec.pipe.chunks = chunks;
-              const auto s = sched::build_schedule(spec);
-              uint64_t messages = 0, ops = 0;
-              for (const auto& r : s.ranks) {
-                ops += r.ops.size();
-                for (const auto& op : r.ops) messages += op.kind == sched::OpKind::Send;
-              }
+              const auto [messages, ops] = built_size(spec);
               const PlanSize z = plan_size(p, info, g);
               CAPTURE(n, g, p.describe(), sched::collective_name(coll), messages, ops, z.messages, z.ops);
               CHECK(static_cast<double>(z.messages) == Approx(static_cast<double>(messages)).epsilon(0.02));
@@ -422,12 +432,7 @@ TEST_CASE("plan_size: NVLS on one node and NVLS-Tree across nodes, NCCL's channe
       spec.gpus_per_node = g;
       spec.count = count_for(info.collective, info.bytes, info.dtype, n);
       spec.pipe = {chunks, 16, nccl_kernels};
-      const auto s = sched::build_schedule(spec);
-      uint64_t messages = 0, ops = 0;
-      for (const auto& r : s.ranks) {
-        ops += r.ops.size();
-        for (const auto& op : r.ops) messages += op.kind == sched::OpKind::Send;
-      }
+      const auto [messages, ops] = built_size(spec);
       const PlanSize z = plan_size(p, info, g);
       CAPTURE(nodes, g, chunks, nccl_kernels, messages, ops, z.messages, z.ops);
       CHECK(z.messages == messages);
