@@ -284,3 +284,19 @@ TEST_CASE("measured bandwidth by message size: interpolated in log(bytes), flat 
         Approx((1 << 20) / (t.gpu_link.effective_bandwidth() * t.gpu_link.size_factor(1 << 20, double(64 << 20)))));
   CHECK_THAT(describe(t), Catch::Contains("intra-node bandwidth by the plan's footprint on the node (measured)"));
 }
+
+TEST_CASE("NVLink SHARP's port rate: default, set, and refused where it cannot apply", "[topology][nvls]") {
+  const std::string f = std::string(COMPCOLL_SOURCE_DIR) + "/topologies/dgx-h100.yaml";
+  const Topology t = load_topology(f);
+  CHECK(t.nvls);
+  CHECK(t.nvls_efficiency == Topology::kNvlsEfficiency);
+  CHECK(load_topology(f, 0, {"node.nvls_efficiency=0.5"}).nvls_efficiency == 0.5);
+  CHECK_THROWS_WITH(load_topology(f, 0, {"node.nvls_efficiency=1.5"}),
+                    Catch::Contains("nvls_efficiency") && Catch::Contains("expected an efficiency in (0, 1]"));
+  CHECK_THROWS_WITH(load_topology(f, 0, {"node.nvls=false", "node.nvls_efficiency=0.5"}), Catch::Contains("needs NVLS"));
+  // Endpoints: a node's switch sits after the GPUs.
+  CHECK(t.switch_of(0) == t.gpus());
+  CHECK(t.is_switch(t.switch_of(0)));
+  CHECK_FALSE(t.is_switch(t.gpus() - 1));
+  CHECK(t.node_of(t.switch_of(0)) == 0);
+}
