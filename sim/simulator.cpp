@@ -498,12 +498,13 @@ void RankState::start_op(uint32_t i) {
       k = kernel(i, calib::Op::Compress, op.src.count * dsize_);
       break;
     case OpKind::Decompress: k = kernel(i, calib::Op::Decompress, op.dst.count * dsize_); break;
-    case OpKind::Reduce:  // free in NCCL's kernels and in a switch
-      if (!run_.call->nccl_kernels && !run_.schedule->is_switch(r_)) k = kernel(i, calib::Op::Reduce, op.dst.count * dsize_);
+    case OpKind::Reduce:
+      if (policy::charges_reduce_copy(*run_.schedule, r_, run_.call->nccl_kernels))
+        k = kernel(i, calib::Op::Reduce, op.dst.count * dsize_);
       break;
     case OpKind::Copy:
       if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) wire_[op.dst.index] = wire_[op.src.index];
-      if (!run_.call->nccl_kernels && !run_.schedule->is_switch(r_) && run_.cal->has(calib::Op::Copy, "", dtype_))
+      if (policy::charges_reduce_copy(*run_.schedule, r_, run_.call->nccl_kernels) && run_.cal->has(calib::Op::Copy, "", dtype_))
         k = kernel(i, calib::Op::Copy, op.dst.count * dsize_);
       break;
   }

@@ -767,14 +767,14 @@ void PlanRun::start_op(int r, uint32_t i) {
     }
     case OpKind::Reduce: {
       const double bytes = static_cast<double>(op.dst.count * dsize_);
-      if (nccl_kernels_ || s_.is_switch(r)) finish_op(r, i, now);  // in NCCL's kernels, in the switch
+      if (!charges_reduce_copy(s_, r, nccl_kernels_)) finish_op(r, i, now);
       else kernel(r, i, calib::Op::Reduce, bytes, cal_.seconds(calib::Op::Reduce, codec_, s_.dtype, bytes));
       break;
     }
     case OpKind::Copy: {
       if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) st.wire[op.dst.index] = st.wire[op.src.index];
       const double bytes = static_cast<double>(op.dst.count * dsize_);
-      if (!nccl_kernels_ && !s_.is_switch(r) && cal_.has(calib::Op::Copy, "", s_.dtype))
+      if (charges_reduce_copy(s_, r, nccl_kernels_) && cal_.has(calib::Op::Copy, "", s_.dtype))
         kernel(r, i, calib::Op::Copy, bytes, cal_.seconds(calib::Op::Copy, codec_, s_.dtype, bytes));
       else finish_op(r, i, now);
       break;

@@ -97,6 +97,14 @@ inline int copy_concurrency(const topo::Topology& t) { return t.gpus_per_node; }
 // ranks, or a switch rank's GPUs are not all on one node of a topology with NVLink SHARP.
 std::vector<int> rank_endpoints(const sched::Schedule& s, const topo::Topology& t);
 
+// Whether rank `rank`'s reduce and copy ops are kernels of their own, at the calibration's
+// times: not where NCCL's kernels run the call (they reduce inside the kernel that moves the
+// data), not on a switch rank (the switch reduces at its ports' rate). The simulator and the
+// cost model both ask.
+inline bool charges_reduce_copy(const sched::Schedule& s, int rank, bool nccl_kernels) {
+  return !nccl_kernels && !s.is_switch(rank);
+}
+
 // The most bytes of typed buffers (input, output and scratch, in the schedule's dtype) that the
 // ranks placed on one node hold: the working set whose share of the node's cache sets how fast
 // its messages move on a host (topo::LinkSpec::by_footprint). Compressed messages' buffers are

@@ -55,6 +55,10 @@ Schedule nvls_build(const char* what, int nodes, int g, uint64_t count, DType dt
       height[t] = std::max(height[t], depth[t][k]);
     }
   }
+  // A head's scratch buffers per piece: the sum, and one per child node in either tree.
+  size_t slots = 1;
+  for (const auto& tree : kids)
+    for (const auto& children : tree) slots = std::max(slots, children.size() + 1);
   const Pipelining run = pipe.merge ? Pipelining{pipe.chunks, groups, false} : pipe;
   const uint32_t half = (run.channels + 1) / 2;
   // Connections (lanes of a piece): part h's data in and out of a switch on lane h, as each
@@ -135,7 +139,7 @@ Schedule nvls_build(const char* what, int nodes, int g, uint64_t count, DType dt
       if (own.count() > 0) {
         const std::vector<int>& children = kids[t][static_cast<size_t>(k)];
         const auto e = static_cast<uint32_t>(depth[t][k]);
-        const auto tmp = [&](size_t i) { return index * 3 + static_cast<uint32_t>(i); };
+        const auto tmp = [&](size_t i) { return static_cast<uint32_t>(index * slots + i); };
         for (size_t i = 0; i <= children.size(); ++i) detail::grow_scratch(p, tmp(i), own.count());
         const auto buf = [&](size_t i) { return Slice{BufKind::Scratch, tmp(i), 0, own.count()}; };
         ch.add({OpKind::Recv, sw, {}, buf(0), {}, delay + 1, round_trip});
