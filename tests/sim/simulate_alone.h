@@ -4,9 +4,20 @@
 
 #include <catch2/catch.hpp>
 
+#include <string>
+
 #include "sim/simulator.h"
 
 namespace compcoll::test {
+
+// A flow model as the shipped GPU experiments set it (the RDMA defaults of docs/TOPOLOGY.md,
+// "Network defaults"): `model`'s own factors, but no TCP latency factor and no cross-traffic.
+inline sim::NetworkModel rdma_network(const std::string& model = "lv08") {
+  sim::NetworkModel net = sim::NetworkModel::defaults(model);
+  net.latency_factor = 1.0;
+  net.crosstraffic = false;
+  return net;
+}
 
 // `call` simulated alone on `t`: its time and its mean iteration (sim::CallResult).
 inline sim::CallResult simulate_alone(const topo::Topology& t, const calib::Calibration& cal,

@@ -116,9 +116,7 @@ TEST_CASE("cost model within 0.2% of the simulator where flows share no link ins
   // (64 KiB / (2 x 1 us) = 32 GB/s).
   std::vector<sim::NetworkModel> nets;
   for (const char* model : {"cm02", "lv08"}) {
-    sim::NetworkModel net = sim::NetworkModel::defaults(model);
-    net.latency_factor = 1.0;  // as the shipped experiments set it
-    net.crosstraffic = false;
+    const sim::NetworkModel net = test::rdma_network(model);  // as the shipped experiments set it
     nets.push_back(net);
   }
   nets.push_back(sim::NetworkModel::defaults("lv08"));
@@ -164,9 +162,7 @@ TEST_CASE("hierarchical all-to-all: closed form in the simulator, cost model wit
   const double b_net = cluster.network_link.effective_bandwidth(), a_net = cluster.network_link.latency;
   REQUIRE(cluster.nics_per_gpu == 1);
   for (const char* model : {"cm02", "lv08"}) {
-    sim::NetworkModel net = sim::NetworkModel::defaults(model);
-    net.latency_factor = 1.0;
-    net.crosstraffic = false;
+    sim::NetworkModel net = test::rdma_network(model);
     const policy::NetFactors factors = net.factors();
     for (int nodes : {4, 8}) {
       for (uint64_t block : {uint64_t{16} << 10, uint64_t{1} << 20}) {  // bytes from each rank to each rank
@@ -232,9 +228,7 @@ TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tr
       {"cluster direct a2a", "h100-64gpu.yaml", 16, Collective::AllToAll, "direct", 64 << 20, 0.998, 1.002},
   };
   for (const char* model : {"cm02", "lv08"}) {
-    sim::NetworkModel net = sim::NetworkModel::defaults(model);
-    net.latency_factor = 1.0;
-    net.crosstraffic = false;
+    sim::NetworkModel net = test::rdma_network(model);
     const policy::NetFactors factors = net.factors();
     std::map<std::string, std::pair<double, double>> dragonfly_rs;  // algorithm -> (simulated, model)
     for (const auto& k : cases) {
@@ -284,9 +278,7 @@ TEST_CASE("cost model against SimGrid with full rate updates and fine time preci
   for (const Case& k : {Case{"torus-1k.yaml", "lv08", sched::Collective::AllToAll},
                         Case{"dragonfly-2k.yaml", "cm02", sched::Collective::AllGather}}) {
     const auto t = topo::load_topology(kRoot + "/topologies/" + k.file, 512);
-    sim::NetworkModel net = sim::NetworkModel::defaults(k.model);
-    net.latency_factor = 1.0;
-    net.crosstraffic = false;
+    sim::NetworkModel net = test::rdma_network(k.model);
     net.update = "full";
     net.precision = 1e-12;
     sim::Call call;
@@ -319,9 +311,7 @@ TEST_CASE("cost model against SimGrid with full rate updates and fine time preci
 TEST_CASE("kernels take their calibrated time: a kernel-heavy plan exact against the model", "[sim][cost-model]") {
   const auto t = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
   const auto cal = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
-  sim::NetworkModel net = sim::NetworkModel::defaults("lv08");
-  net.latency_factor = 1.0;
-  net.crosstraffic = false;
+  const sim::NetworkModel net = test::rdma_network();
   for (const uint64_t bytes : {uint64_t{1} << 20, uint64_t{64} << 20}) {
     const sim::Call call =
         call_of(t, sched::Collective::AllReduce, "ring", sched::Placement::PerHop, "gauss-exp", 4, bytes);
@@ -772,9 +762,7 @@ TEST_CASE("NCCL's kernels: no reduce or copy charged, in the simulator and the c
 TEST_CASE("the codec's exposed time: all of it on a plain ring, little once pipelined", "[sim][cost-model]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu-dp.yaml");
   const auto cal = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
-  sim::NetworkModel net = sim::NetworkModel::defaults("lv08");
-  net.latency_factor = 1.0;
-  net.crosstraffic = false;
+  const sim::NetworkModel net = test::rdma_network();
   auto ring = [&](uint32_t chunks, const std::string& codec) {
     sim::Call call;
     call.codec = codec;

@@ -50,9 +50,7 @@ sched::BuildSpec ring_spec(sched::Collective c, const char* algorithm, int nrank
 // time to 1e-12 on equal pieces, and the simulator's within the 0.2% it is held to.
 TEST_CASE("merged channels: the time of the channels apart, in the simulator and the cost model", "[sim][merge]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
-  sim::NetworkModel rdma = sim::NetworkModel::defaults("lv08");
-  rdma.latency_factor = 1.0;
-  rdma.crosstraffic = false;
+  sim::NetworkModel rdma = test::rdma_network();
   sim::NetworkModel lv08 = sim::NetworkModel::defaults("lv08");  // latency x 13.01, cross-traffic on
   sim::NetworkModel costs = rdma;  // and NCCL's protocol costs (policy::MessageCosts)
   costs.protocol_costs = true;
@@ -170,9 +168,7 @@ TEST_CASE("nccl-like runs NCCL's channel count at every size, merged for the sim
 TEST_CASE("merged channels: NVLS and NVLS-Tree as one flow per tree, the time of the channels apart",
           "[sim][merge][nvls]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
-  sim::NetworkModel rdma = sim::NetworkModel::defaults("lv08");
-  rdma.latency_factor = 1.0;
-  rdma.crosstraffic = false;
+  const sim::NetworkModel rdma = test::rdma_network();
   sim::NetworkModel costs = rdma;
   costs.protocol_costs = true;
   for (const auto& net : {rdma, costs})

@@ -9,6 +9,7 @@
 #include "policy/nccl_tuning.h"
 #include "policy/policy.h"
 #include "sim/simulator.h"
+#include "sim/simulate_alone.h"
 
 using namespace compcoll;
 using namespace compcoll::policy;
@@ -41,9 +42,7 @@ double simulate_plan(const topo::Topology& t, const calib::Calibration& cal, con
   sim::Job job;
   job.topology = t;
   job.calibration = cal;
-  job.network = sim::NetworkModel::defaults("lv08");
-  job.network.latency_factor = 1.0;
-  job.network.crosstraffic = false;
+  job.network = test::rdma_network();
   sim::Call call;
   call.codec = p.codec;
   call.ratio = 0.6858;
