@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -244,7 +245,12 @@ class RankState {
   std::vector<uint32_t> seq_;  // sends / receives: index among those to / from the peer on its lane
   std::vector<Payload> wire_;
   std::unordered_map<uint32_t, Received> received_;  // receives whose message arrived, until done
-  std::vector<uint32_t> ready_, batch_, finished_;  // finished: ops that completed without an activity
+  // ready_: a min-heap of op indices (make_ready); finished_: ops that completed without an activity.
+  std::vector<uint32_t> ready_, finished_;
+  void make_ready(uint32_t i) {
+    ready_.push_back(i);
+    std::push_heap(ready_.begin(), ready_.end(), std::greater<>());
+  }
   std::unordered_map<uint64_t, Outbox> outbox_;  // per connection (peer, lane)
   std::deque<Kernel> kernels_;
   bool kernel_busy_ = false;
@@ -377,7 +383,7 @@ RankState::RankState(Driver& d, CallRun& run, int r)
     }
     if (op.kind == OpKind::Recv) seq_[i] = recvs_from[connection(op.peer, op.lane)]++;
     if (missing_[i]) continue;
-    if (i < per_iteration_) ready_.push_back(i);
+    if (i < per_iteration_) make_ready(i);
     else roots_[i / per_iteration_].push_back(i);
   }
 }
@@ -385,7 +391,7 @@ RankState::RankState(Driver& d, CallRun& run, int r)
 void RankState::close(uint32_t i) {
   const uint32_t k = i / per_iteration_;
   if (--open_[k] > 0 || k + 1 >= roots_.size()) return;
-  ready_.insert(ready_.end(), roots_[k + 1].begin(), roots_[k + 1].end());
+  for (const uint32_t i : roots_[k + 1]) make_ready(i);
 }
 
 void RankState::start_kernel() {
@@ -515,18 +521,20 @@ void RankState::start_op(uint32_t i) {
 void RankState::complete(uint32_t i) {
   ++done_;
   for (uint32_t e = dependents_begin_[i]; e < dependents_begin_[i + 1]; ++e)
-    if (--missing_[dependents_[e]] == 0) ready_.push_back(dependents_[e]);
+    if (--missing_[dependents_[e]] == 0) make_ready(dependents_[e]);
   close(i);
 }
 
-// Starts what can start, in program order (the order sends to a peer queue up in); zero-time
-// ops complete at once and may make others ready.
+// Starts what can start, one op at a time in program order (the order sends to a peer queue up
+// in); a zero-time op completes at once, and what it makes ready starts in its turn, before any
+// later op: so among the ops ready at one instant, a send earlier in the program always queues
+// first on its connection, as in the cost model.
 void RankState::start_ready() {
   while (!ready_.empty()) {
-    std::sort(ready_.begin(), ready_.end());
-    batch_.swap(ready_);
-    ready_.clear();
-    for (const uint32_t i : batch_) start_op(i);
+    std::pop_heap(ready_.begin(), ready_.end(), std::greater<>());
+    const uint32_t next = ready_.back();
+    ready_.pop_back();
+    start_op(next);
     while (!finished_.empty()) {
       const uint32_t i = finished_.back();
       finished_.pop_back();

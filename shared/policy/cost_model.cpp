@@ -123,9 +123,11 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
   const bool multi_node = nodes.size() > 1, one_per_node = static_cast<int>(nodes.size()) == s.gpu_ranks();
   const bool tree = s.algorithm.rfind("double-binary-tree/", 0) == 0 || s.algorithm.rfind("nccl-tree/", 0) == 0;
   const bool nvls = s.switches > 0;  // NCCL's NVLS (one switch) or NVLS-Tree, whoever plans it
-  const NcclStepCost sc = nvls ? nccl_nvls_cost(static_cast<int>(nodes.size()), s.switches > 1)
-                               : nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && tree,
-                                                nccl_kernels ? protocol : "simple", multi_node, one_per_node);
+  const bool pat = nccl_kernels && s.algorithm.rfind("pat/", 0) == 0;
+  const NcclStepCost sc = nvls  ? nccl_nvls_cost(static_cast<int>(nodes.size()), s.switches > 1)
+                          : pat ? nccl_pat_cost(s.gpu_ranks())
+                                : nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && tree,
+                                                 nccl_kernels ? protocol : "simple", multi_node, one_per_node);
   c.on = true;
   c.base_s = nccl_kernels || nvls ? sc.base_us * 1e-6 : 0;  // compcoll's own plans: NCCL's point-to-point
   c.intra_s = sc.intra_us * 1e-6;

@@ -255,6 +255,30 @@ NcclStepCost nccl_nvls_cost(int nodes, bool tree) {
   return c;
 }
 
+NcclPatLaunch nccl_pat_launch(sched::Collective c, uint64_t bytes, const NcclView& v) {
+  constexpr uint64_t kMinTraffic = 16 << 10;  // enqueue.cc MinTrafficPerChannel
+  constexpr uint64_t kStep = (uint64_t{1} << 22) / 8;  // DEFAULT_BUFFSIZE / NCCL_STEPS
+  NcclPatLaunch l;
+  const uint64_t n = static_cast<uint64_t>(std::max(1, v.nranks));
+  l.channels = static_cast<int>(std::clamp<uint64_t>(bytes / kMinTraffic, 1, static_cast<uint64_t>(std::max(1, v.ring_channels))));
+  const uint64_t nc = static_cast<uint64_t>(l.channels);
+  const uint64_t per_channel = (bytes + nc - 1) / nc;  // calcCollChunking's bytes, one channel at a time
+  const uint64_t cover = c == Collective::ReduceScatter ? 16 : 32;
+  l.chunk_bytes = kStep;
+  while (l.chunk_bytes * cover > per_channel && l.chunk_bytes > 65536) l.chunk_bytes /= 2;
+  l.channel_bytes = std::max<uint64_t>(1, (per_channel + n - 1) / n);
+  l.chunks = std::max<uint64_t>(1, (l.channel_bytes + l.chunk_bytes - 1) / l.chunk_bytes);
+  while (l.chunk_bytes / (l.channel_bytes * l.aggregate) >= 2 && l.aggregate < n / 2) l.aggregate *= 2;
+  return l;
+}
+
+NcclStepCost nccl_pat_cost(int nranks) {
+  NcclStepCost c;
+  c.base_us = 8 + 2.8 * nranks;
+  c.inter_us = inter_step_us(kPat, kSimple, true) / 3.5;
+  return c;
+}
+
 int nccl_launch_channels(const std::string& algorithm, const std::string& protocol, uint64_t bytes,
                          const NcclView& v, int channels) {
   const bool ring = algorithm == "ring";

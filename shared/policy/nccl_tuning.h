@@ -81,6 +81,22 @@ NcclTreeLaunch nccl_tree_launch(uint64_t bytes, const NcclView& v, int channels,
 // to 64 and 32 KiB under 4 loops and 1. chunks: the loops per channel, at least 1.
 NcclTreeLaunch nccl_nvls_launch(uint64_t bytes, const NcclView& v);
 
+// How NCCL 2.23.4 launches PAT, its allgather and reduce-scatter at one GPU per node (enqueue.cc,
+// device/all_gather.h, include/collectives.h): every channel NCCL has (PAT is not thinned by
+// the thread rule), fewer where the call would give a channel under 16 KiB; a channel moves
+// its share of every rank's block (channel_bytes) in chunks of a Simple step, 512 KiB, halved
+// down to 64 KiB while 32 chunks (16 for reduce-scatter) would cover the channel's share of the
+// whole buffer; chunks: a channel's loops over its share. A message carries at most
+// `aggregate` blocks (PAT's postFreq): doubled while a chunk holds twice the channel's share
+// of a block that many times, up to half the ranks. bytes: the whole buffer (nccl-tests' size).
+struct NcclPatLaunch {
+  int channels = 1;
+  uint64_t chunk_bytes = 0, channel_bytes = 0;
+  uint64_t chunks = 1;
+  uint32_t aggregate = 1;
+};
+NcclPatLaunch nccl_pat_launch(sched::Collective c, uint64_t bytes, const NcclView& v);
+
 // What one step of NCCL's ring (tree: of its tree) costs beyond moving its bytes, as NCCL's
 // model charges it (tuning.cc): the per-step latency of a step inside a node (over NVLink, or
 // PCI) and of one across nodes, for protocol ll, ll128 or simple ("" is simple); a ring's step
@@ -97,5 +113,8 @@ NcclStepCost nccl_step_cost(bool nvlink, bool tree, const std::string& protocol,
 // (tuning.cc: the NVLink latency of NVLS, plus the network's across nodes; NVLS-Tree's NVLink
 // latency plus 2 log2(nodes) network latencies) and nothing per step.
 NcclStepCost nccl_nvls_cost(int nodes, bool tree);
+// PAT (Simple, one rank per node): NCCL's model charges 8 us and 2.8 us per rank once per call
+// (tuning.cc, "still a linear part"), and the network's tree latency / 3.5 per step.
+NcclStepCost nccl_pat_cost(int nranks);
 
 }  // namespace compcoll::policy

@@ -74,6 +74,7 @@ sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::
   b.pipe.channels = plan.channels;
   b.gpus_per_node = ranks_per_node(t, call.nranks);
   b.inter = plan.inter;
+  b.aggregate = plan.aggregate;
   return b;
 }
 
@@ -82,7 +83,7 @@ namespace {
 // The distinct rings of a ring or rail-ring plan's channels (rail ring c is rail ring c mod g),
 // and whether its channels make groups of one size on them.
 uint32_t distinct_rings(const std::string& algorithm, uint32_t channels, int gpus_per_node) {
-  if (algorithm == "ring" || algorithm == "nvls") return 1;
+  if (algorithm == "ring" || algorithm == "nvls" || algorithm == "pat") return 1;
   if (algorithm == "nvls-tree") return std::min(channels, 2u);  // NCCL's two trees of nodes
   return std::min(channels, static_cast<uint32_t>(std::max(1, gpus_per_node)));
 }
@@ -94,6 +95,8 @@ bool lockstep_channels(const std::string& algorithm, Placement placement, const 
   // of one tree of nodes).
   if (algorithm == "nvls" || algorithm == "nvls-tree")
     return pipe.channels % distinct_rings(algorithm, pipe.channels, gpus_per_node) == 0;
+  // PAT's channels run the same exchange between the same ranks, loop by loop.
+  if (algorithm == "pat") return true;
   if (pipe.chunks != 1 || (algorithm != "ring" && algorithm != "rail-ring")) return false;
   const uint32_t rings = distinct_rings(algorithm, pipe.channels, gpus_per_node);
   return rings < pipe.channels && pipe.channels % rings == 0;
@@ -168,7 +171,14 @@ PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
   const uint64_t nodes = n / g;
   PlanSize z;
   uint64_t copies = c == Collective::Broadcast ? 1 : 2 * n;  // prologue and epilogue
-  if (p.algorithm == "nvls-tree") {
+  if (p.algorithm == "pat") {
+    // Per piece, pat_size's messages (one block a message makes them n (n - 1), as a ring's),
+    // and a copy into and one out of a message for each block packed with others.
+    const sched::PatSize pat = sched::pat_size(static_cast<int>(n), p.aggregate);
+    z.messages = chunks * pat.messages;
+    z.quadratic = p.aggregate == 1;
+    copies += chunks * 2 * pat.packed_blocks;
+  } else if (p.algorithm == "nvls-tree") {
     // Per piece, in each node NVLS's 2 g (g + 1) messages; across nodes each part up and down
     // its tree: 2 (nodes - 1) x g.
     const uint64_t gg = static_cast<uint64_t>(std::max(1, gpus_per_node)), nn = n / gg;
@@ -361,18 +371,26 @@ class NcclLike final : public Policy {
     if (pick.time_s < 0)
       throw std::runtime_error("nccl-like: NCCL has no algorithm for " + std::string(sched::collective_name(call.collective)) +
                                " over " + std::to_string(call.nranks) + " ranks among those allowed (nccl_algo)");
-    // NCCL's tree, its rings, its NVLS allreduce on one node and NVLS-Tree across whole nodes
-    // run as NCCL launches them. NVLS's allgather and reduce-scatter and PAT are not
-    // simulated: where NCCL would pick one, its fastest ring runs and the row names NCCL's choice.
+    // NCCL's tree, its rings, its NVLS allreduce on one node, NVLS-Tree across whole nodes and
+    // PAT run as NCCL launches them. NVLS's allgather and reduce-scatter are not simulated:
+    // where NCCL would pick one, its fastest ring runs and the row names NCCL's choice.
     const int g = ranks_per_node(t, call.nranks);
     const bool nvls = call.collective == Collective::AllReduce && g > 1 &&
                       ((pick.algorithm == "nvls" && g == call.nranks) ||
                        (pick.algorithm == "nvls-tree" && call.nranks % g == 0 && call.nranks > g));
-    const NcclEstimate run = pick.algorithm == "tree" || nvls ? pick : nccl_fastest(estimates, "ring");
+    const bool pat = pick.algorithm == "pat";  // NCCL enables it at one rank per node only
+    const NcclEstimate run = pick.algorithm == "tree" || nvls || pat ? pick : nccl_fastest(estimates, "ring");
     p.protocol = run.protocol;
     if (pick.algorithm != run.algorithm || pick.protocol != run.protocol) p.nccl = pick.label();
     p.nccl_s = pick.time_s;
-    if (nvls) {
+    if (pat) {
+      // Its channels, loops and the blocks a message carries (nccl_pat_launch).
+      const NcclPatLaunch launch = nccl_pat_launch(call.collective, call.bytes, view);
+      p.algorithm = "pat";
+      p.channels = static_cast<uint32_t>(launch.channels);
+      p.chunks = static_cast<uint32_t>(std::min<uint64_t>(launch.chunks, std::numeric_limits<uint32_t>::max()));
+      p.aggregate = launch.aggregate;
+    } else if (nvls) {
       // Its channels and loops (nccl_nvls_launch): every loop of a channel a piece.
       const NcclTreeLaunch launch = nccl_nvls_launch(call.bytes, view);
       p.algorithm = pick.algorithm;  // nvls, nvls-tree

@@ -48,6 +48,7 @@ struct Plan {
   std::string codec = "identity";
   uint32_t chunks = 1;
   uint32_t channels = 1;  // rings side by side (rail-ring: channel c on rail c mod gpus per node)
+  uint32_t aggregate = 0; // pat: the blocks a message carries at most (NCCL's, nccl_pat_launch); 0: a step's all
   std::string protocol;   // nccl-like: the NCCL protocol its tuning model picked (ll, ll128, simple)
   std::string nccl;       // nccl-like: what NCCL would run when compcoll simulates something else ("nvls/simple")
   // nccl-like: NCCL's own estimate of its time for what NCCL would run (`nccl` where set, else

@@ -66,6 +66,30 @@ Schedule ring_allreduce(int nranks, uint64_t count, DType dtype, Placement place
 Schedule recursive_reduce_scatter(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 Schedule recursive_allgather(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
+// NCCL's PAT (Parallel Aggregated Trees; NCCL 2.23+ runs it at one GPU per node): Bruck's
+// allgather with its dimensions reversed. In ceil(log2 n) steps, rank r sends at distance 2^d
+// (d from the highest down) the blocks it holds of ranks r + t, t a multiple of 2^(d + 1) with
+// t + 2^d < n, to rank r - 2^d, and receives the same from rank r + 2^d: one block travels
+// farthest first, the n/2 blocks of the last step travel to the next rank. Each rank sends
+// each block it does not own once, (n-1)/n of the data, for any n. The reduce-scatter runs the
+// same exchange backwards (d from 0 up, partial sums added as they arrive). A message carries
+// at most `aggregate` blocks (0: all a step has; NCCL bounds it by its buffers, policy::
+// nccl_pat_launch); more than one are packed into scratch and unpacked after. Pipelining as
+// the rings' (channels side by side, chunks one step apart), and `merge` builds the channels
+// as one, carrying loop j of every channel as piece j: they run the same exchange in lockstep.
+// Placements: none, per-hop.
+Schedule pat_allgather(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None,
+                       const Pipelining& pipe = {}, uint32_t aggregate = 0);
+Schedule pat_reduce_scatter(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None,
+                            const Pipelining& pipe = {}, uint32_t aggregate = 0);
+// Per piece, all ranks together: the messages a PAT allgather or reduce-scatter of n ranks
+// sends, and the blocks that travel in messages of more than one (each packed by its sender and
+// unpacked by its receiver).
+struct PatSize {
+  uint64_t messages = 0, packed_blocks = 0;
+};
+PatSize pat_size(int nranks, uint32_t aggregate);
+
 // Double binary tree allreduce (NCCL's idea): each half of the data is reduced up one binary
 // tree and broadcast back down it; tree 0 is heap-ordered on r, tree 1 on n-1-r, so most
 // inner ranks of one tree are leaves of the other. Placements: none, per-hop, compress-once

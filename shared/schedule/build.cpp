@@ -57,7 +57,7 @@ std::vector<std::string> algorithm_names(Collective c) {
   switch (c) {
     case Collective::AllReduce: return {"ring", "rail-ring", "recursive", "tree", "nccl-tree", "nvls", "nvls-tree", "hierarchical"};
     case Collective::ReduceScatter:
-    case Collective::AllGather: return {"ring", "rail-ring", "recursive", "hierarchical"};
+    case Collective::AllGather: return {"ring", "rail-ring", "recursive", "pat", "hierarchical"};
     case Collective::Broadcast: return {"tree", "chain"};
     case Collective::AllToAll: return {"direct", "pairwise", "hierarchical"};
   }
@@ -69,8 +69,9 @@ namespace {
 Schedule dispatch(const BuildSpec& s) {
   if (s.nranks < 1) fail("a group needs at least one rank, got " + std::to_string(s.nranks));
   const std::string& a = s.algorithm;
-  if (s.pipe.merge && a != "ring" && a != "rail-ring" && a != "nvls" && a != "nvls-tree")
-    fail(std::string(collective_name(s.collective)) + " " + a + ": merged channels are for ring, rail-ring, nvls and nvls-tree only");
+  if (s.pipe.merge && a != "ring" && a != "rail-ring" && a != "nvls" && a != "nvls-tree" && a != "pat")
+    fail(std::string(collective_name(s.collective)) + " " + a +
+         ": merged channels are for ring, rail-ring, nvls, nvls-tree and pat only");
   switch (s.collective) {
     case Collective::AllReduce:
       if (a == "ring") return ring_allreduce(s.nranks, s.count, s.dtype, s.placement, s.pipe);
@@ -95,6 +96,7 @@ Schedule dispatch(const BuildSpec& s) {
       if (a == "ring") return ring_reduce_scatter(s.nranks, s.count, s.dtype, s.placement, s.pipe);
       if (a == "rail-ring")
         return rail_ring_reduce_scatter(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
+      if (a == "pat") return pat_reduce_scatter(s.nranks, s.count, s.dtype, s.placement, s.pipe, s.aggregate);
       no_pipelining(s);
       if (a == "recursive") return recursive_reduce_scatter(s.nranks, s.count, s.dtype, s.placement);
       if (a == "hierarchical") return hierarchical_reduce_scatter(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement);
@@ -102,6 +104,7 @@ Schedule dispatch(const BuildSpec& s) {
     case Collective::AllGather:
       if (a == "ring") return ring_allgather(s.nranks, s.count, s.dtype, s.placement, s.pipe);
       if (a == "rail-ring") return rail_ring_allgather(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
+      if (a == "pat") return pat_allgather(s.nranks, s.count, s.dtype, s.placement, s.pipe, s.aggregate);
       no_pipelining(s);
       if (a == "recursive") return recursive_allgather(s.nranks, s.count, s.dtype, s.placement);
       if (a == "hierarchical") return hierarchical_allgather(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement);

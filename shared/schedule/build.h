@@ -28,6 +28,7 @@ struct BuildSpec {
   std::optional<Placement> intra_placement;  // hierarchical allreduce inside nodes (default: placement)
   int root = 0;                  // broadcast
   std::vector<std::vector<uint64_t>> counts;  // all-to-all(v); empty = uniform `count`
+  uint32_t aggregate = 0;        // pat: the blocks a message carries at most (0: a step's all)
 };
 
 // The schedule the spec names (not validated: validate() it where needed). Algorithms, by
@@ -37,8 +38,10 @@ struct BuildSpec {
 //                   nvls (one node: nranks = gpus_per_node; pipe; placement none; a switch rank added),
 //                   nvls-tree (2+ whole nodes of gpus_per_node; pipe; placement none; a switch rank per node),
 //                   hierarchical (gpus_per_node, inter, pipe; inter "tree" without pipelining)
-//   reduce-scatter  ring (pipe), rail-ring (gpus_per_node, pipe), recursive, hierarchical (gpus_per_node)
-//   allgather       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, hierarchical (gpus_per_node)
+//   reduce-scatter  ring (pipe), rail-ring (gpus_per_node, pipe), recursive, pat (pipe, aggregate),
+//                   hierarchical (gpus_per_node)
+//   allgather       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, pat (pipe, aggregate),
+//                   hierarchical (gpus_per_node)
 //   broadcast       tree, chain (root; pipe.chunks, channels 1)
 //   all-to-all      direct, pairwise, hierarchical (gpus_per_node; counts or uniform count)
 // pipe must be {1, 1} where no pipelining is listed; inter is read by the hierarchical

@@ -195,5 +195,5 @@ TEST_CASE("merged channels: rings of unequal channel counts, chunks and other al
   CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("merged channels need chunks 1"));
   b.pipe = Pipelining{1, 1, true};
   b.algorithm = "hierarchical";
-  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("merged channels are for ring, rail-ring, nvls and nvls-tree only"));
+  CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("merged channels are for ring, rail-ring, nvls, nvls-tree and pat only"));
 }

@@ -202,3 +202,40 @@ TEST_CASE("merged channels: NVLS and NVLS-Tree as one flow per tree, the time of
       CHECK(model_merged.time_s == Approx(together.time_s).epsilon(0.002));
     }
 }
+
+TEST_CASE("merged channels: PAT's channels as one, the time of the channels apart", "[sim][merge][pat]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu-dp.yaml");
+  const sim::NetworkModel rdma = test::rdma_network();
+  sim::NetworkModel costs = rdma;
+  costs.protocol_costs = true;
+  for (const auto& net : {rdma, costs})
+    for (auto coll : {sched::Collective::AllGather, sched::Collective::ReduceScatter})
+      for (uint32_t aggregate : {1u, 4u}) {
+        // 4 channels x 3 loops, every block an equal share of each (8 ranks).
+        sim::Call call;
+        call.build = ring_spec(coll, "pat", 8, 1, 4, uint64_t{8} * 4 * 3 * 4096);
+        call.build.pipe.chunks = 3;
+        call.build.aggregate = aggregate;
+        call.nccl_kernels = true;  // as nccl-like runs it: merged by the simulator itself
+        const sched::BuildSpec merged = policy::flow_spec(call.build, true, t, net.factors());
+        REQUIRE(merged.pipe.merge);
+        sim::Call apart = call;
+        apart.nccl_kernels = false;  // the schedule as built, channels apart (no kernel costs: zero calibration)
+        const sim::CallResult a = simulate(t, net, apart);
+        sim::Call one = apart;
+        one.build = merged;
+        const sim::CallResult together = simulate(t, net, one);
+        CAPTURE(sched::collective_name(coll), aggregate, net.protocol_costs, a.time_s, together.time_s);
+        REQUIRE(a.error.empty());
+        REQUIRE(together.error.empty());
+        CHECK(together.time_s == Approx(a.time_s).epsilon(1e-9));
+        CHECK(together.messages * 4 == a.messages);
+        policy::RouteCache routes(t);
+        const auto model_apart = policy::predict(sched::build_schedule(call.build), t, calib::zero_calibration(),
+                                                 "identity", 1.0, net.factors(), routes);
+        const auto model_merged = policy::predict(sched::build_schedule(merged), t, calib::zero_calibration(), "identity",
+                                                  1.0, net.factors(), routes);
+        CHECK(model_merged.time_s == Approx(model_apart.time_s).epsilon(1e-9));
+        CHECK(model_merged.time_s == Approx(together.time_s).epsilon(0.002));
+      }
+}

@@ -155,6 +155,63 @@ TEST_CASE("NCCL's tuning model, by hand: 8 nodes of 8 GPUs, one 400 Gb/s NIC eac
   CHECK(one.channels == 1);
 }
 
+TEST_CASE("NCCL's PAT, by hand: 8 nodes of one GPU each, and nccl-like runs it where NCCL picks it", "[policy][nccl][pat]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu-dp.yaml");
+  const NcclView v = nccl_view(t, 8);
+  REQUIRE(v.ppn == 1);
+  REQUIRE(v.ring_channels == 4);
+  // 1 MB allgather: 4 channels of 250,000 bytes; the 512 KiB chunk halves while 32 of it would
+  // cover them, to 64 KiB; a channel's share of a block is 31,250 bytes, one loop; messages of
+  // 2 blocks (65,536 / 31,250 >= 2, / 62,500 < 2).
+  const NcclPatLaunch ag = nccl_pat_launch(sched::Collective::AllGather, 1'000'000, v);
+  CHECK(ag.channels == 4);
+  CHECK(ag.chunk_bytes == 65536);
+  CHECK(ag.channel_bytes == 31250);
+  CHECK(ag.chunks == 1);
+  CHECK(ag.aggregate == 2);
+  // 64 KB: 3 channels (16 KiB each at least), blocks of 2,667 bytes, aggregated up to half the ranks.
+  const NcclPatLaunch small = nccl_pat_launch(sched::Collective::ReduceScatter, 64'000, v);
+  CHECK(small.channels == 3);
+  CHECK(small.aggregate == 4);
+  // 256 MB: 512 KiB chunks (32 of them under a channel's 64 MB), 8 MB a block: 16 loops, one
+  // block a message.
+  const NcclPatLaunch big = nccl_pat_launch(sched::Collective::AllGather, 256'000'000, v);
+  CHECK(big.chunk_bytes == 524288);
+  CHECK(big.chunks == 16);
+  CHECK(big.aggregate == 1);
+  // Reduce-scatter halves the chunk only while 16 of it would cover a channel: 4 MB a channel
+  // keeps 128 KiB (16 x 128 KiB <= 4 MB) where the allgather goes down to 64 KiB.
+  CHECK(nccl_pat_launch(sched::Collective::ReduceScatter, 16'000'000, v).chunk_bytes == 131072);
+  CHECK(nccl_pat_launch(sched::Collective::AllGather, 16'000'000, v).chunk_bytes == 65536);
+  // NCCL's cost of PAT: 8 + 2.8 x 8 us once, the network's 14 us / 3.5 a step.
+  CHECK(nccl_pat_cost(8).base_us == Approx(30.4));
+  CHECK(nccl_pat_cost(8).inter_us == Approx(4.0));
+  const auto cal = calib::zero_calibration();
+  System sys = system_of(t, cal, {"identity"});
+  CallInfo call = allreduce(1'000'000, 8);
+  call.collective = sched::Collective::AllGather;
+  REQUIRE(nccl_pick(call, v).algorithm == "pat");
+  const Plan p = make_policy("nccl-like")->choose(call, sys, nullptr);
+  CHECK(p.algorithm == "pat");
+  CHECK(p.protocol == "simple");
+  CHECK(p.nccl.empty());
+  CHECK(p.channels == 4);
+  CHECK(p.chunks == 1);
+  CHECK(p.aggregate == 2);
+  CHECK(p.nccl_s == Approx(nccl_pick(call, v).time_s));
+  CHECK(algorithm_label(p, call.collective) == "pat/simple 4ch");
+  // It simulates, and faster than the ring NCCL would run without PAT (NCCL_ALGO=RING).
+  const double pat_s = simulate_plan(t, cal, p, call);
+  sys.nccl_algorithms = {"ring"};
+  const Plan ring = make_policy("nccl-like")->choose(call, sys, nullptr);
+  CHECK(ring.algorithm == "ring");
+  CHECK(pat_s < simulate_plan(t, cal, ring, call));
+  // At 1 GB NCCL's model takes the ring.
+  call.bytes = 1'000'000'000;
+  sys.nccl_algorithms.clear();
+  CHECK(make_policy("nccl-like")->choose(call, sys, nullptr).algorithm == "ring");
+}
+
 TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs; never compresses",
           "[policy][nccl]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
@@ -355,7 +412,8 @@ std::pair<uint64_t, uint64_t> built_size(const sched::BuildSpec& spec) {
 TEST_CASE("plan_size: the messages and ops of the schedules the builders make", "[policy]") {
   // Every algorithm of every collective, uncompressed and compressed, pipelined in 4 chunks
   // where it pipelines, on 64 ranks (8 a node) and on 256 of 8 and of 1 a node: the estimate is what the candidates' limits read, so it
-  // must track the built schedule — messages within 2%, ops within a factor of 1.6.
+  // must track the built schedule — messages within 2%, ops within a factor of 1.6. PAT's
+  // messages carry every block of a step here (aggregate 0); NCCL's aggregation is below.
   for (int n : {64, 256}) {
     for (int g : {1, 8}) {
       for (auto coll : {sched::Collective::AllReduce, sched::Collective::ReduceScatter, sched::Collective::AllGather,
@@ -379,7 +437,7 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
               p.chunks = chunks;
               p.codec = codec;
               p.placement = std::string(codec) == "identity" ? sched::Placement::None
-                            : coll == sched::Collective::AllGather || coll == sched::Collective::Broadcast
+                            : (coll == sched::Collective::AllGather || coll == sched::Collective::Broadcast) && algo != "pat"
                                 ? sched::Placement::CompressOnce
                                 : sched::Placement::PerHop;
               if (coll == sched::Collective::AllToAll && algo == "direct" && p.placement != sched::Placement::None)
@@ -439,6 +497,37 @@ TEST_CASE("plan_size: NVLS on one node and NVLS-Tree across nodes, NCCL's channe
       CHECK(z.ops >= static_cast<double>(ops) / 1.6);
       CHECK_FALSE(z.quadratic);  // at most a node's GPUs squared, times the nodes
     }
+}
+
+TEST_CASE("plan_size: PAT with NCCL's aggregation, channels and loops, merged or not", "[policy][pat]") {
+  for (int n : {8, 13, 64})
+    for (uint32_t aggregate : {0u, 1u, 2u, 8u})
+      for (uint32_t chunks : {1u, 3u})
+        for (bool nccl_kernels : {false, true})  // NCCL's: its channels merged (flow_spec)
+          for (auto coll : {sched::Collective::AllGather, sched::Collective::ReduceScatter}) {
+            Plan p;
+            p.algorithm = "pat";
+            p.channels = 4;
+            p.chunks = chunks;
+            p.aggregate = aggregate;
+            p.nccl_kernels = nccl_kernels;
+            CallInfo info = allreduce(uint64_t{16} << 20, n);
+            info.collective = coll;
+            sched::BuildSpec spec;
+            spec.collective = coll;
+            spec.algorithm = "pat";
+            spec.nranks = n;
+            spec.count = count_for(coll, info.bytes, info.dtype, n);
+            spec.pipe = {chunks, 4, nccl_kernels};
+            spec.aggregate = aggregate;
+            const auto [messages, ops] = built_size(spec);
+            const PlanSize z = plan_size(p, info, 1);
+            CAPTURE(n, aggregate, chunks, nccl_kernels, sched::collective_name(coll), messages, ops, z.messages, z.ops);
+            CHECK(z.messages == messages);
+            CHECK(z.ops <= 1.6 * static_cast<double>(ops));
+            CHECK(z.ops >= static_cast<double>(ops) / 1.6);
+            CHECK(z.quadratic == (aggregate == 1));
+          }
 }
 
 TEST_CASE("candidates at 16,384 ranks: only schedules small enough to build, price and simulate", "[policy]") {
