@@ -5,7 +5,9 @@
     compcoll-sim experiments/fidelity-nccl-256.yaml --json > fid256.json
     compcoll-sim experiments/fidelity-nccl-ring.yaml --json > fidring.json
     compcoll-sim experiments/fidelity-nccl-nvls.yaml --json > fidnvls.json
-    tools/fidelity_table.py fid.json fid256.json fidring.json fidnvls.json [--published experiments/fidelity-nccl-published.csv]
+    compcoll-sim experiments/fidelity-nccl-1pn.yaml --json > fid1pn.json
+    tools/fidelity_table.py fid.json fid256.json fidring.json fidnvls.json fid1pn.json
+                            [--published experiments/fidelity-nccl-published.csv]
                             [--markdown OUT.md] [--update-doc docs/FIDELITY.md] [--check]
 
 Each published row (collective, ranks, size) is matched with the simulated nccl-like row of the
