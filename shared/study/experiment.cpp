@@ -77,7 +77,10 @@ void parse_sweep(const Node& root, Experiment& e) {
     s.inter = c.get_string("inter", "ring");
     const Node pl = c.opt("placement");
     if (pl.defined()) s.placement = pl.as_choice({"none", "per-hop", "compress-once", "zipccl"});
-    else s.placement = s.collective == "allreduce" ? "zipccl" : s.collective == "reduce-scatter" ? "per-hop" : "compress-once";
+    else
+      s.placement = s.collective == "allreduce"                                  ? "zipccl"
+                    : s.collective == "reduce-scatter" || s.algorithm == "pat" ? "per-hop"
+                                                                                 : "compress-once";
     const Node ipl = c.opt("intra_placement");
     if (ipl.defined()) {
       if (s.algorithm != "hierarchical" || s.collective != "allreduce")
@@ -90,6 +93,11 @@ void parse_sweep(const Node& root, Experiment& e) {
     s.chunks = static_cast<uint32_t>(c.get_int("chunks", 1, 1, 1024));
     s.channels = static_cast<uint32_t>(c.get_int("channels", 1, 1, 64));
     s.root = static_cast<int>(c.get_int("root", 0, 0, 1 << 22));
+    const Node agg = c.opt("aggregate");
+    if (agg.defined()) {
+      if (s.algorithm != "pat") agg.fail("only pat carries several blocks in a message");
+      s.aggregate = static_cast<uint32_t>(c.get_int("aggregate", 0, 0, 1 << 20));
+    }
     c.check_no_unknown_keys();
     e.calls.push_back(s);
   }

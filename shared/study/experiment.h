@@ -24,6 +24,7 @@ struct CallSweep {
   std::string dtype = "bf16";
   std::string tensor = "grad";           // tensor kind for the ratio model (tests/data/README.md)
   uint32_t chunks = 1, channels = 1;
+  uint32_t aggregate = 0;                // pat: the blocks a message carries at most (0: a step's all)
   int root = 0;
 };
 

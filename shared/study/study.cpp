@@ -168,6 +168,7 @@ policy::Plan static_plan(const CallSweep& s, const std::string& codec) {
   p.codec = codec;
   p.chunks = s.chunks;
   p.channels = s.channels;
+  p.aggregate = s.aggregate;
   return p;
 }
 

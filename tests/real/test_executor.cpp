@@ -46,6 +46,7 @@ const Case kCases[] = {
     {"allgather", "hierarchical", "compress-once"}, {"broadcast", "tree", "compress-once"},
     {"broadcast", "chain", "per-hop"},         {"all-to-all", "pairwise", "per-hop"},
     {"all-to-all", "direct", "per-hop"},       {"all-to-all", "hierarchical", "per-hop"},
+    {"reduce-scatter", "pat", "per-hop"},      {"allgather", "pat", "per-hop"},
 };
 
 sched::BuildSpec spec(const Case& c, const std::string& codec, int n, DType dtype, uint64_t count) {
@@ -58,6 +59,7 @@ sched::BuildSpec spec(const Case& c, const std::string& codec, int n, DType dtyp
   b.count = count;
   b.gpus_per_node = n % 2 == 0 ? 2 : 1;
   if (b.algorithm == "chain") b.pipe.chunks = 3;
+  if (b.algorithm == "pat") b.pipe.chunks = 2, b.aggregate = 2;  // packed messages, pieces side by side
   return b;
 }
 

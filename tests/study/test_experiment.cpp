@@ -75,6 +75,18 @@ TEST_CASE("defaults of a call and --set overrides", "[config][experiment]") {
   CHECK_NOTHROW(study::load_topology(pc, kRoot + "/topologies/dgx-h100.yaml"));
   CHECK_THROWS_WITH(study::load_topology(pc, kRoot + "/topologies/host-mpi.yaml"),
                     Catch::StartsWith(f + ": network.protocol_costs: " + kRoot + "/topologies/host-mpi.yaml runs MPI"));
+  // PAT's allgather compresses per hop by default (it has no compress-once); `aggregate` reaches
+  // the plan.
+  const std::string pat = write_experiment("pat-defaults", "sizes: [1MB]\n"
+                                                          "calls:\n  - {collective: allgather, algorithm: pat, aggregate: 4}\n"
+                                                          "  - {collective: allgather, algorithm: ring}\n"
+                                                          "codecs: [identity]\n");
+  const Experiment pe = load_experiment(pat);
+  CHECK(pe.calls[0].placement == "per-hop");
+  CHECK(pe.calls[0].aggregate == 4);
+  CHECK(pe.calls[1].placement == "compress-once");
+  CHECK(pe.calls[1].aggregate == 0);
+  CHECK(study::static_plan(pe.calls[0], "gauss-exp").aggregate == 4);
 }
 
 TEST_CASE("bad experiment files: one line naming the file and the key", "[config][experiment][errors]") {
@@ -90,6 +102,10 @@ TEST_CASE("bad experiment files: one line naming the file and the key", "[config
        "calls.0.chunks: expected an integer in [1, 1024], got 0"},
       {"sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring, intra_placement: none}\ncodecs: [identity]\n",
        "calls.0.intra_placement: only a hierarchical allreduce"},
+      {"sizes: [1MB]\ncalls:\n  - {collective: allgather, algorithm: ring, aggregate: 2}\ncodecs: [identity]\n",
+       "calls.0.aggregate: only pat carries several blocks in a message"},
+      {"sizes: [1MB]\ncalls:\n  - {collective: allgather, algorithm: pat, aggregate: -1}\ncodecs: [identity]\n",
+       "calls.0.aggregate: expected an integer in [0, 1048576], got -1"},
       {"sizes: [1MB]\n" + calls + "network: {model: lv08, latency_factor: -1}\n", "network.latency_factor: expected a positive"},
       {"sizes: [1MB]\n" + calls + "network: {model: lv08, update: eager}\n", "network.update: "},
       {"sizes: [1MB]\n" + calls + "network: {model: lv08, precision: 0}\n", "network.precision: expected a positive"},
