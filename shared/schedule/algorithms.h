@@ -70,7 +70,7 @@ Schedule recursive_allgather(int nranks, uint64_t count, DType dtype, Placement 
 // allgather with its dimensions reversed. In ceil(log2 n) steps, rank r sends at distance 2^d
 // (d from the highest down) the blocks it holds of ranks r + t, t a multiple of 2^(d + 1) with
 // t + 2^d < n, to rank r - 2^d, and receives the same from rank r + 2^d: one block travels
-// farthest first, the n/2 blocks of the last step travel to the next rank. Each rank sends
+// farthest first, the n/2 blocks of the last step to the neighbouring rank. Each rank sends
 // each block it does not own once, (n-1)/n of the data, for any n. The reduce-scatter runs the
 // same exchange backwards (d from 0 up, partial sums added as they arrive). A message carries
 // at most `aggregate` blocks (0: all a step has; NCCL bounds it by its buffers, policy::

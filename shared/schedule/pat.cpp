@@ -5,6 +5,7 @@
 #include "schedule/parts.h"
 
 #include <string>
+#include <utility>
 
 namespace compcoll::sched {
 
@@ -123,6 +124,27 @@ Schedule pat_base(Collective c, const char* what, int n, uint64_t count, DType d
   return s;
 }
 
+// PAT over every piece of `pipe`, on the typed buffer `buf` (index 0); piece i stages its
+// messages in scratch buffers first_stage + 2i and first_stage + 2i + 1. Returns pipelined()'s
+// ends and the step after the last.
+std::pair<std::vector<std::vector<uint32_t>>, uint32_t> pat_pieces(Schedule& s, Collective kind, uint64_t count,
+                                                                   Placement placement, const Pipelining& pipe,
+                                                                   uint32_t aggregate, BufKind buf,
+                                                                   uint32_t first_stage) {
+  const int n = s.size();
+  const Pipelining run = pieces_of(pipe);
+  const uint32_t pieces = run.chunks * run.channels;
+  const detail::Chains start = detail::chains_after_last(s);
+  uint32_t steps = 0;
+  auto ends = detail::pipelined(s, count, run, [&](const Block&, uint32_t index, uint32_t delay) {
+    const Part part{detail::whole_group(n), 0, count, buf, 0, 1, 0, pieces, index};
+    detail::Chains chains = start;
+    steps = std::max(steps, pat_part(s, part, kind, placement == Placement::PerHop, aggregate, first_stage + 2 * index,
+                                     delay, chains));
+  });
+  return {std::move(ends), steps};
+}
+
 }  // namespace
 
 PatSize pat_size(int n, uint32_t aggregate) {
@@ -141,42 +163,24 @@ Schedule pat_allgather(int n, uint64_t count, DType dtype, Placement placement, 
                        uint32_t aggregate) {
   Schedule s = pat_base(Collective::AllGather, "pat_allgather", n, count, dtype, placement, pipe);
   detail::allgather_prologue(s, count);
-  const Pipelining run = pieces_of(pipe);
-  const uint32_t pieces = run.chunks * run.channels;
-  const detail::Chains start = detail::chains_after_last(s);
-  detail::pipelined(s, count, run, [&](const Block&, uint32_t index, uint32_t delay) {
-    detail::Part part{detail::whole_group(n), 0, count, BufKind::Output, 0, 1, 0, pieces, index};
-    detail::Chains chains = start;
-    pat_part(s, part, Collective::AllGather, placement == Placement::PerHop, aggregate, 2 * index, delay, chains);
-  });
+  pat_pieces(s, Collective::AllGather, count, placement, pipe, aggregate, BufKind::Output, 0);
   return s;
 }
 
 Schedule pat_reduce_scatter(int n, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe,
                             uint32_t aggregate) {
   Schedule s = pat_base(Collective::ReduceScatter, "pat_reduce_scatter", n, count, dtype, placement, pipe);
-  // Scratch 0 accumulates the whole vector; piece i stages its messages in scratch 1 + 2i, 2 + 2i.
+  // Scratch 0 accumulates the whole vector; the pieces stage their messages from scratch 1 on.
   detail::reduce_scatter_prologue(s, count);
-  const Pipelining run = pieces_of(pipe);
-  const uint32_t pieces = run.chunks * run.channels;
-  const detail::Chains start = detail::chains_after_last(s);
-  uint32_t steps = 0;
-  const auto ends = detail::pipelined(s, count, run, [&](const Block&, uint32_t index, uint32_t delay) {
-    detail::Part part{detail::whole_group(n), 0, count, BufKind::Scratch, 0, 1, 0, pieces, index};
-    detail::Chains chains = start;
-    steps = std::max(steps, pat_part(s, part, Collective::ReduceScatter, placement == Placement::PerHop, aggregate,
-                                     1 + 2 * index, delay, chains));
-  });
+  const auto [ends, steps] = pat_pieces(s, Collective::ReduceScatter, count, placement, pipe, aggregate, BufKind::Scratch, 1);
   for (int r = 0; r < n; ++r) {
     RankProgram& p = s.ranks[static_cast<size_t>(r)];
     const Block mine = block_of(count, n, r);
     p.output_count = mine.count();
     // The copy of the result waits for every piece (or the prologue when there are none).
+    const auto& last = ends[static_cast<size_t>(r)];
     p.ops.push_back({OpKind::Copy, -1, Slice{BufKind::Scratch, 0, mine.begin, mine.count()},
-                     Slice{BufKind::Output, 0, 0, mine.count()}, ends[static_cast<size_t>(r)].empty()
-                                                                     ? std::vector<uint32_t>{0}
-                                                                     : ends[static_cast<size_t>(r)],
-                     steps});
+                     Slice{BufKind::Output, 0, 0, mine.count()}, last.empty() ? std::vector<uint32_t>{0} : last, steps});
   }
   return s;
 }
