@@ -22,7 +22,7 @@ int log2_up(int n) {
   return d;
 }
 
-// Messages sent (and their total bytes) per (rank, peer).
+// Messages sent, in all and per (rank, peer).
 struct Sends {
   uint64_t messages = 0;
   std::map<std::pair<int, int>, uint64_t> by_pair;
