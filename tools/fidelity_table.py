@@ -6,7 +6,8 @@
     compcoll-sim experiments/fidelity-nccl-ring.yaml --json > fidring.json
     compcoll-sim experiments/fidelity-nccl-nvls.yaml --json > fidnvls.json
     compcoll-sim experiments/fidelity-nccl-1pn.yaml --json > fid1pn.json
-    tools/fidelity_table.py fid.json fid256.json fidring.json fidnvls.json fid1pn.json
+    compcoll-sim experiments/fidelity-nccl-10n.yaml --json > fid10n.json
+    tools/fidelity_table.py fid.json fid256.json fidring.json fidnvls.json fid1pn.json fid10n.json
                             [--published experiments/fidelity-nccl-published.csv]
                             [--markdown OUT.md] [--update-doc docs/FIDELITY.md] [--check]
 
@@ -34,6 +35,7 @@ REASONS = {
     "ramp": "the published busbw rises more slowly with size than the simulator and NCCL's own model (both outside the band)",
     "efa": "EFA through aws-ofi-nccl: mid sizes far below the simulator and NCCL's own model",
     "p2p": "NCCL's all-to-all (grouped point-to-point) stays below the link rate that the simulated exchange reaches",
+    "a2a-rails": "across nodes NCCL's all-to-all runs above the simulated pairwise exchange, which crosses rails through the fabric",
 }
 
 
