@@ -33,6 +33,8 @@ constexpr double kLLMaxBwOneNode = 141.0;
 constexpr double kLLMaxBwIntel[3] = {39.0, 39.0, 20.4};
 constexpr double kPerChMaxTreeBw[3] = {38.7, 41.4, 36.0};
 constexpr double kPerChMaxRingLL128Bw = 36.7;
+// tuning.cc, PAT's latency: 8 us, the network's latency / 3.5 per log2 step, 2.8 us per rank.
+constexpr double kPatBaseUs = 8, kPatStepDivisor = 3.5, kPatPerRankUs = 2.8;
 constexpr double kPerChMaxTreeLL128Bw[3] = {36.7, 36.7, 29.0};
 constexpr double kTreeCorrection[3][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
@@ -198,7 +200,7 @@ std::vector<NcclEstimate> nccl_estimates(const CallInfo& call, const NcclView& v
       } else if (a == kNvlsTree) {
         lat += intra_lat + 2 * log2i(nodes) * inter_lat;
       } else if (a == kPat) {
-        lat = 8 + log2i(nodes) * (inter_lat / 3.5) + n * 2.8;
+        lat = kPatBaseUs + log2i(nodes) * (inter_lat / kPatStepDivisor) + n * kPatPerRankUs;
       }
       e.channels = (a == kNvls || a == kNvlsTree) ? v.nvls_channels : v.ring_channels;
       // The time (enqueue.cc topoGetAlgoInfo): the tree correction for medium sizes and the
@@ -274,8 +276,8 @@ NcclPatLaunch nccl_pat_launch(sched::Collective c, uint64_t bytes, const NcclVie
 
 NcclStepCost nccl_pat_cost(int nranks) {
   NcclStepCost c;
-  c.base_us = 8 + 2.8 * nranks;
-  c.inter_us = inter_step_us(kPat, kSimple, true) / 3.5;
+  c.base_us = kPatBaseUs + kPatPerRankUs * nranks;
+  c.inter_us = inter_step_us(kPat, kSimple, true) / kPatStepDivisor;
   return c;
 }
 

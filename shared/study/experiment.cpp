@@ -96,7 +96,7 @@ void parse_sweep(const Node& root, Experiment& e) {
     const Node agg = c.opt("aggregate");
     if (agg.defined()) {
       if (s.algorithm != "pat") agg.fail("only pat carries several blocks in a message");
-      s.aggregate = static_cast<uint32_t>(c.get_int("aggregate", 0, 0, 1 << 20));
+      s.aggregate = static_cast<uint32_t>(agg.as_int(0, 1 << 20));
     }
     c.check_no_unknown_keys();
     e.calls.push_back(s);
