@@ -113,15 +113,17 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
   const size_t n = ops.size();
   const std::string where = "executor: rank " + std::to_string(rank);
 
-  // Wire buffer capacities: the largest stream any compress writes to or decompress reads from it.
+  // Wire buffer capacities: the largest stream any compress writes to or decompress reads from
+  // it, or that a send or receive states (a relayed stream's elements: the wire slice's count).
   wire_capacity_.assign(prog_.wire_buffers, 0);
   for (const auto& op : ops) {
-    if (op.kind != OpKind::Compress && op.kind != OpKind::Decompress) continue;
+    const bool codec_op = op.kind == OpKind::Compress || op.kind == OpKind::Decompress;
+    const sched::Slice& wire = op.kind == OpKind::Compress || op.kind == OpKind::Recv ? op.dst : op.src;
+    if (!codec_op && (wire.buf != BufKind::Wire || wire.count == 0)) continue;
     if (!opt_.codec) throw ScheduleError(where + ": the schedule compresses but no codec was given");
-    const auto& typed = op.kind == OpKind::Compress ? op.src : op.dst;
-    const auto& wire = op.kind == OpKind::Compress ? op.dst : op.src;
+    const uint64_t elements = codec_op ? (op.kind == OpKind::Compress ? op.src : op.dst).count : wire.count;
     wire_capacity_.at(wire.index) =
-        std::max(wire_capacity_[wire.index], max_encoded_size(*opt_.codec, dtype_, typed.count, opt_.encode));
+        std::max(wire_capacity_[wire.index], max_encoded_size(*opt_.codec, dtype_, elements, opt_.encode));
   }
   for (uint32_t w = 0; w < prog_.wire_buffers; ++w)
     if (wire_capacity_[w] == 0)

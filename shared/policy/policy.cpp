@@ -41,6 +41,11 @@ std::string placement_label(const Plan& p) {
   return s;
 }
 
+bool pxn_applies(const topo::Topology& t, int n) {
+  const int g = ranks_per_node(t, n);
+  return !t.receive_copy && t.intra_fabric == "nvswitch" && t.nics_per_gpu >= 1 && g > 1 && n > g;
+}
+
 uint64_t count_for(Collective c, uint64_t bytes, DType dtype, int nranks) {
   const uint64_t elems = bytes / dtype_size(dtype);
   return c == Collective::AllToAll ? elems / static_cast<uint64_t>(std::max(1, nranks)) : elems;
@@ -171,6 +176,7 @@ PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
   const uint64_t nodes = n / g;
   PlanSize z;
   uint64_t copies = c == Collective::Broadcast ? 1 : 2 * n;  // prologue and epilogue
+  uint64_t relayed = 0;                                      // pxn's relayed messages
   if (p.algorithm == "pat") {
     // Per piece, pat_size's messages (one block a message makes them n (n - 1), as a ring's),
     // and a copy into and one out of a message for each block packed with others.
@@ -178,6 +184,13 @@ PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
     z.messages = chunks * pat.messages;
     z.quadratic = p.aggregate == 1;
     copies += chunks * 2 * pat.packed_blocks;
+  } else if (p.algorithm == "pxn") {
+    // Every block once from its source, and those for another node's other GPUs once more from
+    // their relay (no codec op there: the relay forwards the stream).
+    const uint64_t gg = static_cast<uint64_t>(std::max(1, gpus_per_node));
+    relayed = n * (n / gg - 1) * (gg - 1);
+    z.messages = n * (n - 1) + relayed;
+    z.quadratic = true;
   } else if (p.algorithm == "nvls-tree") {
     // Per piece, in each node NVLS's 2 g (g + 1) messages; across nodes each part up and down
     // its tree: 2 (nodes - 1) x g.
@@ -210,7 +223,7 @@ PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
   const bool reduces = c == Collective::AllReduce || c == Collective::ReduceScatter;
   const uint64_t per_message = 2 + (reduces ? 1 : 0) + (p.codec == "identity" ? 0
                                                        : p.placement == sched::Placement::CompressOnce ? 1 : 2);
-  z.ops = copies + z.messages * per_message;
+  z.ops = copies + z.messages * per_message - relayed * (per_message - 2);
   return z;
 }
 
@@ -320,6 +333,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
     case Collective::AllToAll:
       add(plan("pairwise"));
       if (two_level) add(plan("hierarchical"));
+      if (pxn_applies(t, n)) add(plan("pxn"));
       break;
   }
   if (out.empty() && smallest_skipped && smallest_skipped->first <= 2 * max_ops) {
@@ -354,8 +368,9 @@ class NcclLike final : public Policy {
     // compcoll's executor, reductions and copies included.
     p.nccl_kernels = !t.receive_copy;
     if (call.collective == Collective::Broadcast || call.collective == Collective::AllToAll) {
-      // Not tuned by NCCL's model here: a pipelined chain, a pairwise exchange.
-      p.algorithm = call.collective == Collective::Broadcast ? "chain" : "pairwise";
+      // Not tuned by NCCL's model here: a pipelined chain; NCCL's point-to-point exchange,
+      // through PXN where NCCL uses it.
+      p.algorithm = call.collective == Collective::Broadcast ? "chain" : pxn_applies(t, call.nranks) ? "pxn" : "pairwise";
       if (call.collective == Collective::Broadcast) p.nccl_s = nccl_pick(call, nccl_view(t, call.nranks)).time_s;
       if (predicted) *predicted = p.nccl_s;
       return p;

@@ -93,6 +93,12 @@ struct System {
 // otherwise (a group strided across nodes, such as a data-parallel group of one GPU per node).
 int ranks_per_node(const topo::Topology& t, int nranks);
 
+// Whether NCCL sends the all-to-all of the first `nranks` ranks through PXN (its default,
+// NCCL_P2P_PXN_LEVEL=2, src/graph/search.cc): GPU ranks in whole nodes of more than one GPU,
+// more than one node, NVLink between a node's GPUs and a NIC for every GPU, so that a block
+// for another node's GPU l can leave through this node's GPU l's NIC (sched::pxn_alltoall).
+bool pxn_applies(const topo::Topology& t, int nranks);
+
 // Elements of the collective for a nccl-tests size (per destination for all-to-all).
 uint64_t count_for(sched::Collective c, uint64_t bytes, DType dtype, int nranks);
 sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::Topology& t);

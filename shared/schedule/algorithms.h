@@ -225,4 +225,17 @@ Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype,
 Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
                                Placement placement = Placement::None);
 
+// All-to-all(v) as NCCL runs it across nodes (its point-to-point schedule with PXN), same
+// layouts as alltoall(): round (nd, ld) sends rank (k, l)'s block for (k + nd, l + ld), the
+// rounds in NCCL's order (node deltas outside, local deltas inside, each in NCCL's quadratic
+// order, nccl_p2p_deltas). A block for another node and another local rank goes over NVLink to
+// (k, l + ld), the GPU on the destination's rail, which sends it on through its own NIC: every
+// message across nodes stays on one rail. Placements: none, per-hop = compress-once (each block
+// compressed at its source, relayed as it is). One node or one GPU per node: no relay.
+Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
+                      Placement placement = Placement::None);
+// The deltas 0 .. m - 1 in NCCL's quadratic order (m = 16: 0, 1, 3, 6, 10, 15, 5, 12, 4, 13, 7,
+// 2, 14, 11, 9, 8).
+std::vector<int> nccl_p2p_deltas(int m);
+
 }  // namespace compcoll::sched

@@ -1,10 +1,10 @@
-// shared/schedule/alltoall.cpp — all-to-all(v): direct and pairwise exchange.
+// shared/schedule/alltoall.cpp — all-to-all(v): direct and pairwise exchange, hierarchical,
+// and NCCL's point-to-point schedule with PXN.
+#include <algorithm>
+
 #include "schedule/algorithms.h"
 
 namespace compcoll::sched {
-namespace {
-
-}  // namespace
 
 Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype, AllToAllOrder order,
                   Placement placement) {
@@ -173,6 +173,111 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
       const uint64_t c = recv_at[first + g - 1][me] + counts[first + g - 1][me] - recv_at[first][me];
       recv(rank_of(sk, l), Slice{BufKind::Output, 0, recv_at[first][me], c}, 1);
     }
+  }
+  return s;
+}
+
+}  // namespace compcoll::sched
+
+namespace compcoll::sched {
+
+std::vector<int> nccl_p2p_deltas(int m) {
+  // NCCL's p2p schedule (init.cc): delta_{i+1} = (delta_i + i + 1) mod 2^ceil(log2 m), which
+  // visits every residue of the power of two once; deltas >= m are skipped.
+  std::vector<int> out;
+  if (m < 1) return out;
+  uint32_t pow2 = 1;
+  while (pow2 < static_cast<uint32_t>(m)) pow2 <<= 1;
+  uint32_t delta = 0;
+  for (uint32_t round = 0; round < pow2;) {
+    if (delta < static_cast<uint32_t>(m)) out.push_back(static_cast<int>(delta));
+    ++round;
+    delta = (delta + round) & (pow2 - 1);
+  }
+  return out;
+}
+
+Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
+                      Placement placement) {
+  const int n = static_cast<int>(counts.size()), g = gpus_per_node;
+  if (g < 1 || n < 1 || n % g != 0)
+    throw ScheduleError("pxn_alltoall: " + std::to_string(n) + " ranks is not a multiple of gpus_per_node " +
+                        std::to_string(g));
+  if (placement == Placement::ZipCCL)
+    throw ScheduleError("pxn_alltoall: placement zipccl is for allreduce; use none, per-hop or compress-once");
+  const int nodes = n / g;
+  // The direct schedule checks the counts and fixes the input and output layouts.
+  Schedule s = alltoall(counts, dtype, AllToAllOrder::Direct, Placement::None);
+  s.algorithm = "pxn";
+  const bool compressed = placement != Placement::None;  // at the source; the relay forwards the stream
+  const auto rank_of = [g](int node, int local) { return node * g + local; };
+  std::vector<std::vector<uint64_t>> send_at(n, std::vector<uint64_t>(n)), recv_at(n, std::vector<uint64_t>(n));
+  for (int i = 0; i < n; ++i)
+    for (int j = 1; j < n; ++j) send_at[i][j] = send_at[i][j - 1] + counts[i][j - 1];
+  for (int j = 0; j < n; ++j)
+    for (int i = 1; i < n; ++i) recv_at[i][j] = recv_at[i - 1][j] + counts[i - 1][j];
+  // NCCL's rounds: node deltas outside, local deltas inside, both in its quadratic order.
+  std::vector<std::pair<int, int>> rounds;
+  for (int nd : nccl_p2p_deltas(nodes))
+    for (int ld : nccl_p2p_deltas(g)) rounds.emplace_back(nd, ld);
+  // Lanes: a rank's direct messages (NVLink inside the node, its own NIC across) on one, the
+  // relayed ones (to the relay over NVLink, and on from the relay's NIC) on another, as NCCL
+  // runs point-to-point and PXN over connections of their own.
+  constexpr uint32_t kDirect = 0, kRelayed = 1;
+  for (int me = 0; me < n; ++me) {
+    RankProgram& p = s.ranks[me];
+    p.ops.clear();
+    p.wire_buffers = 0;
+    const int k = me / g, l = me % g;
+    // Three chains: this rank's own blocks going out, the blocks it relays, the blocks it
+    // receives. Each runs in NCCL's round order; sends are buffered, so a rank's own blocks
+    // leave as fast as their connections take them, and a relay forwards each block once it
+    // has it.
+    int64_t out = -1, relay = -1, in = -1;
+    uint64_t relayed = 0;  // scratch 0: the blocks this rank relays, in round order
+    const auto send = [&](int peer, const Slice& src, uint32_t lane, uint32_t step) {
+      if (!compressed) return append_after(p, {OpKind::Send, peer, src, {}, {}, step, lane}, out);
+      const uint32_t w = p.wire_buffers++;
+      append_after(p, {OpKind::Compress, -1, src, wire_slice(w), {}, step}, out);
+      append_after(p, {OpKind::Send, peer, wire_slice(w), {}, {}, step, lane}, out);
+    };
+    const auto recv = [&](int peer, const Slice& dst, uint32_t lane, uint32_t step) {
+      if (!compressed) return append_after(p, {OpKind::Recv, peer, {}, dst, {}, step, lane}, in);
+      const uint32_t w = p.wire_buffers++;
+      append_after(p, {OpKind::Recv, peer, {}, wire_slice(w), {}, step, lane}, in);
+      append_after(p, {OpKind::Decompress, -1, wire_slice(w), dst, {}, step}, in);
+    };
+    append_after(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, send_at[me][me], counts[me][me]},
+                     Slice{BufKind::Output, 0, recv_at[me][me], counts[me][me]}, {}, 0}, out);
+    for (size_t r = 1; r < rounds.size(); ++r) {
+      const auto [nd, ld] = rounds[r];
+      // Two steps a round: the first hop, then the relayed blocks' second (a step's transfers
+      // can be posted together, as a lockstep executor posts them).
+      const uint32_t step = static_cast<uint32_t>(2 * (r - 1));
+      const bool relay_round = nd != 0 && ld != 0;
+      // Out: to (k + nd, l + ld), through (k, l + ld) when both differ.
+      const int to = rank_of((k + nd) % nodes, (l + ld) % g);
+      const Slice mine{BufKind::Input, 0, send_at[me][to], counts[me][to]};
+      send(relay_round ? rank_of(k, (l + ld) % g) : to, mine, relay_round ? kRelayed : kDirect, step);
+      // Relay: the block of (k, l - ld) for (k + nd, l), from NVLink to this rank's NIC.
+      if (relay_round) {
+        const int from = rank_of(k, (l - ld + g) % g), dst = rank_of((k + nd) % nodes, l);
+        const uint64_t c = counts[from][dst];
+        // A relayed stream is never decoded here: its wire slice states the elements it holds,
+        // which bound its size (at least one, as 0 states nothing).
+        const Slice hold = compressed ? Slice{BufKind::Wire, p.wire_buffers++, 0, std::max<uint64_t>(c, 1)}
+                                      : Slice{BufKind::Scratch, 0, relayed, c};
+        relayed += compressed ? 0 : c;
+        append_after(p, {OpKind::Recv, from, {}, hold, {}, step, kRelayed}, relay);
+        append_after(p, {OpKind::Send, dst, hold, {}, {}, step + 1, kRelayed}, relay);
+      }
+      // In: from (k - nd, l - ld), through (k - nd, l) when both differ.
+      const int from = rank_of((k - nd + nodes) % nodes, (l - ld + g) % g);
+      const Slice dst{BufKind::Output, 0, recv_at[from][me], counts[from][me]};
+      recv(relay_round ? rank_of((k - nd + nodes) % nodes, l) : from, dst, relay_round ? kRelayed : kDirect,
+           relay_round ? step + 1 : step);
+    }
+    if (!compressed && nodes > 1 && g > 1) p.scratch_counts = {relayed};
   }
   return s;
 }

@@ -59,7 +59,7 @@ std::vector<std::string> algorithm_names(Collective c) {
     case Collective::ReduceScatter:
     case Collective::AllGather: return {"ring", "rail-ring", "recursive", "pat", "hierarchical"};
     case Collective::Broadcast: return {"tree", "chain"};
-    case Collective::AllToAll: return {"direct", "pairwise", "hierarchical"};
+    case Collective::AllToAll: return {"direct", "pairwise", "hierarchical", "pxn"};
   }
   return {};
 }
@@ -125,6 +125,10 @@ Schedule dispatch(const BuildSpec& s) {
       if (a == "hierarchical") {
         nodes_of(s);
         return hierarchical_alltoall(a2a_counts(s), s.gpus_per_node, s.dtype, s.placement);
+      }
+      if (a == "pxn") {
+        nodes_of(s);
+        return pxn_alltoall(a2a_counts(s), s.gpus_per_node, s.dtype, s.placement);
       }
       break;
   }

@@ -43,7 +43,7 @@ struct BuildSpec {
 //   allgather       ring (pipe), rail-ring (gpus_per_node, pipe), recursive, pat (pipe, aggregate),
 //                   hierarchical (gpus_per_node)
 //   broadcast       tree, chain (root; pipe.chunks, channels 1)
-//   all-to-all      direct, pairwise, hierarchical (gpus_per_node; counts or uniform count)
+//   all-to-all      direct, pairwise, hierarchical, pxn (gpus_per_node; counts or uniform count)
 // pipe must be {1, 1} where no pipelining is listed; inter is read by the hierarchical
 // allreduce only. Throws ScheduleError with one line naming an unknown collective,
 // algorithm, inter-node algorithm or placement, a placement the builder does not support, or

@@ -24,7 +24,8 @@ struct Slice {
   BufKind buf = BufKind::Input;
   uint32_t index = 0;   // which scratch or wire buffer (0 for input/output)
   uint64_t offset = 0;  // elements; unused for wire buffers
-  uint64_t count = 0;   // elements; unused for wire buffers
+  uint64_t count = 0;   // elements; for a wire buffer, where not 0, the most elements its
+                        // stream holds (what bounds a stream a rank relays without decoding)
 };
 
 enum class OpKind : uint8_t { Send, Recv, Reduce, Copy, Compress, Decompress };

@@ -47,6 +47,7 @@ const Case kCases[] = {
     {"broadcast", "chain", "per-hop"},         {"all-to-all", "pairwise", "per-hop"},
     {"all-to-all", "direct", "per-hop"},       {"all-to-all", "hierarchical", "per-hop"},
     {"reduce-scatter", "pat", "per-hop"},      {"allgather", "pat", "per-hop"},
+    {"all-to-all", "pxn", "per-hop"},
 };
 
 sched::BuildSpec spec(const Case& c, const std::string& codec, int n, DType dtype, uint64_t count) {

@@ -1,5 +1,6 @@
 // tests/schedule/test_broadcast_alltoall.cpp — broadcast (chain, binary tree) and
-// all-to-all(v) (direct, pairwise) through the reference executor, with every placement.
+// all-to-all(v) (direct, pairwise, hierarchical, NCCL's with PXN) through the reference
+// executor, with every placement.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -148,5 +149,67 @@ TEST_CASE("all-to-all: no two ranks take their k-th receive of a step from the s
     check(hierarchical_alltoall(counts, g, DType::BF16, Placement::PerHop));
     check(alltoall(counts, DType::BF16, AllToAllOrder::Direct, Placement::None));
     check(alltoall(counts, DType::BF16, AllToAllOrder::Pairwise, Placement::None));
+    check(pxn_alltoall(counts, g, DType::BF16, Placement::None));
+    check(pxn_alltoall(counts, g, DType::BF16, Placement::PerHop));
   }
+}
+
+TEST_CASE("NCCL's point-to-point order visits every delta once", "[schedule][alltoall][pxn]") {
+  // The sequence init.cc's comment gives for 16 ranks.
+  CHECK(nccl_p2p_deltas(16) == std::vector<int>{0, 1, 3, 6, 10, 15, 5, 12, 4, 13, 7, 2, 14, 11, 9, 8});
+  CHECK(nccl_p2p_deltas(10) == std::vector<int>{0, 1, 3, 6, 5, 4, 7, 2, 9, 8});
+  for (int m = 1; m <= 40; ++m) {
+    std::vector<int> d = nccl_p2p_deltas(m);
+    CAPTURE(m);
+    REQUIRE(d.size() == static_cast<size_t>(m));
+    CHECK(d[0] == 0);
+    std::sort(d.begin(), d.end());
+    for (int i = 0; i < m; ++i) CHECK(d[static_cast<size_t>(i)] == i);
+  }
+}
+
+TEST_CASE("PXN all-to-all(v) equals the direct one and keeps every message across nodes on one rail",
+          "[schedule][alltoall][pxn]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("gauss-exp");
+  opt.encode.chunk_elements = 32;
+  test::SplitMix64 rng{29};
+  for (auto [nodes, g] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 4}, {3, 2}, {3, 8}, {5, 3}}) {
+    const int n = nodes * g;
+    std::vector<std::vector<uint64_t>> counts(n, std::vector<uint64_t>(n));
+    for (auto& row : counts)
+      for (auto& c : row) c = rng.next() % 3 == 0 ? 0 : rng.next() % 200;
+    std::vector<std::vector<uint8_t>> inputs(n);
+    for (int i = 0; i < n; ++i) {
+      uint64_t total = 0;
+      for (int j = 0; j < n; ++j) total += counts[i][j];
+      inputs[i] = test::gaussian_bytes(DType::BF16, total, 0.5, 700 + i);
+    }
+    const auto want = run_reference(alltoall(counts, DType::BF16, AllToAllOrder::Direct), inputs);
+    for (Placement p : {Placement::None, Placement::PerHop, Placement::CompressOnce}) {
+      const Schedule s = pxn_alltoall(counts, g, DType::BF16, p);
+      CAPTURE(nodes, g, placement_name(p));
+      REQUIRE(run_reference(s, inputs, opt) == want);
+      for (uint64_t seed : {3u, 11u}) {
+        ReferenceOptions shuffled = opt;
+        shuffled.order_seed = seed;
+        REQUIRE(run_reference(s, inputs, shuffled) == want);
+      }
+      for (int r = 0; r < n; ++r) {
+        size_t sends = 0, codec_ops = 0;
+        for (const Op& op : s.ranks[r].ops) {
+          sends += op.kind == OpKind::Send;
+          codec_ops += op.kind == OpKind::Compress;
+          // Across nodes only between GPUs of the same local index: one rail.
+          if (op.kind == OpKind::Send || op.kind == OpKind::Recv)
+            if (op.peer / g != r / g) CHECK(op.peer % g == r % g);
+        }
+        // Its own n - 1 blocks, and a relay's (nodes - 1)(g - 1); each block compressed once.
+        CHECK(sends == static_cast<size_t>(n - 1 + (nodes - 1) * (g - 1)));
+        CHECK(codec_ops == (p == Placement::None ? 0u : static_cast<size_t>(n - 1)));
+      }
+    }
+  }
+  CHECK_THROWS_AS(pxn_alltoall({{1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, 2, DType::BF16), ScheduleError);
+  CHECK_THROWS_AS(pxn_alltoall({{1, 1}, {1, 1}}, 1, DType::BF16, Placement::ZipCCL), ScheduleError);
 }

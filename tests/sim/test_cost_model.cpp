@@ -198,7 +198,8 @@ TEST_CASE("hierarchical all-to-all: closed form in the simulator, cost model wit
 // simulator takes (topo::sim_route) among the flows on it as SimGrid does, so the oversubscribed
 // fat tree's uplinks, the torus's multi-hop paths, the dragonfly's global links and the
 // rail-optimized cluster's spine links (pairwise and direct all-to-all on 16 GPUs of two
-// nodes) come out as simulated: 0.9995-1.0000 (model / simulated, LV08 and CM02).
+// nodes; NCCL's PXN exchange, whose relays share NVLink with the blocks sent directly) come out
+// as simulated: 0.9995-1.0000 (model / simulated, LV08 and CM02).
 TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tree, torus, dragonfly",
           "[sim][cost-model][contention]") {
   struct Case {
@@ -226,6 +227,7 @@ TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tr
       {"dragonfly hierarchical a2a", "dragonfly-2k.yaml", 64, Collective::AllToAll, "hierarchical", 16 << 20, 0.998, 1.002},
       {"cluster pairwise a2a", "h100-64gpu.yaml", 16, Collective::AllToAll, "pairwise", 64 << 20, 0.998, 1.002},
       {"cluster direct a2a", "h100-64gpu.yaml", 16, Collective::AllToAll, "direct", 64 << 20, 0.998, 1.002},
+      {"cluster pxn a2a", "h100-64gpu.yaml", 16, Collective::AllToAll, "pxn", 64 << 20, 0.998, 1.002},
   };
   for (const char* model : {"cm02", "lv08"}) {
     sim::NetworkModel net = test::rdma_network(model);

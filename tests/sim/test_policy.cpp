@@ -292,6 +292,36 @@ TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs;
   CHECK(adaptive_nccl_only_as_library(sys));
 }
 
+TEST_CASE("nccl-like's all-to-all goes through PXN where NCCL's does", "[policy][nccl][pxn]") {
+  const auto cal = calib::zero_calibration();
+  auto nccl = make_policy("nccl-like");
+  CallInfo a2a = allreduce(uint64_t{256} << 20, 64);
+  a2a.collective = sched::Collective::AllToAll;
+  // Whole nodes of 8 H100 on NVSwitch, a NIC each: PXN.
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  CHECK(pxn_applies(t, 64));
+  CHECK(nccl->choose(a2a, system_of(t, cal, {"identity"}), nullptr).algorithm == "pxn");
+  // compcoll's own plans may compress it.
+  bool compressed_pxn = false;
+  for (const Plan& p : candidates(a2a, system_of(t, cal, {"identity", "gauss-exp"})))
+    compressed_pxn |= p.algorithm == "pxn" && p.codec == "gauss-exp" && !p.library;
+  CHECK(compressed_pxn);
+  // One node: no network, no relay.
+  a2a.nranks = 8;
+  CHECK_FALSE(pxn_applies(t, 8));
+  CHECK(nccl->choose(a2a, system_of(t, cal, {"identity"}), nullptr).algorithm == "pairwise");
+  // One GPU per node: every GPU's own NIC is the destination's rail.
+  const auto strided = topo::load_topology(kRoot + "/topologies/fat-tree-1k.yaml", 0, {"placement=round-robin"});
+  a2a.nranks = 10;
+  CHECK_FALSE(pxn_applies(strided, 10));
+  CHECK(nccl->choose(a2a, system_of(strided, cal, {"identity"}), nullptr).algorithm == "pairwise");
+  // GPUs of a node on PCIe (no NVLink to relay over), and ranks of a host over MPI.
+  const auto pcie = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml", 0, {"node.fabric=pcie"});
+  CHECK_FALSE(pxn_applies(pcie, 64));
+  const auto host = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
+  CHECK_FALSE(pxn_applies(host, 2));
+}
+
 TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulator does", "[policy][adaptive]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   const auto cal = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
@@ -419,7 +449,7 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
       for (auto coll : {sched::Collective::AllReduce, sched::Collective::ReduceScatter, sched::Collective::AllGather,
                         sched::Collective::Broadcast, sched::Collective::AllToAll}) {
         for (const std::string& algo : sched::algorithm_names(coll)) {
-          if ((algo == "hierarchical") != (g > 1) && algo != "nccl-tree") continue;
+          if ((algo == "hierarchical") != (g > 1) && algo != "nccl-tree" && algo != "pxn") continue;
           if (algo == "nvls" || algo == "nvls-tree") continue;  // a node's GPUs each: below
           const bool allreduce_hier = algo == "hierarchical" && coll == sched::Collective::AllReduce;
           for (const char* inter : {"ring", "recursive", "tree"}) {
@@ -460,6 +490,7 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
               CHECK(z.ops <= 1.6 * static_cast<double>(ops));
               CHECK(z.ops >= static_cast<double>(ops) / 1.6);
               CHECK(z.quadratic == (algo == "ring" || algo == "rail-ring" || algo == "pairwise" || algo == "direct" ||
+                                    algo == "pxn" ||
                                     (algo == "hierarchical" && (coll != sched::Collective::AllReduce ||
                                                                 std::string(inter) == "ring")) ||
                                     (algo == "recursive" && p.placement == sched::Placement::CompressOnce)));
