@@ -229,11 +229,13 @@ Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus
     p.ops.clear();
     p.wire_buffers = 0;
     const int k = me / g, l = me % g;
-    // Three chains: this rank's own blocks going out, the blocks it relays, the blocks it
-    // receives. Each runs in NCCL's round order; sends are buffered, so a rank's own blocks
-    // leave as fast as their connections take them, and a relay forwards each block once it
-    // has it.
-    int64_t out = -1, relay = -1, in = -1;
+    // Four chains: this rank's own blocks going out, the blocks it relays, the blocks it
+    // receives from its own node (NVLink) and those from other nodes (the network). Each runs
+    // in NCCL's round order; sends are buffered, so a rank's own blocks leave as fast as their
+    // connections take them, and a relay forwards each block once it has it; the two receive
+    // chains run side by side, as NCCL's point-to-point channels over NVLink and over the
+    // network progress each on its own.
+    int64_t out = -1, relay = -1, in_node = -1, in_net = -1;
     uint64_t relayed = 0;  // scratch 0: the blocks this rank relays, in round order
     const auto send = [&](int peer, const Slice& src, uint32_t lane, uint32_t step) {
       if (!compressed) return append_after(p, {OpKind::Send, peer, src, {}, {}, step, lane}, out);
@@ -241,7 +243,7 @@ Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus
       append_after(p, {OpKind::Compress, -1, src, wire_slice(w), {}, step}, out);
       append_after(p, {OpKind::Send, peer, wire_slice(w), {}, {}, step, lane}, out);
     };
-    const auto recv = [&](int peer, const Slice& dst, uint32_t lane, uint32_t step) {
+    const auto recv = [&](int peer, const Slice& dst, uint32_t lane, uint32_t step, int64_t& in) {
       if (!compressed) return append_after(p, {OpKind::Recv, peer, {}, dst, {}, step, lane}, in);
       const uint32_t w = p.wire_buffers++;
       append_after(p, {OpKind::Recv, peer, {}, wire_slice(w), {}, step, lane}, in);
@@ -275,7 +277,7 @@ Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus
       const int from = rank_of((k - nd + nodes) % nodes, (l - ld + g) % g);
       const Slice dst{BufKind::Output, 0, recv_at[from][me], counts[from][me]};
       recv(relay_round ? rank_of((k - nd + nodes) % nodes, l) : from, dst, relay_round ? kRelayed : kDirect,
-           relay_round ? step + 1 : step);
+           relay_round ? step + 1 : step, nd == 0 ? in_node : in_net);
     }
     if (!compressed && nodes > 1 && g > 1) p.scratch_counts = {relayed};
   }
