@@ -74,6 +74,25 @@ Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype,
 }  // namespace compcoll::sched
 
 namespace compcoll::sched {
+namespace {
+
+// Offsets of i's block for j in i's input (send_at[i][j]) and of the block from i in j's output
+// (recv_at[i][j]): alltoall()'s layouts.
+struct BlockOffsets {
+  std::vector<std::vector<uint64_t>> send_at, recv_at;
+};
+BlockOffsets block_offsets(const std::vector<std::vector<uint64_t>>& counts) {
+  const size_t n = counts.size();
+  BlockOffsets o{std::vector<std::vector<uint64_t>>(n, std::vector<uint64_t>(n)),
+                 std::vector<std::vector<uint64_t>>(n, std::vector<uint64_t>(n))};
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 1; j < n; ++j) o.send_at[i][j] = o.send_at[i][j - 1] + counts[i][j - 1];
+  for (size_t j = 0; j < n; ++j)
+    for (size_t i = 1; i < n; ++i) o.recv_at[i][j] = o.recv_at[i - 1][j] + counts[i - 1][j];
+  return o;
+}
+
+}  // namespace
 
 Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
                                Placement placement) {
@@ -90,12 +109,7 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
   s.algorithm = "hierarchical/" + std::string(placement_name(placement));
   const bool compressed = placement == Placement::PerHop;
   const auto rank_of = [g](int node, int local) { return node * g + local; };
-  // Offsets of i's block for j in i's input, and of the block from i in j's output.
-  std::vector<std::vector<uint64_t>> send_at(n, std::vector<uint64_t>(n)), recv_at(n, std::vector<uint64_t>(n));
-  for (int i = 0; i < n; ++i)
-    for (int j = 1; j < n; ++j) send_at[i][j] = send_at[i][j - 1] + counts[i][j - 1];
-  for (int j = 0; j < n; ++j)
-    for (int i = 1; i < n; ++i) recv_at[i][j] = recv_at[i - 1][j] + counts[i - 1][j];
+  const auto [send_at, recv_at] = block_offsets(counts);
   for (int me = 0; me < n; ++me) {
     RankProgram& p = s.ranks[me];
     p.ops.clear();
@@ -177,10 +191,6 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
   return s;
 }
 
-}  // namespace compcoll::sched
-
-namespace compcoll::sched {
-
 std::vector<int> nccl_p2p_deltas(int m) {
   // NCCL's p2p schedule (init.cc): delta_{i+1} = (delta_i + i + 1) mod 2^ceil(log2 m), which
   // visits every residue of the power of two once; deltas >= m are skipped.
@@ -211,11 +221,7 @@ Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus
   s.algorithm = "pxn";
   const bool compressed = placement != Placement::None;  // at the source; the relay forwards the stream
   const auto rank_of = [g](int node, int local) { return node * g + local; };
-  std::vector<std::vector<uint64_t>> send_at(n, std::vector<uint64_t>(n)), recv_at(n, std::vector<uint64_t>(n));
-  for (int i = 0; i < n; ++i)
-    for (int j = 1; j < n; ++j) send_at[i][j] = send_at[i][j - 1] + counts[i][j - 1];
-  for (int j = 0; j < n; ++j)
-    for (int i = 1; i < n; ++i) recv_at[i][j] = recv_at[i - 1][j] + counts[i - 1][j];
+  const auto [send_at, recv_at] = block_offsets(counts);
   // NCCL's rounds: node deltas outside, local deltas inside, both in its quadratic order.
   std::vector<std::pair<int, int>> rounds;
   for (int nd : nccl_p2p_deltas(nodes))

@@ -90,6 +90,28 @@ TEST_CASE("all-to-all(v) delivers every block with uneven counts", "[schedule][a
   CHECK_THROWS_AS(alltoall({{1, 2}, {3}}, DType::FP16), ScheduleError);
 }
 
+namespace {
+
+// An all-to-all(v) of nodes x g ranks, MoE-like (a third of the blocks empty), and its bf16
+// inputs.
+struct RandomAllToAll {
+  std::vector<std::vector<uint64_t>> counts;
+  std::vector<std::vector<uint8_t>> inputs;
+};
+RandomAllToAll random_alltoall(int n, test::SplitMix64& rng, uint64_t seed) {
+  RandomAllToAll a{std::vector<std::vector<uint64_t>>(n, std::vector<uint64_t>(n)), {}};
+  for (auto& row : a.counts)
+    for (auto& c : row) c = rng.next() % 3 == 0 ? 0 : rng.next() % 200;
+  for (int i = 0; i < n; ++i) {
+    uint64_t total = 0;
+    for (int j = 0; j < n; ++j) total += a.counts[i][j];
+    a.inputs.push_back(test::gaussian_bytes(DType::BF16, total, 0.5, seed + i));
+  }
+  return a;
+}
+
+}  // namespace
+
 TEST_CASE("hierarchical all-to-all(v) equals the direct one and sends fewer messages", "[schedule][alltoall][hierarchical]") {
   ReferenceOptions opt;
   opt.codec = find_codec("gauss-exp");
@@ -97,15 +119,7 @@ TEST_CASE("hierarchical all-to-all(v) equals the direct one and sends fewer mess
   test::SplitMix64 rng{17};
   for (auto [nodes, g] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 4}, {3, 2}, {4, 8}}) {
     const int n = nodes * g;
-    std::vector<std::vector<uint64_t>> counts(n, std::vector<uint64_t>(n));
-    for (auto& row : counts)
-      for (auto& c : row) c = rng.next() % 3 == 0 ? 0 : rng.next() % 200;
-    std::vector<std::vector<uint8_t>> inputs(n);
-    for (int i = 0; i < n; ++i) {
-      uint64_t total = 0;
-      for (int j = 0; j < n; ++j) total += counts[i][j];
-      inputs[i] = test::gaussian_bytes(DType::BF16, total, 0.5, 300 + i);
-    }
+    const auto [counts, inputs] = random_alltoall(n, rng, 300);
     const auto want = run_reference(alltoall(counts, DType::BF16, AllToAllOrder::Direct), inputs);
     for (Placement p : {Placement::None, Placement::PerHop}) {
       const Schedule s = hierarchical_alltoall(counts, g, DType::BF16, p);
@@ -176,15 +190,7 @@ TEST_CASE("PXN all-to-all(v) equals the direct one and keeps every message acros
   test::SplitMix64 rng{29};
   for (auto [nodes, g] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 4}, {3, 2}, {3, 8}, {5, 3}}) {
     const int n = nodes * g;
-    std::vector<std::vector<uint64_t>> counts(n, std::vector<uint64_t>(n));
-    for (auto& row : counts)
-      for (auto& c : row) c = rng.next() % 3 == 0 ? 0 : rng.next() % 200;
-    std::vector<std::vector<uint8_t>> inputs(n);
-    for (int i = 0; i < n; ++i) {
-      uint64_t total = 0;
-      for (int j = 0; j < n; ++j) total += counts[i][j];
-      inputs[i] = test::gaussian_bytes(DType::BF16, total, 0.5, 700 + i);
-    }
+    const auto [counts, inputs] = random_alltoall(n, rng, 700);
     const auto want = run_reference(alltoall(counts, DType::BF16, AllToAllOrder::Direct), inputs);
     for (Placement p : {Placement::None, Placement::PerHop, Placement::CompressOnce}) {
       const Schedule s = pxn_alltoall(counts, g, DType::BF16, p);
