@@ -92,18 +92,24 @@ BlockOffsets block_offsets(const std::vector<std::vector<uint64_t>>& counts) {
   return o;
 }
 
+// The nodes of n ranks in whole nodes of g (rank = node x g + local); `who` names the builder
+// in the error.
+int whole_nodes(const char* who, int n, int g) {
+  if (g < 1 || n < 1 || n % g != 0)
+    throw ScheduleError(std::string(who) + ": " + std::to_string(n) + " ranks is not a multiple of gpus_per_node " +
+                        std::to_string(g));
+  return n / g;
+}
+
 }  // namespace
 
 Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
                                Placement placement) {
   const int n = static_cast<int>(counts.size()), g = gpus_per_node;
-  if (g < 1 || n < 1 || n % g != 0)
-    throw ScheduleError("hierarchical_alltoall: " + std::to_string(n) + " ranks is not a multiple of gpus_per_node " +
-                        std::to_string(g));
+  const int nodes = whole_nodes("hierarchical_alltoall", n, g);
   if (placement == Placement::CompressOnce || placement == Placement::ZipCCL)
     throw ScheduleError("hierarchical_alltoall: placement " + std::string(placement_name(placement)) +
                         " is not built (blocks are repacked between phases); use none or per-hop");
-  const int nodes = n / g;
   // The direct schedule fixes the input and output layouts; its programs are replaced.
   Schedule s = alltoall(counts, dtype, AllToAllOrder::Direct, Placement::None);
   s.algorithm = "hierarchical/" + std::string(placement_name(placement));
@@ -210,12 +216,9 @@ std::vector<int> nccl_p2p_deltas(int m) {
 Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
                       Placement placement) {
   const int n = static_cast<int>(counts.size()), g = gpus_per_node;
-  if (g < 1 || n < 1 || n % g != 0)
-    throw ScheduleError("pxn_alltoall: " + std::to_string(n) + " ranks is not a multiple of gpus_per_node " +
-                        std::to_string(g));
+  const int nodes = whole_nodes("pxn_alltoall", n, g);
   if (placement == Placement::ZipCCL)
     throw ScheduleError("pxn_alltoall: placement zipccl is for allreduce; use none, per-hop or compress-once");
-  const int nodes = n / g;
   // The direct schedule checks the counts and fixes the input and output layouts.
   Schedule s = alltoall(counts, dtype, AllToAllOrder::Direct, Placement::None);
   s.algorithm = "pxn";
