@@ -827,6 +827,7 @@ report::Row cell_row(const Session& s, const Cell& cell) {
   report::Row w;
   w.topology = s.st.topo.name;
   w.ranks = s.world;
+  w.nodes = s.st.topo.nodes_spanned(s.world);
   w.collective = c.collective;
   w.dtype = c.dtype;
   w.tensor = c.tensor;

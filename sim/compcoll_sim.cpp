@@ -332,6 +332,7 @@ report::Row cell_row(const Run& r, const study::Cell& cell, const topo::Topology
   report::Row w;
   w.topology = topo.name;
   w.ranks = cell.info.nranks;
+  w.nodes = topo.nodes_spanned(cell.info.nranks);
   w.collective = s.collective;
   w.dtype = s.dtype;
   w.tensor = s.tensor;

@@ -7,12 +7,13 @@
     compcoll-sim experiments/fidelity-nccl-nvls.yaml --json > fidnvls.json
     compcoll-sim experiments/fidelity-nccl-1pn.yaml --json > fid1pn.json
     compcoll-sim experiments/fidelity-nccl-10n.yaml --json > fid10n.json
-    tools/fidelity_table.py fid.json fid256.json fidring.json fidnvls.json fid1pn.json fid10n.json
+    ...                              (every fidelity experiment docs/FIDELITY.md lists)
+    tools/fidelity_table.py fid.json fid256.json fidring.json fidnvls.json fid1pn.json fid10n.json ...
                             [--published experiments/fidelity-nccl-published.csv]
                             [--markdown OUT.md] [--update-doc docs/FIDELITY.md] [--check]
 
-Each published row (collective, ranks, size) is matched with the simulated nccl-like row of the
-same call, from any of the simulated files (a call simulated in two of them is an error; a run
+Each published row (collective, ranks, nodes, size) is matched with the simulated nccl-like row
+of the same call on as many nodes, from any of the simulated files (a call simulated in two of them is an error; a run
 that forced rings or turned NVLS off takes the row of an experiment named *-ring, simulated with
 NCCL's rings only, where there is one); error = simulated busbw / published busbw - 1. Bands: 10% at 64 MiB and above, 25%
 below. A row marked `band` must fall inside its band; a row marked `gap` is one the simulator is
@@ -63,7 +64,7 @@ def main():
         rings = str((doc.get("experiment") or {}).get("name", "")).endswith("-ring")
         for r in doc["rows"]:
             if r.get("policy") == "nccl-like" and not r.get("error"):
-                key = (r["collective"], r["ranks"], r["size_bytes"], rings)
+                key = (r["collective"], r["ranks"], r["nodes"], r["size_bytes"], rings)
                 if key in sim:
                     sys.exit(f"fidelity_table: {path}: {key} is also simulated in {where[key]}")
                 sim[key], where[key] = r, path
@@ -72,7 +73,7 @@ def main():
         for line, p in enumerate(csv.DictReader(f), start=2):
             run = p["published_algorithm"]
             forced_ring = run.startswith("ring") or "NVLS off" in run or "NCCL_NVLS_ENABLE=0" in run
-            key = (p["collective"], int(p["ranks"]), int(p["size_bytes"]))
+            key = (p["collective"], int(p["ranks"]), int(p["nodes"]), int(p["size_bytes"]))
             # A run that forced rings or turned NVLS off: the row simulated with NCCL's rings only
             # where there is one, else the default one.
             r = (forced_ring and sim.get(key + (True,))) or sim.get(key + (False,))
@@ -81,14 +82,14 @@ def main():
                 continue
             pub = float(p["busbw_gbps"])
             err = r["busbw_gbps"] / pub - 1
-            band = band_of(key[2])
+            band = band_of(key[3])
             inside = abs(err) <= band
             busf = r["busbw_gbps"] / r["algbw_gbps"] if r["algbw_gbps"] else 0
             # NCCL's own estimate for the algorithm the published run ran: its ring where the run
             # forced rings (the simulated plan's estimate), else what NCCL's model picks (named in
             # brackets where the simulated plan is another; files without it: the simulated plan's).
             model_us = r.get("predicted_us") if forced_ring else r.get("nccl_model_us") or r.get("predicted_us")
-            model = key[2] / (model_us * 1e-6) / 1e9 * busf if model_us else float("nan")
+            model = key[3] / (model_us * 1e-6) / 1e9 * busf if model_us else float("nan")
             if p["expect"] == "band" and not inside:
                 failures.append(f"{p['id']}: {err:+.1%} is outside its {band:.0%} band")
             if p["expect"] == "gap" and inside:

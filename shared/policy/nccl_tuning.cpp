@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <stdexcept>
 
 namespace compcoll::policy {
@@ -96,9 +95,7 @@ std::string NcclEstimate::label() const { return algorithm + "/" + protocol; }
 NcclView nccl_view(const topo::Topology& t, int nranks) {
   NcclView v;
   v.nranks = std::max(1, nranks);
-  std::set<int> nodes;
-  for (int r = 0; r < v.nranks && r < static_cast<int>(t.rank_to_gpu.size()); ++r) nodes.insert(t.node_of(t.rank_to_gpu[r]));
-  v.nodes = std::max<int>(1, static_cast<int>(nodes.size()));
+  v.nodes = t.nodes_spanned(v.nranks);
   v.ppn = v.nranks % v.nodes == 0 ? v.nranks / v.nodes : 1;
   v.nvlink = t.intra_fabric == "nvswitch";
   v.nvls = v.nvlink && t.nvls;

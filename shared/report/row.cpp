@@ -24,6 +24,7 @@ double Row::busbw_gbps() const { return algbw_gbps() * bus_factor(sched::parse_c
 json to_json(const Row& w) {
   return json{{"topology", w.topology},
               {"ranks", w.ranks},
+              {"nodes", w.nodes},
               {"collective", w.collective},
               {"algorithm", w.algorithm},
               {"placement", w.placement},

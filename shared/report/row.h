@@ -19,6 +19,7 @@ struct Row {
   // The cell and the plan.
   std::string topology;
   int ranks = 0;
+  int nodes = 0;                 // the nodes the ranks occupy (0 where no topology places them)
   std::string collective, algorithm, placement, codec, dtype, tensor;
   uint64_t size = 0, count = 0;  // nccl-tests "size" (bytes) and elements
   std::string policy = "static";

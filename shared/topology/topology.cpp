@@ -188,6 +188,16 @@ uint64_t Topology::leaf_of(int gpu) const {
   return static_cast<uint64_t>(gpu);
 }
 
+int Topology::nodes_spanned(int nranks) const {
+  std::vector<char> seen(static_cast<size_t>(std::max(nodes, 1)), 0);
+  int n = 0;
+  for (int r = 0; r < nranks && r < static_cast<int>(rank_to_gpu.size()); ++r) {
+    const int k = node_of(rank_to_gpu[static_cast<size_t>(r)]);
+    if (k >= 0 && k < nodes && !seen[static_cast<size_t>(k)]) seen[static_cast<size_t>(k)] = 1, ++n;
+  }
+  return std::max(n, 1);
+}
+
 int Topology::gpu_of_leaf(uint64_t leaf) const {
   if (generator == Generator::RailFatTree)
     return static_cast<int>(leaf % nodes) * gpus_per_node + static_cast<int>(leaf / nodes);

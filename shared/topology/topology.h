@@ -164,6 +164,8 @@ struct Topology {
   int switch_of(int node) const { return gpus() + node; }
   bool is_switch(int endpoint) const { return endpoint >= gpus(); }
   int local_of(int gpu) const { return gpu % gpus_per_node; }
+  // The nodes that the placement's first `nranks` ranks occupy (at least 1).
+  int nodes_spanned(int nranks) const;
   // The GPU's leaf index in the generated network (rail-major for a rail-optimized fat tree).
   uint64_t leaf_of(int gpu) const;
   int gpu_of_leaf(uint64_t leaf) const;

@@ -117,10 +117,28 @@ TEST_CASE("placement: round-robin and explicit, printed", "[topology]") {
   CHECK(t.rank_to_gpu[1] == 8);   // rank 1 -> node 1, gpu 0
   CHECK(t.rank_to_gpu[4] == 1);   // rank 4 -> node 0, gpu 1
   CHECK_THAT(describe(t), Catch::Contains("rank 1 -> node 1 gpu 0"));
+  // The nodes a group of the first N ranks occupies, by the placement.
+  CHECK(t.nodes_spanned(1) == 1);
+  CHECK(t.nodes_spanned(2) == 2);
+  CHECK(t.nodes_spanned(4) == 4);
+  CHECK(t.nodes_spanned(32) == 4);
   const std::string g = temp_yaml("explicit", std::string("name: p\ngenerator: single-node\n") + kNode +
                                                   "placement: [7, 6, 5]\n");
   const Topology u = load_topology(g, 3);
   CHECK(u.rank_to_gpu == std::vector<int>{7, 6, 5});
+  CHECK(u.nodes_spanned(3) == 1);
+  const std::string h = temp_yaml("explicit2", std::string("name: p\ngenerator: fat-tree\n") + kNode +
+                                                   "network:\n  nodes: 4\n  link: {bandwidth: 400Gb/s, latency: 1us}\n"
+                                                   "  tiers: 2\n  gpus_per_leaf: 8\nplacement: [0, 1, 8, 9]\n");
+  const Topology v = load_topology(h, 4);
+  CHECK(v.nodes_spanned(2) == 1);  // ranks 0, 1 on node 0
+  CHECK(v.nodes_spanned(4) == 2);
+  const Topology w = load_topology(temp_yaml("linear", std::string("name: p\ngenerator: fat-tree\n") + kNode +
+                                                   "network:\n  nodes: 4\n  link: {bandwidth: 400Gb/s, latency: 1us}\n"
+                                                   "  tiers: 2\n  gpus_per_leaf: 8\n"));
+  CHECK(w.nodes_spanned(8) == 1);
+  CHECK(w.nodes_spanned(9) == 2);
+  CHECK(w.nodes_spanned(32) == 4);
 }
 
 TEST_CASE("bad topology files: one line naming the file, the key path and what was expected", "[topology][errors]") {
