@@ -7,7 +7,6 @@
 #include <limits>
 #include <map>
 #include <queue>
-#include <set>
 #include <tuple>
 #include <stdexcept>
 #include <unordered_map>
@@ -117,14 +116,12 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
                            const std::string& protocol) {
   MessageCosts c;
   if (!net.protocol_costs || t.receive_copy || s.size() < 2) return c;
-  std::set<int> nodes;
-  for (int r = 0; r < s.gpu_ranks() && r < static_cast<int>(t.rank_to_gpu.size()); ++r)
-    nodes.insert(t.node_of(t.rank_to_gpu[static_cast<size_t>(r)]));
-  const bool multi_node = nodes.size() > 1, one_per_node = static_cast<int>(nodes.size()) == s.gpu_ranks();
+  const int nodes = t.nodes_spanned(s.gpu_ranks());
+  const bool multi_node = nodes > 1, one_per_node = nodes == s.gpu_ranks();
   const bool tree = s.algorithm.rfind("double-binary-tree/", 0) == 0 || s.algorithm.rfind("nccl-tree/", 0) == 0;
   const bool nvls = s.switches > 0;  // NCCL's NVLS (one switch) or NVLS-Tree, whoever plans it
   const bool pat = nccl_kernels && s.algorithm.rfind("pat/", 0) == 0;
-  const NcclStepCost sc = nvls  ? nccl_nvls_cost(static_cast<int>(nodes.size()), s.switches > 1)
+  const NcclStepCost sc = nvls  ? nccl_nvls_cost(nodes, s.switches > 1)
                           : pat ? nccl_pat_cost(s.gpu_ranks())
                                 : nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && tree,
                                                  nccl_kernels ? protocol : "simple", multi_node, one_per_node);
