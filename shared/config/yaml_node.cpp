@@ -128,6 +128,13 @@ void apply_override(YAML::Node root, const std::string& file, const std::string&
       chain.push_back(cur[parts[i]]);
     }
   }
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(file + ": --set " + one_line(keypath) + ": the value is not YAML (" + one_line(e.msg) + "): " +
+                      one_line(value));
+  }
   YAML::Node last = chain.back();
   if (last.IsSequence()) {
     size_t idx = 0;
@@ -137,9 +144,9 @@ void apply_override(YAML::Node root, const std::string& file, const std::string&
       throw ConfigError(file + ": --set " + one_line(keypath) + ": '" + parts.back() + "' is not an index of a list");
     }
     if (idx >= last.size()) throw ConfigError(file + ": --set " + one_line(keypath) + ": index out of range");
-    last[idx] = YAML::Load(value);
+    last[idx] = parsed;
   } else {
-    last[parts.back()] = YAML::Load(value);
+    last[parts.back()] = parsed;
   }
 }
 

@@ -129,6 +129,9 @@ TEST_CASE("bad experiment files: one line naming the file and the key", "[config
   }
   CHECK_THROWS_WITH(load_experiment(write_experiment("set", "sizes: [1MB]\n" + calls), {"calls"}),
                     Catch::Contains("--set calls: expected key.path=value"));
+  // A value that is not YAML names the --set it came in.
+  CHECK_THROWS_WITH(load_experiment(write_experiment("set", "sizes: [1MB]\n" + calls), {"sizes=[1MB, [2MB]"}),
+                    Catch::Contains("--set sizes: the value is not YAML") && Catch::Contains("[1MB, [2MB]"));
   CHECK_THROWS_WITH(load_experiment(kRoot + "/experiments/none.yaml"), Catch::Contains("none.yaml: cannot open"));
 }
 
