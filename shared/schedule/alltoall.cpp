@@ -5,79 +5,32 @@
 #include "schedule/algorithms.h"
 
 namespace compcoll::sched {
-
-Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype, AllToAllOrder order,
-                  Placement placement) {
-  const int n = static_cast<int>(counts.size());
-  if (n < 1) throw ScheduleError("alltoall: group size must be >= 1");
-  for (int i = 0; i < n; ++i)
-    if (static_cast<int>(counts[i].size()) != n)
-      throw ScheduleError("alltoall: counts row " + std::to_string(i) + " has " + std::to_string(counts[i].size()) +
-                          " entries, expected " + std::to_string(n));
-  if (placement == Placement::ZipCCL)
-    throw ScheduleError("alltoall: placement zipccl is for allreduce; use none, per-hop or compress-once");
-  Schedule s = make_schedule(Collective::AllToAll, order == AllToAllOrder::Direct ? "direct" : "pairwise", placement,
-                             n, 0, dtype);
-  // send_at[i][j]: offset of i's block for j in i's input; recv_at[i][j]: offset of the block
-  // from i in j's output.
-  std::vector<std::vector<uint64_t>> send_at(n, std::vector<uint64_t>(n)), recv_at(n, std::vector<uint64_t>(n));
-  for (int i = 0; i < n; ++i) {
-    uint64_t off = 0;
-    for (int j = 0; j < n; ++j) {
-      send_at[i][j] = off;
-      off += counts[i][j];
-      s.count += counts[i][j];
-    }
-    s.ranks[i].input_count = off;
-  }
-  for (int j = 0; j < n; ++j) {
-    uint64_t off = 0;
-    for (int i = 0; i < n; ++i) {
-      recv_at[i][j] = off;
-      off += counts[i][j];
-    }
-    s.ranks[j].output_count = off;
-  }
-  const bool compressed = placement != Placement::None;  // one hop: per-hop == compress-once
-  auto send = [&](int i, int j, uint32_t step) {
-    const Slice src{BufKind::Input, 0, send_at[i][j], counts[i][j]};
-    if (!compressed) return append_chained(s.ranks[i], {OpKind::Send, j, src, {}, {}, step});
-    const uint32_t w = s.ranks[i].wire_buffers++;
-    append_chained(s.ranks[i], {OpKind::Compress, -1, src, wire_slice(w), {}, step});
-    append_chained(s.ranks[i], {OpKind::Send, j, wire_slice(w), {}, {}, step});
-  };
-  auto recv = [&](int i, int j, uint32_t step) {  // j receives from i
-    const Slice dst{BufKind::Output, 0, recv_at[i][j], counts[i][j]};
-    if (!compressed) return append_chained(s.ranks[j], {OpKind::Recv, i, {}, dst, {}, step});
-    const uint32_t w = s.ranks[j].wire_buffers++;
-    append_chained(s.ranks[j], {OpKind::Recv, i, {}, wire_slice(w), {}, step});
-    append_chained(s.ranks[j], {OpKind::Decompress, -1, wire_slice(w), dst, {}, step});
-  };
-  for (int r = 0; r < n; ++r) {
-    append_chained(s.ranks[r], {OpKind::Copy, -1, Slice{BufKind::Input, 0, send_at[r][r], counts[r][r]},
-                     Slice{BufKind::Output, 0, recv_at[r][r], counts[r][r]}, {}, 0});
-    if (order == AllToAllOrder::Direct) {
-      // Post every send, then every receive: one step, n-1 messages in flight per rank.
-      for (int k = 1; k < n; ++k) send(r, (r + k) % n, 0);
-      for (int k = 1; k < n; ++k) recv((r - k + n) % n, r, 0);
-    } else {
-      // Step k: send to r+k, receive from r-k (one partner each way per step).
-      for (int k = 1; k < n; ++k) {
-        send(r, (r + k) % n, static_cast<uint32_t>(k - 1));
-        recv((r - k + n) % n, r, static_cast<uint32_t>(k - 1));
-      }
-    }
-  }
-  return s;
-}
-
-}  // namespace compcoll::sched
-
-namespace compcoll::sched {
 namespace {
 
+// A block sent to (received from) `peer`, through a new wire buffer where it is compressed: the
+// sender compresses it, the receiver decompresses it. The ops chain after `*last`
+// (append_after), or where `last` is null after the op before them (append_chained).
+void add_op(RankProgram& p, Op op, int64_t* last) {
+  if (last) append_after(p, std::move(op), *last);
+  else append_chained(p, std::move(op));
+}
+void send_block(RankProgram& p, bool compressed, int peer, const Slice& src, uint32_t step, uint32_t lane,
+                int64_t* last = nullptr) {
+  if (!compressed) return add_op(p, {OpKind::Send, peer, src, {}, {}, step, lane}, last);
+  const uint32_t w = p.wire_buffers++;
+  add_op(p, {OpKind::Compress, -1, src, wire_slice(w), {}, step}, last);
+  add_op(p, {OpKind::Send, peer, wire_slice(w), {}, {}, step, lane}, last);
+}
+void recv_block(RankProgram& p, bool compressed, int peer, const Slice& dst, uint32_t step, uint32_t lane,
+                int64_t* last = nullptr) {
+  if (!compressed) return add_op(p, {OpKind::Recv, peer, {}, dst, {}, step, lane}, last);
+  const uint32_t w = p.wire_buffers++;
+  add_op(p, {OpKind::Recv, peer, {}, wire_slice(w), {}, step, lane}, last);
+  add_op(p, {OpKind::Decompress, -1, wire_slice(w), dst, {}, step}, last);
+}
+
 // Offsets of i's block for j in i's input (send_at[i][j]) and of the block from i in j's output
-// (recv_at[i][j]): alltoall()'s layouts.
+// (recv_at[i][j]): every rank's blocks in rank order, in its input and in its output.
 struct BlockOffsets {
   std::vector<std::vector<uint64_t>> send_at, recv_at;
 };
@@ -102,6 +55,49 @@ int whole_nodes(const char* who, int n, int g) {
 }
 
 }  // namespace
+
+Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype, AllToAllOrder order,
+                  Placement placement) {
+  const int n = static_cast<int>(counts.size());
+  if (n < 1) throw ScheduleError("alltoall: group size must be >= 1");
+  for (int i = 0; i < n; ++i)
+    if (static_cast<int>(counts[i].size()) != n)
+      throw ScheduleError("alltoall: counts row " + std::to_string(i) + " has " + std::to_string(counts[i].size()) +
+                          " entries, expected " + std::to_string(n));
+  if (placement == Placement::ZipCCL)
+    throw ScheduleError("alltoall: placement zipccl is for allreduce; use none, per-hop or compress-once");
+  Schedule s = make_schedule(Collective::AllToAll, order == AllToAllOrder::Direct ? "direct" : "pairwise", placement,
+                             n, 0, dtype);
+  const auto [send_at, recv_at] = block_offsets(counts);
+  for (int i = 0; i < n; ++i) {
+    s.ranks[i].input_count = send_at[i][n - 1] + counts[i][n - 1];
+    s.ranks[i].output_count = recv_at[n - 1][i] + counts[n - 1][i];
+    s.count += s.ranks[i].input_count;
+  }
+  const bool compressed = placement != Placement::None;  // one hop: per-hop == compress-once
+  auto send = [&](int i, int j, uint32_t step) {
+    send_block(s.ranks[i], compressed, j, Slice{BufKind::Input, 0, send_at[i][j], counts[i][j]}, step, 0);
+  };
+  auto recv = [&](int i, int j, uint32_t step) {  // j receives from i
+    recv_block(s.ranks[j], compressed, i, Slice{BufKind::Output, 0, recv_at[i][j], counts[i][j]}, step, 0);
+  };
+  for (int r = 0; r < n; ++r) {
+    append_chained(s.ranks[r], {OpKind::Copy, -1, Slice{BufKind::Input, 0, send_at[r][r], counts[r][r]},
+                     Slice{BufKind::Output, 0, recv_at[r][r], counts[r][r]}, {}, 0});
+    if (order == AllToAllOrder::Direct) {
+      // Post every send, then every receive: one step, n-1 messages in flight per rank.
+      for (int k = 1; k < n; ++k) send(r, (r + k) % n, 0);
+      for (int k = 1; k < n; ++k) recv((r - k + n) % n, r, 0);
+    } else {
+      // Step k: send to r+k, receive from r-k (one partner each way per step).
+      for (int k = 1; k < n; ++k) {
+        send(r, (r + k) % n, static_cast<uint32_t>(k - 1));
+        recv((r - k + n) % n, r, static_cast<uint32_t>(k - 1));
+      }
+    }
+  }
+  return s;
+}
 
 Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
                                Placement placement) {
@@ -133,18 +129,8 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
       gathered_at[sl][nodes] = total;
     }
     p.scratch_counts = {total, std::max<uint64_t>(p.input_count, total)};
-    const auto send = [&](int peer, const Slice& src, uint32_t step) {
-      if (!compressed) return append_chained(p, {OpKind::Send, peer, src, {}, {}, step});
-      const uint32_t w = p.wire_buffers++;
-      append_chained(p, {OpKind::Compress, -1, src, wire_slice(w), {}, step});
-      append_chained(p, {OpKind::Send, peer, wire_slice(w), {}, {}, step});
-    };
-    const auto recv = [&](int peer, const Slice& dst, uint32_t step) {
-      if (!compressed) return append_chained(p, {OpKind::Recv, peer, {}, dst, {}, step});
-      const uint32_t w = p.wire_buffers++;
-      append_chained(p, {OpKind::Recv, peer, {}, wire_slice(w), {}, step});
-      append_chained(p, {OpKind::Decompress, -1, wire_slice(w), dst, {}, step});
-    };
+    const auto send = [&](int peer, const Slice& src, uint32_t step) { send_block(p, compressed, peer, src, step, 0); };
+    const auto recv = [&](int peer, const Slice& dst, uint32_t step) { recv_block(p, compressed, peer, dst, step, 0); };
     // Both phases go round the ring of peers, as the flat schedules do: this rank sends to
     // the j-th peer after it (local rank l + j, node k + j) and receives from the j-th before
     // it (l - j, k - j). Receives run one at a time, so if every rank received from peers in
@@ -246,18 +232,6 @@ Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus
     // network progress each on its own.
     int64_t out = -1, relay = -1, in_node = -1, in_net = -1;
     uint64_t relayed = 0;  // scratch 0: the blocks this rank relays, in round order
-    const auto send = [&](int peer, const Slice& src, uint32_t lane, uint32_t step) {
-      if (!compressed) return append_after(p, {OpKind::Send, peer, src, {}, {}, step, lane}, out);
-      const uint32_t w = p.wire_buffers++;
-      append_after(p, {OpKind::Compress, -1, src, wire_slice(w), {}, step}, out);
-      append_after(p, {OpKind::Send, peer, wire_slice(w), {}, {}, step, lane}, out);
-    };
-    const auto recv = [&](int peer, const Slice& dst, uint32_t lane, uint32_t step, int64_t& in) {
-      if (!compressed) return append_after(p, {OpKind::Recv, peer, {}, dst, {}, step, lane}, in);
-      const uint32_t w = p.wire_buffers++;
-      append_after(p, {OpKind::Recv, peer, {}, wire_slice(w), {}, step, lane}, in);
-      append_after(p, {OpKind::Decompress, -1, wire_slice(w), dst, {}, step}, in);
-    };
     append_after(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, send_at[me][me], counts[me][me]},
                      Slice{BufKind::Output, 0, recv_at[me][me], counts[me][me]}, {}, 0}, out);
     for (size_t r = 1; r < rounds.size(); ++r) {
@@ -269,7 +243,8 @@ Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus
       // Out: to (k + nd, l + ld), through (k, l + ld) when both differ.
       const int to = rank_of((k + nd) % nodes, (l + ld) % g);
       const Slice mine{BufKind::Input, 0, send_at[me][to], counts[me][to]};
-      send(relay_round ? rank_of(k, (l + ld) % g) : to, mine, relay_round ? kRelayed : kDirect, step);
+      send_block(p, compressed, relay_round ? rank_of(k, (l + ld) % g) : to, mine, step, relay_round ? kRelayed : kDirect,
+                 &out);
       // Relay: the block of (k, l - ld) for (k + nd, l), from NVLink to this rank's NIC.
       if (relay_round) {
         const int from = rank_of(k, (l - ld + g) % g), dst = rank_of((k + nd) % nodes, l);
@@ -285,8 +260,8 @@ Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus
       // In: from (k - nd, l - ld), through (k - nd, l) when both differ.
       const int from = rank_of((k - nd + nodes) % nodes, (l - ld + g) % g);
       const Slice dst{BufKind::Output, 0, recv_at[from][me], counts[from][me]};
-      recv(relay_round ? rank_of((k - nd + nodes) % nodes, l) : from, dst, relay_round ? kRelayed : kDirect,
-           relay_round ? step + 1 : step, nd == 0 ? in_node : in_net);
+      recv_block(p, compressed, relay_round ? rank_of((k - nd + nodes) % nodes, l) : from, dst,
+                 relay_round ? step + 1 : step, relay_round ? kRelayed : kDirect, nd == 0 ? &in_node : &in_net);
     }
     if (!compressed && nodes > 1 && g > 1) p.scratch_counts = {relayed};
   }
