@@ -279,37 +279,57 @@ def crossover_rows(name):
     return doc, sizes, found
 
 
-def section_crossover():
-    names = [("derived kernels", "pipeline-dp-sweep.json.gz"), ("H200-measured kernels", "pipeline-dp-sweep-h200.json.gz")]
-    runs = [(label, name) + crossover_rows(name) for label, name in names]
-    sizes = runs[0][3]
-    out = ["### The crossover size", "",
-           f"The same experiment on a finer grid of {len(sizes)} sizes, {sizes[0]:,} to {sizes[-1]:,} bytes, "
-           f"each {sizes[1] / sizes[0]:.4f}x the last: the smallest size from which the compressed plan is faster "
-           "than the same plan uncompressed at every larger size of the grid (the plain ring pays its codec in "
-           "full; the pipelined rings hide it behind the transfers), and the size from which adaptive "
-           "compresses at every larger size.", ""]
-    for label, name, doc, _, _ in runs:
-        out.append(sim_provenance(doc, name, "build/sim/compcoll-sim experiments/pipeline-dp.yaml --out DIR"))
-        out.append("")
-    plans = list(runs[0][4])
-    out += ["| plan | " + " | ".join(label for label, *_ in runs) + " |", "|---" * (len(runs) + 1) + "|"]
-    def cell(size):
-        if not size:
-            return "none on the grid"
-        return f"{size:,} bytes" + (" (the grid's largest size only)" if size == sizes[-1] else "")
+CROSSOVER_EXPERIMENTS = [
+    ("pipeline-dp", "the ring allreduce over one GPU of each of 8 nodes (the experiment above)",
+     "the plain ring pays its codec in full; the pipelined rings hide it behind the transfers",
+     [("derived kernels", "pipeline-dp-sweep.json.gz"), ("H200-measured kernels", "pipeline-dp-sweep-h200.json.gz")]),
+    ("pipeline-64gpu", "the main job's plan over all 64 GPUs of `h100-64gpu` (hierarchical, recursive "
+     "halving/doubling across nodes, compressed only across nodes), whole and pipelined in 2 and 4 chunks",
+     "each piece's codec runs while the piece before it crosses the network",
+     [("derived kernels", "pipeline-64gpu-sweep.json.gz"), ("H200-measured kernels", "pipeline-64gpu-sweep-h200.json.gz")]),
+]
 
-    for plan in plans:
-        out.append(f"| {plan} | " + " | ".join(cell(found[plan]) for *_, found in runs) + " |")
-    ratios = []
-    for label, *_, found in runs:
-        piped = [found[p] for p in plans if p not in ("ring", "adaptive") and found[p]]
-        if found.get("ring") and piped:
-            at_least = "at least " if found["ring"] == sizes[-1] else ""
-            ratios.append(f"{label} {at_least}{found['ring'] / min(piped):.1f}x")
-    if ratios:
-        out += ["", "The best pipelined ring's crossover against the plain ring's: smaller by " + ", ".join(ratios) + "."]
-    return out
+
+def section_crossover():
+    out = ["### The crossover size", ""]
+    for experiment, what, how, names in CROSSOVER_EXPERIMENTS:
+        runs = [(label, name) + crossover_rows(name) for label, name in names]
+        sizes = runs[0][3]
+        out += [f"`experiments/{experiment}.yaml`, {what}, on a grid of {len(sizes)} sizes, {sizes[0]:,} to "
+                f"{sizes[-1]:,} bytes, each {sizes[1] / sizes[0]:.4f}x the last: the smallest size from which the "
+                "compressed plan is faster than the same plan uncompressed at every larger size of the grid "
+                f"({how}), and the size from which adaptive compresses at every larger size.", ""]
+        for label, name, doc, _, _ in runs:
+            out.append(sim_provenance(doc, name, f"build/sim/compcoll-sim experiments/{experiment}.yaml --out DIR"))
+            out.append("")
+        plans = list(runs[0][4])
+        out += ["| plan | " + " | ".join(label for label, *_ in runs) + " |", "|---" * (len(runs) + 1) + "|"]
+
+        def cell(size):
+            if not size:
+                return "none on the grid"
+            return f"{size:,} bytes" + (" (the grid's largest size only)" if size == sizes[-1] else "")
+
+        for plan in plans:
+            out.append(f"| {plan} | " + " | ".join(cell(found[plan]) for *_, found in runs) + " |")
+        # The first plan is the unpipelined one; the others pipeline it.
+        base = plans[0]
+        ratios = []
+        for label, *_, found in runs:
+            piped = [found[p] for p in plans[1:] if p != "adaptive" and found[p]]
+            if found.get(base) and piped:
+                at_least = "at least " if found[base] == sizes[-1] else ""
+                ratios.append(f"{label} {at_least}{found[base] / min(piped):.1f}x")
+            else:
+                ratios.append(f"{label} none" + ("" if found.get(base) else f" ({base} does not cross over on the grid)"))
+        out += ["", f"The best pipelined plan's crossover against {base}'s: smaller by " + ", ".join(ratios) + "."]
+        largest = []
+        for label, name, doc, _, _ in runs:
+            ad = [r for r in doc["rows"] if r["policy"] == "adaptive" and r["size_bytes"] == sizes[-1] and not r.get("error")]
+            if ad:
+                largest.append(f"{label} `{ad[0]['algorithm']}` {ad[0]['codec']}")
+        out += ["", f"What adaptive runs at {sizes[-1]:,} bytes: " + "; ".join(largest) + ".", ""]
+    return out[:-1]
 
 
 def section_pipeline():
