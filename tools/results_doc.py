@@ -353,7 +353,8 @@ def section_crossover():
                 at_least = "at least " if found[base] == sizes[-1] else ""
                 ratios.append(f"{label} {at_least}{found[base] / min(piped):.1f}x")
             else:
-                ratios.append(f"{label} none" + ("" if found.get(base) else f" ({base} does not cross over on the grid)"))
+                ratios.append(f"{label} not defined (" + ("no pipelined plan crosses over on the grid)" if found.get(base)
+                                                          else f"{base} does not cross over on the grid)"))
         out += ["", f"The best pipelined plan's crossover against {base}'s: smaller by " + ", ".join(ratios) + "."]
         largest = []
         for label, name, doc, _, _ in runs:
