@@ -62,14 +62,20 @@ def sim_provenance(doc, name, fallback_cmd):
             f"{doc['network_model']['bandwidth_factor']}); kernel durations {kernels}; run on {host_text(doc)}.")
 
 
+def by_cell_and_codec(rows):
+    """Rows by (topology, ranks, size), then by codec."""
+    by = defaultdict(dict)
+    for r in rows:
+        by[(r["topology"], r["ranks"], r["size_bytes"])][r["codec"]] = r
+    return by
+
+
 def section_whatif(name="whatif-fattree.json", title="What compression buys as the cluster grows (the main job)",
                    fallback_cmd="./scripts/run.sh (results/whatif-fattree/results.json)"):
     doc = load(name)
     out = ["## " + title, "", sim_provenance(doc, name, fallback_cmd), ""]
     rows = [r for r in doc["rows"] if not r.get("error")]
-    by = defaultdict(dict)
-    for r in rows:
-        by[(r["topology"], r["ranks"], r["size_bytes"])][r["codec"]] = r
+    by = by_cell_and_codec(rows)
     codecs = sorted({r["codec"] for r in rows if r["codec"] != "identity"})
     out += ["*Bound*: the speed-up the same plan would reach with its compress and decompress kernels free "
             "(the identity row's time over the compressed row's time less `codec_exposed_us`); the plans compress "
@@ -107,18 +113,13 @@ def section_whatif_nccl():
     """The main job's calls as NCCL runs them (nccl-like, simulated), beside the main job's plan."""
     main, name = load("whatif-fattree.json"), "whatif-fattree-nccl.json"
     doc = load(name)
-    ours = defaultdict(dict)
-    for r in main["rows"]:
-        if not r.get("error"):
-            ours[(r["topology"], r["ranks"], r["size_bytes"])][r["codec"]] = r
+    ours = by_cell_and_codec(r for r in main["rows"] if not r.get("error"))
     out = ["## The main job beside NCCL", "",
            "The main job's calls as NCCL runs them, its own algorithm choice (`nccl-like`, docs/POLICIES.md), "
            "simulated as the main job is (SimGrid's default lazy updates) beside the main job's plan (hierarchical, "
            "compressed only across nodes) uncompressed and with gauss-exp. *vs NCCL*: NCCL's time over the plan's "
-           "(above 1: the plan is the faster). Simulated exactly (`--set network.update=full --set "
-           "network.precision=1e-12`, docs/compcoll-sim.md, \"Exactness\"), the NCCL rows but the 1,024-GPU 1 GB "
-           "one (which did not finish in 14 minutes here, beside a test run) are within 0.2% of these, and the main job's rows are "
-           "the same. The 16,384-GPU calls are left out: at 2,048 nodes NCCL's model picks its tree (1 MB, "
+           "(above 1: the plan is the faster). docs/compcoll-sim.md, \"Exactness\", says how far simulating "
+           "them exactly moves these rows. The 16,384-GPU calls are left out: at 2,048 nodes NCCL's model picks its tree (1 MB, "
            "32 MB) and NVLS-Tree (1 GB), which nccl-like simulates with NCCL's chunks and loops, never fewer "
            "(docs/POLICIES.md): schedules far larger than the main job's (`compcoll-sim "
            "experiments/whatif-fattree.yaml --set 'policies=[nccl-like]' --plans-only` names them).", "",
@@ -315,9 +316,8 @@ def crossover_rows(name):
 
 
 EXACT = ("Simulated exactly (SimGrid's full updates at 1e-12 s: `--set network.update=full --set "
-         "network.precision=1e-12`, docs/compcoll-sim.md, \"Exactness\"): with SimGrid's default lazy updates "
-         "NCCL's NVLS-Tree over 8 nodes came out up to 4.5% fast here (32 MB with 100 Gb/s links: 960.64 against "
-         "1,005.46 µs).")
+         "network.precision=1e-12`): with SimGrid's default lazy updates NCCL's NVLS-Tree over 8 nodes comes out "
+         "fast here (docs/compcoll-sim.md, \"Exactness\").")
 
 
 def section_whatif_nic():
