@@ -162,6 +162,12 @@ cp scripts/gpu-check.sh "$out/scripts/"
 cp tools/zipnn_peer.py tools/capture_trace.py "$out/tools/"
 cp README.md "$out/"
 [ -f docs/BUNDLE.md ] && cp docs/BUNDLE.md "$out/"
+# The source the programs were built from (gpu-check.sh logs it beside its results).
+if git rev-parse HEAD >/dev/null 2>&1; then
+  { git rev-parse HEAD; git diff --quiet HEAD -- 2>/dev/null || echo "with uncommitted changes"; } >"$out/SOURCE"
+else
+  echo "unknown (not built from a git checkout)" >"$out/SOURCE"
+fi
 
 cat >"$out/env.sh" <<'EOF'
 # source OUT/env.sh — the bundle's programs and Open MPI on PATH, NCCL's folder found.

@@ -3,6 +3,8 @@
 # one go, with one log per step under OUT_DIR (default results/gpu-check). It runs from the
 # repository (it builds first) or from a relocatable bundle (scripts/bundle.sh; no build: run
 # OUT/scripts/gpu-check.sh), one after the other:
+#   0. the source under test in OUT_DIR/source.txt: the bundle's SOURCE or
+#      the checkout's commit;
 #   1. build (repository only: scripts/build.sh; the dependencies must be installed: scripts/setup.sh);
 #   2. the CUDA codec, lowrank and reduce kernels bit-exact against the host reference
 #      (compcoll_tests "[cuda]");
@@ -65,6 +67,13 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$out/gpus.txt" 2
   exit 2
 fi
 cat "$out/gpus.txt"
+# Which source the kernels under test come from: the bundle's SOURCE, or the checkout's commit.
+if [ "$mode" = bundle ]; then
+  cat SOURCE >"$out/source.txt" 2>/dev/null || echo "unknown (the bundle has no SOURCE)" >"$out/source.txt"
+else
+  { git rev-parse HEAD; git diff --quiet HEAD -- || echo "with uncommitted changes"; } >"$out/source.txt" 2>&1
+fi
+echo "source: $(head -1 "$out/source.txt")"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failed=0
 # step NAME SECONDS COMMAND...: runs COMMAND under `timeout SECONDS`, its output in

@@ -226,6 +226,39 @@ struct BitWriter {
   }
 };
 
+// The same words as BitWriter, each stored once, when it is full (or by finish): fewer and
+// aligned stores, which is what the CUDA kernels write with. `out` may be null (count only);
+// on the GPU it must be 4-byte aligned.
+struct WordBitWriter {
+  uint8_t* out;
+  uint64_t acc = 0;
+  uint32_t nbits = 0;
+  uint32_t words = 0;
+  COMPCOLL_HD explicit WordBitWriter(uint8_t* o) : out(o) {}
+  COMPCOLL_HD void store(uint32_t w, uint32_t v) {
+#if defined(__CUDA_ARCH__)
+    reinterpret_cast<uint32_t*>(out)[w] = v;
+#else
+    format::store_u32(out + 4ull * w, v);
+#endif
+  }
+  COMPCOLL_HD void put(uint32_t value, uint32_t n) {  // 1 <= n <= 32, value < 2^n
+    acc |= static_cast<uint64_t>(value) << nbits;
+    nbits += n;
+    if (nbits >= 32) {
+      if (out) store(words, static_cast<uint32_t>(acc));
+      ++words;
+      acc >>= 32;
+      nbits -= 32;
+    }
+  }
+  COMPCOLL_HD uint32_t finish() {
+    if (nbits == 0) return words;
+    if (out) store(words, static_cast<uint32_t>(acc));
+    return words + 1;
+  }
+};
+
 // Bounds-checked LSB-first reader over `nwords` little-endian words, addressed by bit
 // position. peek32() returns the next 32 bits (zeros past the end): enough for one element's
 // code, escape and extra bits together. Away from the end it is one unaligned 64-bit load,
@@ -248,6 +281,46 @@ struct BitReader {
   COMPCOLL_HD void skip(uint32_t n) { pos += n; }
   COMPCOLL_HD bool overrun() const { return pos > 32ull * nwords; }
   // True when the stream holds exactly the bits read plus a zero pad of < 32 bits.
+  COMPCOLL_HD bool exhausted_cleanly() const {
+    if (overrun() || (pos + 31) / 32 != nwords) return false;
+    return (pos & 31) == 0 || (word(pos >> 5) >> (pos & 31)) == 0;
+  }
+};
+
+// The same bits and checks as BitReader, delivered from a 64-bit buffer that takes one whole
+// word when fewer than 32 bits are left: an element costs at most one word load, aligned where
+// the words are (the GPU reads them from shared memory or global memory this way; any
+// alignment works, byte by byte).
+struct WordBitReader {
+  const uint8_t* in;
+  uint32_t nwords;
+  uint64_t pos = 0;   // bits consumed
+  uint64_t buf = 0;   // the next `avail` bits, lowest first
+  uint32_t avail = 0;
+  uint32_t next = 0;  // the next word to load
+  bool aligned;
+  COMPCOLL_HD WordBitReader(const uint8_t* p, uint32_t n)
+      : in(p), nwords(n), aligned(reinterpret_cast<uintptr_t>(p) % 4 == 0) {}
+  COMPCOLL_HD uint32_t word(uint64_t w) const {
+    if (w >= nwords) return 0u;
+#if defined(__CUDA_ARCH__)
+    if (aligned) return reinterpret_cast<const uint32_t*>(in)[w];
+#endif
+    return format::load_u32(in + 4 * w);
+  }
+  COMPCOLL_HD uint32_t peek32() {
+    if (avail < 32) {
+      buf |= static_cast<uint64_t>(word(next++)) << avail;
+      avail += 32;
+    }
+    return static_cast<uint32_t>(buf);
+  }
+  COMPCOLL_HD void skip(uint32_t n) {  // n <= 32, after peek32
+    buf >>= n;
+    avail -= n;
+    pos += n;
+  }
+  COMPCOLL_HD bool overrun() const { return pos > 32ull * nwords; }
   COMPCOLL_HD bool exhausted_cleanly() const {
     if (overrun() || (pos + 31) / 32 != nwords) return false;
     return (pos & 31) == 0 || (word(pos >> 5) >> (pos & 31)) == 0;
@@ -325,16 +398,35 @@ COMPCOLL_HD inline void build_key_code(const Symbols& syms, const PrefixCode& pc
   }
 }
 
+// Appends lane `lane`'s elements of in[0, n) (elements lane, lane+kLanes, ...) to its
+// writer: a whole chunk, or a window of one that starts at a multiple of kLanes elements (the
+// GPU codes a chunk window by window, the writer carried from one to the next).
+template <class L, class Writer>
+COMPCOLL_HD inline void put_lane(const typename L::Bits* in, uint32_t n, uint32_t lane,
+                                 const KeyCode& kc, Writer& w) {
+  for (uint32_t k = lane; k < n; k += format::kLanes) {
+    const uint32_t key = L::key(in[k]);
+    w.put(kc.word[key], kc.length[key]);
+  }
+}
+
+// Bits that lane `lane`'s elements of in[0, n) take (a whole chunk or a window, as put_lane):
+// a lane of b bits in all takes (b + 31) / 32 words.
+template <class L>
+COMPCOLL_HD inline uint32_t lane_bits(const typename L::Bits* in, uint32_t n, uint32_t lane,
+                                      const KeyCode& kc) {
+  uint32_t bits = 0;
+  for (uint32_t k = lane; k < n; k += format::kLanes) bits += kc.length[L::key(in[k])];
+  return bits;
+}
+
 // Encodes lane `lane` of a chunk (elements lane, lane+kLanes, ...) into `out` (null: count
 // only). Returns the lane's word count.
 template <class L>
 COMPCOLL_HD inline uint32_t encode_lane(const typename L::Bits* in, uint32_t n, uint32_t lane,
                                         const KeyCode& kc, uint8_t* out) {
   BitWriter w(out);
-  for (uint32_t k = lane; k < n; k += format::kLanes) {
-    const uint32_t key = L::key(in[k]);
-    w.put(kc.word[key], kc.length[key]);
-  }
+  put_lane<L>(in, n, lane, kc, w);
   return w.finish();
 }
 
@@ -361,7 +453,8 @@ COMPCOLL_HD inline void build_symbol_exponents(const Symbols& syms, SymbolExpone
 enum class LaneStatus : uint8_t { Ok = 0, BadCode, BadExponent, Overrun, TrailingBits };
 
 // After a lane's last element: the stream must hold exactly the bits read plus zero padding.
-COMPCOLL_HD inline LaneStatus lane_end_status(BitReader& r) {
+template <class Reader>
+COMPCOLL_HD inline LaneStatus lane_end_status(const Reader& r) {
   if (r.overrun()) return LaneStatus::Overrun;
   return r.exhausted_cleanly() ? LaneStatus::Ok : LaneStatus::TrailingBits;
 }
@@ -397,9 +490,9 @@ COMPCOLL_HD inline uint32_t decode_key_bits(uint32_t bits, const SymbolExponents
   return L::make_key(static_cast<uint32_t>(e), extra);
 }
 
-// The same, reading from and advancing a lane's reader.
-template <class L>
-COMPCOLL_HD inline uint32_t decode_key(BitReader& r, const SymbolExponents& se,
+// The same, reading from and advancing a lane's reader (BitReader or WordBitReader).
+template <class L, class Reader>
+COMPCOLL_HD inline uint32_t decode_key(Reader& r, const SymbolExponents& se,
                                        const PrefixCode& pc, LaneStatus* status) {
   uint32_t len;
   const uint32_t key = decode_key_bits<L>(r.peek32(), se, pc, &len, status);
@@ -414,11 +507,31 @@ COMPCOLL_HD inline typename L::Bits join_key(uint32_t key, const uint8_t* raw_se
 }
 
 // Decodes one element from a lane's reader: returns its value, or sets *status.
-template <class L>
-COMPCOLL_HD inline typename L::Bits decode_element(BitReader& r, const uint8_t* raw_section,
+template <class L, class Reader>
+COMPCOLL_HD inline typename L::Bits decode_element(Reader& r, const uint8_t* raw_section,
                                                    uint32_t k, const SymbolExponents& se,
                                                    const PrefixCode& pc, LaneStatus* status) {
   return join_key<L>(decode_key<L>(r, se, pc, status), raw_section, k);
+}
+
+// Decodes lane `lane`'s elements of out[0, n) from its reader, the raw bytes from
+// raw_section[0, n * kRawBytes): a whole chunk, or a window of one that starts at a multiple
+// of kLanes elements (the pointers then point at the window). Stops at the first bad code:
+// returns its status and its element index (in the window) in *bad_element.
+template <class L, class Reader>
+COMPCOLL_HD inline LaneStatus take_lane(Reader& r, const uint8_t* raw_section, uint32_t n,
+                                        uint32_t lane, const SymbolExponents& se,
+                                        const PrefixCode& pc, typename L::Bits* out,
+                                        uint32_t* bad_element) {
+  LaneStatus st = LaneStatus::Ok;
+  for (uint32_t k = lane; k < n; k += format::kLanes) {
+    out[k] = decode_element<L>(r, raw_section, k, se, pc, &st);
+    if (st != LaneStatus::Ok) {
+      *bad_element = k;
+      return st;
+    }
+  }
+  return st;
 }
 
 // Decodes lane `lane`: exponents and extra bits from the lane's words, the rest from the raw
@@ -429,14 +542,8 @@ COMPCOLL_HD inline LaneStatus decode_lane(const uint8_t* words, uint32_t nwords,
                                           const SymbolExponents& se, const PrefixCode& pc,
                                           typename L::Bits* out, uint32_t* bad_element) {
   BitReader r(words, nwords);
-  LaneStatus st = LaneStatus::Ok;
-  for (uint32_t k = lane; k < n; k += format::kLanes) {
-    out[k] = decode_element<L>(r, raw_section, k, se, pc, &st);
-    if (st != LaneStatus::Ok) {
-      *bad_element = k;
-      return st;
-    }
-  }
+  const LaneStatus st = take_lane<L>(r, raw_section, n, lane, se, pc, out, bad_element);
+  if (st != LaneStatus::Ok) return st;
   *bad_element = n;
   return lane_end_status(r);
 }

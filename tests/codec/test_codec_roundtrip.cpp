@@ -392,6 +392,129 @@ TEST_CASE("host lane loops equal the shared encode_lane/decode_lane the GPU runs
   }
 }
 
+namespace {
+
+// The CUDA kernels' lane loops, run here lane by lane: a chunk coded window by window of
+// `window` elements (the kernels' kWindow is 512), with WordBitWriter / WordBitReader carried
+// from window to window, the raw bytes read from a copy of the window's. Checks that they give
+// encode_lane's words, lane_bits' count and decode_lane's values and statuses, damaged or not.
+template <class L>
+void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
+  using Bits = typename L::Bits;
+  CAPTURE(static_cast<int>(dtype), n, window);
+  auto in = test::gaussian_bytes(dtype, n, 0.05, 5 + n);
+  std::vector<Bits> values(n);
+  std::memcpy(values.data(), in.data(), in.size());
+  // Zeros, Inf/NaN and exponents far from the chunk's (escapes: the longest codes) here and
+  // there, so that windows hold every kind of code.
+  constexpr uint32_t kTop = (1u << L::kExpBits) - 1;
+  const uint32_t special[] = {0u, kTop, 1u, kTop - 1};
+  for (uint32_t k = 11; k < n; k += 97) values[k] = L::join(special[(k / 97) % 4], 0x2A, 5);
+  std::memcpy(in.data(), values.data(), in.size());
+  EncodeOptions opt;
+  opt.chunk_elements = format::align_up(n, 32);  // one chunk
+  const auto stream = encode(*find_codec("gauss-exp"), dtype, in.data(), n, opt);
+  const uint8_t* chunk = stream.data() + format::kHeaderBytes + format::kOffsetEntryBytes;
+  REQUIRE(chunk[0] == format::kModeCoded);
+  expbits::PrefixCode pc{};
+  REQUIRE(expbits::build_prefix_code(format::kGaussCodeLengths, format::kGaussSymbols, pc));
+  const expbits::GaussSymbols syms{chunk[1]};
+  expbits::KeyCode kc{};
+  expbits::SymbolExponents se{};
+  expbits::build_key_code<L>(syms, pc, kc);
+  expbits::build_symbol_exponents<L>(syms, se);
+  const uint8_t* lane_table = chunk + expbits::ChunkLayout<L>::lane_table_at(0);
+  const uint8_t* raw = chunk + expbits::ChunkLayout<L>::raw_at(0);
+  const uint8_t* words = chunk + expbits::ChunkLayout<L>::streams_at(0, n);
+  // Encode: each lane's words and count, window by window.
+  std::vector<uint8_t> raw_mine(expbits::ChunkLayout<L>::raw_bytes(n), 0xEE);
+  for (uint32_t base = 0; base < n; base += window) {
+    const uint32_t wn = std::min(window, n - base);
+    for (uint32_t w = 0; w < expbits::ChunkLayout<L>::raw_bytes(wn) / 4; ++w) {
+      uint32_t v = 0;  // the kernels' raw_section_word over the window
+      for (uint32_t b = 0; b < 4; ++b) {
+        const uint32_t byte = 4 * w + b, k = byte / L::kRawBytes;
+        if (k < wn) v |= ((L::raw(values[base + k]) >> (8 * (byte % L::kRawBytes))) & 0xFFu) << (8 * b);
+      }
+      format::store_u32(raw_mine.data() + base * L::kRawBytes + 4 * w, v);
+    }
+  }
+  CHECK(std::equal(raw_mine.begin(), raw_mine.end(), raw));
+  const uint8_t* lane_words = words;
+  for (uint32_t lane = 0; lane < format::kLanes; ++lane) {
+    const uint32_t nwords = format::load_u16(lane_table + 2 * lane);
+    std::vector<uint8_t> mine(4 * expbits::ChunkLayout<L>::max_lane_words(n) + 4, 0xCD);
+    expbits::WordBitWriter w(mine.data());
+    uint32_t bits = 0;
+    for (uint32_t base = 0; base < n; base += window) {
+      const uint32_t wn = std::min(window, n - base);
+      bits += expbits::lane_bits<L>(values.data() + base, wn, lane, kc);
+      expbits::put_lane<L>(values.data() + base, wn, lane, kc, w);
+    }
+    REQUIRE(w.finish() == nwords);
+    CHECK((bits + 31) / 32 == nwords);
+    CHECK(std::equal(lane_words, lane_words + 4 * nwords, mine.begin()));
+    lane_words += 4 * nwords;
+  }
+  // Decode, whole and damaged: each lane's status and first bad element as decode_lane's.
+  const auto decode_windowed = [&](const uint8_t* lane_in, uint32_t nwords, uint32_t lane,
+                                   std::vector<Bits>& out, uint32_t* bad) {
+    expbits::WordBitReader r(lane_in, nwords);
+    expbits::LaneStatus st = expbits::LaneStatus::Ok;
+    *bad = n;
+    std::vector<uint8_t> raw_window(window * L::kRawBytes + 4);
+    for (uint32_t base = 0; base < n && st == expbits::LaneStatus::Ok; base += window) {
+      const uint32_t wn = std::min(window, n - base);
+      std::memcpy(raw_window.data(), raw + base * L::kRawBytes, expbits::ChunkLayout<L>::raw_bytes(wn));
+      uint32_t at = 0;
+      st = expbits::take_lane<L>(r, raw_window.data(), wn, lane, se, pc, out.data() + base, &at);
+      if (st != expbits::LaneStatus::Ok) *bad = base + at;
+    }
+    return st == expbits::LaneStatus::Ok ? expbits::lane_end_status(r) : st;
+  };
+  const uint32_t total_words = static_cast<uint32_t>(lane_words - words) / 4;
+  for (const int damage : {-1, 0, 1, 2}) {
+    CAPTURE(damage);
+    // damage -1: intact; 0: a flipped bit in lane 3's middle; 1: lane 7 one word short; 2: the
+    // lane streams copied to an odd address (WordBitReader's unaligned path).
+    std::vector<uint8_t> streams(4 * total_words + 1);
+    uint8_t* base_at = streams.data() + (damage == 2 ? 1 : 0);
+    std::memcpy(base_at, words, 4 * total_words);
+    uint32_t at = 0;
+    for (uint32_t lane = 0; lane < format::kLanes; ++lane) {
+      uint32_t nwords = format::load_u16(lane_table + 2 * lane);
+      const uint8_t* lane_in = base_at + 4 * at;
+      at += nwords;
+      if (damage == 0 && lane == 3) base_at[4 * (at - nwords) + 2 * nwords] ^= 0x10;
+      if (damage == 1 && lane == 7) --nwords;
+      std::vector<Bits> ref(n, 0), mine(n, 0);
+      uint32_t bad_ref = 0, bad_mine = 0;
+      const auto st_ref = expbits::decode_lane<L>(lane_in, nwords, raw, n, lane, se, pc, ref.data(), &bad_ref);
+      const auto st_mine = decode_windowed(lane_in, nwords, lane, mine, &bad_mine);
+      CAPTURE(lane);
+      CHECK(st_mine == st_ref);
+      CHECK(bad_mine == bad_ref);
+      for (uint32_t k = lane; k < bad_ref; k += format::kLanes) CHECK(mine[k] == ref[k]);
+      if (damage == -1 || damage == 2) {
+        CHECK(st_ref == expbits::LaneStatus::Ok);
+        for (uint32_t k = lane; k < n; k += format::kLanes) CHECK(mine[k] == values[k]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the GPU's windowed lane loops equal encode_lane/decode_lane", "[codec]") {
+  for (const uint32_t window : {512u, 64u, 96u}) {
+    for (const uint32_t n : {5000u, 16384u, 1000u}) {
+      check_windowed_lanes<expbits::Bf16Layout>(DType::BF16, n, window);
+      check_windowed_lanes<expbits::Fp16Layout>(DType::FP16, n, window);
+      check_windowed_lanes<expbits::Fp32Layout>(DType::FP32, n, window);
+    }
+  }
+}
+
 TEST_CASE("exponent_entropy gives H and the order-0 bound", "[codec]") {
   // bf16: exponents 0x7F and 0x80 equally often -> H = 1 bit, bound 16 / (8 + 1).
   const std::vector<uint16_t> two = {0x3F80, 0x4000, 0xBF80, 0x4000};

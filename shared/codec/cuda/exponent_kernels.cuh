@@ -6,7 +6,11 @@
 // file only places chunks, lanes and tables, and must never re-implement bit logic, or host
 // and GPU would drift.
 // One warp codes one chunk at a time; its 32 threads are the chunk's 32 lanes; grids are at
-// most one resident wave and stride over the chunks.
+// most one resident wave and stride over the chunks. A warp walks its chunk in windows of
+// kWindow elements: the whole warp loads a window's elements (encode) or raw bytes (decode)
+// into shared memory with wide loads, all in flight at once, then each lane codes its share of
+// the window from there, its bit writer or reader carried from window to window. Lane loops
+// thus never wait on a global load per element.
 // Encode: [entropy-exp: code tables] -> measure (per chunk: lane word counts, size) -> CUB
 // inclusive scan of the sizes (the offset table) -> emit (each chunk at its final offset) ->
 // finish (offset table, header, size). Decode: one kernel, validating every chunk on its own.
@@ -37,6 +41,10 @@ static_assert(format::kLanes == kWarp, "a chunk's lanes are the threads of one w
 constexpr uint32_t kWarpsPerBlock = 4;
 constexpr uint32_t kBlockThreads = kWarpsPerBlock * kWarp;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
+// Elements of a chunk window (16 per lane); a multiple of kLanes, so every window starts a
+// new row of the chunk's lanes, and of 4 / kRawBytes, so its raw bytes are whole words.
+constexpr uint32_t kWindow = 512;
+static_assert(kWindow % format::kLanes == 0 && kWindow % 4 == 0, "windows start lane rows and raw words");
 // Bytes of PrefixCode that encoding reads (code and length); the decode table follows.
 constexpr uint32_t kEncodeCodeBytes = offsetof(PrefixCode, lut);
 static_assert(kEncodeCodeBytes % 16 == 0 && sizeof(PrefixCode) % 16 == 0, "copied as uint4");
@@ -209,15 +217,61 @@ __device__ inline Bits load_bits(const uint8_t* p) {
     return format::load_u32(p);
 }
 
-// Copies n elements from bytes at `src` (any alignment) to `dst`, one warp.
+// Copies count items from src to dst (of any memory; they do not overlap), one warp: each
+// lane issues kCopyBatch loads before it stores any, so that a lane waits for memory once per
+// batch, not once per item (a loop of load-then-store would, the two pointers being possibly
+// the same memory to the compiler).
+constexpr uint32_t kCopyBatch = 8;
+template <class T>
+__device__ inline void warp_copy(const T* __restrict__ src, T* __restrict__ dst, uint32_t count,
+                                 uint32_t lane) {
+  for (uint32_t at = 0; at < count; at += kCopyBatch * kWarp) {
+    T v[kCopyBatch];
+#pragma unroll
+    for (uint32_t b = 0; b < kCopyBatch; ++b) {
+      const uint32_t i = at + b * kWarp + lane;
+      if (i < count) v[b] = src[i];
+    }
+#pragma unroll
+    for (uint32_t b = 0; b < kCopyBatch; ++b) {
+      const uint32_t i = at + b * kWarp + lane;
+      if (i < count) dst[i] = v[b];
+    }
+  }
+}
+
+// Copies n elements from bytes at `src` (any alignment) to `dst` (aligned to the element),
+// one warp: 16 bytes an item where both are 16-byte aligned.
 template <class Bits>
 __device__ inline void warp_copy_elements(const uint8_t* src, uint32_t n, Bits* dst,
                                           uint32_t lane) {
-  if (reinterpret_cast<uintptr_t>(src) % sizeof(Bits) == 0) {
-    const auto* s = reinterpret_cast<const Bits*>(src);
-    for (uint32_t k = lane; k < n; k += kWarp) dst[k] = s[k];
+  constexpr uint32_t kPerVector = 16 / sizeof(Bits);
+  if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+    const uint32_t vectors = n / kPerVector;
+    warp_copy(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), vectors, lane);
+    const uint32_t from = vectors * kPerVector;
+    warp_copy(reinterpret_cast<const Bits*>(src) + from, dst + from, n - from, lane);
+  } else if (reinterpret_cast<uintptr_t>(src) % sizeof(Bits) == 0) {
+    warp_copy(reinterpret_cast<const Bits*>(src), dst, n, lane);
   } else {
     for (uint32_t k = lane; k < n; k += kWarp) dst[k] = load_bits<Bits>(src + k * sizeof(Bits));
+  }
+}
+
+// Copies elements [0, n) of a chunk window to this warp's window in shared memory (`dst`,
+// 16-byte aligned), one warp.
+template <class Bits>
+__device__ inline void warp_load_window(const Bits* src, uint32_t n, Bits* dst, uint32_t lane) {
+  warp_copy_elements(reinterpret_cast<const uint8_t*>(src), n, dst, lane);
+}
+
+// Copies `words` 32-bit words from `src` (any alignment) to `dst`, one warp.
+__device__ inline void warp_load_words(const uint8_t* src, uint32_t words, uint32_t* dst,
+                                       uint32_t lane) {
+  if (reinterpret_cast<uintptr_t>(src) % 4 == 0) {
+    warp_copy(reinterpret_cast<const uint32_t*>(src), dst, words, lane);
+  } else {
+    for (uint32_t w = lane; w < words; w += kWarp) dst[w] = format::load_u32(src + 4 * w);
   }
 }
 
@@ -274,8 +328,13 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ expbits::KeyCode s_kc[kWarpsPerBlock];
   __shared__ uint32_t s_hist[kWarpsPerBlock][kSyms];
   __shared__ uint8_t s_len[kWarpsPerBlock][kSyms];
+  // A window of its own size: the four warps' code tables fill most of the 48 KB of static
+  // shared memory.
+  constexpr uint32_t kTableWindow = 128;
+  __shared__ __align__(16) Bits s_window[kWarpsPerBlock][kTableWindow];
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
+  Bits* window = s_window[warp];
   PrefixCode& pc = s_code[warp];
   expbits::KeyCode& kc = s_kc[warp];
   uint32_t* hist = s_hist[warp];
@@ -286,12 +345,18 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (uint32_t i = lane; i < kSyms; i += kWarp) hist[i] = 0;
     __syncwarp();
     // Lanes holding the same exponent add once (warp-aggregated shared atomics).
-    for (uint32_t base = 0; base < n; base += kWarp) {
-      const uint32_t k = base + lane;
-      const uint32_t e = k < n ? L::exponent(x[k]) : 0xFFFFFFFFu;
-      const unsigned peers = __match_any_sync(kFullMask, e);
-      if (k < n && lane == static_cast<uint32_t>(__ffs(peers) - 1))
-        atomicAdd(&hist[e], static_cast<uint32_t>(__popc(peers)));
+    for (uint32_t base = 0; base < n; base += kTableWindow) {
+      const uint32_t wn = min(kTableWindow, n - base);
+      __syncwarp();  // every lane is done with the last window
+      warp_load_window(x + base, wn, window, lane);
+      __syncwarp();
+      for (uint32_t row = 0; row < wn; row += kWarp) {
+        const uint32_t k = row + lane;
+        const uint32_t e = k < wn ? L::exponent(window[k]) : 0xFFFFFFFFu;
+        const unsigned peers = __match_any_sync(kFullMask, e);
+        if (k < wn && lane == static_cast<uint32_t>(__ffs(peers) - 1))
+          atomicAdd(&hist[e], static_cast<uint32_t>(__popc(peers)));
+      }
     }
     __syncwarp();
     if (lane == 0) {
@@ -338,6 +403,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   constexpr bool kGauss = K == Kind::Gauss;
   __shared__ expbits::KeyCode s_kc[kWarpsPerBlock];
   __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kKeys];
+  __shared__ __align__(16) Bits s_window[kWarpsPerBlock][kWindow];
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
   const PrefixCode* gauss_pc = nullptr;  // gauss: the block's copy of the fixed code
@@ -348,6 +414,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     gauss_pc = &s_gauss;
   }
   expbits::KeyCode& kc = s_kc[warp];
+  Bits* window = s_window[warp];
   uint32_t cached_ref = ~0u;
   for (uint64_t c = first_chunk(); c < g.chunks; c += chunk_stride()) {
     const uint32_t n = g.chunk_size(c);
@@ -356,11 +423,17 @@ __global__ void __launch_bounds__(kBlockThreads)
     if constexpr (kGauss) {
       unsigned long long sum = 0;
       uint32_t count = 0;
-      for (uint32_t k = lane; k < n; k += kWarp) {
-        const uint32_t e = L::exponent(x[k]);
-        if (expbits::is_normal_exponent<L>(e)) {
-          sum += e;
-          ++count;
+      for (uint32_t base = 0; base < n; base += kWindow) {
+        const uint32_t wn = min(kWindow, n - base);
+        __syncwarp();  // every lane is done with the last window
+        warp_load_window(x + base, wn, window, lane);
+        __syncwarp();
+        for (uint32_t k = lane; k < wn; k += kWarp) {
+          const uint32_t e = L::exponent(window[k]);
+          if (expbits::is_normal_exponent<L>(e)) {
+            sum += e;
+            ++count;
+          }
         }
       }
       sum = warp_sum64(sum);
@@ -375,7 +448,15 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (uint32_t i = lane; i < kKeys; i += kWarp) used += len[i] != 0;
       table_bytes = ChunkLayout<L>::table_bytes_entropy(warp_sum(used));
     }
-    const uint32_t words = expbits::encode_lane<L>(x, n, lane, kc, nullptr);
+    uint32_t bits = 0;  // the lane's, as encode_lane would write them
+    for (uint32_t base = 0; base < n; base += kWindow) {
+      const uint32_t wn = min(kWindow, n - base);
+      __syncwarp();  // every lane is done with the last window
+      warp_load_window(x + base, wn, window, lane);
+      __syncwarp();
+      bits += expbits::lane_bits<L>(window, wn, lane, kc);
+    }
+    const uint32_t words = (bits + 31) / 32;
     const uint32_t total = warp_sum(words);
     const uint64_t coded = ChunkLayout<L>::streams_at(table_bytes, n) + 4ull * total;
     const uint32_t stored = ChunkLayout<L>::stored_bytes(n);
@@ -397,6 +478,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   constexpr bool kGauss = K == Kind::Gauss;
   __shared__ expbits::KeyCode s_kc[kWarpsPerBlock];
   __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kKeys];
+  __shared__ __align__(16) Bits s_window[kWarpsPerBlock][kWindow];
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
   const PrefixCode* gauss_pc = nullptr;  // gauss: the block's copy of the fixed code
@@ -407,6 +489,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     gauss_pc = &s_gauss;
   }
   expbits::KeyCode& kc = s_kc[warp];
+  Bits* window = s_window[warp];
   uint8_t* stage = warp_stage(stage_bytes);
   uint32_t cached_ref = ~0u;
   for (uint64_t c = first_chunk(); c < g.chunks; c += chunk_stride()) {
@@ -417,8 +500,15 @@ __global__ void __launch_bounds__(kBlockThreads)
     auto* o32 = reinterpret_cast<uint32_t*>(o);     // little-endian device, like the format
     if (size == ChunkLayout<L>::stored_bytes(n)) {  // a coded chunk is always smaller
       if (lane == 0) o32[0] = format::kModeStored;
-      const uint32_t body_words = (ChunkLayout<L>::stored_bytes(n) - format::kChunkHeaderBytes) / 4;
-      for (uint32_t w = lane; w < body_words; w += kWarp) o32[1 + w] = element_word(x, n, w);
+      for (uint32_t base = 0; base < n; base += kWindow) {  // the body, zero-padded past n
+        const uint32_t wn = min(kWindow, n - base);
+        __syncwarp();  // every lane is done with the last window
+        warp_load_window(x + base, wn, window, lane);
+        __syncwarp();
+        uint32_t* body = o32 + 1 + base * sizeof(Bits) / 4;
+        const uint32_t words = format::align_up(wn * static_cast<uint32_t>(sizeof(Bits)), 4) / 4;
+        for (uint32_t w = lane; w < words; w += kWarp) body[w] = element_word(window, wn, w);
+      }
       continue;
     }
     uint32_t table_bytes = 0;
@@ -454,18 +544,28 @@ __global__ void __launch_bounds__(kBlockThreads)
     format::store_u16(o + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane,
                       static_cast<uint16_t>(words));
     auto* raw32 = reinterpret_cast<uint32_t*>(o + ChunkLayout<L>::raw_at(table_bytes));
-    const uint32_t raw_words = ChunkLayout<L>::raw_bytes(n) / 4;
-    for (uint32_t w = lane; w < raw_words; w += kWarp) raw32[w] = raw_section_word<L>(x, n, w);
     uint8_t* streams = o + ChunkLayout<L>::streams_at(table_bytes, n);
     const uint32_t stream_words = warp_sum(words);
     const bool staged = 4 * stream_words <= stage_bytes;  // warp-uniform
-    expbits::encode_lane<L>(x, n, lane, kc,
-                            (staged ? stage : streams) + 4 * warp_exclusive_sum(words, lane));
+    expbits::WordBitWriter writer((staged ? stage : streams) + 4 * warp_exclusive_sum(words, lane));
+    for (uint32_t base = 0; base < n; base += kWindow) {
+      const uint32_t wn = min(kWindow, n - base);
+      __syncwarp();  // every lane is done with the last window
+      warp_load_window(x + base, wn, window, lane);
+      __syncwarp();
+      // The window's raw bytes start at byte base * kRawBytes, a word boundary; the last
+      // window's final word is zero-padded past n.
+      uint32_t* raw_window = raw32 + base * L::kRawBytes / 4;
+      const uint32_t raw_words = ChunkLayout<L>::raw_bytes(wn) / 4;
+      for (uint32_t w = lane; w < raw_words; w += kWarp)
+        raw_window[w] = raw_section_word<L>(window, wn, w);
+      expbits::put_lane<L>(window, wn, lane, kc, writer);
+    }
+    writer.finish();
     if (staged) {
       __syncwarp();
-      const auto* from = reinterpret_cast<const uint32_t*>(stage);
-      auto* to = reinterpret_cast<uint32_t*>(streams);
-      for (uint32_t w = lane; w < stream_words; w += kWarp) to[w] = from[w];
+      warp_copy(reinterpret_cast<const uint32_t*>(stage), reinterpret_cast<uint32_t*>(streams),
+                stream_words, lane);
     }
     __syncwarp();  // the next chunk reloads this warp's tables and stage
   }
@@ -578,11 +678,12 @@ struct WarpDecodeTables {
 
 // Decodes one exponent-coded chunk of `bytes` bytes at `in` into out[0, n), one warp, with
 // the host decoder's checks in the host decoder's order. Every return is warp-uniform.
+// raw_window: this warp's kWindow * kRawBytes bytes of shared memory.
 template <Kind K, class L>
 __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t bytes, uint32_t n,
                                                 typename L::Bits* out, uint32_t lane,
                                                 WarpDecodeTables& t, uint8_t* stage,
-                                                uint32_t stage_bytes) {
+                                                uint32_t stage_bytes, uint32_t* raw_window) {
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   if (bytes < format::kChunkHeaderBytes) return status_of(CudaChunkStatus::SizeMismatch);
@@ -635,21 +736,30 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
   if (bytes != streams_at + 4ull * total) return status_of(CudaChunkStatus::SizeMismatch);
   const uint8_t* streams = in + streams_at;
   if (4ull * total <= stage_bytes) {  // warp-uniform; coalesced words into the stage
-    auto* to = reinterpret_cast<uint32_t*>(stage);
-    if (reinterpret_cast<uintptr_t>(streams) % 4 == 0) {
-      const auto* from = reinterpret_cast<const uint32_t*>(streams);
-      for (uint32_t w = lane; w < total; w += kWarp) to[w] = from[w];
-    } else {
-      for (uint32_t w = lane; w < total; w += kWarp) to[w] = format::load_u32(streams + 4 * w);
-    }
+    warp_load_words(streams, total, reinterpret_cast<uint32_t*>(stage), lane);
     __syncwarp();
     streams = stage;
   }
   const uint8_t* lane_in = streams + 4 * warp_exclusive_sum(words, lane);
   const uint8_t* raw = in + ChunkLayout<L>::raw_at(table_bytes);
-  uint32_t bad = 0;
-  const LaneStatus st =
-      expbits::decode_lane<L>(lane_in, words, raw, n, lane, *t.se, *t.pc, out, &bad);
+  // decode_lane, window by window: a lane that meets a bad code stops decoding but keeps
+  // loading windows with the others.
+  expbits::WordBitReader reader(lane_in, words);
+  LaneStatus st = LaneStatus::Ok;
+  uint32_t bad = n;
+  for (uint32_t base = 0; base < n; base += kWindow) {
+    const uint32_t wn = min(kWindow, n - base);
+    __syncwarp();  // every lane is done with the last window
+    warp_load_words(raw + base * L::kRawBytes, ChunkLayout<L>::raw_bytes(wn) / 4, raw_window, lane);
+    __syncwarp();
+    if (st == LaneStatus::Ok) {
+      uint32_t at = 0;
+      st = expbits::take_lane<L>(reader, reinterpret_cast<const uint8_t*>(raw_window), wn, lane,
+                                 *t.se, *t.pc, out + base, &at);
+      if (st != LaneStatus::Ok) bad = base + at;
+    }
+  }
+  if (st == LaneStatus::Ok) st = expbits::lane_end_status(reader);
   // Report the lowest failing lane (the host may name another lane of the same chunk when
   // several are damaged: it walks lanes in groups of four, element by element).
   const unsigned failing = __ballot_sync(kFullMask, st != LaneStatus::Ok);
@@ -667,6 +777,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ __align__(16) PrefixCode s_code[kGauss ? 1 : kWarpsPerBlock];
   __shared__ expbits::SymbolExponents s_se[kWarpsPerBlock];
   __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kExpSymbols<L>];
+  __shared__ __align__(16) uint32_t s_raw[kWarpsPerBlock][kWindow * L::kRawBytes / 4];
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
   WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u};
@@ -684,7 +795,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     if (st == 0)
       st =
           decode_exponent_chunk<K, L>(stream + d.payload_at + begin, end - begin, d.g.chunk_size(c),
-                                      out + c * d.g.chunk_elements, lane, t, stage, stage_bytes);
+                                      out + c * d.g.chunk_elements, lane, t, stage, stage_bytes,
+                                      s_raw[warp]);
     if (lane == 0) status[c] = st;
     __syncwarp();  // the next chunk may rebuild this warp's tables
   }
