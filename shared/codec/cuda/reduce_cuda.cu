@@ -1,5 +1,5 @@
-// shared/codec/cuda/reduce_cuda.cu — see reduce_cuda.h. One grid-stride kernel per dtype; the
-// element arithmetic is float_convert.h's, shared with the host reduce_add().
+// shared/codec/cuda/reduce_cuda.cu — see reduce_cuda.h. One grid-stride kernel, 16 bytes a
+// thread and step; the element arithmetic is float_convert.h's, shared with the host reduce_add().
 #include "codec/cuda/reduce_cuda.h"
 
 #include <algorithm>
@@ -13,19 +13,44 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void reduce_bf16(uint16_t* dst, const uint16_t* src, uint64_t n) {
-  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n; i += uint64_t{gridDim.x} * blockDim.x)
-    dst[i] = float_to_bf16_rne(bf16_to_float(dst[i]) + bf16_to_float(src[i]));
-}
+struct AddBf16 {
+  __device__ uint16_t operator()(uint16_t a, uint16_t b) const {
+    return float_to_bf16_rne(bf16_to_float(a) + bf16_to_float(b));
+  }
+};
+struct AddFp16 {
+  __device__ uint16_t operator()(uint16_t a, uint16_t b) const {
+    return float_to_fp16_rne(fp16_to_float(a) + fp16_to_float(b));
+  }
+};
+struct AddFp32 {
+  __device__ float operator()(float a, float b) const { return __fadd_rn(a, b); }  // no contraction, as on the host
+};
 
-__global__ void reduce_fp16(uint16_t* dst, const uint16_t* src, uint64_t n) {
-  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n; i += uint64_t{gridDim.x} * blockDim.x)
-    dst[i] = float_to_fp16_rne(fp16_to_float(dst[i]) + fp16_to_float(src[i]));
-}
-
-__global__ void reduce_fp32(float* dst, const float* src, uint64_t n) {
-  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n; i += uint64_t{gridDim.x} * blockDim.x)
-    dst[i] = __fadd_rn(dst[i], src[i]);  // no contraction, as on the host
+// dst[i] = add(dst[i], src[i]) for i < n, grid-stride: 16 bytes a load and a store where both
+// pointers are 16-byte aligned (the elements past the last whole vector one at a time).
+template <class T, class Add>
+__global__ void reduce_kernel(T* dst, const T* src, uint64_t n, Add add) {  // src may be dst
+  constexpr uint32_t kPerVector = 16 / sizeof(T);
+  const uint64_t first = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x;
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  uint64_t from = 0;
+  if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) % 16 == 0) {
+    const uint64_t vectors = n / kPerVector;
+    auto* d = reinterpret_cast<uint4*>(dst);
+    const auto* s = reinterpret_cast<const uint4*>(src);
+    for (uint64_t i = first; i < vectors; i += stride) {
+      uint4 a = d[i];
+      const uint4 b = s[i];
+      T* ta = reinterpret_cast<T*>(&a);
+      const T* tb = reinterpret_cast<const T*>(&b);
+#pragma unroll
+      for (uint32_t k = 0; k < kPerVector; ++k) ta[k] = add(ta[k], tb[k]);
+      d[i] = a;
+    }
+    from = vectors * kPerVector;
+  }
+  for (uint64_t i = from + first; i < n; i += stride) dst[i] = add(dst[i], src[i]);
 }
 
 }  // namespace
@@ -37,20 +62,21 @@ void cuda_reduce_add(DType dtype, void* dst_dev, const void* src_dev, uint64_t e
   COMPCOLL_CUDA_CHECK(cudaGetDevice(&device));
   COMPCOLL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   // Enough blocks to fill every SM several times over; the grid-stride loop covers the rest.
-  const uint64_t wanted = (elements + kThreads - 1) / kThreads;
+  const uint64_t vectors = elements * dtype_size(dtype) / 16 + 1;
+  const uint64_t wanted = (vectors + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(std::min<uint64_t>(wanted, uint64_t{32} * sms));
   switch (dtype) {
     case DType::BF16:
-      reduce_bf16<<<blocks, kThreads, 0, stream>>>(static_cast<uint16_t*>(dst_dev),
-                                                  static_cast<const uint16_t*>(src_dev), elements);
+      reduce_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint16_t*>(dst_dev),
+                                                    static_cast<const uint16_t*>(src_dev), elements, AddBf16{});
       break;
     case DType::FP16:
-      reduce_fp16<<<blocks, kThreads, 0, stream>>>(static_cast<uint16_t*>(dst_dev),
-                                                  static_cast<const uint16_t*>(src_dev), elements);
+      reduce_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint16_t*>(dst_dev),
+                                                    static_cast<const uint16_t*>(src_dev), elements, AddFp16{});
       break;
     case DType::FP32:
-      reduce_fp32<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(dst_dev),
-                                                  static_cast<const float*>(src_dev), elements);
+      reduce_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(dst_dev),
+                                                    static_cast<const float*>(src_dev), elements, AddFp32{});
       break;
   }
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
