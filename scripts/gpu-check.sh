@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh [OUT_DIR] — the checks that only a machine with an NVIDIA GPU can run, in
+# scripts/gpu-check.sh [--quick] [OUT_DIR] — the checks that only a machine with an NVIDIA GPU can run, in
 # one go, with one log per step under OUT_DIR (default results/gpu-check). It runs from the
 # repository (it builds first) or from a relocatable bundle (scripts/bundle.sh; no build: run
 # OUT/scripts/gpu-check.sh), one after the other:
@@ -25,6 +25,13 @@
 #      device-to-device copy of the same run and the targets for gauss-exp bf16 (encode >= 600,
 #      decode >= 800), and the rows of step 6, as OUT_DIR/summary.txt and OUT_DIR/summary.json;
 #      a WARNING (here and in summary.json's "warnings") when step 6 has no nvCOMP rows.
+# --quick: the kernels only, in about two minutes: steps 0-2, then the codec bench at 4, 16, 64
+# and 256 MiB of synthetic Gaussian bf16 (synthetic:gaussian:2M ... :128M) and on the bundled
+# tensor, nvCOMP beside them; calibrate of bf16 only (identity, gauss-exp, entropy-exp, reduce,
+# copy; 4 KiB to 256 MiB, --quick) into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
+# Compute's `ncu` is on PATH, the GPU time of every kernel launch of one gauss-exp, entropy-exp
+# and identity encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
+# the summary (at 256 MiB from the quick calibration).
 # Each step runs under `timeout` (the limits below: 17.5 minutes in all; the repository's build gets
 # 30 more). From a bundle on one H200 the whole check took 6.4 minutes, 6 of them calibrate
 # (calibration/logs/h200-2026-11-26/). A step counts as failed when it exits non-zero
@@ -47,6 +54,8 @@
 # No other package.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+quick=0
+if [ "${1:-}" = --quick ]; then quick=1; shift; fi
 out=${1:-$PWD/results/gpu-check}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -112,20 +121,36 @@ slug=$(echo "$gpu" | grep -oiE 'gh200|h100|h200|b200|a100|l40s?' | head -1 | tr 
 slug=${slug:-gpu}
 mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
-# The limits, in seconds, together 17.5 minutes. calibrate took 360 s on one H200 (the default
-# sizes, 4 KiB to 1 GiB); its limit leaves a third more.
+[ $quick = 1 ] && cal="$out/calibration/$slug-bf16-quick.yaml"
+codec_rows="$out/codec-cuda.jsonl"
+# The limits, in seconds, together 17.5 minutes (--quick: 6.5). calibrate took 360 s on one
+# H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
 step cuda-tests 150 "$tests" "[cuda]"
-step nccl-tests 90 mpirun -np 1 "$real_tests" "[nccl]"
-step run-nccl 90 bash -c "mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
-  --set run.gpus_per_node=1 --out '$out/run-nccl' | tee /dev/stderr | grep -qx '# OK'"
-step calibrate 480 "$bench" calibrate --device cuda --data "$here/tests/data" --out "$cal"
 timeout 30 "$bench" version >"$out/nvcomp.log" 2>&1
 grep '^nvcomp:' "$out/nvcomp.log" | sed 's/^/   /'
-codec_rows="$out/codec-cuda.jsonl"
-step codec-cuda 150 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
-  tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:32M >'$codec_rows' && \
-  '$bench' codec --device cuda --dtype bf16 --json --chunk 2048 --codec gauss-exp,entropy-exp \
-  tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:2M >>'$codec_rows'"
+if [ $quick = 1 ]; then
+  step codec-cuda 120 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
+    tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:2M synthetic:gaussian:8M \
+    synthetic:gaussian:32M synthetic:gaussian:128M >'$codec_rows'"
+  step calibrate 90 "$bench" calibrate --device cuda --quick --dtype bf16 --codec identity,gauss-exp,entropy-exp \
+    --max-bytes 256MiB --data "$here/tests/data" --out "$cal"
+  if command -v ncu >/dev/null 2>&1; then
+    step ncu 90 bash -c "for c in gauss-exp entropy-exp identity; do \
+      ncu --metrics gpu__time_duration.sum '$bench' codec --device cuda --dtype bf16 --min-time 0 --codec \$c \
+        synthetic:gaussian:2M || exit 1; done"
+  else
+    echo "   (no ncu on PATH: no per-kernel times)"
+  fi
+else
+  step nccl-tests 90 mpirun -np 1 "$real_tests" "[nccl]"
+  step run-nccl 90 bash -c "mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
+    --set run.gpus_per_node=1 --out '$out/run-nccl' | tee /dev/stderr | grep -qx '# OK'"
+  step calibrate 480 "$bench" calibrate --device cuda --data "$here/tests/data" --out "$cal"
+  step codec-cuda 150 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
+    tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:32M >'$codec_rows' && \
+    '$bench' codec --device cuda --dtype bf16 --json --chunk 2048 --codec gauss-exp,entropy-exp \
+    tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:2M >>'$codec_rows'"
+fi
 if ! grep -q '"codec": "nvcomp-' "$codec_rows" 2>/dev/null; then
   echo "   WARNING: no nvCOMP rows from codec-cuda ($(grep -m1 '^nvcomp:' "$out/nvcomp.log" || echo "compcoll-bench version failed; $out/nvcomp.log"))"
 fi
