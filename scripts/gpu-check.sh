@@ -28,7 +28,8 @@
 # --quick: the kernels only, in about two minutes: steps 0-2, then the codec bench at 1, 4, 16,
 # 64 and 256 MiB of synthetic Gaussian bf16 (synthetic:gaussian:512k ... :128M) and on the
 # bundled tensor, nvCOMP beside them, and gauss-exp and entropy-exp at 1 and 4 MiB in chunks of
-# 4,096 and 8,192 elements (more warps on a small call, for 1.8% and 0.6% of ratio); calibrate of bf16 only (identity, gauss-exp, entropy-exp, reduce,
+# 4,096 and 8,192 elements (more warps on a small call, for 1.8% and 0.6% of ratio), and gauss-exp
+# with the one-launch encoder (COMPCOLL_CUDA_ENCODER=one-launch) at 1 to 256 MiB; calibrate of bf16 only (identity, gauss-exp, entropy-exp, reduce,
 # copy; 4 KiB to 256 MiB, --quick) into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
 # Compute's `ncu` is on PATH, the GPU time of every kernel launch of one gauss-exp, entropy-exp
 # and identity encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
@@ -134,7 +135,10 @@ if [ $quick = 1 ]; then
     tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:512k synthetic:gaussian:2M \
     synthetic:gaussian:8M synthetic:gaussian:32M synthetic:gaussian:128M >'$codec_rows' && \
     for chunk in 4096 8192; do '$bench' codec --device cuda --dtype bf16 --json --chunk \$chunk \
-      --codec gauss-exp,entropy-exp synthetic:gaussian:512k synthetic:gaussian:2M >>'$codec_rows' || exit 1; done"
+      --codec gauss-exp,entropy-exp synthetic:gaussian:512k synthetic:gaussian:2M >>'$codec_rows' || exit 1; done && \
+    COMPCOLL_CUDA_ENCODER=one-launch '$bench' codec --device cuda --dtype bf16 --json --codec gauss-exp \
+      synthetic:gaussian:512k synthetic:gaussian:2M synthetic:gaussian:8M synthetic:gaussian:32M \
+      synthetic:gaussian:128M >>'$codec_rows'"
   step calibrate 90 "$bench" calibrate --device cuda --quick --dtype bf16 --codec identity,gauss-exp,entropy-exp \
     --max-bytes 256MiB --data "$here/tests/data" --out "$cal"
   if command -v ncu >/dev/null 2>&1; then
@@ -202,7 +206,8 @@ if codec:
     for r in codec:
         check = r.get("lossy_ok") if r.get("lossless_ok") is None else r["lossless_ok"]
         chunk = r.get("chunk_elements")
-        lines.append(f"  {os.path.basename(r['file'])[:40]:40s} {r['codec']:16s} chunk {chunk or '-':>5} ratio {r['ratio']:6.3f}"
+        enc = r.get("cuda_encoder", "-") if r["codec"] == "gauss-exp" else "-"
+        lines.append(f"  {os.path.basename(r['file'])[:40]:40s} {r['codec']:16s} {enc:10s} chunk {chunk or '-':>5} ratio {r['ratio']:6.3f}"
                      f"  enc {r['encode_gbps']:8.1f}  dec {r['decode_gbps']:8.1f}  memcpy {r['memcpy_gbps']:7.1f}"
                      f"  {'-' if check is None else ('OK' if check else 'FAILED')}")
 lines += [f"WARNING: {w}" for w in warnings]

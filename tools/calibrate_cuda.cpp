@@ -83,6 +83,7 @@ class CudaDevice : public CalibrationDevice {
             {"sm_clock_mhz_max", std::to_string(clock_khz / 1000)},
             {"memory_clock_mhz_max", std::to_string(mem_clock_khz / 1000)},
             {"memory_bus_bits", std::to_string(bus_bits)},
+            {"cuda_encoder", std::string(cuda_encoder_name(cuda_encoder()))},
             {"compiler", __VERSION__}};
   }
   std::string method() const override {

@@ -134,9 +134,11 @@ class RowPrinter {
  public:
   // device: empty for the host; with --device cuda the GPU's name, and `notes` for the header.
   // chunk: the elements per chunk compcoll's codecs code with (--chunk), in their JSON rows.
+  // device_json: more JSON fields of a device's rows (", \"key\": value").
   explicit RowPrinter(bool json, std::string device = {}, std::vector<std::string> notes = {}, uint32_t threads = 1,
-                      uint32_t chunk = format::kDefaultChunkElements)
-      : json_(json), device_(std::move(device)), notes_(std::move(notes)), threads_(threads), chunk_(chunk) {}
+                      uint32_t chunk = format::kDefaultChunkElements, std::string device_json = {})
+      : json_(json), device_(std::move(device)), notes_(std::move(notes)), threads_(threads), chunk_(chunk),
+        device_json_(std::move(device_json)) {}
   void header() const {
     if (json_) return;
     std::printf("# compcoll-bench codec: ratio = original / compressed bytes; bound = order-0 exponent-entropy bound\n");
@@ -160,7 +162,7 @@ class RowPrinter {
                   r.max_abs >= 0 ? "null" : r.check == "OK" ? "true" : (r.check == "FAILED" ? "false" : "null"),
                   r.memcpy_gbps, std::string(host_codec_path()).c_str(), threads_, lossy_json(r).c_str(),
                   find_codec(r.codec) ? (", \"chunk_elements\": " + std::to_string(chunk_)).c_str() : "",
-                  device_.empty() ? "" : (", \"device\": \"" + json_escape(device_) + "\"").c_str());
+                  device_.empty() ? "" : (", \"device\": \"" + json_escape(device_) + "\"" + device_json_).c_str());
     } else {
       char err[32] = "         -        -";
       if (r.max_abs >= 0) std::snprintf(err, sizeof err, "%10.3g %8.5f", r.max_abs, r.rel_l2);
@@ -198,6 +200,7 @@ class RowPrinter {
   std::vector<std::string> notes_;
   uint32_t threads_;
   uint32_t chunk_;
+  std::string device_json_;
 };
 
 // Splits each element's bytes into planes (all byte 0s, all byte 1s, ...), the usual
@@ -490,6 +493,7 @@ int run_codec_bench(int argc, char** argv) {
   // build without CUDA), as calibrate --device cuda does.
   std::unique_ptr<bench::CalibrationDevice> device;
   std::vector<std::string> notes;
+  std::string device_json;  // more fields of a --device cuda row
   if (opt.device == "cuda") {
     try {
       device = bench::make_cuda_device(opt.encode_options());
@@ -500,6 +504,11 @@ int run_codec_bench(int argc, char** argv) {
     notes.push_back("device: " + device->name() + " (--device cuda: enc, dec = median of CUDA-event samples on one stream; "
                     "memcpy = device to device; ratio from the host encoder, whose bytes the kernels write; chunks of " +
                     std::to_string(opt.chunk) + " elements)");
+    for (const auto& [key, value] : device->machine())
+      if (key == "cuda_encoder") {
+        notes.push_back("gauss-exp's CUDA encoder: " + value + " (COMPCOLL_CUDA_ENCODER; docs/compcoll-bench.md)");
+        device_json = ", \"cuda_encoder\": \"" + value + "\"";
+      }
 #ifdef COMPCOLL_HAVE_NVCOMP
     if (const std::string why = bench::nvcomp_unavailable(); !why.empty())
       notes.push_back("yardsticks: none (nvCOMP: " + why + ")");
@@ -514,7 +523,8 @@ int run_codec_bench(int argc, char** argv) {
     notes.push_back("host threads: " + std::to_string(opt.threads) + (opt.threads == 0 ? " (one per hardware thread: " +
                     std::to_string(std::thread::hardware_concurrency()) + ")" : "") +
                     " code and decode the chunks of each stream (at least 4 chunks a thread); memcpy and the yardsticks run on one");
-  const RowPrinter printer(opt.json, device ? device->name() : std::string(), notes, opt.threads, opt.chunk);
+  const RowPrinter printer(opt.json, device ? device->name() : std::string(), notes, opt.threads, opt.chunk,
+                           device_json);
   printer.header();
   bool ok = true, input_error = false;
   for (const std::string& in : opt.inputs) {

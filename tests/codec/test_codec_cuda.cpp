@@ -123,7 +123,20 @@ std::vector<uint8_t> gpu_decode(const Stream& s, const std::vector<uint8_t>& str
   return to_host(s, dout.get() + out_offset * esize, elements * esize);
 }
 
-// Host encode, GPU encode, GPU decode of the host stream, host decode of the GPU stream.
+// Sets the CUDA encoder for a scope.
+class EncoderScope {
+ public:
+  explicit EncoderScope(CudaEncoder e) : was_(cuda_encoder()) { set_cuda_encoder(e); }
+  ~EncoderScope() { set_cuda_encoder(was_); }
+  EncoderScope(const EncoderScope&) = delete;
+  EncoderScope& operator=(const EncoderScope&) = delete;
+
+ private:
+  CudaEncoder was_;
+};
+
+// Host encode, GPU encode (gauss-exp: with both encoders), GPU decode of the host stream, host
+// decode of the GPU stream.
 void check_against_host(const Stream& s, CodecId codec, DType dtype, const std::vector<uint8_t>& in,
                         const EncodeOptions& opt = {}) {
   const uint64_t n = in.size() / dtype_size(dtype);
@@ -131,6 +144,10 @@ void check_against_host(const Stream& s, CodecId codec, DType dtype, const std::
   const std::vector<uint8_t> gpu = gpu_encode(s, codec, dtype, in, opt);
   CHECK(gpu.size() == host.size());
   CHECK(gpu == host);
+  if (codec == CodecId::GaussExp) {
+    const EncoderScope one_launch(CudaEncoder::OneLaunch);
+    CHECK(gpu_encode(s, codec, dtype, in, opt) == host);
+  }
   CHECK(gpu_decode(s, host, dtype, n) == in);
   std::vector<uint8_t> back(in.size(), 0xA5);
   decode(gpu.data(), gpu.size(), back.data(), back.size());
@@ -191,6 +208,16 @@ TEST_CASE("cuda: status messages and argument errors (host side, no device neede
   CHECK_THROWS_AS(cuda_encode(static_cast<CodecId>(9), DType::BF16, nullptr, 0, nullptr, 0, nullptr,
                               nullptr, 0, EncodeOptions{}, nullptr),
                   CodecError);
+  // The encoder switch: names both ways, a bad name named, set and read back.
+  for (const CudaEncoder e : {CudaEncoder::Passes, CudaEncoder::OneLaunch})
+    CHECK(parse_cuda_encoder(cuda_encoder_name(e)) == e);
+  CHECK_THROWS_WITH(parse_cuda_encoder("fused"), Catch::Contains("'fused'"));
+  const CudaEncoder before = cuda_encoder();
+  {
+    const EncoderScope one_launch(CudaEncoder::OneLaunch);
+    CHECK(cuda_encoder() == CudaEncoder::OneLaunch);
+  }
+  CHECK(cuda_encoder() == before);
 }
 
 TEST_CASE("cuda: encode is byte-identical to the host over sizes, chunkings, dtypes and codecs",

@@ -2,6 +2,8 @@
 // the host, then turns the runtime codec and dtype into template parameters in one switch per
 // entry point and calls the launchers of exponent_kernels.cuh and fp8_kernels.cuh. No kernel code here.
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -79,6 +81,36 @@ HostPrefix read_prefix(const void* stream_dev, size_t stream_bytes, cudaStream_t
 
 // ---- encode ------------------------------------------------------------------------------
 
+namespace {
+// -1: not yet read from the environment.
+std::atomic<int> g_encoder{-1};
+}  // namespace
+
+std::string_view cuda_encoder_name(CudaEncoder encoder) {
+  return encoder == CudaEncoder::OneLaunch ? "one-launch" : "passes";
+}
+
+CudaEncoder parse_cuda_encoder(std::string_view name) {
+  if (name == "passes") return CudaEncoder::Passes;
+  if (name == "one-launch") return CudaEncoder::OneLaunch;
+  throw CodecError("CUDA encoder '" + std::string(name) + "': expected passes or one-launch", 0);
+}
+
+void set_cuda_encoder(CudaEncoder encoder) { g_encoder.store(static_cast<int>(encoder)); }
+
+CudaEncoder cuda_encoder() {
+  int e = g_encoder.load();
+  if (e < 0) {
+    const char* env = std::getenv("COMPCOLL_CUDA_ENCODER");
+    const CudaEncoder from_env =
+        env != nullptr && *env != '\0' ? parse_cuda_encoder(env) : CudaEncoder::Passes;
+    int expected = -1;
+    g_encoder.compare_exchange_strong(expected, static_cast<int>(from_env));
+    e = g_encoder.load();
+  }
+  return static_cast<CudaEncoder>(e);
+}
+
 size_t cuda_encode_scratch_bytes(CodecId codec, DType dtype, uint64_t elements,
                                  const EncodeOptions& opt) {
   max_encoded_size(codec_by_id(codec), dtype, elements, opt);  // validates the options
@@ -142,27 +174,27 @@ void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elemen
     case dispatch_key(CodecId::GaussExp, DType::BF16):
       return gpu::launch_exponent_encode<Kind::Gauss, Bf16Layout>(
           codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          stream);
+          cuda_encoder() == CudaEncoder::OneLaunch, stream);
     case dispatch_key(CodecId::GaussExp, DType::FP16):
       return gpu::launch_exponent_encode<Kind::Gauss, Fp16Layout>(
           codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          stream);
+          cuda_encoder() == CudaEncoder::OneLaunch, stream);
     case dispatch_key(CodecId::GaussExp, DType::FP32):
       return gpu::launch_exponent_encode<Kind::Gauss, Fp32Layout>(
           codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          stream);
+          cuda_encoder() == CudaEncoder::OneLaunch, stream);
     case dispatch_key(CodecId::EntropyExp, DType::BF16):
       return gpu::launch_exponent_encode<Kind::Entropy, Bf16Layout>(
           codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          stream);
+          cuda_encoder() == CudaEncoder::OneLaunch, stream);
     case dispatch_key(CodecId::EntropyExp, DType::FP16):
       return gpu::launch_exponent_encode<Kind::Entropy, Fp16Layout>(
           codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          stream);
+          cuda_encoder() == CudaEncoder::OneLaunch, stream);
     case dispatch_key(CodecId::EntropyExp, DType::FP32):
       return gpu::launch_exponent_encode<Kind::Entropy, Fp32Layout>(
           codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          stream);
+          cuda_encoder() == CudaEncoder::OneLaunch, stream);
     default:
       throw_no_kernel("cuda_encode", codec, dtype);
   }

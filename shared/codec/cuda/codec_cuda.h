@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "codec/codec.h"
 #include "codec/fp8_hadamard.h"
@@ -48,6 +49,21 @@ void cuda_encode_fp8_hadamard(const Fp8HadamardParams& params, DType dtype, cons
                               uint64_t elements, void* out_dev, size_t out_capacity,
                               uint64_t* out_size_dev, void* scratch_dev, size_t scratch_bytes,
                               const EncodeOptions& opt, cudaStream_t stream);
+
+// How cuda_encode runs gauss-exp; both write the same bytes.
+//   Passes     four kernels and CUB's scan: measure every chunk, scan the sizes into the offset
+//              table, emit every chunk at its offset, write the header.
+//   OneLaunch  one kernel (and a memset of its descriptors): each warp takes the next chunk,
+//              measures it, learns its offset from the chunks before it (decoupled look-back)
+//              and writes it; the last chunk's warp writes the header. Not yet run on a GPU.
+// Process-wide; the default is Passes, or the environment's COMPCOLL_CUDA_ENCODER
+// (`passes` or `one-launch`, read at the first call). Safe to call from any thread.
+enum class CudaEncoder { Passes, OneLaunch };
+void set_cuda_encoder(CudaEncoder encoder);
+CudaEncoder cuda_encoder();
+// "passes" / "one-launch"; parse_cuda_encoder throws CodecError naming the value otherwise.
+std::string_view cuda_encoder_name(CudaEncoder encoder);
+CudaEncoder parse_cuda_encoder(std::string_view name);
 
 // ---- decode ------------------------------------------------------------------------------
 

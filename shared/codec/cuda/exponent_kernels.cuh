@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cub/device/device_scan.cuh>
+#include <cuda/atomic>
 
 #include <algorithm>
 #include <cstddef>
@@ -114,11 +115,14 @@ struct EncodeScratch {
   uint8_t* code_length;   // [chunks * kKeys] entropy-exp: code length of each exponent
   void* scan_temp;        // CUB's temporary storage for the scan
   size_t scan_temp_bytes;
+  // The one-launch gauss-exp encoder (gauss_encode_kernel) uses chunk_bytes as its chunks'
+  // look-back descriptors and these two words: the next chunk to take, and a failure flag.
+  uint32_t* counters;
 };
 
 struct ScratchLayout {
   size_t chunk_bytes = 0, chunk_end = 0, lane_words = 0, gauss_ref = 0, key_word = 0,
-         key_length = 0, code_length = 0, scan_temp = 0, scan_temp_bytes = 0;
+         key_length = 0, code_length = 0, scan_temp = 0, scan_temp_bytes = 0, counters = 0;
   size_t total = 0;  // including the slack that aligns an arbitrary base to 256 bytes
 };
 
@@ -152,6 +156,7 @@ inline ScratchLayout scratch_layout(Kind kind, uint32_t chunks) {
   }
   s.scan_temp_bytes = cub_scan_temp_bytes(chunks);
   s.scan_temp = take(s.scan_temp_bytes);
+  s.counters = take(2 * sizeof(uint32_t));
   s.total = at + kAlign - 1;
   return s;
 }
@@ -170,6 +175,7 @@ inline EncodeScratch bind_scratch(const ScratchLayout& s, void* scratch_dev) {
   e.code_length = p + s.code_length;
   e.scan_temp = p + s.scan_temp;
   e.scan_temp_bytes = s.scan_temp_bytes;
+  e.counters = reinterpret_cast<uint32_t*>(p + s.counters);
   return e;
 }
 
@@ -392,9 +398,68 @@ __device__ inline void load_entropy_tables(const EncodeScratch& s, uint64_t c, u
 }
 
 // ---- encode: measure ----------------------------------------------------------------------
+// Lane `lane`'s word count for chunk x[0, n) under the key code kc (encode_lane's count),
+// window by window through `window`.
+template <class L>
+__device__ inline uint32_t measure_lane_words(const typename L::Bits* x, uint32_t n,
+                                              const expbits::KeyCode& kc,
+                                              typename L::Bits* window, uint32_t lane) {
+  uint32_t bits = 0;  // the lane's, as encode_lane would write them
+  for (uint32_t base = 0; base < n; base += kWindow) {
+    const uint32_t wn = min(kWindow, n - base);
+    __syncwarp();  // every lane is done with the last window
+    warp_load_window(x + base, wn, window, lane);
+    __syncwarp();
+    bits += expbits::lane_bits<L>(window, wn, lane, kc);
+  }
+  return (bits + 31) / 32;
+}
+
+// A chunk's size under the host's rule: stored when coding would not make it smaller. `words`
+// is this lane's word count; the whole warp calls it.
+template <class L>
+__device__ inline uint64_t chunk_size_bytes(uint32_t table_bytes, uint32_t n, uint32_t words) {
+  const uint64_t coded = ChunkLayout<L>::streams_at(table_bytes, n) + 4ull * warp_sum(words);
+  const uint32_t stored = ChunkLayout<L>::stored_bytes(n);
+  return coded >= stored ? uint64_t{stored} : coded;
+}
+
+// gauss-exp, one chunk: its reference exponent (the mean of its normal exponents, window by
+// window), this warp's key code for it (rebuilt only when the reference changes) and each
+// lane's word count.
+struct GaussMeasure {
+  uint32_t ref;
+  uint32_t words;  // this lane's
+};
+template <class L>
+__device__ inline GaussMeasure measure_gauss_chunk(const typename L::Bits* x, uint32_t n,
+                                                   const PrefixCode& gauss_pc, expbits::KeyCode& kc,
+                                                   uint32_t& cached_ref, typename L::Bits* window,
+                                                   uint32_t lane) {
+  unsigned long long sum = 0;
+  uint32_t count = 0;
+  for (uint32_t base = 0; base < n; base += kWindow) {
+    const uint32_t wn = min(kWindow, n - base);
+    __syncwarp();  // every lane is done with the last window
+    warp_load_window(x + base, wn, window, lane);
+    __syncwarp();
+    for (uint32_t k = lane; k < wn; k += kWarp) {
+      const uint32_t e = L::exponent(window[k]);
+      if (expbits::is_normal_exponent<L>(e)) {
+        sum += e;
+        ++count;
+      }
+    }
+  }
+  sum = warp_sum64(sum);
+  count = warp_sum(count);
+  const uint32_t ref = expbits::gauss_reference(sum, count);
+  gauss_key_code<L>(ref, cached_ref, gauss_pc, kc, lane);
+  return {ref, measure_lane_words<L>(x, n, kc, window, lane)};
+}
+
 // Per chunk: the code (gauss: the reference; entropy: the tables above), each lane's word
-// count (encode_lane counting only) and the chunk's size under the host's rule: stored when
-// the coded size is not smaller.
+// count and the chunk's size.
 template <Kind K, class L>
 __global__ void __launch_bounds__(kBlockThreads)
     measure_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s,
@@ -419,54 +484,82 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (uint64_t c = first_chunk(); c < g.chunks; c += chunk_stride()) {
     const uint32_t n = g.chunk_size(c);
     const Bits* x = in + c * g.chunk_elements;
-    uint32_t table_bytes = 0;
+    uint32_t table_bytes = 0, words = 0;
     if constexpr (kGauss) {
-      unsigned long long sum = 0;
-      uint32_t count = 0;
-      for (uint32_t base = 0; base < n; base += kWindow) {
-        const uint32_t wn = min(kWindow, n - base);
-        __syncwarp();  // every lane is done with the last window
-        warp_load_window(x + base, wn, window, lane);
-        __syncwarp();
-        for (uint32_t k = lane; k < wn; k += kWarp) {
-          const uint32_t e = L::exponent(window[k]);
-          if (expbits::is_normal_exponent<L>(e)) {
-            sum += e;
-            ++count;
-          }
-        }
-      }
-      sum = warp_sum64(sum);
-      count = warp_sum(count);
-      const uint32_t ref = expbits::gauss_reference(sum, count);
-      gauss_key_code<L>(ref, cached_ref, *gauss_pc, kc, lane);
-      if (lane == 0) s.gauss_ref[c] = ref;
+      const GaussMeasure m = measure_gauss_chunk<L>(x, n, *gauss_pc, kc, cached_ref, window, lane);
+      if (lane == 0) s.gauss_ref[c] = m.ref;
+      words = m.words;
     } else {
       uint8_t* len = s_len[warp];
       load_entropy_tables(s, c, lane, kc, len);
       uint32_t used = 0;
       for (uint32_t i = lane; i < kKeys; i += kWarp) used += len[i] != 0;
       table_bytes = ChunkLayout<L>::table_bytes_entropy(warp_sum(used));
+      words = measure_lane_words<L>(x, n, kc, window, lane);
     }
-    uint32_t bits = 0;  // the lane's, as encode_lane would write them
-    for (uint32_t base = 0; base < n; base += kWindow) {
-      const uint32_t wn = min(kWindow, n - base);
-      __syncwarp();  // every lane is done with the last window
-      warp_load_window(x + base, wn, window, lane);
-      __syncwarp();
-      bits += expbits::lane_bits<L>(window, wn, lane, kc);
-    }
-    const uint32_t words = (bits + 31) / 32;
-    const uint32_t total = warp_sum(words);
-    const uint64_t coded = ChunkLayout<L>::streams_at(table_bytes, n) + 4ull * total;
-    const uint32_t stored = ChunkLayout<L>::stored_bytes(n);
+    const uint64_t size = chunk_size_bytes<L>(table_bytes, n, words);
     s.lane_words[c * format::kLanes + lane] = static_cast<uint16_t>(words);
-    if (lane == 0) s.chunk_bytes[c] = coded >= stored ? uint64_t{stored} : coded;
+    if (lane == 0) s.chunk_bytes[c] = size;
     __syncwarp();  // the next chunk rebuilds this warp's tables
   }
 }
 
 // ---- encode: emit -------------------------------------------------------------------------
+// A stored chunk at o (4-byte aligned): mode word, then the elements, zero-padded to a word.
+template <class L>
+__device__ inline void emit_stored_chunk(const typename L::Bits* x, uint32_t n, uint8_t* o,
+                                         typename L::Bits* window, uint32_t lane) {
+  using Bits = typename L::Bits;
+  auto* o32 = reinterpret_cast<uint32_t*>(o);  // little-endian device, like the format
+  if (lane == 0) o32[0] = format::kModeStored;
+  for (uint32_t base = 0; base < n; base += kWindow) {
+    const uint32_t wn = min(kWindow, n - base);
+    __syncwarp();  // every lane is done with the last window
+    warp_load_window(x + base, wn, window, lane);
+    __syncwarp();
+    uint32_t* body = o32 + 1 + base * sizeof(Bits) / 4;
+    const uint32_t words = format::align_up(wn * static_cast<uint32_t>(sizeof(Bits)), 4) / 4;
+    for (uint32_t w = lane; w < words; w += kWarp) body[w] = element_word(window, wn, w);
+  }
+}
+
+// A coded chunk's lane table, raw section and lane streams at o (its header and code table are
+// the caller's), `words` this lane's word count: window by window, each lane's bits through a
+// WordBitWriter into the warp's stage (copied out at the end) or, when the streams do not fit
+// it, straight to global memory.
+template <class L>
+__device__ inline void emit_coded_body(const typename L::Bits* x, uint32_t n, uint8_t* o,
+                                       uint32_t table_bytes, uint32_t words,
+                                       const expbits::KeyCode& kc, typename L::Bits* window,
+                                       uint8_t* stage, uint32_t stage_bytes, uint32_t lane) {
+  format::store_u16(o + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane,
+                    static_cast<uint16_t>(words));
+  auto* raw32 = reinterpret_cast<uint32_t*>(o + ChunkLayout<L>::raw_at(table_bytes));
+  uint8_t* streams = o + ChunkLayout<L>::streams_at(table_bytes, n);
+  const uint32_t stream_words = warp_sum(words);
+  const bool staged = 4 * stream_words <= stage_bytes;  // warp-uniform
+  expbits::WordBitWriter writer((staged ? stage : streams) + 4 * warp_exclusive_sum(words, lane));
+  for (uint32_t base = 0; base < n; base += kWindow) {
+    const uint32_t wn = min(kWindow, n - base);
+    __syncwarp();  // every lane is done with the last window
+    warp_load_window(x + base, wn, window, lane);
+    __syncwarp();
+    // The window's raw bytes start at byte base * kRawBytes, a word boundary; the last
+    // window's final word is zero-padded past n.
+    uint32_t* raw_window = raw32 + base * L::kRawBytes / 4;
+    const uint32_t raw_words = ChunkLayout<L>::raw_bytes(wn) / 4;
+    for (uint32_t w = lane; w < raw_words; w += kWarp)
+      raw_window[w] = raw_section_word<L>(window, wn, w);
+    expbits::put_lane<L>(window, wn, lane, kc, writer);
+  }
+  writer.finish();
+  if (staged) {
+    __syncwarp();
+    warp_copy(reinterpret_cast<const uint32_t*>(stage), reinterpret_cast<uint32_t*>(streams),
+              stream_words, lane);
+  }
+}
+
 // Each chunk written at its final offset (payload + chunk_end - chunk_bytes, a multiple of 4;
 // payload is 4-byte aligned): header, code table, lane table, raw section, lane streams.
 template <Kind K, class L>
@@ -497,18 +590,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     const Bits* x = in + c * g.chunk_elements;
     const uint64_t size = s.chunk_bytes[c];
     uint8_t* o = payload + (s.chunk_end[c] - size);
-    auto* o32 = reinterpret_cast<uint32_t*>(o);     // little-endian device, like the format
     if (size == ChunkLayout<L>::stored_bytes(n)) {  // a coded chunk is always smaller
-      if (lane == 0) o32[0] = format::kModeStored;
-      for (uint32_t base = 0; base < n; base += kWindow) {  // the body, zero-padded past n
-        const uint32_t wn = min(kWindow, n - base);
-        __syncwarp();  // every lane is done with the last window
-        warp_load_window(x + base, wn, window, lane);
-        __syncwarp();
-        uint32_t* body = o32 + 1 + base * sizeof(Bits) / 4;
-        const uint32_t words = format::align_up(wn * static_cast<uint32_t>(sizeof(Bits)), 4) / 4;
-        for (uint32_t w = lane; w < words; w += kWarp) body[w] = element_word(window, wn, w);
-      }
+      emit_stored_chunk<L>(x, n, o, window, lane);
       continue;
     }
     uint32_t table_bytes = 0;
@@ -539,34 +622,9 @@ __global__ void __launch_bounds__(kBlockThreads)
         o[format::kChunkHeaderBytes + b] = 0;
       header_byte1 = nsyms - 1;
     }
-    if (lane == 0) o32[0] = format::kModeCoded | (header_byte1 << 8);
-    const uint32_t words = s.lane_words[c * format::kLanes + lane];
-    format::store_u16(o + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane,
-                      static_cast<uint16_t>(words));
-    auto* raw32 = reinterpret_cast<uint32_t*>(o + ChunkLayout<L>::raw_at(table_bytes));
-    uint8_t* streams = o + ChunkLayout<L>::streams_at(table_bytes, n);
-    const uint32_t stream_words = warp_sum(words);
-    const bool staged = 4 * stream_words <= stage_bytes;  // warp-uniform
-    expbits::WordBitWriter writer((staged ? stage : streams) + 4 * warp_exclusive_sum(words, lane));
-    for (uint32_t base = 0; base < n; base += kWindow) {
-      const uint32_t wn = min(kWindow, n - base);
-      __syncwarp();  // every lane is done with the last window
-      warp_load_window(x + base, wn, window, lane);
-      __syncwarp();
-      // The window's raw bytes start at byte base * kRawBytes, a word boundary; the last
-      // window's final word is zero-padded past n.
-      uint32_t* raw_window = raw32 + base * L::kRawBytes / 4;
-      const uint32_t raw_words = ChunkLayout<L>::raw_bytes(wn) / 4;
-      for (uint32_t w = lane; w < raw_words; w += kWarp)
-        raw_window[w] = raw_section_word<L>(window, wn, w);
-      expbits::put_lane<L>(window, wn, lane, kc, writer);
-    }
-    writer.finish();
-    if (staged) {
-      __syncwarp();
-      warp_copy(reinterpret_cast<const uint32_t*>(stage), reinterpret_cast<uint32_t*>(streams),
-                stream_words, lane);
-    }
+    if (lane == 0) reinterpret_cast<uint32_t*>(o)[0] = format::kModeCoded | (header_byte1 << 8);
+    emit_coded_body<L>(x, n, o, table_bytes, s.lane_words[c * format::kLanes + lane], kc, window,
+                       stage, stage_bytes, lane);
     __syncwarp();  // the next chunk reloads this warp's tables and stage
   }
 }
@@ -618,6 +676,109 @@ __global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g,
     if (chunk_end == nullptr)
       for (uint64_t b = g.elements * identity_esize; b < payload; ++b) out[payload_at + b] = 0;
     *out_size = payload_at + payload;
+  }
+}
+
+// ---- encode: gauss-exp in one launch ------------------------------------------------------
+// Each warp takes the next chunk (a ticket: chunks are taken in order, by warps already
+// running), measures it, publishes its size, learns the sizes of the chunks before it by
+// decoupled look-back (a chunk's descriptor: its size once measured, then the sum of its size
+// and all before it once that is known; a warp reads back until it meets such a sum), writes
+// the chunk at its offset and its offset-table entry; the last chunk's warp writes the header
+// and the size. Descriptors and counters are zeroed by the launcher before the kernel.
+constexpr unsigned long long kDescSize = 1ull << 62;       // the chunk's own size
+constexpr unsigned long long kDescInclusive = 2ull << 62;  // the size of it and all before it
+constexpr unsigned long long kDescValue = kDescSize - 1;
+// A warp waits for a chunk before it at most this many polls (about a second with the sleep
+// between polls), then gives up: its chunk is not written and the call's size is 0, instead
+// of a hang, should the descriptors ever go wrong.
+constexpr uint32_t kLookBackPolls = 1u << 24;
+
+// Lane 0 only: publishes chunk c's size and returns the bytes of the chunks before it, or
+// ~0ull when a wait gave up (the failure flag is set).
+__device__ inline unsigned long long look_back(unsigned long long* desc, uint32_t* failed,
+                                               uint64_t c, unsigned long long size) {
+  using Ref = cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>;
+  Ref mine(desc[c]);
+  if (c == 0) {
+    mine.store(kDescInclusive | size, cuda::memory_order_release);
+    return 0;
+  }
+  mine.store(kDescSize | size, cuda::memory_order_release);
+  unsigned long long before = 0;
+  for (uint64_t j = c; j-- > 0;) {
+    Ref theirs(desc[j]);
+    unsigned long long d = theirs.load(cuda::memory_order_acquire);
+    for (uint32_t polls = 0; d == 0; d = theirs.load(cuda::memory_order_acquire)) {
+      if (++polls == kLookBackPolls) {
+        atomicExch(failed, 1u);
+        return ~0ull;
+      }
+      __nanosleep(64);
+    }
+    before += d & kDescValue;
+    if ((d & ~kDescValue) == kDescInclusive) break;
+  }
+  mine.store(kDescInclusive | (before + size), cuda::memory_order_release);
+  return before;
+}
+
+template <class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    gauss_encode_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s, uint8_t* out,
+                        uint64_t* out_size, HeaderPrefix header, uint32_t stage_bytes,
+                        const __grid_constant__ GaussCodeParam<Kind::Gauss> gauss) {
+  using Bits = typename L::Bits;
+  __shared__ expbits::KeyCode s_kc[kWarpsPerBlock];
+  __shared__ __align__(16) Bits s_window[kWarpsPerBlock][kWindow];
+  __shared__ __align__(16) PrefixCode s_gauss;
+  block_copy16(&s_gauss, &gauss.pc, kEncodeCodeBytes);
+  __syncthreads();
+  const uint32_t lane = lane_id();
+  const uint32_t warp = warp_in_block();
+  expbits::KeyCode& kc = s_kc[warp];
+  Bits* window = s_window[warp];
+  uint8_t* stage = warp_stage(stage_bytes);
+  uint32_t cached_ref = ~0u;
+  const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
+  auto* desc = reinterpret_cast<unsigned long long*>(s.chunk_bytes);
+  for (;;) {
+    uint32_t ticket = 0;
+    if (lane == 0) ticket = atomicAdd(&s.counters[0], 1u);
+    const uint64_t c = __shfl_sync(kFullMask, ticket, 0);
+    if (c >= g.chunks) break;
+    const uint32_t n = g.chunk_size(c);
+    const Bits* x = in + c * g.chunk_elements;
+    const GaussMeasure m = measure_gauss_chunk<L>(x, n, s_gauss, kc, cached_ref, window, lane);
+    const uint64_t size = chunk_size_bytes<L>(0, n, m.words);
+    unsigned long long before = 0;
+    if (lane == 0) before = look_back(desc, &s.counters[1], c, size);
+    before = __shfl_sync(kFullMask, before, 0);
+    if (before == ~0ull) {  // gave up waiting: leave the chunk, the call's size is 0
+      if (lane == 0) *out_size = 0;
+      continue;
+    }
+    uint8_t* o = out + payload_at + before;
+    if (size == ChunkLayout<L>::stored_bytes(n)) {
+      emit_stored_chunk<L>(x, n, o, window, lane);
+    } else {
+      if (lane == 0) reinterpret_cast<uint32_t*>(o)[0] = format::kModeCoded | (m.ref << 8);
+      emit_coded_body<L>(x, n, o, 0, m.words, kc, window, stage, stage_bytes, lane);
+    }
+    if (lane == 0) {
+      const uint64_t end = before + size;
+      auto* table32 = reinterpret_cast<uint32_t*>(out + format::kHeaderBytes);
+      table32[2 * c] = static_cast<uint32_t>(end);
+      table32[2 * c + 1] = static_cast<uint32_t>(end >> 32);
+      if (c + 1 == g.chunks) {
+        for (uint32_t i = 0; i < format::kOffPayloadBytes; ++i) out[i] = header.bytes[i];
+        format::store_u64(out + format::kOffPayloadBytes, end);
+        const bool failed = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(s.counters[1])
+                                .load(cuda::memory_order_acquire) != 0;
+        *out_size = failed ? 0 : payload_at + end;
+      }
+    }
+    __syncwarp();  // the next chunk reloads this warp's window and stage
   }
 }
 
@@ -865,14 +1026,29 @@ inline void launch_finish(uint8_t* out, const HeaderPrefix& header, const Geomet
 }
 
 // out: 4-byte aligned; scratch: scratch_layout(K, g.chunks).total bytes (checked by the caller).
+// one_launch: gauss-exp through gauss_encode_kernel (ignored for entropy-exp).
 template <Kind K, class L>
 void launch_exponent_encode(CodecId codec, DType dtype, const typename L::Bits* in,
                             const Geometry& g, uint8_t* out, uint64_t* out_size, void* scratch,
-                            cudaStream_t stream) {
+                            bool one_launch, cudaStream_t stream) {
   EncodeScratch s{};
   if (g.chunks > 0) {
     s = bind_scratch(scratch_layout(K, g.chunks), scratch);
     const GaussCodeParam<K>& gauss = gauss_code_param<K>();
+    if constexpr (K == Kind::Gauss) {
+      if (one_launch) {
+        COMPCOLL_CUDA_CHECK(cudaMemsetAsync(s.chunk_bytes, 0, sizeof(uint64_t) * g.chunks, stream));
+        COMPCOLL_CUDA_CHECK(cudaMemsetAsync(s.counters, 0, 2 * sizeof(uint32_t), stream));
+        const auto kernel = gauss_encode_kernel<L>;
+        const uint32_t stage = stage_bytes_for<L>(g.chunk_elements);
+        const size_t smem = size_t{stage} * kWarpsPerBlock;
+        allow_dynamic_smem(kernel, smem);
+        kernel<<<grid_blocks(kernel, g.chunks, smem), kBlockThreads, smem, stream>>>(
+            in, g, s, out, out_size, make_header_prefix(codec, dtype, g), stage, gauss);
+        COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+        return;
+      }
+    }
     if constexpr (K == Kind::Entropy) {
       const auto tables = entropy_table_kernel<L>;
       tables<<<grid_blocks(tables, g.chunks), kBlockThreads, 0, stream>>>(in, g, s);
