@@ -23,11 +23,17 @@ using Completion = int;  // -1: already complete
 
 // After a decompress: the stream held `count` elements of `dtype`, as the schedule's slice
 // says, or it is a CodecError (a message of another slice, or a damaged header).
-inline void check_decoded(const StreamInfo& info, DType dtype, uint64_t count) {
+inline void check_decoded(const StreamInfo& info, const Codec& codec, const EncodeOptions& opt, DType dtype,
+                          uint64_t count) {
   if (info.elements != count || info.dtype != dtype)
     throw CodecError("a stream of " + std::to_string(info.elements) + " " + std::string(dtype_name(info.dtype)) +
                          " elements where " + std::to_string(count) + " " + std::string(dtype_name(dtype)) +
                          " were expected",
+                     0);
+  if (info.codec != codec.id() || info.chunk_elements != opt.chunk_elements)
+    throw CodecError("a " + std::string(codec_by_id(info.codec).name()) + " stream in chunks of " +
+                         std::to_string(info.chunk_elements) + " elements where " + std::string(codec.name()) +
+                         " in chunks of " + std::to_string(opt.chunk_elements) + " was expected",
                      0);
 }
 
@@ -50,9 +56,11 @@ class DataBackend {
   // the stream's size is in *stream_bytes (host) once the completion is done.
   virtual Completion compress(const Codec& codec, DType dtype, const void* src, uint64_t count, void* wire,
                               size_t capacity, const EncodeOptions& opt, uint64_t* stream_bytes) = 0;
-  // Decodes the stream of `bytes` bytes at `wire` into exactly `count` elements at dst;
-  // damage or a count mismatch throws CodecError.
-  virtual Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) = 0;
+  // Decodes the stream of `bytes` bytes at `wire`, which `codec` wrote with `opt`, into
+  // exactly `count` elements at dst; damage, or a stream that is not such a one, throws
+  // CodecError (from done(), where the check runs on the device).
+  virtual Completion decompress(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes,
+                                DType dtype, void* dst, uint64_t count) = 0;
   // True once c finished (c is then released); an error the operation raised (a CodecError)
   // is thrown here. host_seconds, if given, gets how long a host operation run on the compute
   // thread took (the executor times those it runs itself).

@@ -2,7 +2,9 @@
 // device buffers, the codec kernels of codec/cuda/codec_cuda.h and the reduce kernel of
 // codec/cuda/reduce_cuda.h (bit-exact against the host's), so host and device runs give the
 // same bits. Everything runs on one compute stream;
-// completions are events the executor polls. Never run on a machine without a GPU.
+// completions are events the executor polls, and nothing waits on the device in between:
+// decompression checks streams on the device and reports through done(). Never run on a
+// machine without a GPU.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -36,6 +38,8 @@ class CudaBackend final : public DataBackend {
       cudaEventDestroy(s.done);
       cudaFreeHost(s.size_host);
       cudaFree(s.size_dev);
+      cudaFreeHost(s.status_host);
+      cudaFree(s.status_dev);
     }
     cudaFree(scratch_);
     cudaEventDestroy(t0_);
@@ -101,11 +105,35 @@ class CudaBackend final : public DataBackend {
     COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
     return c;
   }
-  Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) override {
-    // Validates the stream's header on the host and the chunks on the device; synchronises.
-    const StreamInfo info = cuda_decode_checked(wire, bytes, dst, count * dtype_size(dtype), stream_);
-    check_decoded(info, dtype, count);
-    return -1;
+  // Asynchronous: the stream is expected to be the one `codec` wrote with `opt` (the plan's),
+  // so nothing is read back before the kernel: it checks the stream's header against that on
+  // the device, and each chunk; their statuses come back to pinned memory behind the kernel,
+  // and done() reads them once the completion's event has passed (a CodecError there).
+  Completion decompress(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes, DType dtype,
+                        void* dst, uint64_t count) override {
+    const StreamInfo info = expected_stream_info(codec, dtype, count, opt, bytes);
+    const int c = take_slot();
+    Slot& s = slots_[static_cast<size_t>(c)];
+    const size_t chunks = info.chunk_count;
+    if (chunks > s.status_capacity) {
+      cudaFreeHost(s.status_host);
+      cudaFree(s.status_dev);
+      s.status_host = nullptr;
+      s.status_dev = nullptr;
+      s.status_capacity = 0;
+      COMPCOLL_CUDA_CHECK(cudaMallocHost(&s.status_host, chunks * sizeof(int32_t)));
+      COMPCOLL_CUDA_CHECK(cudaMalloc(&s.status_dev, chunks * sizeof(int32_t)));
+      s.status_capacity = chunks;
+    }
+    cuda_decode(info, wire, bytes, dst, count * dtype_size(dtype), s.status_dev, stream_);
+    if (chunks > 0)
+      COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.status_host, s.status_dev, chunks * sizeof(int32_t),
+                                          cudaMemcpyDeviceToHost, stream_));
+    s.status_chunks = chunks;
+    s.codec = info.codec;
+    COMPCOLL_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+    COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
+    return c;
   }
   bool done(Completion c, double* /*host_seconds*/) override {
     if (c < 0) return true;
@@ -115,7 +143,14 @@ class CudaBackend final : public DataBackend {
     COMPCOLL_CUDA_CHECK(e);
     if (s.dest) *s.dest = *s.size_host;
     s.dest = nullptr;
+    const size_t chunks = s.status_chunks;
+    s.status_chunks = 0;
     free_.push_back(c);
+    for (size_t k = 0; k < chunks; ++k)
+      if (s.status_host[k] != 0)
+        throw CodecError(std::string(codec_by_id(s.codec).name()) + " stream: chunk " + std::to_string(k) + ": " +
+                             cuda_chunk_status_message(s.status_host[k]),
+                         0);
     return true;
   }
   void synchronize() override {
@@ -143,6 +178,13 @@ class CudaBackend final : public DataBackend {
     uint64_t* size_host = nullptr;  // pinned
     uint64_t* size_dev = nullptr;
     uint64_t* dest = nullptr;
+    // A decompression's per-chunk statuses (pinned mirror of the device array), kept and grown
+    // with the slot: a slot allocates only when a call has more chunks than it held before.
+    int32_t* status_host = nullptr;
+    int32_t* status_dev = nullptr;
+    size_t status_capacity = 0;
+    size_t status_chunks = 0;  // to check in done(); 0 for other operations
+    CodecId codec = CodecId::Identity;
   };
   int take_slot() {
     if (free_.empty()) {

@@ -229,7 +229,8 @@ void Executor::start(uint32_t i, RunStats& st) {
       return timed(b_.compress(*opt_.codec, dtype_, slice_ptr(op.src), op.src.count, wire_[op.dst.index],
                                wire_capacity_[op.dst.index], opt_.encode, &stream_bytes_[i]));
     case OpKind::Decompress:
-      return timed(b_.decompress(wire_[op.src.index], wire_size_[op.src.index], dtype_, slice_ptr(op.dst), op.dst.count));
+      return timed(b_.decompress(*opt_.codec, opt_.encode, wire_[op.src.index], wire_size_[op.src.index], dtype_,
+                                 slice_ptr(op.dst), op.dst.count));
   }
 }
 

@@ -73,11 +73,13 @@ class HostBackend final : public DataBackend {
     const Codec* c = &codec;
     return run([=] { *stream_bytes = encode(*c, dtype, src, count, wire, capacity, threaded); });
   }
-  Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) override {
+  Completion decompress(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes, DType dtype,
+                        void* dst, uint64_t count) override {
     const uint32_t threads = codec_threads_;
+    const Codec* c = &codec;
     return run([=] {
       const StreamInfo info = decode(wire, bytes, dst, count * dtype_size(dtype), threads);
-      check_decoded(info, dtype, count);
+      check_decoded(info, *c, opt, dtype, count);
     });
   }
   bool done(Completion c, double* host_seconds) override {

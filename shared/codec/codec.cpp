@@ -251,6 +251,26 @@ std::vector<uint8_t> encode(const Codec& codec, DType dtype, const void* in, uin
   return out;
 }
 
+StreamInfo expected_stream_info(const Codec& codec, DType dtype, uint64_t elements,
+                                const EncodeOptions& opt, uint64_t stream_bytes) {
+  const size_t most = max_encoded_size(codec, dtype, elements, opt);  // checks the options
+  StreamInfo info{};
+  info.codec = codec.id();
+  info.dtype = dtype;
+  info.elements = elements;
+  info.chunk_elements = opt.chunk_elements;
+  info.chunk_count = chunk_count_for(elements, opt.chunk_elements);
+  const uint64_t table_end = kHeaderBytes + uint64_t{kOffsetEntryBytes} * info.chunk_count;
+  if (stream_bytes < table_end || stream_bytes > most)
+    throw CodecError(stream_prefix(info) + ": a stream of " + std::to_string(stream_bytes) +
+                         " bytes cannot hold it (" + std::to_string(table_end) + " to " +
+                         std::to_string(most) + " bytes)",
+                     std::min<uint64_t>(stream_bytes, table_end));
+  info.payload_bytes = stream_bytes - table_end;
+  info.total_bytes = stream_bytes;
+  return info;
+}
+
 StreamInfo read_stream_info(const void* stream, size_t bytes) {
   const auto* p = static_cast<const uint8_t*>(stream);
   if (bytes < kHeaderBytes)

@@ -109,6 +109,14 @@ std::vector<uint8_t> encode(const Codec& codec, DType dtype, const void* in, uin
 // Validates the header and the offset table of a stream of `bytes` bytes (host).
 StreamInfo read_stream_info(const void* stream, size_t bytes);
 
+// What a receiver that knows how a stream was made (codec, dtype, elements, the encoder's
+// options) and its size expects its header to say, without reading it: the GPU decoder checks
+// the stream's own header against this on the device (cuda_decode), so no header crosses to
+// the host. Throws CodecError for bad options, or a size too small for the header and offset
+// table, or one past what the codec can write for those elements.
+StreamInfo expected_stream_info(const Codec& codec, DType dtype, uint64_t elements,
+                                const EncodeOptions& opt, uint64_t stream_bytes);
+
 // Decodes a whole stream into `out` (host, out_capacity bytes, at least
 // elements * dtype_size). Throws CodecError naming the chunk and byte offset of any damage
 // (with several threads, the damaged chunk of lowest index). `threads` as EncodeOptions::threads.

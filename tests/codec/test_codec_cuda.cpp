@@ -410,6 +410,16 @@ TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][
       const StreamInfo info = read_stream_info(stream.data(), stream.size());
       REQUIRE(info.chunk_count == 3);
       CHECK(gpu_statuses(s, info, stream) == std::vector<int32_t>{0, 0, 0});
+      // What the receiver expects, no header read back: the same; a header byte that differs
+      // from it (codec, elements, payload size): every chunk says so.
+      const StreamInfo expect = expected_stream_info(codec_of(codec), dtype, n, opt, stream.size());
+      CHECK(gpu_statuses(s, expect, stream) == std::vector<int32_t>{0, 0, 0});
+      for (const uint32_t at : {format::kOffCodec, format::kOffElements, format::kOffPayloadBytes}) {
+        CAPTURE(at);
+        auto wrong = stream;
+        wrong[at] ^= 0x01;
+        for (const int32_t st : gpu_statuses(s, expect, wrong)) CHECK(kind_of(st) == CudaChunkStatus::BadHeader);
+      }
       const uint64_t end0 = format::load_u64(stream.data() + format::kHeaderBytes);
 
       // Truncated chunk offsets: chunk 0 loses its last word, chunk 1 gains it.

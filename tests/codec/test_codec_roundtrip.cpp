@@ -515,6 +515,36 @@ TEST_CASE("the GPU's windowed lane loops equal encode_lane/decode_lane", "[codec
   }
 }
 
+TEST_CASE("expected_stream_info is what the stream's header says", "[codec]") {
+  EncodeOptions opt;
+  opt.chunk_elements = 1024;
+  for (const char* name : {"identity", "gauss-exp", "entropy-exp", "fp8-hadamard"})
+    for (DType dtype : kDTypes)
+      for (const uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{1024}, uint64_t{5000}}) {
+        CAPTURE(name, static_cast<int>(dtype), n);
+        const Codec& codec = *find_codec(name);
+        const auto in = test::gaussian_bytes(dtype, n, 0.02, 9 + n);
+        const auto stream = encode(codec, dtype, in.data(), n, opt);
+        const StreamInfo read = read_stream_info(stream.data(), stream.size());
+        const StreamInfo expect = expected_stream_info(codec, dtype, n, opt, stream.size());
+        CHECK(expect.codec == read.codec);
+        CHECK(expect.dtype == read.dtype);
+        CHECK(expect.elements == read.elements);
+        CHECK(expect.chunk_elements == read.chunk_elements);
+        CHECK(expect.chunk_count == read.chunk_count);
+        CHECK(expect.payload_bytes == read.payload_bytes);
+        CHECK(expect.total_bytes == read.total_bytes);
+        // Sizes no such stream can have, and bad options, are errors naming the codec.
+        const uint64_t table_end = format::kHeaderBytes + format::kOffsetEntryBytes * read.chunk_count;
+        CHECK_THROWS_WITH(expected_stream_info(codec, dtype, n, opt, table_end - 1), Catch::Contains(name));
+        CHECK_THROWS_AS(expected_stream_info(codec, dtype, n, opt, max_encoded_size(codec, dtype, n, opt) + 1),
+                        CodecError);
+      }
+  EncodeOptions bad;
+  bad.chunk_elements = 33;
+  CHECK_THROWS_AS(expected_stream_info(*find_codec("gauss-exp"), DType::BF16, 100, bad, 1000), CodecError);
+}
+
 TEST_CASE("exponent_entropy gives H and the order-0 bound", "[codec]") {
   // bf16: exponents 0x7F and 0x80 equally often -> H = 1 bit, bound 16 / (8 + 1).
   const std::vector<uint16_t> two = {0x3F80, 0x4000, 0xBF80, 0x4000};

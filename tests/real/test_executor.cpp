@@ -181,14 +181,28 @@ TEST_CASE("the host backend's compute thread runs kernels in order and reports a
   CHECK(s2 >= 0);
   CHECK_FALSE(b->wait_any());  // nothing pending: returns at once
   std::vector<uint8_t> junk(64, 0xab);
-  const Completion bad = b->decompress(junk.data(), junk.size(), DType::FP32, a.data(), a.size());
+  const Codec& gauss = *find_codec("gauss-exp");
+  const EncodeOptions opt;
+  const Completion bad = b->decompress(gauss, opt, junk.data(), junk.size(), DType::FP32, a.data(), a.size());
   b->synchronize();
   CHECK_THROWS_AS(b->done(bad, nullptr), CodecError);
   // Without a compute thread the same calls finish before they return.
   auto inline_b = make_host_backend(1, false);
   CHECK(inline_b->reduce(DType::FP32, a.data(), x.data(), a.size()) == -1);
   CHECK(a[0] == 7.0f);
-  CHECK_THROWS_AS(inline_b->decompress(junk.data(), junk.size(), DType::FP32, a.data(), a.size()), CodecError);
+  CHECK_THROWS_AS(inline_b->decompress(gauss, opt, junk.data(), junk.size(), DType::FP32, a.data(), a.size()),
+                  CodecError);
+  // A sound stream, but not the one the plan sends: another codec or another chunk size.
+  const std::vector<uint8_t> good = encode(gauss, DType::FP32, x.data(), x.size(), opt);
+  CHECK(inline_b->decompress(gauss, opt, good.data(), good.size(), DType::FP32, a.data(), a.size()) == -1);
+  CHECK(a[0] == 2.0f);
+  CHECK_THROWS_WITH(inline_b->decompress(*find_codec("identity"), opt, good.data(), good.size(), DType::FP32,
+                                         a.data(), a.size()),
+                    Catch::Contains("identity in chunks of"));
+  EncodeOptions other;
+  other.chunk_elements = 1024;
+  CHECK_THROWS_AS(inline_b->decompress(gauss, other, good.data(), good.size(), DType::FP32, a.data(), a.size()),
+                  CodecError);
 }
 
 TEST_CASE("lockstep refuses a transfer that waits for a transfer of its own step", "[real][executor]") {

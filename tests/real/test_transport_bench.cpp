@@ -95,8 +95,9 @@ class RecordingBackend final : public real::DataBackend {
                             const EncodeOptions& opt, uint64_t* stream_bytes) override {
     return host_->compress(c, dtype, src, count, wire, capacity, opt, stream_bytes);
   }
-  real::Completion decompress(const void* wire, size_t bytes, DType dtype, void* dst, uint64_t count) override {
-    return host_->decompress(wire, bytes, dtype, dst, count);
+  real::Completion decompress(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes,
+                              DType dtype, void* dst, uint64_t count) override {
+    return host_->decompress(codec, opt, wire, bytes, dtype, dst, count);
   }
   bool done(real::Completion c, double* seconds) override { return host_->done(c, seconds); }
   void synchronize() override {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -263,6 +264,9 @@ std::string cuda_chunk_status_message(int32_t status) {
       return "bad group size, fp8 format or reserved byte 3 in the chunk header";
     case CudaChunkStatus::Fp8BadScale:
       return "group " + std::to_string((u >> 8) & 0x7FFFFFu) + ": scale is negative or not finite";
+    case CudaChunkStatus::BadHeader:
+      return "the stream's header is not the expected one (codec, dtype, elements, chunk size or "
+             "payload size)";
   }
   return "unknown chunk status " + std::to_string(status);
 }
@@ -299,7 +303,10 @@ void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_b
                      0);
   if (info.chunk_count > 0 && status_dev == nullptr)
     throw CodecError("cuda_decode: status_dev is null", 0);
-  const gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes};
+  gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes, {}};
+  const gpu::HeaderPrefix prefix = gpu::make_header_prefix(info.codec, info.dtype, d.g);
+  std::memcpy(d.header, prefix.bytes, format::kOffPayloadBytes);
+  format::store_u64(d.header + format::kOffPayloadBytes, info.payload_bytes);
   const auto* in = static_cast<const uint8_t*>(stream_dev);
   switch (dispatch_key(info.codec, info.dtype)) {
     case dispatch_key(CodecId::Identity, DType::BF16):

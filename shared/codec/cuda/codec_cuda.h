@@ -86,6 +86,7 @@ enum class CudaChunkStatus : uint8_t {
   LaneTrailingBits,  // a lane's bit stream has bits after its last element
   Fp8BadHeader,      // fp8-hadamard: group size, fp8 format or reserved byte 3 invalid
   Fp8BadScale,       // fp8-hadamard: a scale is negative or not finite; bits 8..30: the group
+  BadHeader,         // the stream's header is not the one `info` describes (every chunk says so)
 };
 
 // What a status word means, one line in the host decoder's words
@@ -98,9 +99,12 @@ std::string cuda_chunk_status_message(int32_t status);
 StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes, cudaStream_t stream);
 
 // Decodes every chunk of a device stream on `stream`, asynchronously. `info` is what
-// cuda_read_stream_info() returned, or what the caller knows of the stream; it is checked
-// for consistency with itself, stream_bytes and out_capacity (CodecError). Each chunk's
-// offsets and contents are validated on the device; the result goes to status_dev.
+// cuda_read_stream_info() returned, or what the caller knows of the stream
+// (expected_stream_info(), codec/codec.h: nothing read back to the host); it is checked for
+// consistency with itself, stream_bytes and out_capacity (CodecError). The stream's header
+// (checked against `info`, byte for byte), each chunk's offsets and its contents are
+// validated on the device; the result goes to status_dev. Allocates nothing and does not
+// synchronise.
 //   stream_dev  device, stream_bytes bytes, any alignment; not modified.
 //   out_dev     device, out_capacity >= info.elements * dtype_size(info.dtype) bytes, aligned
 //               to dtype_size; null only when info.elements == 0.

@@ -788,6 +788,9 @@ struct DecodeGeometry {
   Geometry g;
   uint64_t payload_at;     // byte offset of the payload in the stream
   uint64_t payload_bytes;  // as the header states; checked to lie inside the stream on the host
+  // The stream's header as the caller expects it, byte for byte (cuda_decode's info): every
+  // chunk checks the stream's own header against it on the device.
+  uint8_t header[format::kHeaderBytes];
 };
 
 __device__ inline int32_t status_of(CudaChunkStatus s) { return static_cast<int32_t>(s); }
@@ -815,9 +818,14 @@ __device__ inline int32_t lane_status(LaneStatus st, uint32_t lane, uint32_t ele
 }
 
 // Chunk c's byte range [begin, end) in the payload, from the stream's own offset table; every
-// lane reads the same entries. Checked against the payload before anything else is read.
+// lane reads the same entries. The whole warp calls it; the stream's header is checked against
+// the expected one first, then the range against the payload, before anything else is read.
 __device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometry& d, uint64_t c,
                                       uint64_t& begin, uint64_t& end) {
+  static_assert(format::kHeaderBytes == kWarp, "one header byte a lane");
+  const uint32_t lane = lane_id();
+  if (__ballot_sync(kFullMask, stream[lane] != d.header[lane]) != 0)
+    return status_of(CudaChunkStatus::BadHeader);
   const uint8_t* table = stream + format::kHeaderBytes;
   begin = c == 0 ? 0 : format::load_u64(table + format::kOffsetEntryBytes * (c - 1));
   end = format::load_u64(table + format::kOffsetEntryBytes * c);
