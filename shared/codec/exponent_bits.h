@@ -514,18 +514,27 @@ COMPCOLL_HD inline typename L::Bits decode_element(Reader& r, const uint8_t* raw
   return join_key<L>(decode_key<L>(r, se, pc, status), raw_section, k);
 }
 
+// How take_lane puts a decoded value: stores it (decode), or, with another functor, adds it to
+// what is there (the GPU's fused decode-and-add).
+struct StoreElement {
+  template <class Bits>
+  COMPCOLL_HD void operator()(Bits* out, uint32_t k, Bits v) const {
+    out[k] = v;
+  }
+};
+
 // Decodes lane `lane`'s elements of out[0, n) from its reader, the raw bytes from
 // raw_section[0, n * kRawBytes): a whole chunk, or a window of one that starts at a multiple
 // of kLanes elements (the pointers then point at the window). Stops at the first bad code:
 // returns its status and its element index (in the window) in *bad_element.
-template <class L, class Reader>
+template <class L, class Reader, class Put = StoreElement>
 COMPCOLL_HD inline LaneStatus take_lane(Reader& r, const uint8_t* raw_section, uint32_t n,
                                         uint32_t lane, const SymbolExponents& se,
                                         const PrefixCode& pc, typename L::Bits* out,
-                                        uint32_t* bad_element) {
+                                        uint32_t* bad_element, Put put = {}) {
   LaneStatus st = LaneStatus::Ok;
   for (uint32_t k = lane; k < n; k += format::kLanes) {
-    out[k] = decode_element<L>(r, raw_section, k, se, pc, &st);
+    put(out, k, decode_element<L>(r, raw_section, k, se, pc, &st));
     if (st != LaneStatus::Ok) {
       *bad_element = k;
       return st;

@@ -18,6 +18,7 @@
 #include "codec/cuda/check.h"
 #include "codec/cuda/codec_cuda.h"
 #include "codec/exponent_bits.h"
+#include "codec/reduce.h"
 #include "io/tensor_file.h"
 #include "cuda_test_util.h"
 #include "test_util.h"
@@ -195,6 +196,8 @@ TEST_CASE("cuda: status messages and argument errors (host side, no device neede
   CHECK(cuda_chunk_status_message(static_cast<int32_t>(CudaChunkStatus::KraftViolation))
             .find("Kraft") != std::string::npos);
   CHECK(cuda_chunk_status_message(200).find("unknown") != std::string::npos);
+  CHECK(cuda_chunk_status_message(static_cast<int32_t>(CudaChunkStatus::BadHeader)).find("header") !=
+        std::string::npos);
   // Bad options are caller errors, found before any CUDA call.
   EncodeOptions opt;
   for (uint32_t c : {0u, 16u, 33u, 65568u}) {
@@ -239,6 +242,41 @@ TEST_CASE("cuda: encode is byte-identical to the host over sizes, chunkings, dty
         if (n > 0) REQUIRE(any_nonzero(in));
         check_against_host(s, codec, dtype, in, opt);
       }
+}
+
+TEST_CASE("cuda: decode-and-add equals decode, then reduce_add, on the host", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  for (const uint32_t chunk : {1024u, format::kDefaultChunkElements})
+    for (CodecId codec : kCodecs)
+      for (DType dtype : kDTypes)
+        for (const size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3 * 1024 + 17}, size_t{40000}}) {
+          CAPTURE(codec_name(codec), dtype_name(dtype), chunk, n);
+          EncodeOptions opt;
+          opt.chunk_elements = chunk;
+          const auto in = test::gaussian_bytes(dtype, n, 0.02, 300 + n);
+          const auto acc0 = test::gaussian_bytes(dtype, n, 0.5, 700 + n);
+          const auto stream = encode(codec_of(codec), dtype, in.data(), n, opt);
+          std::vector<uint8_t> expect = acc0, decoded(in.size());
+          decode(stream.data(), stream.size(), decoded.data(), decoded.size());
+          reduce_add(dtype, expect.data(), decoded.data(), n);
+          const StreamInfo info = read_stream_info(stream.data(), stream.size());
+          DeviceBuffer<uint8_t> din(stream.size()), dacc(acc0.size() + 1);
+          DeviceBuffer<int32_t> dstatus(info.chunk_count);
+          to_device(s, din.get(), stream.data(), stream.size());
+          to_device(s, dacc.get(), acc0.data(), acc0.size());
+          cuda_decode_add(info, din.get(), stream.size(), dacc.get(), acc0.size(), dstatus.get(), s.get());
+          CHECK(to_host(s, dacc.get(), acc0.size()) == expect);
+          for (const int32_t st : to_host(s, dstatus.get(), info.chunk_count)) CHECK(st == 0);
+        }
+  // fp8-hadamard has no fused kernel.
+  const auto in = test::gaussian_bytes(DType::BF16, 256, 0.02, 5);
+  const auto stream = encode(*find_codec("fp8-hadamard"), DType::BF16, in.data(), 256);
+  const StreamInfo info = read_stream_info(stream.data(), stream.size());
+  DeviceBuffer<uint8_t> din(stream.size()), dacc(in.size());
+  DeviceBuffer<int32_t> dstatus(info.chunk_count);
+  CHECK_THROWS_AS(cuda_decode_add(info, din.get(), stream.size(), dacc.get(), in.size(), dstatus.get(), s.get()),
+                  CodecError);
 }
 
 TEST_CASE("cuda: every 16-bit pattern, straight and shuffled", "[cuda]") {

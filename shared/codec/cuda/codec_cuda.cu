@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "codec/cuda/codec_cuda.h"
+#include "codec/cuda/element_add.cuh"
 #include "codec/cuda/exponent_kernels.cuh"
 #include "codec/cuda/fp8_kernels.cuh"
 
@@ -275,34 +277,42 @@ StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes, cu
   return read_prefix(stream_dev, stream_bytes, stream).info;
 }
 
-void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_bytes, void* out_dev,
-                 size_t out_capacity, int32_t* status_dev, cudaStream_t stream) {
+namespace {
+
+// cuda_decode (kAdd false: decoded elements are stored) and cuda_decode_add (true: added with
+// the dtype's adder): the checks, then the kernel.
+template <bool kAdd>
+void decode_into(const char* entry, const StreamInfo& info, const void* stream_dev, size_t stream_bytes,
+                 void* out_dev, size_t out_capacity, int32_t* status_dev, cudaStream_t stream) {
+  using AddBf16 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddBf16>, expbits::StoreElement>;
+  using AddFp16 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddFp16>, expbits::StoreElement>;
+  using AddFp32 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddFp32>, expbits::StoreElement>;
   const uint32_t c = info.chunk_elements;
   if (c < format::kMinChunkElements || c > format::kMaxChunkElements || c % format::kLanes != 0)
-    throw CodecError("cuda_decode: bad chunk_elements " + std::to_string(c), 0);
+    throw CodecError(std::string(entry) + ": bad chunk_elements " + std::to_string(c), 0);
   if (info.elements > (uint64_t{1} << 48) ||
       info.chunk_count != format::chunk_count_for(info.elements, c))
-    throw CodecError("cuda_decode: chunk_count " + std::to_string(info.chunk_count) +
+    throw CodecError(std::string(entry) + ": chunk_count " + std::to_string(info.chunk_count) +
                          " does not match elements " + std::to_string(info.elements),
                      0);
   const uint64_t table_end =
       format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * info.chunk_count;
   if (table_end > stream_bytes || info.payload_bytes > stream_bytes - table_end)
-    throw CodecError("cuda_decode: header, offset table and payload of " +
+    throw CodecError(std::string(entry) + ": header, offset table and payload of " +
                          std::to_string(info.payload_bytes) + " bytes exceed the stream's " +
                          std::to_string(stream_bytes) + " bytes",
                      stream_bytes);
-  if (stream_dev == nullptr) throw CodecError("cuda_decode: stream_dev is null", 0);
+  if (stream_dev == nullptr) throw CodecError(std::string(entry) + ": stream_dev is null", 0);
   const uint64_t need = info.elements * dtype_size(info.dtype);
   if (out_capacity < need)
-    throw CodecError("cuda_decode: output capacity " + std::to_string(out_capacity) + " < " +
+    throw CodecError(std::string(entry) + ": output capacity " + std::to_string(out_capacity) + " < " +
                          std::to_string(need) + " bytes needed",
                      0);
   if (info.elements > 0 && (out_dev == nullptr || !aligned(out_dev, dtype_size(info.dtype))))
-    throw CodecError("cuda_decode: out_dev must be a device pointer aligned to the element size",
+    throw CodecError(std::string(entry) + ": the output must be a device pointer aligned to the element size",
                      0);
   if (info.chunk_count > 0 && status_dev == nullptr)
-    throw CodecError("cuda_decode: status_dev is null", 0);
+    throw CodecError(std::string(entry) + ": status_dev is null", 0);
   gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes, {}};
   const gpu::HeaderPrefix prefix = gpu::make_header_prefix(info.codec, info.dtype, d.g);
   std::memcpy(d.header, prefix.bytes, format::kOffPayloadBytes);
@@ -310,42 +320,63 @@ void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_b
   const auto* in = static_cast<const uint8_t*>(stream_dev);
   switch (dispatch_key(info.codec, info.dtype)) {
     case dispatch_key(CodecId::Identity, DType::BF16):
+      return gpu::launch_identity_decode<uint16_t, AddBf16>(in, d, static_cast<uint16_t*>(out_dev),
+                                                            status_dev, stream);
     case dispatch_key(CodecId::Identity, DType::FP16):
-      return gpu::launch_identity_decode(in, d, static_cast<uint16_t*>(out_dev), status_dev,
-                                         stream);
+      return gpu::launch_identity_decode<uint16_t, AddFp16>(in, d, static_cast<uint16_t*>(out_dev),
+                                                            status_dev, stream);
     case dispatch_key(CodecId::Identity, DType::FP32):
-      return gpu::launch_identity_decode(in, d, static_cast<uint32_t*>(out_dev), status_dev,
-                                         stream);
+      return gpu::launch_identity_decode<uint32_t, AddFp32>(in, d, static_cast<uint32_t*>(out_dev),
+                                                            status_dev, stream);
     case dispatch_key(CodecId::GaussExp, DType::BF16):
-      return gpu::launch_exponent_decode<Kind::Gauss, Bf16Layout>(
+      return gpu::launch_exponent_decode<Kind::Gauss, Bf16Layout, AddBf16>(
           in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
     case dispatch_key(CodecId::GaussExp, DType::FP16):
-      return gpu::launch_exponent_decode<Kind::Gauss, Fp16Layout>(
+      return gpu::launch_exponent_decode<Kind::Gauss, Fp16Layout, AddFp16>(
           in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
     case dispatch_key(CodecId::GaussExp, DType::FP32):
-      return gpu::launch_exponent_decode<Kind::Gauss, Fp32Layout>(
+      return gpu::launch_exponent_decode<Kind::Gauss, Fp32Layout, AddFp32>(
           in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
     case dispatch_key(CodecId::EntropyExp, DType::BF16):
-      return gpu::launch_exponent_decode<Kind::Entropy, Bf16Layout>(
+      return gpu::launch_exponent_decode<Kind::Entropy, Bf16Layout, AddBf16>(
           in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
     case dispatch_key(CodecId::EntropyExp, DType::FP16):
-      return gpu::launch_exponent_decode<Kind::Entropy, Fp16Layout>(
+      return gpu::launch_exponent_decode<Kind::Entropy, Fp16Layout, AddFp16>(
           in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
     case dispatch_key(CodecId::EntropyExp, DType::FP32):
-      return gpu::launch_exponent_decode<Kind::Entropy, Fp32Layout>(
+      return gpu::launch_exponent_decode<Kind::Entropy, Fp32Layout, AddFp32>(
           in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
-    case dispatch_key(CodecId::Fp8Hadamard, DType::BF16):
-      return gpu::launch_fp8_decode<fp8bits::Bf16Elem>(in, d, static_cast<uint16_t*>(out_dev),
-                                                       status_dev, stream);
-    case dispatch_key(CodecId::Fp8Hadamard, DType::FP16):
-      return gpu::launch_fp8_decode<fp8bits::Fp16Elem>(in, d, static_cast<uint16_t*>(out_dev),
-                                                       status_dev, stream);
-    case dispatch_key(CodecId::Fp8Hadamard, DType::FP32):
-      return gpu::launch_fp8_decode<fp8bits::Fp32Elem>(in, d, static_cast<uint32_t*>(out_dev),
-                                                       status_dev, stream);
     default:
-      throw_no_kernel("cuda_decode", info.codec, info.dtype);
+      break;
   }
+  if (!kAdd) {
+    switch (dispatch_key(info.codec, info.dtype)) {
+      case dispatch_key(CodecId::Fp8Hadamard, DType::BF16):
+        return gpu::launch_fp8_decode<fp8bits::Bf16Elem>(in, d, static_cast<uint16_t*>(out_dev),
+                                                         status_dev, stream);
+      case dispatch_key(CodecId::Fp8Hadamard, DType::FP16):
+        return gpu::launch_fp8_decode<fp8bits::Fp16Elem>(in, d, static_cast<uint16_t*>(out_dev),
+                                                         status_dev, stream);
+      case dispatch_key(CodecId::Fp8Hadamard, DType::FP32):
+        return gpu::launch_fp8_decode<fp8bits::Fp32Elem>(in, d, static_cast<uint32_t*>(out_dev),
+                                                         status_dev, stream);
+      default:
+        break;
+    }
+  }
+  throw_no_kernel(entry, info.codec, info.dtype);
+}
+
+}  // namespace
+
+void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_bytes, void* out_dev,
+                 size_t out_capacity, int32_t* status_dev, cudaStream_t stream) {
+  decode_into<false>("cuda_decode", info, stream_dev, stream_bytes, out_dev, out_capacity, status_dev, stream);
+}
+
+void cuda_decode_add(const StreamInfo& info, const void* stream_dev, size_t stream_bytes, void* acc_dev,
+                     size_t acc_capacity, int32_t* status_dev, cudaStream_t stream) {
+  decode_into<true>("cuda_decode_add", info, stream_dev, stream_bytes, acc_dev, acc_capacity, status_dev, stream);
 }
 
 StreamInfo cuda_decode_checked(const void* stream_dev, size_t stream_bytes, void* out_dev,

@@ -113,6 +113,14 @@ StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes, cu
 void cuda_decode(const StreamInfo& info, const void* stream_dev, size_t stream_bytes, void* out_dev,
                  size_t out_capacity, int32_t* status_dev, cudaStream_t stream);
 
+// cuda_decode that adds the decoded elements to what acc_dev holds (acc += decode(stream)),
+// element for element as cuda_reduce_add adds: the decode and the reduction of a
+// reduce-scatter or allreduce step in one pass, the decoded tensor never written out. The same
+// arguments and checks (acc_dev for out_dev); identity, gauss-exp and entropy-exp (fp8-hadamard:
+// CodecError). A chunk with a non-zero status leaves its elements of acc unspecified.
+void cuda_decode_add(const StreamInfo& info, const void* stream_dev, size_t stream_bytes, void* acc_dev,
+                     size_t acc_capacity, int32_t* status_dev, cudaStream_t stream);
+
 // cuda_read_stream_info + cuda_decode, then synchronises `stream` and throws CodecError
 // naming the first bad chunk and its byte offset, as decode() does. Returns the info.
 // Allocates its status array stream-ordered (cudaMallocAsync) and frees it.

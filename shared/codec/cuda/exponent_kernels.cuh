@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "codec/codec.h"
 #include "codec/cuda/check.h"
@@ -43,7 +44,8 @@ constexpr uint32_t kWarpsPerBlock = 4;
 constexpr uint32_t kBlockThreads = kWarpsPerBlock * kWarp;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 // Elements of a chunk window (16 per lane); a multiple of kLanes, so every window starts a
-// new row of the chunk's lanes, and of 4 / kRawBytes, so its raw bytes are whole words.
+// new row of the chunk's lanes, and of 4, so its raw bytes (kRawBytes an element) are whole
+// words.
 constexpr uint32_t kWindow = 512;
 static_assert(kWindow % format::kLanes == 0 && kWindow % 4 == 0, "windows start lane rows and raw words");
 // Bytes of PrefixCode that encoding reads (code and length); the decode table follows.
@@ -261,6 +263,32 @@ __device__ inline void warp_copy_elements(const uint8_t* src, uint32_t n, Bits* 
     warp_copy(reinterpret_cast<const Bits*>(src), dst, n, lane);
   } else {
     for (uint32_t k = lane; k < n; k += kWarp) dst[k] = load_bits<Bits>(src + k * sizeof(Bits));
+  }
+}
+
+// Puts n elements from bytes at `src` (any alignment) into `dst` with `put` (expbits::take_lane's
+// put: a plain store copies, gpu::AddElement adds), one warp; a store is warp_copy_elements.
+template <class Bits, class Put>
+__device__ inline void warp_put_elements(const uint8_t* src, uint32_t n, Bits* dst, uint32_t lane,
+                                         Put put) {
+  if constexpr (std::is_same_v<Put, expbits::StoreElement>) {
+    warp_copy_elements<Bits>(src, n, dst, lane);
+  } else {
+    const bool aligned = reinterpret_cast<uintptr_t>(src) % sizeof(Bits) == 0;
+    for (uint32_t at = 0; at < n; at += kCopyBatch * kWarp) {
+      Bits v[kCopyBatch];
+#pragma unroll
+      for (uint32_t b = 0; b < kCopyBatch; ++b) {
+        const uint32_t k = at + b * kWarp + lane;
+        if (k < n)
+          v[b] = aligned ? reinterpret_cast<const Bits*>(src)[k] : load_bits<Bits>(src + k * sizeof(Bits));
+      }
+#pragma unroll
+      for (uint32_t b = 0; b < kCopyBatch; ++b) {
+        const uint32_t k = at + b * kWarp + lane;
+        if (k < n) put(dst, k, v[b]);
+      }
+    }
   }
 }
 
@@ -847,18 +875,19 @@ struct WarpDecodeTables {
 
 // Decodes one exponent-coded chunk of `bytes` bytes at `in` into out[0, n), one warp, with
 // the host decoder's checks in the host decoder's order. Every return is warp-uniform.
-// raw_window: this warp's kWindow * kRawBytes bytes of shared memory.
-template <Kind K, class L>
+// raw_window: this warp's kWindow * kRawBytes bytes of shared memory. put: how a decoded value
+// goes to `out` (stored, or added to it).
+template <Kind K, class L, class Put>
 __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t bytes, uint32_t n,
                                                 typename L::Bits* out, uint32_t lane,
                                                 WarpDecodeTables& t, uint8_t* stage,
-                                                uint32_t stage_bytes, uint32_t* raw_window) {
+                                                uint32_t stage_bytes, uint32_t* raw_window, Put put) {
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   if (bytes < format::kChunkHeaderBytes) return status_of(CudaChunkStatus::SizeMismatch);
   if (in[0] == format::kModeStored) {
     if (bytes != ChunkLayout<L>::stored_bytes(n)) return status_of(CudaChunkStatus::SizeMismatch);
-    warp_copy_elements<Bits>(in + format::kChunkHeaderBytes, n, out, lane);
+    warp_put_elements<Bits>(in + format::kChunkHeaderBytes, n, out, lane, put);
     return 0;
   }
   if (in[0] != format::kModeCoded) return status_of(CudaChunkStatus::BadMode);
@@ -924,7 +953,7 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
     if (st == LaneStatus::Ok) {
       uint32_t at = 0;
       st = expbits::take_lane<L>(reader, reinterpret_cast<const uint8_t*>(raw_window), wn, lane,
-                                 *t.se, *t.pc, out + base, &at);
+                                 *t.se, *t.pc, out + base, &at, put);
       if (st != LaneStatus::Ok) bad = base + at;
     }
   }
@@ -938,7 +967,7 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
   return __shfl_sync(kFullMask, mine, static_cast<int>(first));
 }
 
-template <Kind K, class L>
+template <Kind K, class L, class Put>
 __global__ void __launch_bounds__(kBlockThreads)
     decode_kernel(const uint8_t* stream, DecodeGeometry d, typename L::Bits* out, int32_t* status,
                   uint32_t stage_bytes, const __grid_constant__ GaussCodeParam<K> gauss) {
@@ -965,13 +994,13 @@ __global__ void __launch_bounds__(kBlockThreads)
       st =
           decode_exponent_chunk<K, L>(stream + d.payload_at + begin, end - begin, d.g.chunk_size(c),
                                       out + c * d.g.chunk_elements, lane, t, stage, stage_bytes,
-                                      s_raw[warp]);
+                                      s_raw[warp], Put{});
     if (lane == 0) status[c] = st;
     __syncwarp();  // the next chunk may rebuild this warp's tables
   }
 }
 
-template <class Bits>
+template <class Bits, class Put>
 __global__ void __launch_bounds__(kBlockThreads)
     identity_decode_kernel(const uint8_t* stream, DecodeGeometry d, Bits* out, int32_t* status) {
   const uint32_t lane = lane_id();
@@ -983,8 +1012,8 @@ __global__ void __launch_bounds__(kBlockThreads)
         end - begin != format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign))
       st = status_of(CudaChunkStatus::SizeMismatch);
     if (st == 0)
-      warp_copy_elements<Bits>(stream + d.payload_at + begin, n, out + c * d.g.chunk_elements,
-                               lane);
+      warp_put_elements<Bits>(stream + d.payload_at + begin, n, out + c * d.g.chunk_elements, lane,
+                              Put{});
     if (lane == 0) status[c] = st;
   }
 }
@@ -1089,11 +1118,12 @@ inline void launch_identity_encode(DType dtype, const void* in, const Geometry& 
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
-template <Kind K, class L>
+// Put: expbits::StoreElement (decode) or gpu::AddElement (decode and add to out).
+template <Kind K, class L, class Put = expbits::StoreElement>
 void launch_exponent_decode(const uint8_t* stream_dev, const DecodeGeometry& d,
                             typename L::Bits* out, int32_t* status, cudaStream_t stream) {
   if (d.g.chunks == 0) return;
-  const auto kernel = decode_kernel<K, L>;
+  const auto kernel = decode_kernel<K, L, Put>;
   const uint32_t stage = stage_bytes_for<L>(d.g.chunk_elements);
   const size_t smem = size_t{stage} * kWarpsPerBlock;
   allow_dynamic_smem(kernel, smem);
@@ -1102,11 +1132,11 @@ void launch_exponent_decode(const uint8_t* stream_dev, const DecodeGeometry& d,
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
-template <class Bits>
+template <class Bits, class Put = expbits::StoreElement>
 void launch_identity_decode(const uint8_t* stream_dev, const DecodeGeometry& d, Bits* out,
                             int32_t* status, cudaStream_t stream) {
   if (d.g.chunks == 0) return;
-  const auto kernel = identity_decode_kernel<Bits>;
+  const auto kernel = identity_decode_kernel<Bits, Put>;
   kernel<<<grid_blocks(kernel, d.g.chunks), kBlockThreads, 0, stream>>>(stream_dev, d, out, status);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }

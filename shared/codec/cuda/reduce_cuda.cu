@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "codec/cuda/check.h"
+#include "codec/cuda/element_add.cuh"
 #include "io/float_convert.h"
 
 namespace compcoll {
@@ -12,20 +13,6 @@ namespace compcoll {
 namespace {
 
 constexpr int kThreads = 256;
-
-struct AddBf16 {
-  __device__ uint16_t operator()(uint16_t a, uint16_t b) const {
-    return float_to_bf16_rne(bf16_to_float(a) + bf16_to_float(b));
-  }
-};
-struct AddFp16 {
-  __device__ uint16_t operator()(uint16_t a, uint16_t b) const {
-    return float_to_fp16_rne(fp16_to_float(a) + fp16_to_float(b));
-  }
-};
-struct AddFp32 {
-  __device__ float operator()(float a, float b) const { return __fadd_rn(a, b); }  // no contraction, as on the host
-};
 
 // dst[i] = add(dst[i], src[i]) for i < n, grid-stride: 16 bytes a load and a store where both
 // pointers are 16-byte aligned (the elements past the last whole vector one at a time).
@@ -68,15 +55,15 @@ void cuda_reduce_add(DType dtype, void* dst_dev, const void* src_dev, uint64_t e
   switch (dtype) {
     case DType::BF16:
       reduce_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint16_t*>(dst_dev),
-                                                    static_cast<const uint16_t*>(src_dev), elements, AddBf16{});
+                                                    static_cast<const uint16_t*>(src_dev), elements, gpu::AddBf16{});
       break;
     case DType::FP16:
       reduce_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<uint16_t*>(dst_dev),
-                                                    static_cast<const uint16_t*>(src_dev), elements, AddFp16{});
+                                                    static_cast<const uint16_t*>(src_dev), elements, gpu::AddFp16{});
       break;
     case DType::FP32:
       reduce_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(dst_dev),
-                                                    static_cast<const float*>(src_dev), elements, AddFp32{});
+                                                    static_cast<const float*>(src_dev), elements, gpu::AddFp32{});
       break;
   }
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
