@@ -207,9 +207,13 @@ if codec:
         check = r.get("lossy_ok") if r.get("lossless_ok") is None else r["lossless_ok"]
         chunk = r.get("chunk_elements")
         enc = r.get("cuda_encoder", "-") if r["codec"] == "gauss-exp" else "-"
+        fused = ""
+        if r.get("decode_add_gbps") and r.get("reduce_gbps") and r.get("decode_gbps"):
+            apart = 1 / (1 / r["decode_gbps"] + 1 / r["reduce_gbps"])
+            fused = f"  dec+add {r['decode_add_gbps']:8.1f} (apart {apart:8.1f})"
         lines.append(f"  {os.path.basename(r['file'])[:40]:40s} {r['codec']:16s} {enc:10s} chunk {chunk or '-':>5} ratio {r['ratio']:6.3f}"
                      f"  enc {r['encode_gbps']:8.1f}  dec {r['decode_gbps']:8.1f}  memcpy {r['memcpy_gbps']:7.1f}"
-                     f"  {'-' if check is None else ('OK' if check else 'FAILED')}")
+                     f"  {'-' if check is None else ('OK' if check else 'FAILED')}{fused}")
 lines += [f"WARNING: {w}" for w in warnings]
 open(txt_out, "w").write("\n".join(lines) + "\n")
 json.dump({"gpu": gpu, "calibration": cal if os.path.exists(cal) else None, "bytes": size, "copy_gbps": copy,

@@ -724,6 +724,9 @@ std::unique_ptr<CalibrationDevice> make_host_device(int concurrent, uint32_t thr
 std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions&) {
   throw DeviceUnavailable("--device cuda: this compcoll-bench was built without CUDA (no nvcc at configure time)");
 }
+std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice&, const Codec&, uint64_t, const TimingOptions&) {
+  return std::nullopt;
+}
 #endif
 
 int run_calibrate(int argc, char** argv) {

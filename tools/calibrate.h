@@ -106,6 +106,12 @@ std::unique_ptr<CalibrationDevice> make_host_device(int concurrent = 1, uint32_t
 // Throws DeviceUnavailable when this build has no CUDA or no device is present. `encode`: the
 // options its encoder codes with (compcoll-bench codec --chunk; calibrate takes the defaults).
 std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions& encode = {});
+// With a device of make_cuda_device(): cuda_decode_add (acc += decode(stream), codec/cuda/
+// codec_cuda.h) of the loaded input's first `bytes` as `codec` encodes them, timed as measure()
+// times, and checked against the host's decode then reduce_add. Nothing for another device or a
+// codec without the fused kernel (fp8-hadamard); a build without CUDA has none.
+std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice& device, const Codec& codec, uint64_t bytes,
+                                                   const TimingOptions& opt);
 
 // Median of the values (sorts a copy); 0 for none.
 double median(std::vector<double> v);

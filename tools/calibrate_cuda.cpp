@@ -173,6 +173,32 @@ class CudaDevice : public CalibrationDevice {
     return m;
   }
 
+  // cuda_decode_add of the input's stream into an accumulator that holds the input: timed (the
+  // accumulator grows from call to call; the time does not depend on its values), then once
+  // more from the input, against the host's input + decode(stream).
+  Measurement measure_decode_add(const Codec& codec, uint64_t bytes, const TimingOptions& opt) {
+    const uint64_t elements = bytes / dtype_size(dtype_);
+    if (encoded_.codec != &codec || encoded_.elements != elements) encode_prefix(codec, elements);
+    fetch_info();
+    const auto decode_add = [&] {
+      cuda_decode_add(encoded_.info, stream_buf_.get(), encoded_.size, out_.get(), bytes,
+                      static_cast<int32_t*>(status_.get()), stream_);
+    };
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out_.get(), in_.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
+    Measurement m = time(decode_add, opt);
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out_.get(), in_.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
+    decode_add();
+    std::vector<uint8_t> got(bytes), want(host_input_->begin(), host_input_->begin() + bytes);
+    reduce_add(dtype_, want.data(), host_input_->data(), elements);
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(got.data(), out_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const size_t es = dtype_size(dtype_);
+    m.wrong = 0;
+    for (uint64_t i = 0; i < bytes; i += es) m.wrong += std::memcmp(got.data() + i, want.data() + i, es) != 0;
+    if (bad_chunks() > 0) m.wrong = std::max<int64_t>(m.wrong, 1);
+    return m;
+  }
+
   // For cuda_peer_context: the loaded input on the device, and the stream everything runs on.
   const void* input_dev() const { return in_.get(); }
   uint64_t input_bytes() const { return host_input_ ? host_input_->size() : 0; }
@@ -250,6 +276,13 @@ class CudaDevice : public CalibrationDevice {
 };
 
 }  // namespace
+
+std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice& device, const Codec& codec, uint64_t bytes,
+                                                   const TimingOptions& opt) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  if (cuda == nullptr || !codec.lossless()) return std::nullopt;
+  return cuda->measure_decode_add(codec, bytes, opt);
+}
 
 std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions& encode) {
   return std::make_unique<CudaDevice>(encode);

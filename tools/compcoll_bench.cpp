@@ -75,6 +75,7 @@ struct Row {
   double ratio = 0, bound = 0, encode_gbps = 0, decode_gbps = 0, memcpy_gbps = 0;
   std::string check;  // "OK", "FAILED", or "-" for yardsticks that are not lossless checks
   double max_abs = -1, rel_l2 = -1;  // lossy codecs only; negative: not applicable
+  std::string more_json{};            // more fields of its JSON line (", \"key\": value")
 };
 
 // Errors of a lossy round trip: max |got - want| and ||got - want|| / ||want|| (in double, over
@@ -160,7 +161,7 @@ class RowPrinter {
                   json_escape(r.file).c_str(), r.codec.c_str(), std::string(dtype_name(r.dtype)).c_str(),
                   r.elements, r.ratio, r.bound, r.encode_gbps, r.decode_gbps,
                   r.max_abs >= 0 ? "null" : r.check == "OK" ? "true" : (r.check == "FAILED" ? "false" : "null"),
-                  r.memcpy_gbps, std::string(host_codec_path()).c_str(), threads_, lossy_json(r).c_str(),
+                  r.memcpy_gbps, std::string(host_codec_path()).c_str(), threads_, (lossy_json(r) + r.more_json).c_str(),
                   find_codec(r.codec) ? (", \"chunk_elements\": " + std::to_string(chunk_)).c_str() : "",
                   device_.empty() ? "" : (", \"device\": \"" + json_escape(device_) + "\"" + device_json_).c_str());
     } else {
@@ -379,18 +380,33 @@ bool bench_tensor_cuda(const TensorData& t, const Options& opt, const RowPrinter
     for (auto n : codec_names()) all.emplace_back(n);
     return all;
   }();
+  // The reduce kernel on the same bytes, beside each codec's fused decode-and-add.
+  std::optional<double> reduce_s;
   for (const std::string& name : names) {
     const Codec& codec = *find_codec(name);
     double enc = 0, dec = 0;
     size_t size = 0;
     bool good = false;
     LossyError err;
+    std::string more;
     try {
       const bench::Measurement me = device.measure(calib::Op::Compress, &codec, bytes, timing);
       const bench::Measurement md = device.measure(calib::Op::Decompress, &codec, bytes, timing);
       enc = me.seconds;
       dec = md.seconds;
       good = me.wrong == 0 && md.wrong == 0;
+      if (const auto ma = bench::measure_cuda_decode_add(device, codec, bytes, timing)) {
+        if (!reduce_s) {
+          const bench::Measurement mr = device.measure(calib::Op::Reduce, nullptr, bytes, timing);
+          reduce_s = mr.seconds;
+          good &= mr.wrong == 0;
+        }
+        good &= ma->wrong == 0;
+        char b[96];
+        std::snprintf(b, sizeof b, ", \"decode_add_gbps\": %.4f, \"reduce_gbps\": %.4f", gbps(bytes, ma->seconds),
+                      gbps(bytes, *reduce_s));
+        more = b;
+      }
       const std::vector<uint8_t> stream = encode(codec, t.dtype, t.bytes.data(), t.elements(), opt.encode_options());
       size = stream.size();
       if (!codec.lossless()) {
@@ -406,7 +422,7 @@ bool bench_tensor_cuda(const TensorData& t, const Options& opt, const RowPrinter
     ok &= good;
     printer.row({t.source, name, t.dtype, t.elements(), size ? static_cast<double>(bytes) / size : 0, bound,
                  gbps(bytes, enc), gbps(bytes, dec), memcpy_gbps, good ? "OK" : "FAILED",
-                 codec.lossless() ? -1.0 : err.max_abs, codec.lossless() ? -1.0 : err.rel_l2});
+                 codec.lossless() ? -1.0 : err.max_abs, codec.lossless() ? -1.0 : err.rel_l2, more});
   }
   if (!opt.codecs.empty()) return ok;
 #ifdef COMPCOLL_HAVE_NVCOMP
