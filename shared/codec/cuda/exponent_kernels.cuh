@@ -13,7 +13,9 @@
 // thus never wait on a global load per element.
 // Encode: [entropy-exp: code tables] -> measure (per chunk: lane word counts, size) -> CUB
 // inclusive scan of the sizes (the offset table) -> emit (each chunk at its final offset) ->
-// finish (offset table, header, size). Decode: one kernel, validating every chunk on its own.
+// finish (offset table, header, size); gauss-exp optionally in one launch instead
+// (gauss_encode_kernel, decoupled look-back). Decode: one kernel, validating the stream's
+// header and every chunk on its own, storing the elements or adding them to the output.
 // Include from .cu files only.
 #pragma once
 
