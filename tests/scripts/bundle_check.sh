@@ -83,6 +83,23 @@ for how in env.sh bin; do
     echo "FAILED: zipnn peer script from the bundle ($how), exit $rc:"; echo "$out" | sed 's/^/  /'; bad=$((bad + 1))
   fi
 done
+# gpu-check.sh --quick from the bundle where nvidia-smi answers (a stand-in) but no CUDA device
+# runs: it logs the bundle's source, runs every step, reports the GPU steps failed (the [cuda]
+# tests skipped, the benches without a device) and exits 1.
+mkdir -p "$work/fakegpu"
+printf '#!/bin/sh\necho "GPU 0: NVIDIA H200 (UUID: GPU-none)"\n' >"$work/fakegpu/nvidia-smi"
+chmod +x "$work/fakegpu/nvidia-smi"
+gc="$work/elsewhere/gpu-check"
+(cd "$work/elsewhere" && env -i PATH="$work/fakegpu:/usr/bin:/bin" HOME="${HOME:-/root}" \
+  bash "$b/scripts/gpu-check.sh" --quick "$gc") >"$work/elsewhere/gpu-check.log" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "cuda-tests" "$work/elsewhere/gpu-check.log" &&
+   grep -q "FAILED (a test skipped" "$work/elsewhere/gpu-check.log" &&
+   grep -qxF "$(head -1 "$b/SOURCE")" "$gc/source.txt" && [ -s "$gc/summary.txt" ]; then
+  echo "gpu-check --quick from the bundle: OK"
+else
+  echo "FAILED: gpu-check --quick from the bundle, exit $rc:"; sed 's/^/  /' "$work/elsewhere/gpu-check.log"; bad=$((bad + 1))
+fi
 packed=$(tar -C "$work" -czf - copy | wc -c)
 echo "packed bundle: $((packed / 1048576)) MiB"
 [ "$packed" -lt $((60 * 1048576)) ] || { echo "FAILED: the packed bundle is 60 MiB or more"; bad=$((bad + 1)); }
