@@ -200,41 +200,16 @@ COMPCOLL_HD inline void huffman_lengths(const uint32_t* freq_in, uint32_t nsym, 
 }
 
 // ---- lane bit streams -------------------------------------------------------------------
-// LSB-first bit writer emitting little-endian 32-bit words. `out` may be null: then it only
-// counts, which is how the GPU measures a lane before it knows where the lane goes.
-// Branch-free on the hot path: the word being filled is stored after every put (each put has
-// n >= 1, so that word is part of the output), and the count advances when it is full.
+// LSB-first bit writer emitting little-endian 32-bit words, each stored once, when it is full
+// (or by finish, zero-padded): the CUDA kernels write lanes with it, and encode_lane, the
+// reference the host's fast paths are tested against. `out` may be null (count only); on the
+// GPU it must be 4-byte aligned.
 struct BitWriter {
   uint8_t* out;
   uint64_t acc = 0;
   uint32_t nbits = 0;
   uint32_t words = 0;
   COMPCOLL_HD explicit BitWriter(uint8_t* o) : out(o) {}
-  COMPCOLL_HD void put(uint32_t value, uint32_t n) {  // 1 <= n <= 32, value < 2^n
-    acc |= static_cast<uint64_t>(value) << nbits;
-    nbits += n;
-    if (out) format::store_u32(out + 4 * words, static_cast<uint32_t>(acc));
-    const uint32_t full = nbits >> 5;  // 0 or 1
-    words += full;
-    acc >>= 32 * full;
-    nbits -= 32 * full;
-  }
-  COMPCOLL_HD uint32_t finish() {  // stores the zero-padded last word; returns word count
-    if (nbits == 0) return words;
-    if (out) format::store_u32(out + 4 * words, static_cast<uint32_t>(acc));
-    return words + 1;
-  }
-};
-
-// The same words as BitWriter, each stored once, when it is full (or by finish): fewer and
-// aligned stores, which is what the CUDA kernels write with. `out` may be null (count only);
-// on the GPU it must be 4-byte aligned.
-struct WordBitWriter {
-  uint8_t* out;
-  uint64_t acc = 0;
-  uint32_t nbits = 0;
-  uint32_t words = 0;
-  COMPCOLL_HD explicit WordBitWriter(uint8_t* o) : out(o) {}
   COMPCOLL_HD void store(uint32_t w, uint32_t v) {
 #if defined(__CUDA_ARCH__)
     reinterpret_cast<uint32_t*>(out)[w] = v;

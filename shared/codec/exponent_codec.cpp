@@ -39,7 +39,8 @@ std::string lane_error(LaneStatus st, uint32_t lane, uint32_t element) {
 }
 
 // ---- host fast paths ---------------------------------------------------------------------
-// The CUDA kernels run expbits::encode_lane / decode_lane, one lane per thread. On one host
+// The CUDA kernels run encode_lane's and decode_lane's lane loops (expbits::put_lane,
+// take_lane), one lane per thread. On one host
 // core those per-element loops are latency-bound, so the host codes the same bits with wider
 // loops: a writer that appends three codes per 64-bit flush, a reader that decodes from a
 // 64-bit window, and (gauss-exp) a table that decodes up to three symbols per lookup. The

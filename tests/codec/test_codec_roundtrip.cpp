@@ -344,8 +344,9 @@ TEST_CASE("bad encode options are errors", "[codec]") {
 }
 
 TEST_CASE("host lane loops equal the shared encode_lane/decode_lane the GPU runs", "[codec]") {
-  // The host interleaves four lanes for speed; the CUDA kernels call expbits::encode_lane and
-  // decode_lane one lane per thread. Both must give the same bits.
+  // The host interleaves four lanes for speed; the CUDA kernels run encode_lane's and
+  // decode_lane's lane loops (put_lane, take_lane) one lane per thread. Both must give the same
+  // bits.
   using L = expbits::Bf16Layout;
   const uint32_t n = 5000;  // one chunk, lanes of unequal length
   const auto in = test::gaussian_bytes(DType::BF16, n, 0.05, 77);
@@ -395,7 +396,7 @@ TEST_CASE("host lane loops equal the shared encode_lane/decode_lane the GPU runs
 namespace {
 
 // The CUDA kernels' lane loops, run here lane by lane: a chunk coded window by window of
-// `window` elements (the kernels' kWindow is 512), with WordBitWriter / WordBitReader carried
+// `window` elements (the kernels' kWindow is 512), with BitWriter / WordBitReader carried
 // from window to window, the raw bytes read from a copy of the window's. Checks that they give
 // encode_lane's words, lane_bits' count and decode_lane's values and statuses, damaged or not.
 template <class L>
@@ -444,7 +445,7 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
   for (uint32_t lane = 0; lane < format::kLanes; ++lane) {
     const uint32_t nwords = format::load_u16(lane_table + 2 * lane);
     std::vector<uint8_t> mine(4 * expbits::ChunkLayout<L>::max_lane_words(n) + 4, 0xCD);
-    expbits::WordBitWriter w(mine.data());
+    expbits::BitWriter w(mine.data());
     uint32_t bits = 0;
     for (uint32_t base = 0; base < n; base += window) {
       const uint32_t wn = std::min(window, n - base);

@@ -169,6 +169,7 @@ void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elemen
                     out_size_dev, scratch_dev, scratch_bytes, opt);
   const gpu::Geometry g = geometry(elements, opt.chunk_elements);
   auto* out = static_cast<uint8_t*>(out_dev);
+  const bool one_launch = cuda_encoder() == CudaEncoder::OneLaunch;  // gauss-exp only
   switch (dispatch_key(codec, dtype)) {
     case dispatch_key(CodecId::Identity, DType::BF16):
     case dispatch_key(CodecId::Identity, DType::FP16):
@@ -177,27 +178,27 @@ void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elemen
     case dispatch_key(CodecId::GaussExp, DType::BF16):
       return gpu::launch_exponent_encode<Kind::Gauss, Bf16Layout>(
           codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          cuda_encoder() == CudaEncoder::OneLaunch, stream);
+          one_launch, stream);
     case dispatch_key(CodecId::GaussExp, DType::FP16):
       return gpu::launch_exponent_encode<Kind::Gauss, Fp16Layout>(
           codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          cuda_encoder() == CudaEncoder::OneLaunch, stream);
+          one_launch, stream);
     case dispatch_key(CodecId::GaussExp, DType::FP32):
       return gpu::launch_exponent_encode<Kind::Gauss, Fp32Layout>(
           codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          cuda_encoder() == CudaEncoder::OneLaunch, stream);
+          one_launch, stream);
     case dispatch_key(CodecId::EntropyExp, DType::BF16):
       return gpu::launch_exponent_encode<Kind::Entropy, Bf16Layout>(
           codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          cuda_encoder() == CudaEncoder::OneLaunch, stream);
+          one_launch, stream);
     case dispatch_key(CodecId::EntropyExp, DType::FP16):
       return gpu::launch_exponent_encode<Kind::Entropy, Fp16Layout>(
           codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          cuda_encoder() == CudaEncoder::OneLaunch, stream);
+          one_launch, stream);
     case dispatch_key(CodecId::EntropyExp, DType::FP32):
       return gpu::launch_exponent_encode<Kind::Entropy, Fp32Layout>(
           codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          cuda_encoder() == CudaEncoder::OneLaunch, stream);
+          one_launch, stream);
     default:
       throw_no_kernel("cuda_encode", codec, dtype);
   }
@@ -284,9 +285,9 @@ namespace {
 template <bool kAdd>
 void decode_into(const char* entry, const StreamInfo& info, const void* stream_dev, size_t stream_bytes,
                  void* out_dev, size_t out_capacity, int32_t* status_dev, cudaStream_t stream) {
-  using AddBf16 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddBf16>, expbits::StoreElement>;
-  using AddFp16 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddFp16>, expbits::StoreElement>;
-  using AddFp32 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddFp32>, expbits::StoreElement>;
+  using PutBf16 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddBf16>, expbits::StoreElement>;
+  using PutFp16 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddFp16>, expbits::StoreElement>;
+  using PutFp32 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddFp32>, expbits::StoreElement>;
   const uint32_t c = info.chunk_elements;
   if (c < format::kMinChunkElements || c > format::kMaxChunkElements || c % format::kLanes != 0)
     throw CodecError(std::string(entry) + ": bad chunk_elements " + std::to_string(c), 0);
@@ -320,31 +321,31 @@ void decode_into(const char* entry, const StreamInfo& info, const void* stream_d
   const auto* in = static_cast<const uint8_t*>(stream_dev);
   switch (dispatch_key(info.codec, info.dtype)) {
     case dispatch_key(CodecId::Identity, DType::BF16):
-      return gpu::launch_identity_decode<uint16_t, AddBf16>(in, d, static_cast<uint16_t*>(out_dev),
+      return gpu::launch_identity_decode<uint16_t, PutBf16>(in, d, static_cast<uint16_t*>(out_dev),
                                                             status_dev, stream);
     case dispatch_key(CodecId::Identity, DType::FP16):
-      return gpu::launch_identity_decode<uint16_t, AddFp16>(in, d, static_cast<uint16_t*>(out_dev),
+      return gpu::launch_identity_decode<uint16_t, PutFp16>(in, d, static_cast<uint16_t*>(out_dev),
                                                             status_dev, stream);
     case dispatch_key(CodecId::Identity, DType::FP32):
-      return gpu::launch_identity_decode<uint32_t, AddFp32>(in, d, static_cast<uint32_t*>(out_dev),
+      return gpu::launch_identity_decode<uint32_t, PutFp32>(in, d, static_cast<uint32_t*>(out_dev),
                                                             status_dev, stream);
     case dispatch_key(CodecId::GaussExp, DType::BF16):
-      return gpu::launch_exponent_decode<Kind::Gauss, Bf16Layout, AddBf16>(
+      return gpu::launch_exponent_decode<Kind::Gauss, Bf16Layout, PutBf16>(
           in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
     case dispatch_key(CodecId::GaussExp, DType::FP16):
-      return gpu::launch_exponent_decode<Kind::Gauss, Fp16Layout, AddFp16>(
+      return gpu::launch_exponent_decode<Kind::Gauss, Fp16Layout, PutFp16>(
           in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
     case dispatch_key(CodecId::GaussExp, DType::FP32):
-      return gpu::launch_exponent_decode<Kind::Gauss, Fp32Layout, AddFp32>(
+      return gpu::launch_exponent_decode<Kind::Gauss, Fp32Layout, PutFp32>(
           in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
     case dispatch_key(CodecId::EntropyExp, DType::BF16):
-      return gpu::launch_exponent_decode<Kind::Entropy, Bf16Layout, AddBf16>(
+      return gpu::launch_exponent_decode<Kind::Entropy, Bf16Layout, PutBf16>(
           in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
     case dispatch_key(CodecId::EntropyExp, DType::FP16):
-      return gpu::launch_exponent_decode<Kind::Entropy, Fp16Layout, AddFp16>(
+      return gpu::launch_exponent_decode<Kind::Entropy, Fp16Layout, PutFp16>(
           in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
     case dispatch_key(CodecId::EntropyExp, DType::FP32):
-      return gpu::launch_exponent_decode<Kind::Entropy, Fp32Layout, AddFp32>(
+      return gpu::launch_exponent_decode<Kind::Entropy, Fp32Layout, PutFp32>(
           in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
     default:
       break;

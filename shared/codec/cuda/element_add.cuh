@@ -7,7 +7,6 @@
 
 #include <cstdint>
 
-#include "codec/exponent_bits.h"
 #include "io/float_convert.h"
 
 namespace compcoll::gpu {
@@ -27,22 +26,6 @@ struct AddFp32 {
   __device__ uint32_t operator()(uint32_t a, uint32_t b) const {
     return __float_as_uint(__fadd_rn(__uint_as_float(a), __uint_as_float(b)));
   }
-};
-
-// The adder of an exponent layout's elements.
-template <class L>
-struct AddOf;
-template <>
-struct AddOf<expbits::Bf16Layout> {
-  using type = AddBf16;
-};
-template <>
-struct AddOf<expbits::Fp16Layout> {
-  using type = AddFp16;
-};
-template <>
-struct AddOf<expbits::Fp32Layout> {
-  using type = AddFp32;
 };
 
 // A decoder's put (expbits::take_lane) that adds each decoded value to the output.

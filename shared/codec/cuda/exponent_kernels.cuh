@@ -555,7 +555,7 @@ __device__ inline void emit_stored_chunk(const typename L::Bits* x, uint32_t n, 
 
 // A coded chunk's lane table, raw section and lane streams at o (its header and code table are
 // the caller's), `words` this lane's word count: window by window, each lane's bits through a
-// WordBitWriter into the warp's stage (copied out at the end) or, when the streams do not fit
+// BitWriter into the warp's stage (copied out at the end) or, when the streams do not fit
 // it, straight to global memory.
 template <class L>
 __device__ inline void emit_coded_body(const typename L::Bits* x, uint32_t n, uint8_t* o,
@@ -568,7 +568,7 @@ __device__ inline void emit_coded_body(const typename L::Bits* x, uint32_t n, ui
   uint8_t* streams = o + ChunkLayout<L>::streams_at(table_bytes, n);
   const uint32_t stream_words = warp_sum(words);
   const bool staged = 4 * stream_words <= stage_bytes;  // warp-uniform
-  expbits::WordBitWriter writer((staged ? stage : streams) + 4 * warp_exclusive_sum(words, lane));
+  expbits::BitWriter writer((staged ? stage : streams) + 4 * warp_exclusive_sum(words, lane));
   for (uint32_t base = 0; base < n; base += kWindow) {
     const uint32_t wn = min(kWindow, n - base);
     __syncwarp();  // every lane is done with the last window
@@ -678,6 +678,19 @@ inline HeaderPrefix make_header_prefix(CodecId codec, DType dtype, const Geometr
   return h;
 }
 
+// Chunk c's entry of the offset table (little-endian u64 as two aligned words; out is 4-byte
+// aligned) and the header, its payload size last: what finish_kernel and gauss_encode_kernel
+// write.
+__device__ inline void store_offset_entry(uint8_t* out, uint64_t c, uint64_t end) {
+  auto* table32 = reinterpret_cast<uint32_t*>(out + format::kHeaderBytes);
+  table32[2 * c] = static_cast<uint32_t>(end);
+  table32[2 * c + 1] = static_cast<uint32_t>(end >> 32);
+}
+__device__ inline void store_header(uint8_t* out, const HeaderPrefix& header, uint64_t payload) {
+  for (uint32_t i = 0; i < format::kOffPayloadBytes; ++i) out[i] = header.bytes[i];
+  format::store_u64(out + format::kOffPayloadBytes, payload);
+}
+
 // Writes the offset table, the header and *out_size. chunk_end is the scan's output, or null
 // for identity, whose chunk sizes are fixed (element bytes padded to 4); identity_esize then
 // gives the element size and the kernel also zeroes the payload's final pad.
@@ -690,17 +703,12 @@ __global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g,
     const uint64_t last = next < g.elements ? next : g.elements;
     return format::align_up64(last * identity_esize, format::kChunkAlign);
   };
-  auto* table32 = reinterpret_cast<uint32_t*>(out + format::kHeaderBytes);
   for (uint64_t c = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < g.chunks;
-       c += uint64_t{gridDim.x} * blockDim.x) {
-    const uint64_t end = end_of(c);
-    table32[2 * c] = static_cast<uint32_t>(end);
-    table32[2 * c + 1] = static_cast<uint32_t>(end >> 32);
-  }
+       c += uint64_t{gridDim.x} * blockDim.x)
+    store_offset_entry(out, c, end_of(c));
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     const uint64_t payload = g.chunks == 0 ? 0 : end_of(g.chunks - 1);
-    for (uint32_t i = 0; i < format::kOffPayloadBytes; ++i) out[i] = header.bytes[i];
-    format::store_u64(out + format::kOffPayloadBytes, payload);
+    store_header(out, header, payload);
     const uint64_t payload_at =
         format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
     if (chunk_end == nullptr)
@@ -797,12 +805,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
     if (lane == 0) {
       const uint64_t end = before + size;
-      auto* table32 = reinterpret_cast<uint32_t*>(out + format::kHeaderBytes);
-      table32[2 * c] = static_cast<uint32_t>(end);
-      table32[2 * c + 1] = static_cast<uint32_t>(end >> 32);
+      store_offset_entry(out, c, end);
       if (c + 1 == g.chunks) {
-        for (uint32_t i = 0; i < format::kOffPayloadBytes; ++i) out[i] = header.bytes[i];
-        format::store_u64(out + format::kOffPayloadBytes, end);
+        store_header(out, header, end);
         const bool failed = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(s.counters[1])
                                 .load(cuda::memory_order_acquire) != 0;
         *out_size = failed ? 0 : payload_at + end;
