@@ -21,7 +21,11 @@
 #      says whether libnvcomp.so.6 loads); then gauss-exp and entropy-exp in chunks of 2,048
 #      elements on the tensor and 4 MiB of Gaussian bf16 (more warps on a small call, less
 #      ratio); the rows in OUT_DIR/codec-cuda.jsonl;
-#   7. a summary: GB/s of every codec at 256 MiB from the calibration file, against the
+#   7. compcoll-bench pipeline: 4, 16, 64 and 256 MiB of Gaussian bf16 moved between two buffers
+#      of the GPU over PCIe through pinned host memory, uncompressed and with gauss-exp and
+#      entropy-exp in 1, 4 and 16 pieces, each row beside the model's time from step 5's
+#      calibration (pipeline.log);
+#   8. a summary: GB/s of every codec at 256 MiB from the calibration file, against the
 #      device-to-device copy of the same run and the targets for gauss-exp bf16 (encode >= 600,
 #      decode >= 800), and the rows of step 6, as OUT_DIR/summary.txt and OUT_DIR/summary.json;
 #      a WARNING (here and in summary.json's "warnings") when step 6 has no nvCOMP rows.
@@ -33,8 +37,9 @@
 # copy; 4 KiB to 256 MiB, --quick) into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
 # Compute's `ncu` is on PATH, the GPU time of every kernel launch of one gauss-exp, entropy-exp
 # and identity encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
-# the summary (at 256 MiB from the quick calibration).
-# Each step runs under `timeout` (the limits below: 17.5 minutes in all; the repository's build gets
+# the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
+# calibration).
+# Each step runs under `timeout` (the limits below: 19 minutes in all, --quick 11; the repository's build gets
 # 30 more). From a bundle on one H200 the whole check took 6.4 minutes, 6 of them calibrate
 # (calibration/logs/h200-2026-11-26/). A step counts as failed when it exits non-zero
 # (the summary included), runs out of time, or has a test that reports SKIPPED (here a skip
@@ -125,7 +130,7 @@ mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
 [ $quick = 1 ] && cal="$out/calibration/$slug-bf16-quick.yaml"
 codec_rows="$out/codec-cuda.jsonl"
-# The limits, in seconds, together 17.5 minutes (--quick: 6.5). calibrate took 360 s on one
+# The limits, in seconds, together 19 minutes (--quick: 11). calibrate took 360 s on one
 # H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
 step cuda-tests 150 "$tests" "[cuda]"
 timeout 30 "$bench" version >"$out/nvcomp.log" 2>&1
@@ -158,6 +163,13 @@ else
     '$bench' codec --device cuda --dtype bf16 --json --chunk 2048 --codec gauss-exp,entropy-exp \
     tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:2M >>'$codec_rows'"
 fi
+# A message over PCIe on this GPU, uncompressed and compressed with the kernels beside the
+# copies, each row beside the model's figure from the calibration just written (without one, the
+# compressed rows have no model figure).
+pipeline_cal=()
+[ -s "$cal" ] && pipeline_cal=(--calibration "$cal")
+step pipeline 120 "$bench" pipeline --dtype bf16 --codec gauss-exp,entropy-exp --pieces 1,4,16 \
+  ${pipeline_cal[@]+"${pipeline_cal[@]}"} synthetic:gaussian:2M synthetic:gaussian:8M synthetic:gaussian:32M synthetic:gaussian:128M
 if ! grep -q '"codec": "nvcomp-' "$codec_rows" 2>/dev/null; then
   echo "   WARNING: no nvCOMP rows from codec-cuda ($(grep -m1 '^nvcomp:' "$out/nvcomp.log" || echo "compcoll-bench version failed; $out/nvcomp.log"))"
 fi

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "calibrate.h"
+#include "cuda_memory.h"
 #include "codec/cuda/check.h"
 #include "codec/cuda/codec_cuda.h"
 #include "codec/cuda/reduce_cuda.h"
@@ -23,30 +24,6 @@
 namespace compcoll::bench {
 
 namespace {
-
-class DeviceMemory {
- public:
-  DeviceMemory() = default;
-  ~DeviceMemory() { reset(); }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  void allocate(size_t bytes) {
-    reset();
-    if (bytes) COMPCOLL_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
-    bytes_ = bytes;
-  }
-  void reset() {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = nullptr;
-    bytes_ = 0;
-  }
-  void* get() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 class CudaDevice : public CalibrationDevice {
  public:

@@ -11,6 +11,7 @@
 // CUDA events, median), and where the build found nvCOMP its ANS and Bitcomp on the same
 // device buffer as yardsticks (tools/nvcomp_peer.h).
 //   compcoll-bench calibrate ...   (tools/calibrate.cpp: writes a calibration file)
+//   compcoll-bench pipeline ...    (tools/pipeline_cmd.cpp: a message over PCIe on one GPU)
 //   compcoll-bench version         (the build, and whether libnvcomp.so.6 loads; no GPU needed)
 // The program decides exit codes; the libraries only report.
 #include <lz4.h>
@@ -39,6 +40,7 @@
 #include "codec/codec.h"
 #include "io/float_convert.h"
 #include "io/tensor_file.h"
+#include "pipeline.h"
 #ifdef COMPCOLL_HAVE_NVCOMP
 #include "nvcomp_peer.h"
 #endif
@@ -107,6 +109,7 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
                "                            [--threads N] [--device host|cuda] PATH...\n"
                "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n"
                "       compcoll-bench calibrate --out FILE.yaml [...]     (calibrate --help)\n"
+               "       compcoll-bench pipeline [--codec ...] [--pieces 1,4,16] PATH...   (a message over PCIe on one GPU)\n"
                "       mpirun -np N compcoll-bench transport --out FILE.yaml [...]   (transport --help)\n"
                "       compcoll-bench version   (the build, and whether nvCOMP loads; no GPU needed)\n");
   std::exit(2);
@@ -590,12 +593,13 @@ int run_transport(int argc, char** argv);  // tools/transport_cmd.cpp, built wit
 }
 
 int main(int argc, char** argv) {
-  if (argc < 2) usage_error("missing command (codec, calibrate, transport or version)");
+  if (argc < 2) usage_error("missing command (codec, calibrate, pipeline, transport or version)");
   const std::string cmd = argv[1];
   try {
     if (cmd == "version" || cmd == "--version") return run_version();
     if (cmd == "codec") return run_codec_bench(argc, argv);
     if (cmd == "calibrate") return bench::run_calibrate(argc, argv);
+    if (cmd == "pipeline") return bench::run_pipeline(argc, argv);
     if (cmd == "transport") {
 #ifdef COMPCOLL_HAVE_TRANSPORT_BENCH
       return bench::run_transport(argc, argv);
@@ -608,5 +612,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "compcoll-bench: %s\n", e.what());
     return 2;
   }
-  usage_error("unknown command \"" + cmd + "\" (expected codec, calibrate, transport or version)");
+  usage_error("unknown command \"" + cmd + "\" (expected codec, calibrate, pipeline, transport or version)");
 }

@@ -14,6 +14,7 @@
 
 #include "codec/format.h"
 #include "policy/nccl_tuning.h"
+#include "schedule/algorithms.h"
 
 namespace compcoll::policy {
 
@@ -849,6 +850,22 @@ double exposed_codec_s(const sched::Schedule& s, const topo::Topology& t, const 
   const double with = predict(s, t, cal, codec, ratio, net, routes, 1, nccl_kernels, protocol).time_s;
   const double without = predict(s, t, free, codec, ratio, net, routes, 1, nccl_kernels, protocol).time_s;
   return std::max(0.0, with - without);
+}
+
+double predict_link_transfer(uint64_t count, DType dtype, uint32_t pieces, const std::string& codec,
+                             double stream_fraction, double bandwidth, double latency, const calib::Calibration& cal) {
+  // A route between two GPUs of a node crosses two links, the sender's up and the receiver's
+  // down: each carries the link's rate and half its latency.
+  topo::LinkSpec link;
+  link.bandwidth = bandwidth;
+  link.latency = latency / 2;
+  const topo::Topology t = topo::single_node(2, link, "pcie");
+  const sched::Schedule s = sched::point_to_point(count, dtype, pieces,
+                                                  codec.empty() ? sched::Placement::None : sched::Placement::PerHop);
+  RouteCache routes(t);
+  return predict(s, t, cal, codec.empty() ? "identity" : codec, codec.empty() ? 1.0 : stream_fraction, NetFactors{},
+                 routes)
+      .time_s;
 }
 
 }  // namespace compcoll::policy

@@ -175,4 +175,15 @@ double exposed_codec_s(const sched::Schedule& s, const topo::Topology& t, const 
                        const std::string& codec, double ratio, const NetFactors& net, RouteCache& routes,
                        bool nccl_kernels = false, const std::string& protocol = "");
 
+// compcoll-bench pipeline's model of a message moved over one measured link: sched::
+// point_to_point of `count` elements in `pieces` pieces from one GPU to the other of a PCIe node
+// (topo::single_node) whose route carries `bandwidth` bytes/s each way and takes `latency`
+// seconds a message (the flow model's factors 1: the figures are the link's as measured).
+// `codec` empty: the message moved as it is; otherwise each piece compressed by it into
+// `stream_fraction` of its bytes (predict's `ratio`: stream bytes / uncompressed bytes) and
+// decompressed at the far end, its kernels at `cal`'s times. The cost model's time for the
+// message, in seconds.
+double predict_link_transfer(uint64_t count, DType dtype, uint32_t pieces, const std::string& codec,
+                             double stream_fraction, double bandwidth, double latency, const calib::Calibration& cal);
+
 }  // namespace compcoll::policy

@@ -209,6 +209,14 @@ Schedule chain_broadcast(int nranks, int root, uint64_t count, DType dtype, uint
                          Placement placement = Placement::None);
 Schedule tree_broadcast(int nranks, int root, uint64_t count, DType dtype, Placement placement = Placement::None);
 
+// One message from rank 0 to rank 1 of a group of two, cut into `pieces` pieces that follow
+// each other (piece j at step j, its own dependency chain, all on one lane): rank 0's input
+// becomes rank 1's output; rank 0 has no output (a broadcast from rank 0 that keeps no copy at
+// the root). The plan of compcoll-bench pipeline: a message between two buffers over one link.
+// Placements: none; per-hop = compress-once (rank 0 compresses each piece, rank 1 decompresses
+// it).
+Schedule point_to_point(uint64_t count, DType dtype, uint32_t pieces = 1, Placement placement = Placement::None);
+
 // All-to-all(v): counts[i][j] elements go from rank i to rank j; rank i's input is its blocks
 // for j = 0..n-1 in order, rank j's output the blocks from i = 0..n-1 in order. Direct posts
 // every send then every receive (one step); pairwise exchanges with r+k / r-k at step k.

@@ -92,4 +92,30 @@ Schedule tree_broadcast(int n, int root, uint64_t count, DType dtype, Placement 
   return s;
 }
 
+Schedule point_to_point(uint64_t count, DType dtype, uint32_t pieces, Placement placement) {
+  if (pieces < 1) throw ScheduleError("point_to_point: pieces must be >= 1");
+  if (placement == Placement::ZipCCL)
+    throw ScheduleError("point_to_point: placement zipccl is for allreduce; use none, per-hop or compress-once");
+  Schedule s = make_schedule(Collective::Broadcast, "point-to-point", placement, 2, count, dtype);
+  RankProgram &from = s.ranks[0], &to = s.ranks[1];
+  from.input_count = count;
+  to.output_count = count;
+  for (uint32_t j = 0; j < pieces; ++j) {
+    const Block b = block_of(count, static_cast<int>(pieces), static_cast<int>(j));
+    const Slice in{BufKind::Input, 0, b.begin, b.count()}, out{BufKind::Output, 0, b.begin, b.count()};
+    int64_t last_from = -1, last_to = -1;
+    if (placement == Placement::None) {
+      append_after(from, {OpKind::Send, 1, in, {}, {}, j}, last_from);
+      append_after(to, {OpKind::Recv, 0, {}, out, {}, j}, last_to);
+      continue;
+    }
+    const Slice sent = wire_slice(from.wire_buffers++), got = wire_slice(to.wire_buffers++);
+    append_after(from, {OpKind::Compress, -1, in, sent, {}, j}, last_from);
+    append_after(from, {OpKind::Send, 1, sent, {}, {}, j}, last_from);
+    append_after(to, {OpKind::Recv, 0, {}, got, {}, j}, last_to);
+    append_after(to, {OpKind::Decompress, -1, got, out, {}, j}, last_to);
+  }
+  return s;
+}
+
 }  // namespace compcoll::sched

@@ -219,3 +219,33 @@ TEST_CASE("PXN all-to-all(v) equals the direct one and keeps every message acros
   CHECK_THROWS_AS(pxn_alltoall({{1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, 2, DType::BF16), ScheduleError);
   CHECK_THROWS_AS(pxn_alltoall({{1, 1}, {1, 1}}, 1, DType::BF16, Placement::ZipCCL), ScheduleError);
 }
+
+TEST_CASE("point_to_point moves rank 0's input to rank 1's output, piece by piece", "[schedule][broadcast]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("gauss-exp");
+  opt.encode.chunk_elements = 64;
+  for (Placement p : {Placement::None, Placement::PerHop, Placement::CompressOnce})
+    for (uint32_t pieces : {1u, 3u, 16u})
+      for (uint64_t count : {uint64_t{0}, uint64_t{5}, uint64_t{1003}}) {
+        CAPTURE(placement_name(p), pieces, count);
+        const Schedule s = point_to_point(count, DType::BF16, pieces, p);
+        const auto data = test::gaussian_bytes(DType::BF16, count, 0.1, 11);
+        const auto out = run_reference(s, {data, {}}, opt);
+        CHECK(out[0].empty());  // the sender keeps no copy
+        REQUIRE(out[1] == data);
+        size_t compress = 0, sends = 0;
+        for (const Op& op : s.ranks[0].ops) {
+          compress += op.kind == OpKind::Compress;
+          sends += op.kind == OpKind::Send;
+          CHECK(op.step < pieces);
+          CHECK(op.lane == 0);
+        }
+        CHECK(sends == pieces);
+        CHECK(compress == (p == Placement::None ? 0 : pieces));
+        CHECK(s.ranks[1].wire_buffers == (p == Placement::None ? 0 : pieces));
+      }
+  CHECK(step_bytes(point_to_point(800, DType::FP32, 4)).steps == 4);
+  CHECK(step_bytes(point_to_point(800, DType::FP32, 4)).sent_bytes[0] == 3200);
+  CHECK_THROWS_AS(point_to_point(10, DType::FP32, 0), ScheduleError);
+  CHECK_THROWS_AS(point_to_point(10, DType::FP32, 1, Placement::ZipCCL), ScheduleError);
+}
