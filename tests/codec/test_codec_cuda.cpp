@@ -1,6 +1,7 @@
 // tests/codec/test_codec_cuda.cpp — the CUDA codec kernels (codec/cuda/codec_cuda.h) against the
 // host reference: GPU streams byte-identical to encode(), GPU decode bit-exact, per-chunk errors
-// for damaged streams; fp8-hadamard (lossy) streams and decodes bit-identical to the host's. Runs on a non-blocking stream; without a device every GPU case says
+// for damaged streams; fp8-hadamard (lossy) streams and decodes bit-identical to the host's;
+// encode, decode and decode-and-add captured in a CUDA graph and replayed. Runs on a non-blocking stream; without a device every GPU case says
 // "SKIPPED" with a warning instead of passing silently. Built only with CUDA.
 #ifdef COMPCOLL_HAVE_CUDA
 
@@ -277,6 +278,76 @@ TEST_CASE("cuda: decode-and-add equals decode, then reduce_add, on the host", "[
   DeviceBuffer<int32_t> dstatus(info.chunk_count);
   CHECK_THROWS_AS(cuda_decode_add(info, din.get(), stream.size(), dacc.get(), in.size(), dstatus.get(), s.get()),
                   CodecError);
+}
+
+TEST_CASE("cuda: encode, decode and decode-and-add captured in a CUDA graph, replayed", "[cuda][graph]") {
+  SKIP_WITHOUT_CUDA();
+  // What a collective step would put in a graph: encode a block, decode a stream of the size the
+  // caller knows (expected_stream_info: nothing read back to the host), decode another into an
+  // accumulator. Captured in thread-local mode, so any call that could synchronise or allocate
+  // in this thread fails the capture; replayed over poisoned outputs, every replay checked.
+  Stream s;
+  const CudaEncoder before = cuda_encoder();
+  for (const CudaEncoder encoder : {CudaEncoder::Passes, CudaEncoder::OneLaunch})
+    for (CodecId codec : kCodecs)
+      for (DType dtype : {DType::BF16, DType::FP32}) {
+        CAPTURE(codec_name(codec), dtype_name(dtype), std::string(cuda_encoder_name(encoder)));
+        set_cuda_encoder(encoder);
+        const EncodeOptions opt;
+        const uint64_t n = 3 * format::kDefaultChunkElements + 1000;
+        const size_t bytes = n * dtype_size(dtype);
+        const auto in = test::gaussian_bytes(dtype, n, 0.02, 41);
+        const auto acc0 = test::gaussian_bytes(dtype, n, 0.5, 43);
+        const auto host_stream = encode(codec_of(codec), dtype, in.data(), n, opt);
+        std::vector<uint8_t> expect_acc = acc0;
+        reduce_add(dtype, expect_acc.data(), in.data(), n);
+        const StreamInfo info = expected_stream_info(codec_of(codec), dtype, n, opt, host_stream.size());
+        const size_t capacity = max_encoded_size(codec_of(codec), dtype, n, opt);
+        const size_t scratch_bytes = cuda_encode_scratch_bytes(codec, dtype, n, opt);
+        DeviceBuffer<uint8_t> din(bytes), dstream(capacity), dout(bytes), dacc(bytes), scratch(scratch_bytes);
+        DeviceBuffer<uint64_t> dsize(1);
+        DeviceBuffer<int32_t> dstatus(2 * info.chunk_count);
+        to_device(s, din.get(), in.data(), bytes);
+        s.sync();
+
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        REQUIRE(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+        std::string failed;  // a CUDA call the capture refused: the capture is ended before reporting it
+        try {
+          cuda_encode(codec, dtype, din.get(), n, dstream.get(), capacity, dsize.get(), scratch.get(), scratch_bytes,
+                      opt, s.get());
+          cuda_decode(info, dstream.get(), host_stream.size(), dout.get(), bytes, dstatus.get(), s.get());
+          cuda_decode_add(info, dstream.get(), host_stream.size(), dacc.get(), bytes,
+                          dstatus.get() + info.chunk_count, s.get());
+        } catch (const std::exception& e) {
+          failed = e.what();
+        }
+        const cudaError_t captured = cudaStreamEndCapture(s.get(), &graph);
+        cudaGetLastError();  // a refused capture leaves its error behind
+        INFO(failed);
+        REQUIRE(failed.empty());
+        INFO(cudaGetErrorString(captured));
+        REQUIRE(captured == cudaSuccess);
+        REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+        for (int replay = 0; replay < 3; ++replay) {
+          CAPTURE(replay);
+          COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dstream.get(), 0x5A, capacity, s.get()));
+          COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dout.get(), 0xA5, bytes, s.get()));
+          COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dsize.get(), 0xFF, sizeof(uint64_t), s.get()));
+          COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dstatus.get(), 0xFF, 2 * info.chunk_count * sizeof(int32_t), s.get()));
+          to_device(s, dacc.get(), acc0.data(), bytes);
+          COMPCOLL_CUDA_CHECK(cudaGraphLaunch(exec, s.get()));
+          CHECK(to_host(s, dsize.get(), 1)[0] == host_stream.size());
+          CHECK(to_host(s, dstream.get(), host_stream.size()) == host_stream);
+          CHECK(to_host(s, dout.get(), bytes) == in);
+          CHECK(to_host(s, dacc.get(), bytes) == expect_acc);
+          for (const int32_t st : to_host(s, dstatus.get(), 2 * info.chunk_count)) CHECK(st == 0);
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+      }
+  set_cuda_encoder(before);
 }
 
 TEST_CASE("cuda: every 16-bit pattern, straight and shuffled", "[cuda]") {

@@ -6,6 +6,10 @@
 // Library code: caller errors and damaged streams found on the host throw CodecError, CUDA
 // failures std::runtime_error (check.h); damage found on the device is reported per chunk.
 // Nothing here reads or writes out of bounds, whatever the stream holds.
+// cuda_encode, cuda_decode and cuda_decode_add allocate nothing, copy nothing to the host and
+// do not synchronise (unless check.h's debug switch is on), so a caller can capture them in a
+// CUDA graph (the [graph] test case in
+// tests/codec/test_codec_cuda.cpp does so; it has not yet run on a GPU).
 #pragma once
 
 #include <cuda_runtime_api.h>
