@@ -133,15 +133,15 @@ class CudaLinkDevice final : public LinkDevice {
     f.slot_bytes = slot_;
     f.d2h_alone = bytes / median(sample([&] { return round(true, false); }, min_time, 5));
     f.h2d_alone = bytes / median(sample([&] { return round(false, true); }, min_time, 5));
-    std::vector<double> outs, ins;
+    std::vector<double> outs, ins;  // each direction's time in every round, the untimed first one too
     sample([&] {
       const double t = round(true, true);
       outs.push_back(out_s);
       ins.push_back(in_s);
       return t;
     }, min_time, 5);
-    f.d2h_both = bytes / median(outs);
-    f.h2d_both = bytes / median(ins);
+    f.d2h_both = bytes / median(std::vector<double>(outs.begin() + 1, outs.end()));
+    f.h2d_both = bytes / median(std::vector<double>(ins.begin() + 1, ins.end()));
     // Latency: one small message over the staged path, the way a transfer's slot goes.
     f.latency_s = median(sample([&] {
       COMPCOLL_CUDA_CHECK(cudaEventRecord(start, s.out));

@@ -278,6 +278,8 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
         case Collective::AllGather: placements = {{Placement::CompressOnce, std::nullopt}, {Placement::PerHop, std::nullopt}}; break;
         case Collective::Broadcast: placements = {{Placement::CompressOnce, std::nullopt}}; break;
       }
+      // Rail rings also compress only what crosses the network (the hops between nodes).
+      if (p.algorithm == "rail-ring") placements.push_back({placements.front().first, Placement::None});
       for (const auto& [pl, intra] : placements) {
         q.placement = pl;
         q.intra = intra;

@@ -184,13 +184,23 @@ Schedule ring_allgather(int nranks, uint64_t count, DType dtype, Placement place
 // ring c mod g) each take their share of the data; chunks pipeline as in the flat rings.
 // Layouts, steps, bytes and placements as ring_allreduce / ring_reduce_scatter /
 // ring_allgather; with one node, channels rotate the ring inside it.
+// `intra` none (with a placement other than none): the hops inside a node move data as it is
+// and only the hops between nodes compress (ZipCCL's "compress what crosses the network" on
+// NCCL's rings): a reduce-scatter hop out of a node compresses its block and the next GPU
+// decompresses it; in the allgather the first hop out of a node compresses the block (again:
+// a block that entered the node was decompressed there and moved on as it is), hops between
+// nodes forward the stream they received (compress-once, zipccl), and the GPU a block enters a
+// node at decompresses it. Unset or equal to the placement: every hop as the placement says.
 std::vector<int> rail_ring_members(int nodes, int gpus_per_node, int channel);
 Schedule rail_ring_allreduce(int nodes, int gpus_per_node, uint64_t count, DType dtype,
-                             Placement placement = Placement::None, const Pipelining& pipe = {});
+                             Placement placement = Placement::None, const Pipelining& pipe = {},
+                             std::optional<Placement> intra = std::nullopt);
 Schedule rail_ring_reduce_scatter(int nodes, int gpus_per_node, uint64_t count, DType dtype,
-                                  Placement placement = Placement::None, const Pipelining& pipe = {});
+                                  Placement placement = Placement::None, const Pipelining& pipe = {},
+                                  std::optional<Placement> intra = std::nullopt);
 Schedule rail_ring_allgather(int nodes, int gpus_per_node, uint64_t count, DType dtype,
-                             Placement placement = Placement::None, const Pipelining& pipe = {});
+                             Placement placement = Placement::None, const Pipelining& pipe = {},
+                             std::optional<Placement> intra = std::nullopt);
 
 // Recursive halving/doubling allreduce (Rabenseifner): reduce-scatter by recursive halving,
 // allgather by recursive doubling, 2·log2(n) steps and 2(n-1)/n of the data per rank for n a

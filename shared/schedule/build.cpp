@@ -75,7 +75,8 @@ Schedule dispatch(const BuildSpec& s) {
   switch (s.collective) {
     case Collective::AllReduce:
       if (a == "ring") return ring_allreduce(s.nranks, s.count, s.dtype, s.placement, s.pipe);
-      if (a == "rail-ring") return rail_ring_allreduce(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
+      if (a == "rail-ring")
+        return rail_ring_allreduce(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe, s.intra_placement);
       if (a == "hierarchical")
         return hierarchical_allreduce(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, parse_inter(s.inter),
                                       s.pipe, s.intra_placement);
@@ -95,7 +96,8 @@ Schedule dispatch(const BuildSpec& s) {
     case Collective::ReduceScatter:
       if (a == "ring") return ring_reduce_scatter(s.nranks, s.count, s.dtype, s.placement, s.pipe);
       if (a == "rail-ring")
-        return rail_ring_reduce_scatter(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
+        return rail_ring_reduce_scatter(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe,
+                                        s.intra_placement);
       if (a == "pat") return pat_reduce_scatter(s.nranks, s.count, s.dtype, s.placement, s.pipe, s.aggregate);
       no_pipelining(s);
       if (a == "recursive") return recursive_reduce_scatter(s.nranks, s.count, s.dtype, s.placement);
@@ -103,7 +105,8 @@ Schedule dispatch(const BuildSpec& s) {
       break;
     case Collective::AllGather:
       if (a == "ring") return ring_allgather(s.nranks, s.count, s.dtype, s.placement, s.pipe);
-      if (a == "rail-ring") return rail_ring_allgather(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe);
+      if (a == "rail-ring")
+        return rail_ring_allgather(nodes_of(s), s.gpus_per_node, s.count, s.dtype, s.placement, s.pipe, s.intra_placement);
       if (a == "pat") return pat_allgather(s.nranks, s.count, s.dtype, s.placement, s.pipe, s.aggregate);
       no_pipelining(s);
       if (a == "recursive") return recursive_allgather(s.nranks, s.count, s.dtype, s.placement);

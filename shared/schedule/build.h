@@ -25,7 +25,8 @@ struct BuildSpec {
                                  // hierarchical allreduce, chain broadcast (chunks)
   int gpus_per_node = 1;         // hierarchical algorithms, rail rings, nccl-tree: nranks must be a multiple
   std::string inter = "ring";    // hierarchical allreduce across nodes: ring | recursive | tree
-  std::optional<Placement> intra_placement;  // hierarchical allreduce inside nodes (default: placement)
+  std::optional<Placement> intra_placement;  // hierarchical allreduce inside nodes (default: placement);
+                                             // rail rings: none = only hops between nodes compress
   int root = 0;                  // broadcast
   std::vector<std::vector<uint64_t>> counts;  // all-to-all(v); empty = uniform `count`
   uint32_t aggregate = 0;        // pat: the blocks a message carries at most (0: a step's all)

@@ -36,6 +36,9 @@ struct Part {
   // pieces of a block are laid out by group, and the part carries group `piece`'s side by side.
   std::vector<uint64_t> bounds{};
   std::vector<uint32_t> piece_groups{};
+  // > 0: a hop between two members of one node (ranks r and r' with r / node_size == r' /
+  // node_size) carries no compressed bytes; only the hops between nodes compress (rings).
+  int node_size = 0;
 
   int size() const { return static_cast<int>(members.size()); }
   // Element range, relative to base, of algorithm blocks [lo, hi).

@@ -50,11 +50,13 @@ namespace {
 class RingRank {
  public:
   RingRank(const Part& part, int pos, RankProgram& p, int64_t& last)
-      : part_(part), n_(part.size()), next_(part.members[mod(pos + 1)]), prev_(part.members[mod(pos - 1)]),
-        chain_{p, last} {}
+      : part_(part), n_(part.size()), me_(part.members[mod(pos)]), next_(part.members[mod(pos + 1)]),
+        prev_(part.members[mod(pos - 1)]), chain_{p, last} {}
 
   int mod(int v) const { return ((v % n_) + n_) % n_; }
   Slice block(int b) const { return part_.slice(part_.block(mod(b))); }
+  // Whether the hop from rank a to rank b may carry compressed bytes (Part::node_size).
+  bool compresses(int a, int b) const { return part_.node_size <= 0 || a / part_.node_size != b / part_.node_size; }
 
   // Reduce-scatter step k of n-1: send block owned-1-k, receive (from the member that owns
   // owned-1 at the end) block owned-2-k and add it; after n-1 steps the last block added is
@@ -62,13 +64,15 @@ class RingRank {
   void reduce_scatter_step(int k, int owned, bool compressed, uint32_t step) {
     const Slice dst = block(owned - 2 - k);
     const Slice tmp{BufKind::Scratch, part_.scratch, 0, dst.count};
-    chain_.send(next_, block(owned - 1 - k), compressed, step);
-    chain_.recv(prev_, tmp, compressed, step);
+    chain_.send(next_, block(owned - 1 - k), compressed && compresses(me_, next_), step);
+    chain_.recv(prev_, tmp, compressed && compresses(prev_, me_), step);
     chain_.add({OpKind::Reduce, -1, tmp, dst, {}, step});
   }
 
   // Allgather step k of n-1; the member starts owning block `owned` complete. Compress-once
-  // (and zipccl) compress the owned block at step 0 and forward the bytes received after.
+  // (and zipccl) compress the owned block at step 0 and forward the bytes received after. With
+  // Part::node_size a hop inside a node moves the block as it is, and the first hop out of a
+  // node compresses it again (a block received over such a hop is held uncompressed).
   void allgather_step(int k, int owned, Placement placement, uint32_t step) {
     const Slice out = block(owned - k), in = block(owned - k - 1);
     if (placement == Placement::None) {
@@ -76,16 +80,23 @@ class RingRank {
       chain_.recv(prev_, in, false, step);
       return;
     }
-    if (placement == Placement::PerHop || k == 0) forward_ = chain_.compress(out, step);
-    chain_.send_wire(next_, forward_, step);
-    forward_ = chain_.recv_wire(prev_, in, step);
+    if (!compresses(me_, next_)) {
+      chain_.send(next_, out, false, step);
+    } else {
+      if (placement == Placement::PerHop || k == 0 || !holds_wire_) forward_ = chain_.compress(out, step);
+      chain_.send_wire(next_, forward_, step);
+    }
+    holds_wire_ = compresses(prev_, me_);
+    if (holds_wire_) forward_ = chain_.recv_wire(prev_, in, step);
+    else chain_.recv(prev_, in, false, step);
   }
 
  private:
   const Part& part_;
-  int n_, next_, prev_;
+  int n_, me_, next_, prev_;
   Chain chain_;
   uint32_t forward_ = 0;
+  bool holds_wire_ = false;  // forward_ is the stream of the block received last
 };
 
 uint64_t largest_block(const Part& part) {
@@ -198,7 +209,7 @@ class PieceRings {
 };
 
 Schedule allreduce_rings(Schedule s, uint64_t count, Placement placement, const Pipelining& pipe,
-                         const RingOf& ring_of) {
+                         const RingOf& ring_of, int node_size = 0) {
   allreduce_prologue(s, count);
   // Piece (channel c, chunk j) = part c*chunks+j of the data, its own ring with its own
   // receive buffer and chain; chunk j runs j steps behind chunk 0, so the chunks of a channel
@@ -230,6 +241,7 @@ Schedule allreduce_rings(Schedule s, uint64_t count, Placement placement, const 
         part.count = piece.count();
         part.scratch = index;
         if (rings.merged()) part.bounds = bounds[index];
+        part.node_size = node_size;
         Chains chains = start;
         ring_allreduce_part(s, part, placement, delay, chains);
       },
@@ -239,7 +251,7 @@ Schedule allreduce_rings(Schedule s, uint64_t count, Placement placement, const 
 }
 
 Schedule reduce_scatter_rings(Schedule s, int n, uint64_t count, Placement placement, const Pipelining& pipe,
-                              const RingOf& ring_of) {
+                              const RingOf& ring_of, int node_size = 0) {
   if (placement == Placement::CompressOnce || placement == Placement::ZipCCL)
     throw ScheduleError("ring_reduce_scatter: placement " + std::string(placement_name(placement)) +
                         " does not apply (blocks change at every hop); use none or per-hop");
@@ -254,6 +266,7 @@ Schedule reduce_scatter_rings(Schedule s, int n, uint64_t count, Placement place
     Part part{rings.members(index), 0, count, BufKind::Scratch, 0, 1, 1 + index, pipe.chunks * pipe.channels, index};
     part.order = layout_order(part.members);
     part.piece_groups = rings.piece_groups();
+    part.node_size = node_size;
     Chains chains = start;
     steps = std::max(steps, ring_reduce_scatter_part(s, part, 0, placement == Placement::PerHop, delay, chains));
   });
@@ -271,7 +284,7 @@ Schedule reduce_scatter_rings(Schedule s, int n, uint64_t count, Placement place
 }
 
 Schedule allgather_rings(Schedule s, uint64_t count, Placement placement, const Pipelining& pipe,
-                         const RingOf& ring_of) {
+                         const RingOf& ring_of, int node_size = 0) {
   if (placement == Placement::ZipCCL)
     throw ScheduleError("ring_allgather: placement zipccl is for allreduce; use none, per-hop or compress-once");
   allgather_prologue(s, count);
@@ -281,6 +294,7 @@ Schedule allgather_rings(Schedule s, uint64_t count, Placement placement, const 
     Part part{rings.members(index), 0, count, BufKind::Output, 0, 1, index, pipe.chunks * pipe.channels, index};
     part.order = layout_order(part.members);
     part.piece_groups = rings.piece_groups();
+    part.node_size = node_size;
     Chains chains = start;
     ring_allgather_part(s, part, 0, placement, delay, chains);
   });
@@ -297,6 +311,18 @@ RingOf rail_rings(const char* what, int nodes, int g) {
     throw ScheduleError(std::string(what) + ": expected at least one node of at least one GPU, got " +
                         std::to_string(nodes) + " x " + std::to_string(g));
   return [nodes, g](uint32_t channel) { return rail_ring_members(nodes, g, static_cast<int>(channel)); };
+}
+
+// A rail ring's `intra`: unset or the placement itself, every hop as the placement says (0);
+// none, the hops inside a node move data as it is and only those between nodes compress (the
+// node size g, Part::node_size; the label says " intra=none"). Other values: ScheduleError.
+int network_only(const char* what, Schedule& s, Placement placement, std::optional<Placement> intra, int g) {
+  if (!intra || *intra == placement || placement == Placement::None) return 0;
+  if (*intra != Placement::None)
+    throw ScheduleError(std::string(what) + ": intra placement " + std::string(placement_name(*intra)) +
+                        " does not apply; rail rings take intra none (only the hops between nodes compress)");
+  s.algorithm += " intra=none";
+  return g;
 }
 
 }  // namespace
@@ -331,25 +357,30 @@ Schedule ring_allgather(int n, uint64_t count, DType dtype, Placement placement,
   return allgather_rings(std::move(s), count, placement, pipe, flat_ring(n));
 }
 
-Schedule rail_ring_allreduce(int nodes, int g, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
+Schedule rail_ring_allreduce(int nodes, int g, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe,
+                             std::optional<Placement> intra) {
   const RingOf rings = rail_rings("rail_ring_allreduce", nodes, g);
   Schedule s = ring_base(Collective::AllReduce, "rail-ring", "rail_ring_allreduce", nodes * g, count, dtype, placement, pipe);
-  return allreduce_rings(std::move(s), count, placement, pipe, rings);
+  const int node_size = network_only("rail_ring_allreduce", s, placement, intra, g);
+  return allreduce_rings(std::move(s), count, placement, pipe, rings, node_size);
 }
 
 Schedule rail_ring_reduce_scatter(int nodes, int g, uint64_t count, DType dtype, Placement placement,
-                                  const Pipelining& pipe) {
+                                  const Pipelining& pipe, std::optional<Placement> intra) {
   const RingOf rings = rail_rings("rail_ring_reduce_scatter", nodes, g);
   Schedule s = ring_base(Collective::ReduceScatter, "rail-ring", "rail_ring_reduce_scatter", nodes * g, count, dtype,
                          placement, pipe);
-  return reduce_scatter_rings(std::move(s), nodes * g, count, placement, pipe, rings);
+  const int node_size = network_only("rail_ring_reduce_scatter", s, placement, intra, g);
+  return reduce_scatter_rings(std::move(s), nodes * g, count, placement, pipe, rings, node_size);
 }
 
-Schedule rail_ring_allgather(int nodes, int g, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe) {
+Schedule rail_ring_allgather(int nodes, int g, uint64_t count, DType dtype, Placement placement, const Pipelining& pipe,
+                             std::optional<Placement> intra) {
   const RingOf rings = rail_rings("rail_ring_allgather", nodes, g);
   Schedule s =
       ring_base(Collective::AllGather, "rail-ring", "rail_ring_allgather", nodes * g, count, dtype, placement, pipe);
-  return allgather_rings(std::move(s), count, placement, pipe, rings);
+  const int node_size = network_only("rail_ring_allgather", s, placement, intra, g);
+  return allgather_rings(std::move(s), count, placement, pipe, rings, node_size);
 }
 
 }  // namespace compcoll::sched

@@ -83,9 +83,11 @@ void parse_sweep(const Node& root, Experiment& e) {
                                                                                  : "compress-once";
     const Node ipl = c.opt("intra_placement");
     if (ipl.defined()) {
-      if (s.algorithm != "hierarchical" || s.collective != "allreduce")
-        ipl.fail("only a hierarchical allreduce has a placement of its own inside nodes");
-      s.intra_placement = ipl.as_choice({"none", "per-hop", "compress-once", "zipccl"});
+      const bool hierarchical = s.algorithm == "hierarchical" && s.collective == "allreduce";
+      const bool rail_ring = s.algorithm == "rail-ring" && s.collective != "broadcast" && s.collective != "all-to-all";
+      if (!hierarchical && !rail_ring)
+        ipl.fail("only a hierarchical allreduce and rail rings have a placement of their own inside nodes");
+      s.intra_placement = rail_ring ? ipl.as_choice({"none"}) : ipl.as_choice({"none", "per-hop", "compress-once", "zipccl"});
     }
     s.dtype = c.get_string("dtype", "bf16");
     if (s.dtype != "bf16" && s.dtype != "fp16" && s.dtype != "fp32") c.opt("dtype").fail("expected bf16, fp16 or fp32");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "schedule/algorithms.h"
@@ -196,4 +197,89 @@ TEST_CASE("merged channels: rings of unequal channel counts, chunks and other al
   b.pipe = Pipelining{1, 1, true};
   b.algorithm = "hierarchical";
   CHECK_THROWS_WITH(build_schedule(b), Catch::Contains("merged channels are for ring, rail-ring, nvls, nvls-tree and pat only"));
+}
+
+// intra none: only the hops between nodes compress. Exact for every shape, pipelining and
+// placement; no hop inside a node carries a stream; every hop between nodes does; in the
+// allgather with compress-once each block is compressed once per node it leaves, not per hop.
+TEST_CASE("rail rings compressing only between nodes: exact, streams on the network hops only",
+          "[schedule][rail-ring][intra]") {
+  ReferenceOptions opt;
+  opt.codec = find_codec("gauss-exp");
+  opt.encode.chunk_elements = 32;
+  const std::optional<Placement> none = Placement::None;
+  for (auto [nodes, g] : kShapes) {
+    const int n = nodes * g;
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(n + 1), uint64_t{1003}}) {
+      const auto e = test::exact_inputs(DType::BF16, n, count);
+      for (Pipelining pipe : {Pipelining{1, 1}, Pipelining{1, static_cast<uint32_t>(g)}, Pipelining{2, 3}}) {
+        for (Placement p : {Placement::PerHop, Placement::CompressOnce, Placement::ZipCCL}) {
+          CAPTURE(nodes, g, count, pipe.chunks, pipe.channels, placement_name(p));
+          // Sends of a stream (a wire buffer) and of data as it is, inside nodes and between.
+          auto check_hops = [&](const Schedule& s) {
+            CHECK(s.algorithm.find(" intra=none") != std::string::npos);
+            for (int r = 0; r < n; ++r)
+              for (const Op& op : s.ranks[r].ops) {
+                if (op.kind != OpKind::Send) continue;
+                const bool across = op.peer / g != r / g, stream = op.src.buf == BufKind::Wire;
+                if (!across) CHECK_FALSE(stream);
+              }
+          };
+          std::vector<Schedule> built;
+          built.push_back(rail_ring_allreduce(nodes, g, count, DType::BF16, p, pipe, none));
+          validate(built.back());
+          check_hops(built.back());
+          auto out = run_reference(built.back(), e.inputs, opt);
+          for (int r = 0; r < n; ++r) REQUIRE(out[r] == encode_values(DType::BF16, e.sum));
+          if (p == Placement::PerHop) {
+            const Schedule rs = rail_ring_reduce_scatter(nodes, g, count, DType::BF16, p, pipe, none);
+            validate(rs);
+            check_hops(rs);
+            out = run_reference(rs, e.inputs, opt);
+            for (int r = 0; r < n; ++r) REQUIRE(out[r] == test::encoded_block(DType::BF16, e.sum, n, r));
+          }
+          if (p != Placement::ZipCCL) {
+            const Schedule ag = rail_ring_allgather(nodes, g, count, DType::BF16, p, pipe, none);
+            validate(ag);
+            check_hops(ag);
+            out = run_reference(ag, e.blocks, opt);
+            for (int r = 0; r < n; ++r) REQUIRE(out[r] == encode_values(DType::BF16, e.gathered));
+          }
+        }
+      }
+    }
+  }
+  // 4 nodes of 8, one channel, 4 elements a block: the compress-once allgather compresses a block
+  // at each node it leaves, where without intra none each block is compressed once and every hop
+  // carries its stream; the allreduce decompresses only at the hops between nodes.
+  const int nodes = 4, g = 8, n = nodes * g;
+  const uint64_t count = 4 * n;
+  auto count_ops = [&](const Schedule& s, OpKind kind, bool across_only) {
+    size_t k = 0;
+    for (int r = 0; r < n; ++r)
+      for (const Op& op : s.ranks[r].ops)
+        k += op.kind == kind && (!across_only || op.peer / g != r / g);
+    return k;
+  };
+  const Schedule ag = rail_ring_allgather(nodes, g, count, DType::BF16, Placement::CompressOnce, {}, none);
+  const Schedule ag_all = rail_ring_allgather(nodes, g, count, DType::BF16, Placement::CompressOnce);
+  // At each of the 31 steps 4 hops cross nodes, and each crossing's sender compresses (no two
+  // crossings follow each other with 8 GPUs a node): 124 streams, against one per block.
+  CHECK(count_ops(ag, OpKind::Send, true) == size_t(nodes) * (n - 1));
+  CHECK(count_ops(ag, OpKind::Compress, false) == size_t(nodes) * (n - 1));
+  CHECK(count_ops(ag_all, OpKind::Compress, false) == size_t(n));
+  const Schedule ar = rail_ring_allreduce(nodes, g, count, DType::BF16, Placement::ZipCCL, {}, none);
+  const Schedule ar_all = rail_ring_allreduce(nodes, g, count, DType::BF16, Placement::ZipCCL);
+  CHECK(count_ops(ar, OpKind::Decompress, false) < count_ops(ar_all, OpKind::Decompress, false) / 4);
+  auto last_step = [&](const Schedule& s) {
+    uint32_t last = 0;
+    for (const auto& prog : s.ranks)
+      for (const Op& op : prog.ops) last = std::max(last, op.step);
+    return last;
+  };
+  CHECK(last_step(ar) == last_step(ar_all));  // the same ring, step for step
+  CHECK_THROWS_WITH(rail_ring_allreduce(2, 4, 100, DType::BF16, Placement::ZipCCL, {}, Placement::PerHop),
+                    Catch::Contains("rail rings take intra none"));
+  CHECK(rail_ring_allreduce(2, 4, 100, DType::BF16, Placement::ZipCCL, {}, Placement::ZipCCL).algorithm.find("intra") ==
+        std::string::npos);
 }

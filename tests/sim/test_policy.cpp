@@ -333,10 +333,21 @@ TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulat
   const Plan big = adaptive->choose(allreduce(1'000'000'000, 64), sys, &big_pred);
   CAPTURE(small.describe(), big.describe());
   CHECK(small.codec == "identity");
-  // 1 GB on 8 nodes with 8 NICs each: NCCL's 16 rail rings keep every NIC busy, and with the
-  // derived H100 kernel figures no compressed plan beats them: adaptive runs them uncompressed.
+  // 1 GB on 8 nodes with 8 NICs each: rail rings keep every NIC busy. With the derived H100
+  // kernel figures each of a compressed ring's 126 steps pays a compress and a decompress launch
+  // on its critical path, so compression gains nothing worth having: the best compressed rail
+  // ring (compressing only the hops between nodes) is within 1% of the best uncompressed one.
   CHECK(big.algorithm == "rail-ring");
-  CHECK(big.codec == "identity");
+  RouteCache best_routes(t);
+  double best_identity = 1e30, best_compressed = 1e30;
+  for (const Plan& p : candidates(allreduce(1'000'000'000, 64), sys))
+    if (p.algorithm == "rail-ring" && !p.library)
+      (p.codec == "identity" ? best_identity : best_compressed) =
+          std::min(p.codec == "identity" ? best_identity : best_compressed,
+                   predict_plan(p, allreduce(1'000'000'000, 64), sys, best_routes));
+  CAPTURE(best_identity, best_compressed);
+  CHECK(best_compressed > best_identity * 0.99);
+  CHECK(big_pred == Approx(std::min(best_identity, best_compressed)).epsilon(1e-12));
   // Its prediction is the simulator's answer within 5%, and it is not slower than nccl-like.
   const double big_sim = simulate_plan(t, cal, big, allreduce(1'000'000'000, 64));
   CHECK(big_pred == Approx(big_sim).epsilon(0.05));
