@@ -395,7 +395,8 @@ def section_crossover():
         for label, name, doc, _, _ in runs:
             ad = [r for r in doc["rows"] if r["policy"] == "adaptive" and r["size_bytes"] == sizes[-1] and not r.get("error")]
             if ad:
-                largest.append(f"{label} `{ad[0]['algorithm']}` {ad[0]['codec']}")
+                placement = "" if ad[0]["codec"] == "identity" else f" {ad[0]['placement']}"
+                largest.append(f"{label} `{ad[0]['algorithm']}`{placement} {ad[0]['codec']}")
         out += ["", f"What adaptive runs at {sizes[-1]:,} bytes: " + "; ".join(largest) + ".", ""]
     return out[:-1]
 
