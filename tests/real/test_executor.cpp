@@ -34,7 +34,8 @@ int world_size() {
 struct Case {
   const char* collective;
   const char* algorithm;
-  const char* placement;  // for compressing codecs
+  const char* placement;        // for compressing codecs
+  const char* intra = nullptr;  // rail rings: "none", only the hops between nodes compress
 };
 
 const Case kCases[] = {
@@ -47,7 +48,9 @@ const Case kCases[] = {
     {"broadcast", "chain", "per-hop"},         {"all-to-all", "pairwise", "per-hop"},
     {"all-to-all", "direct", "per-hop"},       {"all-to-all", "hierarchical", "per-hop"},
     {"reduce-scatter", "pat", "per-hop"},      {"allgather", "pat", "per-hop"},
-    {"all-to-all", "pxn", "per-hop"},
+    {"all-to-all", "pxn", "per-hop"},          {"allreduce", "rail-ring", "zipccl"},
+    {"allreduce", "rail-ring", "zipccl", "none"}, {"reduce-scatter", "rail-ring", "per-hop", "none"},
+    {"allgather", "rail-ring", "compress-once", "none"},
 };
 
 sched::BuildSpec spec(const Case& c, const std::string& codec, int n, DType dtype, uint64_t count) {
@@ -59,6 +62,7 @@ sched::BuildSpec spec(const Case& c, const std::string& codec, int n, DType dtyp
   b.dtype = dtype;
   b.count = count;
   b.gpus_per_node = n % 2 == 0 ? 2 : 1;
+  if (c.intra && codec != "identity") b.intra_placement = sched::parse_placement(c.intra);
   if (b.algorithm == "chain") b.pipe.chunks = 3;
   if (b.algorithm == "pat") b.pipe.chunks = 2, b.aggregate = 2;  // packed messages, pieces side by side
   return b;
@@ -120,8 +124,8 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           const sched::Schedule s = sched::build_schedule(spec(c, codec_name, n, dt, count));
           const bool lockstep = std::string(mode) == "lockstep";
           DataBackend& backend = std::string(mode) == "compute thread" ? *threaded : *host;
-          INFO(c.collective << " " << c.algorithm << " " << codec_name << " " << dtype_name(dt) << " " << mode
-                            << " n=" << n << " rank " << rank);
+          INFO(c.collective << " " << c.algorithm << (c.intra ? " intra " : "") << (c.intra ? c.intra : "") << " "
+                            << codec_name << " " << dtype_name(dt) << " " << mode << " n=" << n << " rank " << rank);
           ExecutorOptions opt;
           opt.codec = find_codec(codec_name);
           opt.encode.chunk_elements = 1024;
