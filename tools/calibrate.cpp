@@ -447,11 +447,9 @@ Options parse_args(int argc, char** argv) {
       if (opt.max_bytes < kMinBytes) fail("--max-bytes: expected at least 4KiB (4096), got \"" + v + "\"");
     } else if (a == "--min-time") {
       const std::string v = value();
-      char* end = nullptr;
-      const double t = std::strtod(v.c_str(), &end);
-      if (v.empty() || !end || *end || !(t >= 0) || !std::isfinite(t))
-        fail("--min-time: expected seconds >= 0, got \"" + v + "\"");
-      opt.min_time = t;
+      const auto t = seconds_value(v);
+      if (!t) fail("--min-time: expected seconds >= 0, got \"" + v + "\"");
+      opt.min_time = *t;
     } else if (a == "--quick") {
       opt.quick = true;
     } else if (a == "--concurrent") {
@@ -705,6 +703,13 @@ std::optional<long> whole_number(const std::string& v, long lo, long hi) {
   const long n = std::strtol(v.c_str(), &end, 10);
   if (!end || *end || n < lo || n > hi) return std::nullopt;
   return n;
+}
+
+std::optional<double> seconds_value(const std::string& v) {
+  char* end = nullptr;
+  const double t = std::strtod(v.c_str(), &end);
+  if (v.empty() || !end || *end || !(t >= 0) || !std::isfinite(t)) return std::nullopt;
+  return t;
 }
 
 double median(std::vector<double> v) {

@@ -118,6 +118,8 @@ double median(std::vector<double> v);
 
 // A command-line value read as a whole number (strtol, base 10) in [lo, hi]; nothing otherwise.
 std::optional<long> whole_number(const std::string& v, long lo, long hi);
+// A command-line value read as seconds (--min-time): a finite number >= 0; nothing otherwise.
+std::optional<double> seconds_value(const std::string& v);
 
 // `compcoll-bench calibrate ...`; returns the exit code (0 ok, 1 a check failed, 2 bad input).
 // Exits 2 itself (one line on stderr) on bad arguments, inputs or an unwritable --out.

@@ -480,9 +480,9 @@ Options parse_args(int argc, char** argv) {
       opt.chunk = static_cast<uint32_t>(c);
     } else if (a == "--min-time") {
       const std::string v = value();
-      char* end = nullptr;
-      opt.min_time = std::strtod(v.c_str(), &end);
-      if (!end || *end || !(opt.min_time >= 0)) usage_error("--min-time: expected seconds >= 0, got \"" + v + "\"");
+      const auto t = bench::seconds_value(v);
+      if (!t) usage_error("--min-time: expected seconds >= 0, got \"" + v + "\"");
+      opt.min_time = *t;
     } else if (a == "--threads") {
       const std::string v = value();
       const auto t = bench::whole_number(v, 0, 1024);

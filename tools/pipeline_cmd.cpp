@@ -118,9 +118,9 @@ PipelineOptions parse_pipeline_args(int argc, char** argv) {
       opt.calibration = value();
     } else if (a == "--min-time") {
       const std::string v = value();
-      char* end = nullptr;
-      opt.min_time = std::strtod(v.c_str(), &end);
-      if (!end || *end || !(opt.min_time >= 0)) pipeline_usage("--min-time: expected seconds >= 0, got \"" + v + "\"");
+      const auto t = seconds_value(v);
+      if (!t) pipeline_usage("--min-time: expected seconds >= 0, got \"" + v + "\"");
+      opt.min_time = *t;
     } else if (a == "--json") {
       opt.json = true;
     } else if (a.rfind("--", 0) == 0) {

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "calibrate.h"
 #include "calibration/calibration.h"
 #include "config/yaml_node.h"
 #include "real/backend.h"
@@ -78,9 +79,9 @@ Options parse(int argc, char** argv) {
       if (o.bench.max_bytes < 4096) throw BadArgs("--max-bytes: expected at least 4KiB, got \"" + v + "\"");
     } else if (a == "--min-time") {
       const std::string v = value();
-      char* end = nullptr;
-      o.bench.min_time_s = std::strtod(v.c_str(), &end);
-      if (!end || *end || !(o.bench.min_time_s >= 0)) throw BadArgs("--min-time: expected seconds >= 0, got \"" + v + "\"");
+      const auto t = seconds_value(v);
+      if (!t) throw BadArgs("--min-time: expected seconds >= 0, got \"" + v + "\"");
+      o.bench.min_time_s = *t;
     } else if (a == "--footprints") {
       const std::string v = value();
       o.footprints_given = true;
