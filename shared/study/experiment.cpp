@@ -87,7 +87,8 @@ void parse_sweep(const Node& root, Experiment& e) {
       const bool rail_ring = s.algorithm == "rail-ring" && s.collective != "broadcast" && s.collective != "all-to-all";
       if (!hierarchical && !rail_ring)
         ipl.fail("only a hierarchical allreduce and rail rings have a placement of their own inside nodes");
-      s.intra_placement = rail_ring ? ipl.as_choice({"none"}) : ipl.as_choice({"none", "per-hop", "compress-once", "zipccl"});
+      s.intra_placement =
+          rail_ring ? ipl.as_choice({"none"}) : ipl.as_choice({"none", "per-hop", "compress-once", "zipccl"});
     }
     s.dtype = c.get_string("dtype", "bf16");
     if (s.dtype != "bf16" && s.dtype != "fp16" && s.dtype != "fp32") c.opt("dtype").fail("expected bf16, fp16 or fp32");

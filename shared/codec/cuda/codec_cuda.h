@@ -8,8 +8,7 @@
 // Nothing here reads or writes out of bounds, whatever the stream holds.
 // cuda_encode, cuda_decode and cuda_decode_add allocate nothing, copy nothing to the host and
 // do not synchronise (unless check.h's debug switch is on), so a caller can capture them in a
-// CUDA graph (the [graph] test case in
-// tests/codec/test_codec_cuda.cpp does so; it has not yet run on a GPU).
+// CUDA graph (the [graph] case of tests/codec/test_codec_cuda.cpp does; not yet run on a GPU).
 #pragma once
 
 #include <cuda_runtime_api.h>
