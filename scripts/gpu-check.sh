@@ -29,7 +29,7 @@
 #      device-to-device copy of the same run and the targets for gauss-exp bf16 (encode >= 600,
 #      decode >= 800), and the rows of step 6, as OUT_DIR/summary.txt and OUT_DIR/summary.json;
 #      a WARNING (here and in summary.json's "warnings") when step 6 has no nvCOMP rows.
-# --quick: the kernels only, in about two minutes: steps 0-2, then the codec bench at 1, 4, 16,
+# --quick: the kernels only, in a few minutes: steps 0-2, then the codec bench at 1, 4, 16,
 # 64 and 256 MiB of synthetic Gaussian bf16 (synthetic:gaussian:512k ... :128M) and on the
 # bundled tensor, nvCOMP beside them, and gauss-exp and entropy-exp at 1 and 4 MiB in chunks of
 # 4,096 and 8,192 elements (more warps on a small call, for 1.8% and 0.6% of ratio), and gauss-exp
