@@ -396,20 +396,11 @@ const char* const kUsage =
   std::exit(2);
 }
 
-// "a,b, c" -> {"a", "b", "c"}; an empty item is an error of `flag`.
+// comma_items(v); an empty item is an error of `flag`.
 std::vector<std::string> split_list(const std::string& flag, const std::string& v, const std::string& expected) {
-  std::vector<std::string> items;
-  size_t at = 0;
-  while (true) {
-    const size_t comma = v.find(',', at);
-    std::string item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
+  std::vector<std::string> items = comma_items(v);
+  for (const std::string& item : items)
     if (item.empty()) fail(flag + ": expected " + expected + ", got \"" + v + "\"");
-    items.push_back(item);
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
   return items;
 }
 
@@ -703,6 +694,26 @@ std::optional<long> whole_number(const std::string& v, long lo, long hi) {
   const long n = std::strtol(v.c_str(), &end, 10);
   if (!end || *end || n < lo || n > hi) return std::nullopt;
   return n;
+}
+
+std::optional<uint32_t> chunk_elements_value(const std::string& v) {
+  const auto c = whole_number(v, format::kMinChunkElements, format::kMaxChunkElements);
+  if (!c || *c % format::kLanes) return std::nullopt;
+  return static_cast<uint32_t>(*c);
+}
+
+std::vector<std::string> comma_items(const std::string& v) {
+  std::vector<std::string> items;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = v.find(',', at);
+    std::string item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    items.push_back(item);
+    if (comma == std::string::npos) return items;
+    at = comma + 1;
+  }
 }
 
 std::optional<double> seconds_value(const std::string& v) {

@@ -120,6 +120,11 @@ double median(std::vector<double> v);
 std::optional<long> whole_number(const std::string& v, long lo, long hi);
 // A command-line value read as seconds (--min-time): a finite number >= 0; nothing otherwise.
 std::optional<double> seconds_value(const std::string& v);
+// A command-line value read as elements per chunk (--chunk): a multiple of 32 in [32, 65536].
+std::optional<uint32_t> chunk_elements_value(const std::string& v);
+// "a,b, c" -> {"a", "b", "c"}: a comma list's items, blanks around them removed (an empty item
+// stays, for the caller's check to refuse).
+std::vector<std::string> comma_items(const std::string& v);
 
 // `compcoll-bench calibrate ...`; returns the exit code (0 ok, 1 a check failed, 2 bad input).
 // Exits 2 itself (one line on stderr) on bad arguments, inputs or an unwritable --out.

@@ -473,11 +473,9 @@ Options parse_args(int argc, char** argv) {
       opt.zipnn = true;
     } else if (a == "--chunk") {
       const std::string v = value();
-      char* end = nullptr;
-      const unsigned long c = std::strtoul(v.c_str(), &end, 10);
-      if (!end || *end || c < format::kMinChunkElements || c > format::kMaxChunkElements || c % format::kLanes)
-        usage_error("--chunk: expected a multiple of 32 in [32, 65536], got \"" + v + "\"");
-      opt.chunk = static_cast<uint32_t>(c);
+      const auto c = bench::chunk_elements_value(v);
+      if (!c) usage_error("--chunk: expected a multiple of 32 in [32, 65536], got \"" + v + "\"");
+      opt.chunk = *c;
     } else if (a == "--min-time") {
       const std::string v = value();
       const auto t = bench::seconds_value(v);

@@ -49,17 +49,6 @@ struct PipelineOptions {
   std::exit(2);
 }
 
-std::vector<std::string> split(const std::string& v) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = v.find(',', start);
-    out.push_back(v.substr(start, comma - start));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
-
 uint64_t bytes_option(const std::string& name, const std::string& v, uint64_t least) {
   uint64_t b = 0;
   try {
@@ -87,7 +76,7 @@ PipelineOptions parse_pipeline_args(int argc, char** argv) {
       if (v != "cuda") pipeline_usage("--device: expected cuda, got \"" + v + "\"");
     } else if (a == "--codec") {
       opt.codecs.clear();
-      for (const std::string& name : split(value())) {
+      for (const std::string& name : comma_items(value())) {
         const Codec* c = find_codec(name);
         if (!c || !(name == "identity" || name == "gauss-exp" || name == "entropy-exp"))
           pipeline_usage("--codec: expected gauss-exp, entropy-exp or identity (lossless codecs with CUDA kernels), got \"" +
@@ -100,7 +89,7 @@ PipelineOptions parse_pipeline_args(int argc, char** argv) {
       if (!opt.dtype) pipeline_usage("--dtype: expected bf16, fp16 or fp32, got \"" + v + "\"");
     } else if (a == "--pieces") {
       opt.pieces.clear();
-      for (const std::string& p : split(value())) {
+      for (const std::string& p : comma_items(value())) {
         const auto n = whole_number(p, 1, 4096);
         if (!n) pipeline_usage("--pieces: expected a list of whole numbers 1 to 4096, got \"" + p + "\"");
         opt.pieces.push_back(static_cast<uint32_t>(*n));
@@ -111,9 +100,9 @@ PipelineOptions parse_pipeline_args(int argc, char** argv) {
       opt.link_bytes = bytes_option(a, value(), 4096);
     } else if (a == "--chunk") {
       const std::string v = value();
-      const auto c = whole_number(v, format::kMinChunkElements, format::kMaxChunkElements);
-      if (!c || *c % format::kLanes) pipeline_usage("--chunk: expected a multiple of 32 in [32, 65536], got \"" + v + "\"");
-      opt.chunk = static_cast<uint32_t>(*c);
+      const auto c = chunk_elements_value(v);
+      if (!c) pipeline_usage("--chunk: expected a multiple of 32 in [32, 65536], got \"" + v + "\"");
+      opt.chunk = *c;
     } else if (a == "--calibration") {
       opt.calibration = value();
     } else if (a == "--min-time") {
