@@ -230,6 +230,8 @@ class RankState {
   // Op i's kernel: its calibrated time (counted in codec_s_ or reduce_s_) and, with shared
   // memory, its work on the node.
   Kernel kernel(uint32_t i, calib::Op kind, uint64_t bytes);
+  // The uncompressed bytes codec op i's launch covers (sched::launch_elements).
+  uint64_t codec_bytes(uint32_t i) const { return sched::launch_elements(p_.ops, i, run_.cal->batch_launch) * dsize_; }
   void complete(uint32_t i);
   void close(uint32_t i);
 
@@ -501,16 +503,19 @@ void RankState::start_op(uint32_t i) {
     case OpKind::Compress:
       wire_[op.dst.index] =
           Payload{wire_message_bytes(run_.call->codec, dtype_, op.src.count, run_.call->ratio), op.src.count * dsize_};
-      k = kernel(i, calib::Op::Compress, op.src.count * dsize_);
+      if (!op.batched || !run_.cal->batch_launch) k = kernel(i, calib::Op::Compress, codec_bytes(i));
       break;
-    case OpKind::Decompress: k = kernel(i, calib::Op::Decompress, op.dst.count * dsize_); break;
+    case OpKind::Decompress:
+      if (!op.batched || !run_.cal->batch_launch) k = kernel(i, calib::Op::Decompress, codec_bytes(i));
+      break;
     case OpKind::Reduce:
       if (policy::charges_reduce_copy(*run_.schedule, r_, run_.call->nccl_kernels))
         k = kernel(i, calib::Op::Reduce, op.dst.count * dsize_);
       break;
     case OpKind::Copy:
       if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) wire_[op.dst.index] = wire_[op.src.index];
-      if (policy::charges_reduce_copy(*run_.schedule, r_, run_.call->nccl_kernels) && run_.cal->has(calib::Op::Copy, "", dtype_))
+      if (op.dst.count > 0 && policy::charges_reduce_copy(*run_.schedule, r_, run_.call->nccl_kernels) &&
+          run_.cal->has(calib::Op::Copy, "", dtype_))
         k = kernel(i, calib::Op::Copy, op.dst.count * dsize_);
       break;
   }

@@ -113,6 +113,7 @@ Calibration load_calibration(const std::string& path) {
   // curves not measured. Files without the key are complete.
   if (const Node c = root.opt("complete"); c.defined()) cal.complete = c.as_bool();
   cal.concurrent = static_cast<int>(root.get_int("concurrent", 1, 1, 1024));
+  if (const Node b = root.opt("batch_launch"); b.defined()) cal.batch_launch = b.as_bool();
   if (const Node m = root.opt("missing"); m.defined()) {
     if (cal.complete) m.fail("only with complete: false");
     if (!m.is_sequence()) m.fail("expected a list of curves, like [\"reduce bf16\"]");

@@ -53,6 +53,9 @@ struct Calibration {
   // The ranks of a host that ran each op at once when `points` were measured (calibrate
   // --concurrent N): a host kernel's speed beside N - 1 others. 1: alone, or a GPU.
   int concurrent = 1;
+  // A batch of codec ops (sched::Op::batched) runs as one launch over all its bytes, as batched
+  // codec APIs run it (file key batch_launch: true); false: each op is its own call.
+  bool batch_launch = false;
 
   // The duration of `op` over `bytes` uncompressed bytes. Identity compress/decompress cost
   // nothing (no kernel runs). Throws config::ConfigError naming the file and what is missing.

@@ -750,19 +750,20 @@ void PlanRun::start_op(int r, uint32_t i) {
       pairs_[connection_key(op.peer, r, op.lane)].waiting[st.seq[i]] = i;
       touched_.push_back(connection_key(op.peer, r, op.lane));
       break;
-    case OpKind::Compress: {
-      const uint64_t raw = op.src.count * dsize_;
-      st.wire[op.dst.index] = wire_bytes_of(codec_, op.src.count, raw, ratio_);
-      const double d = cal_.seconds(calib::Op::Compress, codec_, s_.dtype, static_cast<double>(raw));
-      st.codec_s += d;
-      kernel(r, i, calib::Op::Compress, static_cast<double>(raw), d);
-      break;
-    }
+    case OpKind::Compress:
     case OpKind::Decompress: {
-      const double bytes = static_cast<double>(op.dst.count * dsize_);
-      const double d = cal_.seconds(calib::Op::Decompress, codec_, s_.dtype, bytes);
+      if (op.kind == OpKind::Compress)
+        st.wire[op.dst.index] = wire_bytes_of(codec_, op.src.count, op.src.count * dsize_, ratio_);
+      if (op.batched && cal_.batch_launch) {  // run in its batch's first op's launch
+        finish_op(r, i, now);
+        break;
+      }
+      // The launch covers the op's bytes, or with batch launches its batch's (as the simulator).
+      const double bytes = static_cast<double>(sched::launch_elements(s_.ranks[r].ops, i, cal_.batch_launch) * dsize_);
+      const calib::Op kind = op.kind == OpKind::Compress ? calib::Op::Compress : calib::Op::Decompress;
+      const double d = cal_.seconds(kind, codec_, s_.dtype, bytes);
       st.codec_s += d;
-      kernel(r, i, calib::Op::Decompress, bytes, d);
+      kernel(r, i, kind, bytes, d);
       break;
     }
     case OpKind::Reduce: {
@@ -774,7 +775,7 @@ void PlanRun::start_op(int r, uint32_t i) {
     case OpKind::Copy: {
       if (op.src.buf == BufKind::Wire && op.dst.buf == BufKind::Wire) st.wire[op.dst.index] = st.wire[op.src.index];
       const double bytes = static_cast<double>(op.dst.count * dsize_);
-      if (charges_reduce_copy(s_, r, nccl_kernels_) && cal_.has(calib::Op::Copy, "", s_.dtype))
+      if (bytes > 0 && charges_reduce_copy(s_, r, nccl_kernels_) && cal_.has(calib::Op::Copy, "", s_.dtype))
         kernel(r, i, calib::Op::Copy, bytes, cal_.seconds(calib::Op::Copy, codec_, s_.dtype, bytes));
       else finish_op(r, i, now);
       break;

@@ -144,9 +144,9 @@ uint64_t flat_messages(Collective c, const std::string& algorithm, uint64_t n, u
     *quadratic = true;
     return (twice ? 2 : 1) * n * (n - 1) * chunks;
   }
-  if (algorithm == "pairwise" || algorithm == "direct") {
+  if (algorithm == "pairwise" || algorithm == "direct") {  // all-to-all; the direct allreduce twice a piece
     *quadratic = true;
-    return n * (n - 1);
+    return twice ? 2 * n * (n - 1) * chunks : n * (n - 1);
   }
   if (algorithm == "chain" || (algorithm == "tree" && c == Collective::Broadcast)) return (n - 1) * chunks;
   if (algorithm == "tree") return 4 * (n - 1);  // up and down two binary trees
@@ -267,9 +267,15 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
       std::vector<std::pair<Placement, std::optional<Placement>>> placements;
       switch (call.collective) {
         case Collective::AllReduce:
-          if (p.algorithm == "hierarchical")
+          // Direct: per-hop is zipccl's schedule (one hop a block and phase); compress-once
+          // moves the reduce-scatter's blocks as they are.
+          if (p.algorithm == "hierarchical" && p.inter == "direct")
+            placements = {{Placement::ZipCCL, Placement::None}, {Placement::ZipCCL, std::nullopt}};
+          else if (p.algorithm == "hierarchical")
             placements = {{Placement::ZipCCL, Placement::None}, {Placement::ZipCCL, std::nullopt},
                           {Placement::PerHop, Placement::None}};
+          else if (p.algorithm == "direct")
+            placements = {{Placement::ZipCCL, std::nullopt}, {Placement::CompressOnce, std::nullopt}};
           else
             placements = {{Placement::ZipCCL, std::nullopt}, {Placement::PerHop, std::nullopt}};
           break;
@@ -315,8 +321,10 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
         for (uint32_t k : {2u, 4u}) add(plan("ring", "recursive", k));
       add(plan("recursive"));
       add(plan("tree"));
+      if (n <= kMaxDirectGroup) add(plan("direct"));
       if (two_level)
-        for (const char* inter : {"ring", "recursive", "tree"}) add(plan("hierarchical", inter));
+        for (const char* inter : {"ring", "recursive", "tree", "direct"})
+          if (std::string(inter) != "direct" || n / g <= kMaxDirectGroup) add(plan("hierarchical", inter));
       break;
     case Collective::ReduceScatter:
     case Collective::AllGather:

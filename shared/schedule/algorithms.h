@@ -132,13 +132,13 @@ Schedule nvls_tree_allreduce(int nodes, int gpus_per_node, uint64_t count, DType
 std::vector<int> nccl_tree_parents(int n, int tree);
 
 // The allreduce among the ranks of equal local rank in a hierarchical allreduce.
-enum class InterAlgorithm : uint8_t { Ring, Recursive, Tree };
+enum class InterAlgorithm : uint8_t { Ring, Recursive, Tree, Direct };
 std::string_view inter_name(InterAlgorithm a);
 
 // Hierarchical two-level allreduce over nodes x gpus_per_node ranks (rank = node * g + local):
 // ring reduce-scatter inside each node (local rank l ends with block l), allreduce of block l
-// across nodes among the ranks with local rank l (ring, recursive halving/doubling or double
-// binary tree: `inter`), ring allgather inside each node. 2(g-1) steps plus the inter-node
+// across nodes among the ranks with local rank l (ring, recursive halving/doubling, double
+// binary tree or direct: `inter`), ring allgather inside each node. 2(g-1) steps plus the inter-node
 // algorithm's. Placements as for ring_allreduce, applied at both levels (and as for the
 // inter-node algorithm across nodes), unless `intra` gives the node level its own (ZipCCL
 // compresses only what crosses the network: intra = none). Pipelining as for ring_allreduce:
@@ -210,6 +210,16 @@ Schedule rail_ring_allgather(int nodes, int gpus_per_node, uint64_t count, DType
 // bytes as recursive_allgather does: n-1 messages per rank, so not for large groups), zipccl
 // (per hop in both phases: one message per step).
 Schedule recursive_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
+
+// Direct allreduce: a reduce-scatter in which each rank sends every other rank its block at
+// once (block_of(count, n, j) to rank j) and adds the n - 1 blocks it receives to its own, in
+// the order r - 1, r - 2, ..., then an allgather in which it sends its summed block to every
+// other rank at once. 2 steps, n - 1 messages per rank and step, 2(n-1)/n of the data per rank:
+// few steps for few ranks (each step pays the network's latency once). Placements: none;
+// per-hop and zipccl (the same schedule: each block crosses one hop per phase) compress both
+// phases, compress-once the allgather only; a phase's compressions are one batch and its
+// decompressions one (Op::batched), so a call has at most four codec launches per rank.
+Schedule direct_allreduce(int nranks, uint64_t count, DType dtype, Placement placement = Placement::None);
 
 // Broadcast from `root` of `count` elements (root's input; every rank's output).
 // chain: root -> root+1 -> ..., the data split into `chunks` pipelined pieces; n-1+chunks-1

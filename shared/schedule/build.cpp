@@ -15,7 +15,8 @@ InterAlgorithm parse_inter(const std::string& name) {
   if (name == "ring") return InterAlgorithm::Ring;
   if (name == "recursive") return InterAlgorithm::Recursive;
   if (name == "tree") return InterAlgorithm::Tree;
-  fail("hierarchical allreduce: unknown inter-node algorithm '" + name + "' (expected ring, recursive or tree)");
+  if (name == "direct") return InterAlgorithm::Direct;
+  fail("hierarchical allreduce: unknown inter-node algorithm '" + name + "' (expected ring, recursive, tree or direct)");
 }
 
 int nodes_of(const BuildSpec& s) {
@@ -55,7 +56,8 @@ Placement parse_placement(std::string_view n) {
 
 std::vector<std::string> algorithm_names(Collective c) {
   switch (c) {
-    case Collective::AllReduce: return {"ring", "rail-ring", "recursive", "tree", "nccl-tree", "nvls", "nvls-tree", "hierarchical"};
+    case Collective::AllReduce:
+      return {"ring", "rail-ring", "recursive", "tree", "direct", "nccl-tree", "nvls", "nvls-tree", "hierarchical"};
     case Collective::ReduceScatter:
     case Collective::AllGather: return {"ring", "rail-ring", "recursive", "pat", "hierarchical"};
     case Collective::Broadcast: return {"tree", "chain"};
@@ -92,6 +94,7 @@ Schedule dispatch(const BuildSpec& s) {
       no_pipelining(s);
       if (a == "recursive") return recursive_allreduce(s.nranks, s.count, s.dtype, s.placement);
       if (a == "tree") return double_tree_allreduce(s.nranks, s.count, s.dtype, s.placement);
+      if (a == "direct") return direct_allreduce(s.nranks, s.count, s.dtype, s.placement);
       break;
     case Collective::ReduceScatter:
       if (a == "ring") return ring_reduce_scatter(s.nranks, s.count, s.dtype, s.placement, s.pipe);

@@ -11,6 +11,7 @@ std::string_view inter_name(InterAlgorithm a) {
     case InterAlgorithm::Ring: return "ring";
     case InterAlgorithm::Recursive: return "recursive";
     case InterAlgorithm::Tree: return "tree";
+    case InterAlgorithm::Direct: return "direct";
   }
   return "unknown";
 }
@@ -82,6 +83,7 @@ Schedule hierarchical_allreduce(int nodes, int gpus_per_node, uint64_t count, DT
         case InterAlgorithm::Ring: after = ring_allreduce_part(s, across, placement, step, chains); break;
         case InterAlgorithm::Recursive: after = recursive_allreduce_part(s, across, placement, step, chains); break;
         case InterAlgorithm::Tree: after = double_tree_allreduce_part(s, across, placement, step, chains); break;
+        case InterAlgorithm::Direct: after = direct_allreduce_part(s, across, placement, step, chains); break;
       }
     }
     for (const Part& part : node_parts) ring_allgather_part(s, part, 0, in_node, after, chains);

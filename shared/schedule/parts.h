@@ -123,6 +123,7 @@ uint32_t recursive_allreduce_part(Schedule& s, const Part& part, Placement place
 // (member i starts with block i in place).
 uint32_t recursive_part(Schedule& s, const Part& part, Collective kind, Placement placement, uint32_t step,
                         Chains& chains);
+uint32_t direct_allreduce_part(Schedule& s, const Part& part, Placement placement, uint32_t step, Chains& chains);
 uint32_t double_tree_allreduce_part(Schedule& s, const Part& part, Placement placement, uint32_t step,
                                     Chains& chains);
 

@@ -88,6 +88,26 @@ void append_chained(RankProgram& p, Op op) {
   append_after(p, std::move(op), last);
 }
 
+std::vector<uint32_t> append_batch(RankProgram& p, std::vector<Op> ops, const std::vector<uint32_t>& deps) {
+  std::vector<uint32_t> at;
+  const uint32_t lead = static_cast<uint32_t>(p.ops.size());
+  for (size_t k = 0; k < ops.size(); ++k) {
+    Op& op = ops[k];
+    op.batched = k > 0;
+    op.deps = k == 0 ? deps : std::vector<uint32_t>{lead};
+    at.push_back(static_cast<uint32_t>(p.ops.size()));
+    p.ops.push_back(std::move(op));
+  }
+  return at;
+}
+
+uint32_t append_join(RankProgram& p, const std::vector<uint32_t>& deps, uint32_t step) {
+  const Slice none{BufKind::Output, 0, 0, 0};
+  Op op{OpKind::Copy, -1, none, none, deps, step};
+  p.ops.push_back(std::move(op));
+  return static_cast<uint32_t>(p.ops.size() - 1);
+}
+
 void validate(const Schedule& s) {
   const int n = s.size();
   if (s.switches < 0 || s.switches > n || (s.switches > 0 && (s.switch_span < 1 || s.switch_span * s.switches != s.gpu_ranks())))
@@ -107,6 +127,15 @@ void validate(const Schedule& s) {
       const Op& op = ops[i];
       for (uint32_t d : op.deps)
         if (d >= i) throw ScheduleError(where(r, i) + ": depends on op " + std::to_string(d) + ", which is not earlier");
+      if (op.batched) {
+        const bool codec = op.kind == OpKind::Compress || op.kind == OpKind::Decompress;
+        const bool led = op.deps.size() == 1 && !ops[op.deps[0]].batched && ops[op.deps[0]].kind == op.kind;
+        const bool follows = i > 0 && (ops[i - 1].batched ? ops[i - 1].deps == op.deps : op.deps == std::vector<uint32_t>{static_cast<uint32_t>(i - 1)});
+        if (!codec || !led || !follows)
+          throw ScheduleError(where(r, i) + ": a batched " + std::string(op_name(op.kind)) +
+                              " must be a compress or decompress that depends only on its batch's first op, of its kind, "
+                              "and follow it or another op of its batch");
+      }
       switch (op.kind) {
         case OpKind::Send:
         case OpKind::Recv: {
@@ -203,6 +232,7 @@ std::string to_text(const Schedule& s) {
         case OpKind::Recv: o << " from " << op.peer << " -> " << slice_text(op.dst); break;
         default: o << " " << slice_text(op.src) << " -> " << slice_text(op.dst); break;
       }
+      if (op.batched) o << " batched";
       if (!op.deps.empty()) {
         o << " after";
         for (uint32_t d : op.deps) o << " " << d;

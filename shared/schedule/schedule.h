@@ -43,7 +43,31 @@ struct Op {
                                 // channel): messages between a pair leave one after the other
                                 // per lane, as on one NCCL channel's connection, and lanes run
                                 // side by side; messages match in program order per pair and lane
+  bool batched = false;         // compress / decompress: runs in the launch of the batch's first op
+                                // (see batch_end)
 };
+
+// Batches: a compress or decompress op marked `batched` has one dependency, the op that leads
+// its batch, of the same kind and not batched itself, and follows it (or another op of its
+// batch) directly in the program. A batch is one launch of the codec over all its ops' slices,
+// as batched codec APIs run it (DietGPU's floatCompress and floatDecompress take a batch of
+// buffers); a model whose calibration says so (calib::Calibration::batch_launch) charges the
+// first op the batch's bytes and the others nothing, and otherwise each op its own. Executors
+// that launch op by op run the batch in program order, which its dependencies allow.
+// One past the last op of the batch that op `lead` leads (lead + 1 for an op that leads none).
+inline uint32_t batch_end(const std::vector<Op>& ops, uint32_t lead) {
+  uint32_t e = lead + 1;
+  while (e < ops.size() && ops[e].batched) ++e;
+  return e;
+}
+// The elements codec op i's launch covers: its own (a compress's source, a decompress's
+// destination), or with batch launches those of every op of the batch it leads.
+inline uint64_t launch_elements(const std::vector<Op>& ops, uint32_t i, bool batch_launch) {
+  uint64_t n = 0;
+  for (uint32_t j = i, end = batch_launch ? batch_end(ops, i) : i + 1; j < end; ++j)
+    n += ops[j].kind == OpKind::Compress ? ops[j].src.count : ops[j].dst.count;
+  return n;
+}
 
 struct RankProgram {
   uint64_t input_count = 0, output_count = 0;  // elements
@@ -73,6 +97,12 @@ struct Schedule {
 // side by side. append_chained chains to the op before it in the program.
 void append_after(RankProgram& p, Op op, int64_t& last);
 void append_chained(RankProgram& p, Op op);
+// A batch (Op::batched) of `ops`, all of one kind: the first depends on `deps`, the others
+// on the first. Returns the index of each op.
+std::vector<uint32_t> append_batch(RankProgram& p, std::vector<Op> ops, const std::vector<uint32_t>& deps);
+// An op that waits for `deps` and does nothing: a copy of no elements, which every executor and
+// model runs in no time. Returns its index.
+uint32_t append_join(RankProgram& p, const std::vector<uint32_t>& deps, uint32_t step);
 inline Slice wire_slice(uint32_t w) { return Slice{BufKind::Wire, w, 0, 0}; }
 
 // A schedule that breaks a rule; what() names the rank and op.

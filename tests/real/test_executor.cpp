@@ -36,6 +36,7 @@ struct Case {
   const char* algorithm;
   const char* placement;        // for compressing codecs
   const char* intra = nullptr;  // rail rings: "none", only the hops between nodes compress
+  const char* inter = nullptr;  // hierarchical allreduce: the algorithm across nodes
 };
 
 const Case kCases[] = {
@@ -50,7 +51,8 @@ const Case kCases[] = {
     {"reduce-scatter", "pat", "per-hop"},      {"allgather", "pat", "per-hop"},
     {"all-to-all", "pxn", "per-hop"},          {"allreduce", "rail-ring", "zipccl"},
     {"allreduce", "rail-ring", "zipccl", "none"}, {"reduce-scatter", "rail-ring", "per-hop", "none"},
-    {"allgather", "rail-ring", "compress-once", "none"},
+    {"allgather", "rail-ring", "compress-once", "none"}, {"allreduce", "direct", "zipccl"},
+    {"allreduce", "direct", "compress-once"},  {"allreduce", "hierarchical", "zipccl", "none", "direct"},
 };
 
 sched::BuildSpec spec(const Case& c, const std::string& codec, int n, DType dtype, uint64_t count) {
@@ -63,6 +65,7 @@ sched::BuildSpec spec(const Case& c, const std::string& codec, int n, DType dtyp
   b.count = count;
   b.gpus_per_node = n % 2 == 0 ? 2 : 1;
   if (c.intra && codec != "identity") b.intra_placement = sched::parse_placement(c.intra);
+  if (c.inter) b.inter = c.inter;
   if (b.algorithm == "chain") b.pipe.chunks = 3;
   if (b.algorithm == "pat") b.pipe.chunks = 2, b.aggregate = 2;  // packed messages, pieces side by side
   return b;

@@ -35,7 +35,7 @@ TEST_CASE("build_schedule: every algorithm of every collective builds, validates
     REQUIRE(names.size() >= 2);
     for (const std::string& name : names) {
       for (int n : {1, 2, 3, 4, 6, 8, 12}) {
-        for (const std::string inter : {"ring", "recursive", "tree"}) {
+        for (const std::string inter : {"ring", "recursive", "tree", "direct"}) {
           if (inter != "ring" && !(c == Collective::AllReduce && name == "hierarchical")) continue;
           BuildSpec spec;
           spec.collective = c;
@@ -132,7 +132,7 @@ TEST_CASE("build_schedule errors name what is wrong", "[schedule][build]") {
     return s;
   };
   CHECK_THAT(error_of(spec(Collective::AllReduce, "butterfly")),
-             Catch::Contains("butterfly") && Catch::Contains("allreduce") && Catch::Contains("ring, recursive, tree, nccl-tree, nvls, nvls-tree, hierarchical"));
+             Catch::Contains("butterfly") && Catch::Contains("allreduce") && Catch::Contains("ring, recursive, tree, direct, nccl-tree, nvls, nvls-tree, hierarchical"));
   CHECK_THAT(error_of(spec(Collective::Broadcast, "ring")), Catch::Contains("'ring'") && Catch::Contains("tree, chain"));
   BuildSpec s = spec(Collective::ReduceScatter, "ring");
   s.placement = Placement::CompressOnce;

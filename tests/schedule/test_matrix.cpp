@@ -30,6 +30,7 @@ const Named& allreduce_builders() {
       {"ring-piped", [](int n, uint64_t c, Placement p) { return ring_allreduce(n, c, DType::BF16, p, {2, 2}); }},
       {"recursive", [](int n, uint64_t c, Placement p) { return recursive_allreduce(n, c, DType::BF16, p); }},
       {"double-tree", [](int n, uint64_t c, Placement p) { return double_tree_allreduce(n, c, DType::BF16, p); }},
+      {"direct", [](int n, uint64_t c, Placement p) { return direct_allreduce(n, c, DType::BF16, p); }},
       {"hierarchical", [](int n, uint64_t c, Placement p) {
          return hierarchical_allreduce(n / gpus_for(n), gpus_for(n), c, DType::BF16, p);
        }},
@@ -38,6 +39,13 @@ const Named& allreduce_builders() {
        }},
       {"hierarchical-tree", [](int n, uint64_t c, Placement p) {
          return hierarchical_allreduce(n / gpus_for(n), gpus_for(n), c, DType::BF16, p, InterAlgorithm::Tree);
+       }},
+      {"hierarchical-direct", [](int n, uint64_t c, Placement p) {
+         return hierarchical_allreduce(n / gpus_for(n), gpus_for(n), c, DType::BF16, p, InterAlgorithm::Direct);
+       }},
+      {"hierarchical-direct-piped", [](int n, uint64_t c, Placement p) {
+         return hierarchical_allreduce(n / gpus_for(n), gpus_for(n), c, DType::BF16, p, InterAlgorithm::Direct, {2, 1},
+                                       Placement::None);
        }},
       {"hierarchical-piped", [](int n, uint64_t c, Placement p) {
          return hierarchical_allreduce(n / gpus_for(n), gpus_for(n), c, DType::BF16, p, InterAlgorithm::Recursive, {2, 2});
@@ -142,6 +150,9 @@ TEST_CASE("dependencies are complete: any dependency-respecting order gives the 
       {recursive_reduce_scatter(n, count, DType::FP32, Placement::PerHop), &inputs},
       {recursive_allgather(n, count, DType::FP32, Placement::CompressOnce), &blocks},
       {recursive_allreduce(n, count, DType::FP32, Placement::CompressOnce), &inputs},
+      {direct_allreduce(n, count, DType::FP32, Placement::None), &inputs},
+      {direct_allreduce(n, count, DType::FP32, Placement::ZipCCL), &inputs},
+      {direct_allreduce(n, count, DType::FP32, Placement::CompressOnce), &inputs},
   };
   for (const auto& [s, in] : cases) {
     std::vector<std::vector<uint8_t>> feed = *in;
@@ -181,6 +192,10 @@ TEST_CASE("dependencies of the hierarchical schedules are complete", "[schedule]
   const std::vector<std::pair<Schedule, const std::vector<std::vector<uint8_t>>*>> cases = {
       {hierarchical_allreduce(nodes, g, count, DType::FP32, Placement::ZipCCL, InterAlgorithm::Recursive, {2, 2}), &e.inputs},
       {hierarchical_allreduce(nodes, g, count, DType::FP32, Placement::CompressOnce, InterAlgorithm::Tree), &e.inputs},
+      {hierarchical_allreduce(nodes, g, count, DType::FP32, Placement::None, InterAlgorithm::Direct, {2, 1}), &e.inputs},
+      {hierarchical_allreduce(nodes, g, count, DType::FP32, Placement::ZipCCL, InterAlgorithm::Direct, {1, 2},
+                              Placement::None),
+       &e.inputs},
       {hierarchical_reduce_scatter(nodes, g, count, DType::FP32, Placement::PerHop), &e.inputs},
       {hierarchical_allgather(nodes, g, count, DType::FP32, Placement::CompressOnce), &e.blocks},
   };

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "policy/cost_model.h"
 #include "policy/nccl_tuning.h"
@@ -139,6 +140,52 @@ TEST_CASE("cost model within 0.2% of the simulator where flows share no link ins
           CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
         }
       }
+    }
+  }
+}
+
+// The direct allreduce, whose codec ops come in batches (sched::Op::batched): with batch
+// launches (the derived calibration's batch_launch) a batch is one kernel over all its bytes,
+// without them each op its own; the simulator and the cost model agree either way, and the
+// batch saves launches: compressed, 8 ranks pay 2 x 7 + 2 launches a rank without, 4 with.
+TEST_CASE("direct allreduce: batched codec launches, simulator and cost model within 0.2%", "[sim][cost-model][direct]") {
+  const auto batched = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
+  REQUIRE(batched.batch_launch);
+  calib::Calibration single_launches = batched;
+  single_launches.batch_launch = false;
+  const calib::Calibration& single = single_launches;
+  const auto dgx = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  const auto cluster = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  using sched::Placement;
+  struct Case {
+    const topo::Topology* topo;
+    const char* algorithm;
+    Placement placement;
+    std::optional<Placement> intra;
+  };
+  for (const Case& k : {Case{&dgx, "direct", Placement::None, {}}, Case{&dgx, "direct", Placement::ZipCCL, {}},
+                        Case{&dgx, "direct", Placement::CompressOnce, {}},
+                        Case{&cluster, "hierarchical", Placement::ZipCCL, Placement::None},
+                        Case{&cluster, "hierarchical", Placement::None, {}}}) {
+    const sim::NetworkModel net = test::rdma_network("lv08");
+    for (uint64_t bytes : {uint64_t{4} << 20, uint64_t{64} << 20}) {
+      std::map<bool, double> times;
+      for (const calib::Calibration* cal : {&batched, &single}) {
+        const std::string codec = k.placement == Placement::None ? "identity" : "gauss-exp";
+        sim::Call call = call_of(*k.topo, sched::Collective::AllReduce, k.algorithm, k.placement, codec, 1, bytes);
+        call.build.inter = "direct";
+        call.build.intra_placement = k.intra;
+        const double sim_s = simulated(*k.topo, call, net, *cal);
+        policy::RouteCache routes(*k.topo);
+        const auto pred =
+            policy::predict(sched::build_schedule(call.build), *k.topo, *cal, codec, call.ratio, net.factors(), routes);
+        CAPTURE(k.algorithm, sched::placement_name(k.placement), bytes, cal->batch_launch, sim_s, pred.time_s);
+        CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
+        times[cal->batch_launch] = sim_s;
+      }
+      CAPTURE(k.algorithm, sched::placement_name(k.placement), bytes);
+      if (k.placement == Placement::None) CHECK(times[true] == times[false]);
+      else CHECK(times[true] < times[false] - 25e-6);  // at least five of the 5 us decompress launches
     }
   }
 }

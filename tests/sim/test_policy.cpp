@@ -419,6 +419,41 @@ TEST_CASE("candidates: every plan builds; none too large to price", "[policy]") 
   }
 }
 
+TEST_CASE("candidates: the direct allreduce over groups of at most 16, flat or across nodes", "[policy][direct]") {
+  const auto cal = calib::zero_calibration();
+  auto has = [](const std::vector<Plan>& plans, const char* algorithm, const char* inter) {
+    return std::any_of(plans.begin(), plans.end(), [&](const Plan& p) {
+      return p.algorithm == algorithm && (std::string(algorithm) != "hierarchical" || p.inter == inter);
+    });
+  };
+  auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  const System s64 = system_of(t, cal, {"identity", "gauss-exp"});
+  // 64 ranks on 8 nodes: direct across the nodes, not over the 64 ranks.
+  const auto whole = candidates(allreduce(1 << 22, 64), s64);
+  CHECK(has(whole, "hierarchical", "direct"));
+  CHECK_FALSE(has(whole, "direct", ""));
+  // Compressed: zipccl across nodes (with and without the nodes), never per-hop, its twin.
+  for (const Plan& p : whole)
+    if (p.algorithm == "hierarchical" && p.inter == "direct" && p.codec != "identity")
+      CHECK(p.placement == sched::Placement::ZipCCL);
+  // The data-parallel group, one GPU of each of 8 nodes: the flat direct allreduce, zipccl and
+  // compress-once.
+  t.rank_to_gpu = {0, 8, 16, 24, 32, 40, 48, 56};
+  const System dp = system_of(t, cal, {"identity", "gauss-exp"});
+  std::set<sched::Placement> placed;
+  for (const Plan& p : candidates(allreduce(1 << 22, 8), dp))
+    if (p.algorithm == "direct") placed.insert(p.placement);
+  CHECK(placed == std::set<sched::Placement>{sched::Placement::None, sched::Placement::ZipCCL,
+                                             sched::Placement::CompressOnce});
+  // 256 ranks on 32 nodes: no direct exchange across them.
+  const auto ft = topo::load_topology(kRoot + "/topologies/fat-tree-1k.yaml");
+  const System s256 = system_of(ft, cal, {"identity"});
+  const auto large = candidates(allreduce(1 << 22, 256), s256);
+  CHECK(has(large, "hierarchical", "recursive"));
+  CHECK_FALSE(has(large, "hierarchical", "direct"));
+  CHECK_FALSE(has(large, "direct", ""));
+}
+
 TEST_CASE("ranks per node: whole nodes in rank order, or 1 for a group strided across nodes", "[policy]") {
   auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   CHECK(ranks_per_node(t, 64) == 8);
@@ -463,7 +498,7 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
           if ((algo == "hierarchical") != (g > 1) && algo != "nccl-tree" && algo != "pxn") continue;
           if (algo == "nvls" || algo == "nvls-tree") continue;  // a node's GPUs each: below
           const bool allreduce_hier = algo == "hierarchical" && coll == sched::Collective::AllReduce;
-          for (const char* inter : {"ring", "recursive", "tree"}) {
+          for (const char* inter : {"ring", "recursive", "tree", "direct"}) {
             if (!allreduce_hier && std::string(inter) != "ring") continue;
             const bool pipelines = (algo == "ring" && coll != sched::Collective::AllToAll) || algo == "chain" ||
                                    algo == "nccl-tree" ||
@@ -503,7 +538,8 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
               CHECK(z.quadratic == (algo == "ring" || algo == "rail-ring" || algo == "pairwise" || algo == "direct" ||
                                     algo == "pxn" ||
                                     (algo == "hierarchical" && (coll != sched::Collective::AllReduce ||
-                                                                std::string(inter) == "ring")) ||
+                                                                std::string(inter) == "ring" ||
+                                                                std::string(inter) == "direct")) ||
                                     (algo == "recursive" && p.placement == sched::Placement::CompressOnce)));
             }
           }
