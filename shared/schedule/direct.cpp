@@ -80,7 +80,7 @@ uint32_t direct_allreduce_part(Schedule& s, const Part& part, Placement placemen
         recvs.push_back(add({OpKind::Recv, part.members[j], {}, wire_slice(v), {}, ag}, start));
         batch.push_back({OpKind::Decompress, -1, wire_slice(v), part.slice(part.block(j)), {}, ag});
       }
-      recvs.push_back(packed);  // the launch after the compress: the rank's kernels in program order
+      recvs.push_back(packed);  // so that the phase's last op also follows block i's sum
       const std::vector<uint32_t> at = append_batch(p, batch, recvs);
       chains[r] = at.back();
       continue;
@@ -94,15 +94,8 @@ uint32_t direct_allreduce_part(Schedule& s, const Part& part, Placement placemen
 
 }  // namespace detail
 
-using namespace detail;
-
 Schedule direct_allreduce(int n, uint64_t count, DType dtype, Placement placement) {
-  if (n < 1) throw ScheduleError("direct_allreduce: group size must be >= 1, got " + std::to_string(n));
-  Schedule s = make_schedule(Collective::AllReduce, "direct", placement, n, count, dtype);
-  allreduce_prologue(s, count);
-  Chains chains = chains_after_last(s);
-  direct_allreduce_part(s, Part{whole_group(n), 0, count}, placement, 0, chains);
-  return s;
+  return detail::flat_allreduce("direct_allreduce", "direct", detail::direct_allreduce_part, n, count, dtype, placement);
 }
 
 }  // namespace compcoll::sched

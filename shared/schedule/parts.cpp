@@ -19,6 +19,16 @@ Chains chains_after_last(const Schedule& s) {
   return c;
 }
 
+Schedule flat_allreduce(const char* what, const char* algorithm, AllreducePart part, int n, uint64_t count, DType dtype,
+                        Placement placement) {
+  if (n < 1) throw ScheduleError(std::string(what) + ": group size must be >= 1, got " + std::to_string(n));
+  Schedule s = make_schedule(Collective::AllReduce, algorithm, placement, n, count, dtype);
+  allreduce_prologue(s, count);
+  Chains chains = chains_after_last(s);
+  part(s, Part{whole_group(n), 0, count}, placement, 0, chains);
+  return s;
+}
+
 void allreduce_prologue(Schedule& s, uint64_t count) {
   for (RankProgram& p : s.ranks) {
     p.input_count = p.output_count = count;

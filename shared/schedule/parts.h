@@ -124,6 +124,11 @@ uint32_t recursive_allreduce_part(Schedule& s, const Part& part, Placement place
 uint32_t recursive_part(Schedule& s, const Part& part, Collective kind, Placement placement, uint32_t step,
                         Chains& chains);
 uint32_t direct_allreduce_part(Schedule& s, const Part& part, Placement placement, uint32_t step, Chains& chains);
+// A flat allreduce: the prologue, then `part` (one of the allreduce parts above) over the whole
+// group of n ranks. `what` names the builder in errors; `algorithm` the schedule.
+using AllreducePart = uint32_t (*)(Schedule&, const Part&, Placement, uint32_t, Chains&);
+Schedule flat_allreduce(const char* what, const char* algorithm, AllreducePart part, int n, uint64_t count, DType dtype,
+                        Placement placement);
 uint32_t double_tree_allreduce_part(Schedule& s, const Part& part, Placement placement, uint32_t step,
                                     Chains& chains);
 

@@ -151,12 +151,8 @@ uint32_t recursive_allreduce_part(Schedule& s, const Part& part, Placement place
 using namespace detail;
 
 Schedule recursive_allreduce(int n, uint64_t count, DType dtype, Placement placement) {
-  if (n < 1) throw ScheduleError("recursive_allreduce: group size must be >= 1, got " + std::to_string(n));
-  Schedule s = make_schedule(Collective::AllReduce, "recursive-halving-doubling", placement, n, count, dtype);
-  allreduce_prologue(s, count);
-  Chains chains = chains_after_last(s);
-  recursive_allreduce_part(s, Part{whole_group(n), 0, count}, placement, 0, chains);
-  return s;
+  return flat_allreduce("recursive_allreduce", "recursive-halving-doubling", recursive_allreduce_part, n, count, dtype,
+                        placement);
 }
 
 namespace {

@@ -57,12 +57,8 @@ uint32_t double_tree_allreduce_part(Schedule& s, const Part& part, Placement pla
 }  // namespace detail
 
 Schedule double_tree_allreduce(int n, uint64_t count, DType dtype, Placement placement) {
-  if (n < 1) throw ScheduleError("double_tree_allreduce: group size must be >= 1, got " + std::to_string(n));
-  Schedule s = make_schedule(Collective::AllReduce, "double-binary-tree", placement, n, count, dtype);
-  detail::allreduce_prologue(s, count);
-  detail::Chains chains = detail::chains_after_last(s);
-  detail::double_tree_allreduce_part(s, detail::Part{detail::whole_group(n), 0, count}, placement, 0, chains);
-  return s;
+  return detail::flat_allreduce("double_tree_allreduce", "double-binary-tree", detail::double_tree_allreduce_part, n,
+                                count, dtype, placement);
 }
 
 std::vector<int> nccl_tree_parents(int n, int tree) {
