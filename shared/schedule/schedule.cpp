@@ -130,7 +130,8 @@ void validate(const Schedule& s) {
       if (op.batched) {
         const bool codec = op.kind == OpKind::Compress || op.kind == OpKind::Decompress;
         const bool led = op.deps.size() == 1 && !ops[op.deps[0]].batched && ops[op.deps[0]].kind == op.kind;
-        const bool follows = i > 0 && (ops[i - 1].batched ? ops[i - 1].deps == op.deps : op.deps == std::vector<uint32_t>{static_cast<uint32_t>(i - 1)});
+        const bool follows = i > 0 && (ops[i - 1].batched ? ops[i - 1].deps == op.deps
+                                                          : op.deps == std::vector<uint32_t>{static_cast<uint32_t>(i - 1)});
         if (!codec || !led || !follows)
           throw ScheduleError(where(r, i) + ": a batched " + std::string(op_name(op.kind)) +
                               " must be a compress or decompress that depends only on its batch's first op, of its kind, "

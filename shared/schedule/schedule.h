@@ -39,12 +39,12 @@ struct Op {
   Slice src, dst;
   std::vector<uint32_t> deps;   // indices of earlier ops of the same rank that must finish first
   uint32_t step = 0;            // algorithm step, for cost reports and traces
-  uint32_t lane = 0;            // send / recv: the connection it travels on (the pipelining
+  uint32_t lane : 31 = 0;       // send / recv: the connection it travels on (the pipelining
                                 // channel): messages between a pair leave one after the other
                                 // per lane, as on one NCCL channel's connection, and lanes run
                                 // side by side; messages match in program order per pair and lane
-  bool batched = false;         // compress / decompress: runs in the launch of the batch's first op
-                                // (see batch_end)
+  uint32_t batched : 1 = 0;     // compress / decompress: runs in the launch of the batch's first
+                                // op (see batch_end); a bit beside lane keeps an Op at 88 bytes
 };
 
 // Batches: a compress or decompress op marked `batched` has one dependency, the op that leads
