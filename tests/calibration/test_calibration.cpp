@@ -93,9 +93,20 @@ TEST_CASE("calibration: bad files give one line naming the file and key", "[cali
              Catch::Contains("transport.yaml: kind: a transport file (compcoll-bench transport), not a calibration"));
   CHECK_THAT(load_error("empty", "curves:\n  - {op: copy, dtype: any, points: []}\n"),
              Catch::Contains("at least one point"));
+  CHECK_THAT(load_error("batch", "batch_launch: maybe\ncurves:\n  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n"),
+             Catch::Contains("batch.yaml: batch_launch: expected true or false"));
   for (const std::string& e : {load_error("decreasing", "curves:\n  - {op: reduce, dtype: bf16, points: [[2, 1], [1, 2]]}\n"),
                                load_error("nocurves", "")})
     CHECK(e.find('\n') == std::string::npos);
+}
+
+TEST_CASE("calibration: batch_launch is false unless the file says true", "[calibration]") {
+  const std::string curve = "curves:\n  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n";
+  CHECK_FALSE(calib::load_calibration(write_file("nobatch", std::string(kHeader) + curve)).batch_launch);
+  CHECK(calib::load_calibration(write_file("batched", std::string(kHeader) + "batch_launch: true\n" + curve)).batch_launch);
+  // The derived H100 file launches batches (DietGPU's batched API); compcoll's measured H200 file does not.
+  CHECK(calib::load_calibration(std::string(COMPCOLL_SOURCE_DIR) + "/calibration/h100-derived.yaml").batch_launch);
+  CHECK_FALSE(calib::load_calibration(std::string(COMPCOLL_SOURCE_DIR) + "/calibration/h200.yaml").batch_launch);
 }
 
 TEST_CASE("calibration: every shipped file loads and covers every codec it is used with", "[calibration]") {
