@@ -322,9 +322,10 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
       add(plan("recursive"));
       add(plan("tree"));
       if (n <= kMaxDirectGroup) add(plan("direct"));
-      if (two_level)
-        for (const char* inter : {"ring", "recursive", "tree", "direct"})
-          if (std::string(inter) != "direct" || n / g <= kMaxDirectGroup) add(plan("hierarchical", inter));
+      if (two_level) {
+        for (const char* inter : {"ring", "recursive", "tree"}) add(plan("hierarchical", inter));
+        if (n / g <= kMaxDirectGroup) add(plan("hierarchical", "direct"));
+      }
       break;
     case Collective::ReduceScatter:
     case Collective::AllGather:

@@ -1,6 +1,8 @@
 // shared/schedule/build.cpp — the dispatcher from a BuildSpec to a builder (build.h).
 #include "schedule/build.h"
 
+#include <iterator>
+
 namespace compcoll::sched {
 namespace {
 
@@ -11,12 +13,12 @@ void no_pipelining(const BuildSpec& s) {
     fail(std::string(collective_name(s.collective)) + " " + s.algorithm + ": no pipelining (chunks/channels must be 1)");
 }
 
+constexpr InterAlgorithm kInterAlgorithms[] = {InterAlgorithm::Ring, InterAlgorithm::Recursive, InterAlgorithm::Tree,
+                                               InterAlgorithm::Direct};
+
 InterAlgorithm parse_inter(const std::string& name) {
-  if (name == "ring") return InterAlgorithm::Ring;
-  if (name == "recursive") return InterAlgorithm::Recursive;
-  if (name == "tree") return InterAlgorithm::Tree;
-  if (name == "direct") return InterAlgorithm::Direct;
-  fail("hierarchical allreduce: unknown inter-node algorithm '" + name + "' (expected ring, recursive, tree or direct)");
+  if (const auto a = find_inter(name)) return *a;
+  fail("hierarchical allreduce: unknown inter-node algorithm '" + name + "' (expected " + inter_choices() + ")");
 }
 
 int nodes_of(const BuildSpec& s) {
@@ -44,6 +46,20 @@ Collective parse_collective(std::string_view n) {
   if (n == "broadcast") return Collective::Broadcast;
   if (n == "all-to-all") return Collective::AllToAll;
   fail("unknown collective '" + std::string(n) + "' (expected allreduce, reduce-scatter, allgather, broadcast, all-to-all)");
+}
+
+std::optional<InterAlgorithm> find_inter(std::string_view name) {
+  for (InterAlgorithm a : kInterAlgorithms)
+    if (inter_name(a) == name) return a;
+  return std::nullopt;
+}
+
+std::string inter_choices() {
+  std::string out;
+  const size_t n = std::size(kInterAlgorithms);
+  for (size_t i = 0; i < n; ++i)
+    out += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(inter_name(kInterAlgorithms[i]));
+  return out;
 }
 
 Placement parse_placement(std::string_view n) {

@@ -55,5 +55,9 @@ bool has_switch_ranks(const BuildSpec& spec);
 std::vector<std::string> algorithm_names(Collective c);
 Collective parse_collective(std::string_view name);  // allreduce, reduce-scatter, allgather, broadcast, all-to-all
 Placement parse_placement(std::string_view name);    // none, per-hop, compress-once, zipccl
+// The hierarchical allreduce's algorithms across nodes by name (inter_name's): nothing for an
+// unknown one; inter_choices() lists them for errors ("ring, recursive, tree or direct").
+std::optional<InterAlgorithm> find_inter(std::string_view name);
+std::string inter_choices();
 
 }  // namespace compcoll::sched

@@ -24,9 +24,8 @@ void check_calls(const Experiment& exp) {
       throw ConfigError(key + ".algorithm: unknown " + s.collective + " algorithm '" + s.algorithm + "' (expected " + list +
                         ")");
     }
-    if (s.algorithm == "hierarchical" && s.inter != "ring" && s.inter != "recursive" && s.inter != "tree" &&
-        s.inter != "direct")
-      throw ConfigError(key + ".inter: expected ring, recursive, tree or direct, got '" + s.inter + "'");
+    if (s.algorithm == "hierarchical" && !sched::find_inter(s.inter))
+      throw ConfigError(key + ".inter: expected " + sched::inter_choices() + ", got '" + s.inter + "'");
   }
 }
 

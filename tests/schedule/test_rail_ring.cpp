@@ -200,8 +200,9 @@ TEST_CASE("merged channels: rings of unequal channel counts, chunks and other al
 }
 
 // intra none: only the hops between nodes compress. Exact for every shape, pipelining and
-// placement; no hop inside a node carries a stream; every hop between nodes does; in the
-// allgather with compress-once each block is compressed once per node it leaves, not per hop.
+// placement; no hop inside a node carries a stream (a hop between nodes carries one where the
+// placement compresses that phase); in the allgather with compress-once each block is
+// compressed once per node it leaves, not per hop.
 TEST_CASE("rail rings compressing only between nodes: exact, streams on the network hops only",
           "[schedule][rail-ring][intra]") {
   ReferenceOptions opt;

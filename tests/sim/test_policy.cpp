@@ -341,10 +341,10 @@ TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulat
   RouteCache best_routes(t);
   double best_identity = 1e30, best_compressed = 1e30;
   for (const Plan& p : candidates(allreduce(1'000'000'000, 64), sys))
-    if (p.algorithm == "rail-ring" && !p.library)
-      (p.codec == "identity" ? best_identity : best_compressed) =
-          std::min(p.codec == "identity" ? best_identity : best_compressed,
-                   predict_plan(p, allreduce(1'000'000'000, 64), sys, best_routes));
+    if (p.algorithm == "rail-ring" && !p.library) {
+      double& best = p.codec == "identity" ? best_identity : best_compressed;
+      best = std::min(best, predict_plan(p, allreduce(1'000'000'000, 64), sys, best_routes));
+    }
   CAPTURE(best_identity, best_compressed);
   CHECK(best_compressed > best_identity * 0.99);
   CHECK(big_pred == Approx(std::min(best_identity, best_compressed)).epsilon(1e-12));
