@@ -24,7 +24,7 @@ struct BuildSpec {
   Pipelining pipe{};             // ring allreduce / reduce-scatter / allgather, nccl-tree,
                                  // hierarchical allreduce, chain broadcast (chunks)
   int gpus_per_node = 1;         // hierarchical algorithms, rail rings, nccl-tree: nranks must be a multiple
-  std::string inter = "ring";    // hierarchical allreduce across nodes: ring | recursive | tree
+  std::string inter = "ring";    // hierarchical allreduce across nodes: inter_choices()
   std::optional<Placement> intra_placement;  // hierarchical allreduce inside nodes (default: placement);
                                              // rail rings: none = only hops between nodes compress
   int root = 0;                  // broadcast
