@@ -212,9 +212,14 @@ void check_inputs(Setup& st) {
   const study::Experiment& exp = st.exp;
   study::check_codecs(exp, true);
   study::check_calls(exp);
-  for (const auto& c : exp.codecs)
+  for (const auto& c : exp.codecs) {
     if (policy::parse_lowrank_codec(c) && st.backend == "nccl")
       throw BadInput(exp.file + ": codecs: " + c + ": lowrank runs on the host (the mpi backend) so far");
+    if (const LibraryCodec* lib = find_library_codec(c))
+      throw BadInput(exp.file + ": codecs: " + c + ": " + std::string(lib->library) +
+                     "'s codec is priced by compcoll-sim from a GPU calibration; compcoll-run's executor does not "
+                     "run it (docs/compcoll-run.md)");
+  }
   try {
     inject_fault(-1, 0);  // only checks COMPCOLL_RUN_FAULT's form
   } catch (const std::invalid_argument& e) {

@@ -34,12 +34,13 @@
 # bundled tensor, nvCOMP beside them, and gauss-exp and entropy-exp at 1 and 4 MiB in chunks of
 # 4,096 and 8,192 elements (more warps on a small call, for 1.8% and 0.6% of ratio), and gauss-exp
 # with the one-launch encoder (COMPCOLL_CUDA_ENCODER=one-launch) at 1 to 256 MiB; calibrate of bf16 only (identity, gauss-exp, entropy-exp, reduce,
-# copy; 4 KiB to 256 MiB, --quick) into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
+# copy, and nvCOMP's ANS with its ratios where libnvcomp.so.6 loads; 4 KiB to 256 MiB, --quick)
+# into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
 # Compute's `ncu` is on PATH, the GPU time of every kernel launch of one gauss-exp, entropy-exp
 # and identity encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
 # the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
 # calibration).
-# Each step runs under `timeout` (the limits below: 19 minutes in all, --quick 11; the repository's build gets
+# Each step runs under `timeout` (the limits below: 19 minutes in all, --quick 11.5; the repository's build gets
 # 30 more). From a bundle on one H200 the whole check took 6.4 minutes, 6 of them calibrate
 # (calibration/logs/h200-2026-11-26/). A step counts as failed when it exits non-zero
 # (the summary included), runs out of time, or has a test that reports SKIPPED (here a skip
@@ -130,7 +131,7 @@ mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
 [ $quick = 1 ] && cal="$out/calibration/$slug-bf16-quick.yaml"
 codec_rows="$out/codec-cuda.jsonl"
-# The limits, in seconds, together 19 minutes (--quick: 11). calibrate took 360 s on one
+# The limits, in seconds, together 19 minutes (--quick: 11.5). calibrate took 360 s on one
 # H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
 step cuda-tests 150 "$tests" "[cuda]"
 timeout 30 "$bench" version >"$out/nvcomp.log" 2>&1
@@ -144,7 +145,9 @@ if [ $quick = 1 ]; then
     COMPCOLL_CUDA_ENCODER=one-launch '$bench' codec --device cuda --dtype bf16 --json --codec gauss-exp \
       synthetic:gaussian:512k synthetic:gaussian:2M synthetic:gaussian:8M synthetic:gaussian:32M \
       synthetic:gaussian:128M >>'$codec_rows'"
-  step calibrate 90 "$bench" calibrate --device cuda --quick --dtype bf16 --codec identity,gauss-exp,entropy-exp \
+  quick_codecs=identity,gauss-exp,entropy-exp
+  grep -q '^nvcomp: loaded' "$out/nvcomp.log" && quick_codecs+=,nvcomp-ans
+  step calibrate 120 "$bench" calibrate --device cuda --quick --dtype bf16 --codec "$quick_codecs" \
     --max-bytes 256MiB --data "$here/tests/data" --out "$cal"
   if command -v ncu >/dev/null 2>&1; then
     step ncu 90 bash -c "for c in gauss-exp entropy-exp identity; do \

@@ -193,7 +193,7 @@ void start(Run& r) {
   r.net = network_model(r.exp);
   study::check_codecs(r.exp, false);
   study::check_calls(r.exp);
-  r.ratios = std::make_unique<study::Ratios>(r.exp);
+  r.ratios = std::make_unique<study::Ratios>(r.exp, &r.cal);
   r.ratios->resolve_all();
   study::check_curves(r.exp, r.cal);
   r.has_oracle = std::count(r.exp.policies.begin(), r.exp.policies.end(), "oracle") > 0;
@@ -624,7 +624,7 @@ int estimate(Args args) {
     gpus[g] = t.gpus();
     std::vector<std::string> codecs;
     for (const auto& c : r.exp.codecs)
-      if (find_codec(c)) codecs.push_back(c);
+      if (known_codec(c)) codecs.push_back(c);
     policy::System sys = study::make_system(t, r.cal, r.net.factors(), *r.ratios, codecs);
     sys.nccl_algorithms = r.exp.nccl_algo;
     std::map<std::string, std::unique_ptr<policy::Policy>> chooser;  // nccl-like

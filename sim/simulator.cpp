@@ -57,13 +57,6 @@ std::string NetworkModel::describe() const {
   return o.str();
 }
 
-uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio) {
-  const uint64_t raw = elements * dtype_size(dtype);
-  const uint64_t chunks = (elements + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
-  const double payload = codec == "identity" ? static_cast<double>(raw) : ratio * static_cast<double>(raw);
-  return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
-}
-
 double expected_peak_bytes(int gpus, int ranks, uint64_t ops) {
   // Above each of seven measured peaks, by 6.5% (16,384 ranks on the dragonfly) to 41% (4,096
   // ranks) (docs/compcoll-sim.md, "Memory"): what every process holds (the program, SimGrid,
@@ -502,7 +495,7 @@ void RankState::start_op(uint32_t i) {
       return;
     case OpKind::Compress:
       wire_[op.dst.index] =
-          Payload{wire_message_bytes(run_.call->codec, dtype_, op.src.count, run_.call->ratio), op.src.count * dsize_};
+          Payload{policy::wire_message_bytes(run_.call->codec, dtype_, op.src.count, run_.call->ratio), op.src.count * dsize_};
       if (!op.batched || !run_.cal->batch_launch) k = kernel(i, calib::Op::Compress, codec_bytes(i));
       break;
     case OpKind::Decompress:

@@ -120,8 +120,4 @@ double expected_peak_bytes(int gpus, int ranks, uint64_t ops);
 // RLIMIT_AS; infinity where none can be read.
 double available_memory_bytes();
 
-// Compressed size of a wire message: the codec's payload plus its stream header and chunk
-// table (docs/FORMAT.md), so the receiver learns the size from the stream itself.
-uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio);
-
 }  // namespace compcoll::sim

@@ -8,12 +8,17 @@
 // finished curve with every curve so far whose checks passed: `complete: false` and a
 // `missing` list until the last curve, `complete: true` then. A run killed at any point leaves
 // a valid file. Errors in the arguments or the inputs: one line on stderr, exit 2.
+// With --device cuda in a build with nvCOMP where libnvcomp.so.6 loads, nvCOMP's batched ANS
+// (nvcomp-ans, tools/nvcomp_peer.h) is timed as a codec of the file on the same prefixes, after
+// the compcoll codecs of each dtype; after each dtype's curves its ratio on the bundled tensors,
+// per tensor kind, goes into the file's `ratios`.
 #include "calibrate.h"
 
 #include <sys/utsname.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -35,6 +40,10 @@
 #include "config/yaml_node.h"
 #include "io/tensor_file.h"
 
+#ifdef COMPCOLL_HAVE_NVCOMP
+#include "nvcomp_peer.h"
+#endif
+
 #ifndef COMPCOLL_VERSION
 #define COMPCOLL_VERSION "unknown"
 #endif
@@ -46,6 +55,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr DType kDTypes[] = {DType::BF16, DType::FP16, DType::FP32};
 constexpr uint64_t kMinBytes = 4096;
+// nvCOMP's batched ANS, the one library codec calibrate times (tools/nvcomp_peer.h). Its name
+// is known to every build, so that asking for it where it cannot run says why.
+const std::string kNvcompAns = "nvcomp-ans";
 
 // ---- the host device -------------------------------------------------------------------
 
@@ -361,6 +373,9 @@ struct Options {
   int concurrent = 1;     // host: threads running the op at once, one of them timed
   uint32_t threads = 1;   // host: threads coding each stream's chunks (EncodeOptions::threads)
   bool warm = false;      // host: compress and decompress on one buffer too
+  bool nvcomp = false;    // nvcomp-ans is measured (curves and ratios)
+  // Why nvcomp-ans is not measured though the selection (no --codec, or all) takes it; "" else.
+  std::string nvcomp_skipped;
 };
 
 const char* const kUsage =
@@ -384,12 +399,15 @@ const char* const kUsage =
     "  --data       directory of the real tensors (default $COMPCOLL_TEST_DATA_DIR, else the bundled tests/data)\n"
     "  --dtype      only these element types: bf16, fp16, fp32 (repeatable or a comma list; default all)\n"
     "  --codec      only these codecs' compress and decompress curves: identity, gauss-exp, entropy-exp,\n"
-    "               fp8-hadamard, or all (repeatable or a comma list; default all)\n"
+    "               fp8-hadamard, nvcomp-ans, or all (repeatable or a comma list; default all).\n"
+    "               nvcomp-ans: nvCOMP's batched ANS in 64 KiB chunks, and its ratio per tensor kind of\n"
+    "               the inputs; only with --device cuda, in a build with nvCOMP where libnvcomp.so.6\n"
+    "               loads (all and the default take it there, and say why not elsewhere)\n"
     "  --ops        only these ops: compress, decompress, reduce, copy (repeatable or a comma list;\n"
     "               default all; --ops compress,decompress measures no reduce or copy curve)\n"
     "  Curves are measured in a fixed order whatever the order of the lists: per dtype (bf16, fp16,\n"
-    "  fp32) every selected codec (identity, gauss-exp, entropy-exp, fp8-hadamard), then reduce; copy\n"
-    "  (dtype any) after the first dtype.\n";
+    "  fp32) every selected codec (identity, gauss-exp, entropy-exp, fp8-hadamard, nvcomp-ans), then\n"
+    "  reduce; copy (dtype any) after the first dtype; nvcomp-ans's ratios after each dtype's curves.\n";
 
 [[noreturn]] void fail(const std::string& msg) {
   std::fprintf(stderr, "compcoll-bench calibrate: %s\n", msg.c_str());
@@ -407,7 +425,18 @@ std::vector<std::string> split_list(const std::string& flag, const std::string& 
 std::string codec_list() {
   std::string list;
   for (auto n : codec_names()) list += std::string(list.empty() ? "" : ", ") + std::string(n);
-  return list;
+  return list + ", " + kNvcompAns;
+}
+
+// Why nvcomp-ans cannot be measured on `device` with this build; "" when it can.
+std::string nvcomp_not_here(const std::string& device) {
+#ifdef COMPCOLL_HAVE_NVCOMP
+  if (device != "cuda") return "nvCOMP runs on the GPU: --device cuda only";
+  return nvcomp_unavailable();
+#else
+  (void)device;
+  return "this compcoll-bench was built without nvCOMP";
+#endif
 }
 
 Options parse_args(int argc, char** argv) {
@@ -416,6 +445,7 @@ Options parse_args(int argc, char** argv) {
   const std::vector<std::string_view> names = codec_names();
   std::vector<bool> codec_on(names.size(), false);
   bool any_dtype = false, any_codec = false, any_op = false;
+  bool nvcomp_named = false, nvcomp_all = false;  // --codec nvcomp-ans; --codec all
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -469,9 +499,16 @@ Options parse_args(int argc, char** argv) {
       const std::string expected = codec_list() + " or all (or a comma list of them)";
       for (const std::string& item : split_list(a, value(), expected)) {
         const auto it = std::find(names.begin(), names.end(), item);
-        if (item == "all") codec_on.assign(names.size(), true);
-        else if (it == names.end()) fail("--codec: expected " + expected + ", got \"" + item + "\"");
-        else codec_on[it - names.begin()] = true;
+        if (item == "all") {
+          codec_on.assign(names.size(), true);
+          nvcomp_all = true;
+        } else if (item == kNvcompAns) {
+          nvcomp_named = true;
+        } else if (it == names.end()) {
+          fail("--codec: expected " + expected + ", got \"" + item + "\"");
+        } else {
+          codec_on[it - names.begin()] = true;
+        }
       }
       any_codec = true;
     } else if (a == "--ops") {
@@ -503,14 +540,28 @@ Options parse_args(int argc, char** argv) {
   const auto has_op = [&](calib::Op op) { return std::find(opt.ops.begin(), opt.ops.end(), op) != opt.ops.end(); };
   if (any_codec && !has_op(calib::Op::Compress) && !has_op(calib::Op::Decompress))
     fail("--codec: --ops selects neither compress nor decompress, so no codec is measured");
+  // nvcomp-ans: named, it must run; taken by all or by default, it runs where it can.
+  if (nvcomp_named) {
+    if (const std::string why = nvcomp_not_here(opt.device); !why.empty()) fail("--codec " + kNvcompAns + ": " + why);
+    opt.nvcomp = true;
+  } else if ((!any_codec || nvcomp_all) && (has_op(calib::Op::Compress) || has_op(calib::Op::Decompress))) {
+    opt.nvcomp_skipped = nvcomp_not_here(opt.device);
+    opt.nvcomp = opt.nvcomp_skipped.empty();
+  }
   opt.selected = any_dtype || any_codec || any_op;
   return opt;
 }
 
 // The bundled tensors of one dtype, concatenated in file-name order: *.bf16.npy for bf16,
 // *.fp32.npy for fp32, and the fp32 files rounded to nearest even for fp16 (there are no
-// fp16 captures). Returns the bytes and the file names.
-std::pair<std::vector<uint8_t>, std::vector<std::string>> tensor_pool(const std::string& dir, DType dtype) {
+// fp16 captures).
+struct TensorPool {
+  std::vector<uint8_t> bytes;
+  std::vector<std::string> files;     // the paths, in file-name order
+  std::vector<uint64_t> file_bytes;   // the bytes of each file in `bytes`, in that order
+};
+
+TensorPool tensor_pool(const std::string& dir, DType dtype) {
   const std::string suffix = dtype == DType::BF16 ? ".bf16.npy" : ".fp32.npy";
   std::vector<std::string> files;
   std::error_code ec;
@@ -522,17 +573,44 @@ std::pair<std::vector<uint8_t>, std::vector<std::string>> tensor_pool(const std:
   if (ec) fail("--data: cannot read directory " + dir + " (" + ec.message() + ")");
   if (files.empty()) fail("--data: no *" + suffix + " tensors in " + dir + " for " + std::string(dtype_name(dtype)));
   std::sort(files.begin(), files.end());
-  std::vector<uint8_t> pool;
+  TensorPool pool;
   for (const std::string& f : files) {
+    const size_t before = pool.bytes.size();
     try {
-      for (const TensorData& t : load_tensors(f, dtype)) pool.insert(pool.end(), t.bytes.begin(), t.bytes.end());
+      for (const TensorData& t : load_tensors(f, dtype)) pool.bytes.insert(pool.bytes.end(), t.bytes.begin(), t.bytes.end());
     } catch (const TensorFileError& e) {
       fail(e.what());
     }
+    pool.file_bytes.push_back(pool.bytes.size() - before);
   }
-  if (pool.empty()) fail("--data: the " + std::string(dtype_name(dtype)) + " tensors in " + dir + " are empty");
-  return {pool, files};
+  if (pool.bytes.empty()) fail("--data: the " + std::string(dtype_name(dtype)) + " tensors in " + dir + " are empty");
+  pool.files = std::move(files);
+  return pool;
 }
+
+#ifdef COMPCOLL_HAVE_NVCOMP
+// A pool's tensors by kind: the kind of tests/data/KIND.REST.DTYPE.npy is the text of its file
+// name before the first '.' ("grad" for grad.layer1-attn-out-weight.step060.bf16.npy). Each
+// kind's tensors concatenated in file-name order (not tiled), and how many files; by kind name.
+struct TensorKind {
+  std::vector<uint8_t> bytes;
+  size_t files = 0;
+};
+std::map<std::string, TensorKind> tensor_kinds(const TensorPool& pool) {
+  std::map<std::string, TensorKind> kinds;
+  uint64_t at = 0;
+  for (size_t i = 0; i < pool.files.size(); ++i) {
+    const std::string name = std::filesystem::path(pool.files[i]).filename().string();
+    std::string kind = name.substr(0, name.find('.'));
+    if (kind.empty()) kind = name;  // ".x.bf16.npy": the whole name, never an empty kind
+    TensorKind& k = kinds[kind];
+    k.bytes.insert(k.bytes.end(), pool.bytes.begin() + at, pool.bytes.begin() + at + pool.file_bytes[i]);
+    ++k.files;
+    at += pool.file_bytes[i];
+  }
+  return kinds;
+}
+#endif
 
 std::vector<uint8_t> tile(const std::vector<uint8_t>& pool, uint64_t bytes) {
   std::vector<uint8_t> out(bytes);
@@ -597,6 +675,20 @@ std::string describe_curves(const std::vector<CurveKey>& keys, const std::vector
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
   return out;
+}
+
+// `s` as a plain YAML scalar where it reads back as that string ("grad", "moe-dispatch"),
+// else double-quoted.
+std::string yaml_plain(const std::string& s) {
+  const bool plain = !s.empty() && std::isalpha(static_cast<unsigned char>(s[0])) &&
+                     std::all_of(s.begin(), s.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+                     });
+  std::string lower;
+  for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* word : {"true", "false", "null", "yes", "no", "on", "off", "y", "n"})
+    if (lower == word) return config::yaml_quote(s);
+  return plain ? s : config::yaml_quote(s);
 }
 
 void write_atomically(const std::string& path, const std::string& text) {
@@ -771,7 +863,7 @@ int run_calibrate(int argc, char** argv) {
   const uint64_t largest = sizes.back();
 
   // Every input is read before the first row, so a bad --data fails at once.
-  std::vector<std::pair<std::vector<uint8_t>, std::vector<std::string>>> pools;
+  std::vector<TensorPool> pools;
   for (DType dtype : opt.dtypes) pools.push_back(tensor_pool(opt.data_dir, dtype));
 
   const auto has_op = [&](calib::Op op) { return std::find(opt.ops.begin(), opt.ops.end(), op) != opt.ops.end(); };
@@ -782,6 +874,9 @@ int run_calibrate(int argc, char** argv) {
     for (const Codec* codec : opt.codecs)
       for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress})
         if (has_op(op)) wanted.push_back({op, std::string(codec->name()), dt});
+    if (opt.nvcomp)
+      for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress})
+        if (has_op(op)) wanted.push_back({op, kNvcompAns, dt});
     if (has_op(calib::Op::Reduce)) wanted.push_back({calib::Op::Reduce, "", dt});
     if (has_op(calib::Op::Copy) && dtype == opt.dtypes.front()) wanted.push_back({calib::Op::Copy, "", "any"});
   }
@@ -791,6 +886,17 @@ int run_calibrate(int argc, char** argv) {
               config::format_bytes(largest).c_str(), timing.min_samples, timing.min_time);
   std::printf("# %zu curves; %s is rewritten after each one\n", wanted.size(), opt.out.c_str());
   std::printf("# inputs: the tensors of %s\n", opt.data_dir.c_str());
+  if (!opt.nvcomp_skipped.empty()) std::printf("# %s: not measured (%s)\n", kNvcompAns.c_str(), opt.nvcomp_skipped.c_str());
+  std::string nvcomp_version_text;  // "nvCOMP 6.0.0" when nvcomp-ans is measured
+#ifdef COMPCOLL_HAVE_NVCOMP
+  if (opt.nvcomp) {
+    nvcomp_version_text = nvcomp_version();
+    std::printf("# %s: %s (%s), batched ANS in %llu KiB chunks, after the compcoll codecs of each dtype; "
+                "then its ratio per tensor kind\n",
+                kNvcompAns.c_str(), nvcomp_version_text.c_str(), nvcomp_library_file().c_str(),
+                static_cast<unsigned long long>(kNvcompChunkBytes / 1024));
+  }
+#endif
   const bool alone = opt.concurrent > 1;  // a column of the time alone
   std::printf("%12s %5s %-10s %-12s %12s %9s %8s %7s%s\n", "# size", "type", "op", "codec", "time", "algbw",
               "samples", "#wrong", alone ? "        alone" : "");
@@ -809,7 +915,7 @@ int run_calibrate(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
   std::ostringstream inputs;
   for (size_t d = 0; d < opt.dtypes.size(); ++d)
-    inputs << " " << dtype_name(opt.dtypes[d]) << ": " << pools[d].second.size() << " files, " << pools[d].first.size()
+    inputs << " " << dtype_name(opt.dtypes[d]) << ": " << pools[d].files.size() << " files, " << pools[d].bytes.size()
            << " bytes" << (opt.dtypes[d] == DType::FP16 ? " (the fp32 files rounded to nearest even)" : "") << ";";
   std::string selection;
   if (opt.selected) {
@@ -820,7 +926,8 @@ int run_calibrate(int argc, char** argv) {
     };
     selection = " Selection (--dtype, --codec, --ops): dtypes " +
                 join(opt.dtypes, [](DType t) { return dtype_name(t); }) + "; codecs " +
-                join(opt.codecs, [](const Codec* c) { return c->name(); }) + "; ops " +
+                join(opt.codecs, [](const Codec* c) { return c->name(); }) +
+                (opt.nvcomp ? (opt.codecs.empty() ? "" : ", ") + kNvcompAns : std::string()) + "; ops " +
                 join(opt.ops, [](calib::Op op) { return calib::op_name(op); }) +
                 "; the run was asked for these curves only (" + std::to_string(wanted.size()) + ").";
   }
@@ -831,6 +938,15 @@ int run_calibrate(int argc, char** argv) {
   };
   std::map<CurveKey, Points> curves;  // finished curves whose checks passed
   std::vector<CurveKey> failed;       // finished curves with a failed check
+  // nvcomp-ans's ratios per dtype and tensor kind (payload / uncompressed), as measured; and
+  // those whose check failed ("bf16 grad"), left out of the file.
+  struct Ratio {
+    std::string dtype, tensor;
+    double ratio = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<Ratio> ratios;
+  std::vector<std::string> ratio_failed;
   bool moved_old = false;
   const auto start = Clock::now();
 
@@ -857,6 +973,11 @@ int run_calibrate(int argc, char** argv) {
       if (!failed.empty())
         statement << "Left out because a correctness check FAILED: " << describe_curves(failed, wanted) << ". ";
     }
+    if (!ratio_failed.empty()) {
+      statement << "Ratios left out because a correctness check FAILED: " << kNvcompAns;
+      for (size_t i = 0; i < ratio_failed.size(); ++i) statement << (i ? ", " : " ") << ratio_failed[i];
+      statement << ". ";
+    }
     statement << "MEASURED by compcoll-bench calibrate --device " << opt.device << " (compcoll " << COMPCOLL_VERSION
               << ") " << (complete || finished ? "in " : "after ") << std::lround(elapsed) << " s. " << device->method()
               << ". Each point: one untimed warm-up, then the median of at least " << timing.min_samples
@@ -874,6 +995,24 @@ int run_calibrate(int argc, char** argv) {
               << "even). copy: memcpy of the " << dtype_name(opt.dtypes.front())
               << " input, charged for any dtype. identity curves are measured for "
               << "completeness; the simulator charges identity no time.";
+#ifdef COMPCOLL_HAVE_NVCOMP
+    if (opt.nvcomp)
+      statement << " " << kNvcompAns << ": nvCOMP's batched ANS (" << nvcomp_version_text
+                << ", libnvcomp.so.6 opened at run time; data_type FLOAT16 for bf16 and fp16, FLOAT32 for fp32, "
+                << "otherwise its default options) on the same prefixes, on the same stream and with the same "
+                << "CUDA-event timing, each prefix cut into " << (kNvcompChunkBytes / 1024)
+                << " KiB chunks read in place (the last holds the rest). compress times one "
+                << "nvcompBatchedANSCompressAsync over all the chunks into slots of the API's maximum compressed "
+                << "chunk size each; decompress times one nvcompBatchedANSDecompressAsync of those chunks into a "
+                << "buffer of the prefix's size. Each curve times nvCOMP's batched call alone, not packing the "
+                << "compressed chunks (and their sizes) into one message. Each point is checked by one more, "
+                << "untimed decompress into a poisoned buffer: every chunk's status, its decoded size and every "
+                << "byte against the input. ratios: " << kNvcompAns << "'s compressed payload (the chunks' "
+                << "compressed bytes, without their sizes) over the uncompressed bytes, per dtype and tensor kind "
+                << "of the inputs (a file's kind is its name up to the first '.'), each kind's tensors concatenated "
+                << "in file-name order, not tiled, and checked the same way; bytes: the uncompressed bytes "
+                << "measured.";
+#endif
 
     std::ostringstream y;
     y << "# MEASURED, written by `" << command << "` (started " << stamp << ").\n";
@@ -893,6 +1032,7 @@ int run_calibrate(int argc, char** argv) {
     y << "statement: " << config::yaml_quote(statement.str()) << "\n";
     y << "machine:\n";
     for (const auto& [k, v] : device->machine()) y << "  " << k << ": " << config::yaml_quote(v) << "\n";
+    if (opt.nvcomp) y << "  nvcomp: " << config::yaml_quote(nvcomp_version_text) << "\n";
     y << "  compcoll_version: " << config::yaml_quote(COMPCOLL_VERSION) << "\n";
     y << "  command: " << config::yaml_quote(command) << "\n";
     y << "  measured_at: " << config::yaml_quote(stamp) << "\n";
@@ -915,6 +1055,12 @@ int run_calibrate(int argc, char** argv) {
       if (!points.alone.empty()) list("alone", points.alone);
       y << "}\n";
     }
+    if (!ratios.empty()) {
+      y << "ratios:\n";
+      for (const Ratio& r : ratios)
+        y << "  - {codec: " << kNvcompAns << ", dtype: " << r.dtype << ", tensor: " << yaml_plain(r.tensor)
+          << ", ratio: " << config::yaml_number(r.ratio) << ", bytes: " << r.bytes << "}\n";
+    }
     // The first write replaces the file: an older one at that name is kept as FILE.bak.
     if (!moved_old && std::filesystem::exists(opt.out)) {
       std::error_code ec;
@@ -931,21 +1077,26 @@ int run_calibrate(int argc, char** argv) {
   };
 
   std::map<CurveKey, std::pair<bool, Points>> in_progress;  // ok, points
-  auto row = [&](calib::Op op, const Codec* codec, DType dtype, const std::string& curve_dtype, uint64_t bytes) {
-    const Measurement m = device->measure(op, codec, bytes, timing);
-    const std::string codec_name = codec ? std::string(codec->name()) : "-";
+  // A point: its row, and its place in its curve (codec "" for reduce and copy). `wrong`: the
+  // #wrong column (default: m.wrong, "-" when unchecked); m.wrong > 0 fails the curve.
+  auto record = [&](calib::Op op, const std::string& codec, DType dtype, const std::string& curve_dtype,
+                    uint64_t bytes, const Measurement& m, const std::string& wrong = "") {
     std::printf("%12llu %5s %-10s %-12s %12.3f %9.3f %8d %7s", static_cast<unsigned long long>(bytes),
-                std::string(dtype_name(dtype)).c_str(), std::string(calib::op_name(op)).c_str(), codec_name.c_str(),
-                m.seconds * 1e6, m.seconds > 0 ? bytes / m.seconds / 1e9 : 0.0, m.samples,
-                m.wrong < 0 ? "-" : std::to_string(m.wrong).c_str());
+                std::string(dtype_name(dtype)).c_str(), std::string(calib::op_name(op)).c_str(),
+                codec.empty() ? "-" : codec.c_str(), m.seconds * 1e6, m.seconds > 0 ? bytes / m.seconds / 1e9 : 0.0,
+                m.samples, !wrong.empty() ? wrong.c_str() : m.wrong < 0 ? "-" : std::to_string(m.wrong).c_str());
     if (alone) std::printf(" %12.3f", m.alone_seconds * 1e6);
     std::printf("\n");
     std::fflush(stdout);
-    auto [it, fresh] = in_progress.try_emplace({op, codec ? codec_name : "", curve_dtype});
+    auto [it, fresh] = in_progress.try_emplace({op, codec, curve_dtype});
     if (fresh) it->second.first = true;
     it->second.first = it->second.first && m.wrong <= 0;
     it->second.second.timed.emplace_back(bytes, m.seconds);
     if (m.alone_seconds > 0) it->second.second.alone.emplace_back(bytes, m.alone_seconds);
+  };
+  auto row = [&](calib::Op op, const Codec* codec, DType dtype, const std::string& curve_dtype, uint64_t bytes) {
+    const Measurement m = device->measure(op, codec, bytes, timing);
+    record(op, codec ? std::string(codec->name()) : "", dtype, curve_dtype, bytes, m);
   };
   // The curves in progress are finished: those that passed go into the file, which is saved.
   const auto finish = [&] {
@@ -964,7 +1115,7 @@ int run_calibrate(int argc, char** argv) {
     const std::string dt(dtype_name(dtype));
     {
       // The tiled input is made once per dtype; every point times a prefix of it.
-      const std::vector<uint8_t> input = tile(pools[d].first, largest);
+      const std::vector<uint8_t> input = tile(pools[d].bytes, largest);
       device->load(dtype, input);
       for (const Codec* codec : opt.codecs) {
         if (!has_op(calib::Op::Compress) && !has_op(calib::Op::Decompress)) break;
@@ -973,6 +1124,29 @@ int run_calibrate(int argc, char** argv) {
             if (has_op(op)) row(op, codec, dtype, dt, b);
         finish();
       }
+#ifdef COMPCOLL_HAVE_NVCOMP
+      // nvcomp-ans on the same prefixes of the same input on the device: one run of nvCOMP's
+      // batched compress and decompress per size, timed as the kernels are, then checked.
+      if (opt.nvcomp) {
+        for (uint64_t b : sizes) {
+          CudaPeerContext ctx = cuda_peer_context(*device, timing);
+          ctx.bytes = b;
+          const PeerResult r = run_nvcomp_peer(kNvcompAns, ctx, input);
+          for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress}) {
+            if (!has_op(op)) continue;
+            Measurement m;
+            m.seconds = op == calib::Op::Compress ? r.encode_seconds : r.decode_seconds;
+            m.samples = op == calib::Op::Compress ? r.encode_samples : r.decode_samples;
+            m.wrong = r.ok ? 0 : 1;
+            record(op, kNvcompAns, dtype, dt, b, m, r.ok ? "0" : "FAIL");
+          }
+          if (!r.ok)
+            std::printf("# %s %s %llu bytes: FAILED: %s\n", kNvcompAns.c_str(), dt.c_str(),
+                        static_cast<unsigned long long>(b), r.error.c_str());
+        }
+        finish();
+      }
+#endif
       if (has_op(calib::Op::Reduce)) {
         for (uint64_t b : sizes) row(calib::Op::Reduce, nullptr, dtype, dt, b);
         finish();
@@ -983,8 +1157,44 @@ int run_calibrate(int argc, char** argv) {
         finish();
       }
     }
+#ifdef COMPCOLL_HAVE_NVCOMP
+    // nvcomp-ans's ratio on each tensor kind of this dtype, its tensors as they are (not
+    // tiled): each kind loaded on the device in turn, one untimed compress and the check.
+    if (opt.nvcomp) {
+      for (const auto& [kind, k] : tensor_kinds(pools[d])) {
+        if (k.bytes.empty()) continue;
+        device->load(dtype, k.bytes);
+        CudaPeerContext ctx = cuda_peer_context(*device, timing);
+        ctx.time = [](const std::function<void()>& fn) {  // once, untimed: the ratio is the point
+          fn();
+          Measurement m;
+          m.samples = 1;
+          return m;
+        };
+        const PeerResult r = run_nvcomp_peer(kNvcompAns, ctx, k.bytes);
+        if (r.ok) {
+          ratios.push_back({dt, kind, static_cast<double>(r.payload_bytes) / k.bytes.size(), k.bytes.size()});
+          std::printf("# ratio %s %s %s: %s (payload %llu of %zu bytes, %zu file%s)\n", kNvcompAns.c_str(), dt.c_str(),
+                      kind.c_str(), config::yaml_number(ratios.back().ratio).c_str(),
+                      static_cast<unsigned long long>(r.payload_bytes), k.bytes.size(), k.files, k.files == 1 ? "" : "s");
+        } else {
+          ratio_failed.push_back(dt + " " + kind);
+          std::printf("# ratio %s %s %s: FAILED: %s\n", kNvcompAns.c_str(), dt.c_str(), kind.c_str(), r.error.c_str());
+        }
+        std::fflush(stdout);
+      }
+      // Saved now unless the run's last curve is still to come (it saves at the end).
+      if (!curves.empty() && curves.size() + failed.size() < wanted.size()) save(false);
+    }
+#endif
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  if (failed.empty() && !ratio_failed.empty()) {
+    save(true);
+    std::printf("# FAILED: a correctness check of %s's ratios failed; %s holds every curve and the ratios whose "
+                "checks passed\n", kNvcompAns.c_str(), opt.out.c_str());
+    return 1;
+  }
   if (!failed.empty()) {
     if (curves.empty()) {
       std::printf("# FAILED: a correctness check failed in every curve; %s not written\n", opt.out.c_str());

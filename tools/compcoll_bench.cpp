@@ -531,7 +531,7 @@ int run_codec_bench(int argc, char** argv) {
       notes.push_back("yardsticks: none (nvCOMP: " + why + ")");
     else
       notes.push_back("yardsticks: " + bench::nvcomp_version() + " nvcomp-ans, nvcomp-bitcomp (batched API, " +
-                      std::to_string(bench::kNvcompChunkBytes / 1024) + " KiB chunks; ratio counts 8 bytes per chunk for its size)");
+                      std::to_string(kNvcompChunkBytes / 1024) + " KiB chunks; ratio counts 8 bytes per chunk for its size)");
 #else
     notes.push_back("yardsticks: none (this compcoll-bench was built without nvCOMP; docs/compcoll-bench.md)");
 #endif

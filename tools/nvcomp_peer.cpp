@@ -1,6 +1,6 @@
 // tools/nvcomp_peer.cpp — nvCOMP's batched ANS and Bitcomp (nvCOMP 6 C API) in
-// `compcoll-bench codec --device cuda`; see nvcomp_peer.h. Built only where CMake found nvCOMP's
-// headers; the library is opened at run time.
+// `compcoll-bench codec --device cuda` and (ANS) `calibrate --device cuda`; see nvcomp_peer.h.
+// Built only where CMake found nvCOMP's headers; the library is opened at run time.
 //
 // The input is cut into kNvcompChunkBytes (64 KiB) chunks, the batched API's usual size (its
 // headers advise 64 KiB for ANS decode speed); chunk i starts at input_dev + i * 64 KiB, so
@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 
@@ -257,12 +258,19 @@ std::string first_bad(const std::vector<nvcompStatus_t>& status) {
   return {};
 }
 
+// The algorithm of a peer's name, its options for `dtype`; nothing for another name.
+std::optional<Algorithm> algorithm(const std::string& name, DType dtype) {
+  if (name == "nvcomp-ans") return ans(dtype);
+  if (name == "nvcomp-bitcomp") return bitcomp(dtype);
+  return std::nullopt;
+}
+
 void run_one(const Algorithm& algo, const CudaPeerContext& ctx, const std::vector<uint8_t>& host_input,
              PeerResult& r) {
   const cudaStream_t s = ctx.stream;
   const uint64_t bytes = ctx.bytes;
   if (bytes == 0) throw PeerFailure("empty input");
-  if (host_input.size() != bytes) throw PeerFailure("host input and device input differ in size");
+  if (host_input.size() < bytes) throw PeerFailure("the host input is shorter than the device input");
   const size_t n = (bytes + kNvcompChunkBytes - 1) / kNvcompChunkBytes;
   const size_t max_chunk = std::min<uint64_t>(bytes, kNvcompChunkBytes);
 
@@ -314,19 +322,24 @@ void run_one(const Algorithm& algo, const CudaPeerContext& ctx, const std::vecto
   b.decomp_temp_bytes = decomp_temp_bytes;
 
   // Compress: timed (the warm-up is the first run), then its statuses and sizes.
-  r.encode_seconds = ctx.time([&] { algo.compress(b, s); }).seconds;
+  const Measurement enc = ctx.time([&] { algo.compress(b, s); });
+  r.encode_seconds = enc.seconds;
+  r.encode_samples = enc.samples;
   COMPCOLL_CUDA_CHECK(cudaGetLastError());
   if (const std::string bad = first_bad(to_host(b.comp_status, n, s)); !bad.empty())
     throw PeerFailure("compress: " + bad);
   const std::vector<size_t> comp_bytes = to_host(b.comp_bytes, n, s);
-  r.compressed_bytes = 0;
+  r.compressed_bytes = r.payload_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     if (comp_bytes[i] > slot) throw PeerFailure("compress: chunk " + std::to_string(i) + " overruns its slot");
+    r.payload_bytes += comp_bytes[i];
     r.compressed_bytes += comp_bytes[i] + sizeof(uint64_t);  // the decoder needs each chunk's size
   }
 
   // Decompress: timed into the output buffer.
-  r.decode_seconds = ctx.time([&] { algo.decompress(b, s); }).seconds;
+  const Measurement dec = ctx.time([&] { algo.decompress(b, s); });
+  r.decode_seconds = dec.seconds;
+  r.decode_samples = dec.samples;
   COMPCOLL_CUDA_CHECK(cudaGetLastError());
 
   // The check, untimed: a poisoned output, one more decode, every status, size and byte.
@@ -367,21 +380,32 @@ std::string nvcomp_library_file() {
   return info.dli_fname;
 }
 
+std::vector<std::string> nvcomp_peer_names() { return {"nvcomp-ans", "nvcomp-bitcomp"}; }
+
+PeerResult run_nvcomp_peer(const std::string& codec, const CudaPeerContext& ctx, const std::vector<uint8_t>& host_input) {
+  PeerResult r;
+  r.codec = codec;
+  if (!api().error.empty()) {
+    r.error = api().error;
+    return r;
+  }
+  try {
+    const std::optional<Algorithm> algo = algorithm(codec, ctx.dtype);
+    if (!algo) throw PeerFailure("not an nvCOMP codec of this bench (nvcomp-ans, nvcomp-bitcomp)");
+    run_one(*algo, ctx, host_input, r);
+  } catch (const std::exception& e) {  // PeerFailure, or a CUDA error (check.h)
+    r.ok = false;
+    r.error = e.what();
+    cudaStreamSynchronize(ctx.stream);  // let nothing of this codec run into what follows
+    cudaGetLastError();                 // clears a non-sticky error; a sticky one stays
+  }
+  return r;
+}
+
 std::vector<PeerResult> run_nvcomp_peers(const CudaPeerContext& ctx, const std::vector<uint8_t>& host_input) {
   std::vector<PeerResult> results;
   if (!api().error.empty()) return results;
-  for (const Algorithm& algo : {ans(ctx.dtype), bitcomp(ctx.dtype)}) {
-    PeerResult& r = results.emplace_back();
-    r.codec = algo.name;
-    try {
-      run_one(algo, ctx, host_input, r);
-    } catch (const std::exception& e) {  // PeerFailure, or a CUDA error (check.h)
-      r.ok = false;
-      r.error = e.what();
-      cudaStreamSynchronize(ctx.stream);  // let nothing of this codec run into the next
-      cudaGetLastError();                 // clears a non-sticky error; a sticky one stays
-    }
-  }
+  for (const std::string& name : nvcomp_peer_names()) results.push_back(run_nvcomp_peer(name, ctx, host_input));
   return results;
 }
 

@@ -1,10 +1,11 @@
-// tools/nvcomp_peer.h — nvCOMP beside compcoll's CUDA codecs in `compcoll-bench codec --device
-// cuda`: its batched ANS and Bitcomp (nvCOMP 6, the C API of nvcomp/ans.h and nvcomp/bitcomp.h)
-// on the device buffer the compcoll kernels read, on their stream, timed by their timing
-// (calibrate_cuda.cpp: CUDA events around each call, median of the samples), each checked by a
-// separate untimed round trip against the host input.
+// tools/nvcomp_peer.h — nvCOMP beside compcoll's CUDA codecs: its batched ANS and Bitcomp
+// (nvCOMP 6, the C API of nvcomp/ans.h and nvcomp/bitcomp.h) on the device buffer the compcoll
+// kernels read, on their stream, timed by their timing (calibrate_cuda.cpp: CUDA events around
+// each call, median of the samples), each checked by a separate untimed round trip against the
+// host input. `compcoll-bench codec --device cuda` runs both (run_nvcomp_peers); `calibrate
+// --device cuda` runs ANS alone on each prefix of its input (run_nvcomp_peer).
 // Host header; CUDA builds only. CudaPeerContext comes from calibrate_cuda.cpp (every CUDA
-// build); run_nvcomp_peers from nvcomp_peer.cpp, built only where CMake found nvCOMP
+// build); run_nvcomp_peer(s) from nvcomp_peer.cpp, built only where CMake found nvCOMP
 // (COMPCOLL_HAVE_NVCOMP, tools/CMakeLists.txt).
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "calibrate.h"
+#include "codec/codec.h"
 
 namespace compcoll::bench {
 
@@ -39,13 +41,15 @@ CudaPeerContext cuda_peer_context(CalibrationDevice& device, const TimingOptions
 struct PeerResult {
   std::string codec;              // "nvcomp-ans", "nvcomp-bitcomp"
   uint64_t compressed_bytes = 0;  // every chunk's compressed bytes + 8 per chunk (its size)
+  uint64_t payload_bytes = 0;     // every chunk's compressed bytes alone (no sizes)
   double encode_seconds = 0, decode_seconds = 0;  // medians, as Measurement::seconds
+  int encode_samples = 0, decode_samples = 0;     // as Measurement::samples
   bool ok = false;                // compressed, decoded and bit-exact
   std::string error;              // why not ok, one line ("" when ok)
 };
 
-// Uncompressed bytes per chunk of nvCOMP's batched API in these runs (the last chunk is the rest).
-inline constexpr uint64_t kNvcompChunkBytes = 64 * 1024;
+// Uncompressed bytes per chunk of nvCOMP's batched API in these runs (the last chunk is the
+// rest): compcoll::kNvcompChunkBytes (codec/codec.h), the chunk the simulator prices.
 
 // "" when libnvcomp.so.6 was loaded (at the first call, dlopen), else why not, one line.
 std::string nvcomp_unavailable();
@@ -56,10 +60,18 @@ std::string nvcomp_version();
 // The file the loader took libnvcomp.so.6 from ("" when not loaded). Needs no GPU.
 std::string nvcomp_library_file();
 
-// nvCOMP ANS, then Bitcomp, on the context's input; `host_input` holds the same bytes (the
-// reference of the check). A failure of one codec (a status, a CUDA error, a wrong byte) is
-// its result's error, never an exception; the other codec still runs. No results when the
-// library is not loaded (nvcomp_unavailable()).
+// The peer codecs run_nvcomp_peers runs, in its order: "nvcomp-ans", "nvcomp-bitcomp".
+std::vector<std::string> nvcomp_peer_names();
+
+// One nvCOMP codec (a name of nvcomp_peer_names()) on the context's input: compress and
+// decompress timed, then the untimed check. `host_input` starts with the context's `bytes`
+// bytes (it may hold more: the reference of the check is its first ctx.bytes). A failure (the
+// library not loaded, an unknown name, a status, a CUDA error, a wrong byte) is the result's
+// error, never an exception.
+PeerResult run_nvcomp_peer(const std::string& codec, const CudaPeerContext& ctx, const std::vector<uint8_t>& host_input);
+
+// nvCOMP ANS, then Bitcomp, on the context's input (run_nvcomp_peer of each): a failure of one
+// does not stop the other. No results when the library is not loaded (nvcomp_unavailable()).
 std::vector<PeerResult> run_nvcomp_peers(const CudaPeerContext& ctx, const std::vector<uint8_t>& host_input);
 
 }  // namespace compcoll::bench

@@ -53,6 +53,12 @@ const Curve* Calibration::find(Op op, const std::string& codec, DType dtype) con
   return best;
 }
 
+const CalibratedRatio* Calibration::find_ratio(const std::string& codec, DType dtype, const std::string& tensor) const {
+  for (const CalibratedRatio& r : ratios)
+    if (r.codec == codec && r.dtype == dtype_name(dtype) && r.tensor == tensor) return &r;
+  return nullptr;
+}
+
 bool Calibration::has(Op op, const std::string& codec, DType dtype) const { return find(op, codec, dtype) != nullptr; }
 
 const Curve* Calibration::timed_curve(Op op, const std::string& codec, DType dtype) const {
@@ -123,6 +129,27 @@ Calibration load_calibration(const std::string& path) {
   if (const Node m = root.opt("machine"); m.defined() && m.is_map())
     for (const std::string& k : m.keys())
       if (m.get(k).is_scalar()) cal.machine.emplace_back(k, m.get(k).as_string());
+  if (const Node rs = root.opt("ratios"); rs.defined()) {
+    if (!rs.is_sequence()) rs.fail("expected a list of {codec, dtype, tensor, ratio, bytes}");
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const Node r = rs[i];
+      CalibratedRatio cr;
+      cr.codec = r.get("codec").as_string();
+      cr.dtype = r.get("dtype").as_choice({"bf16", "fp16", "fp32"});
+      cr.tensor = r.get("tensor").as_string();
+      if (cr.codec.empty() || cr.tensor.empty()) r.fail("codec and tensor must not be empty");
+      const Node ratio = r.get("ratio");
+      cr.ratio = ratio.as_double();
+      // A lossless codec's payload is at most a little over its input (stored chunks).
+      if (!(cr.ratio > 0 && cr.ratio <= 2)) ratio.fail("expected a ratio (compressed / uncompressed) in (0, 2]");
+      cr.bytes = static_cast<uint64_t>(r.get("bytes").as_int(1));
+      r.check_no_unknown_keys();
+      for (const CalibratedRatio& o : cal.ratios)
+        if (o.codec == cr.codec && o.dtype == cr.dtype && o.tensor == cr.tensor)
+          r.fail("a second ratio for " + cr.codec + " " + cr.dtype + " " + cr.tensor);
+      cal.ratios.push_back(std::move(cr));
+    }
+  }
   const Node curves = root.get("curves");
   for (size_t i = 0; i < curves.size(); ++i) {
     const Node c = curves[i];

@@ -11,6 +11,8 @@
 //   complete: false            # optional, default true; false: a run that had not finished
 //   concurrent: 2              # optional, default 1: the host ranks that ran each op at once
 //   missing: ["compress fp8-hadamard bf16", "reduce bf16"]   # with complete: false
+//   ratios:                    # optional: ratios a GPU library codec reached (calibrate --device cuda)
+//     - {codec: nvcomp-ans, dtype: bf16, tensor: grad, ratio: 0.68512, bytes: 4718592}
 //   curves:
 //     - {op: compress, codec: gauss-exp, dtype: bf16, latency: 6us, throughput: 350GB/s}
 //     - {op: reduce, dtype: bf16, points: [[4096, 3.1e-6], [1048576, 5.2e-6], ...]}
@@ -44,6 +46,15 @@ struct Curve {
   double alone_seconds(double bytes) const;  // seconds() where `alone` is empty
 };
 
+// The ratio a codec without a host implementation (a GPU library's, codec/codec.h
+// LibraryCodec) reached on the bundled tensors of one kind, measured where the file was:
+// compressed payload / uncompressed bytes, as calib::MeasuredRatio counts it.
+struct CalibratedRatio {
+  std::string codec, dtype, tensor;  // "nvcomp-ans", "bf16", "grad"
+  double ratio = 1.0;
+  uint64_t bytes = 0;  // uncompressed bytes measured
+};
+
 struct Calibration {
   std::string file, device, source, statement, date;
   std::vector<Curve> curves;
@@ -56,6 +67,10 @@ struct Calibration {
   // A batch of codec ops (sched::Op::batched) runs as one launch over all its bytes, as batched
   // codec APIs run it (file key batch_launch: true); false: each op is its own call.
   bool batch_launch = false;
+  std::vector<CalibratedRatio> ratios;  // the file's `ratios`
+
+  // The measured ratio of `codec` on `dtype` tensors of kind `tensor`; nullptr if the file has none.
+  const CalibratedRatio* find_ratio(const std::string& codec, DType dtype, const std::string& tensor) const;
 
   // The duration of `op` over `bytes` uncompressed bytes. Identity compress/decompress cost
   // nothing (no kernel runs). Throws config::ConfigError naming the file and what is missing.

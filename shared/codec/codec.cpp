@@ -195,6 +195,13 @@ const Codec* find_codec(std::string_view name) {
   return nullptr;
 }
 
+const LibraryCodec* find_library_codec(std::string_view name) {
+  static constexpr LibraryCodec kCodecs[] = {{"nvcomp-ans", "nvCOMP", kNvcompChunkBytes}};
+  for (const LibraryCodec& c : kCodecs)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
 std::vector<std::string_view> codec_names() {
   std::vector<std::string_view> names;
   for (CodecId id : {CodecId::Identity, CodecId::GaussExp, CodecId::EntropyExp, CodecId::Fp8Hadamard})

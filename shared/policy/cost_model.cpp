@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codec/codec.h"
 #include "codec/format.h"
 #include "policy/nccl_tuning.h"
 #include "schedule/algorithms.h"
@@ -27,12 +28,6 @@ namespace {
 
 using sched::BufKind;
 using sched::OpKind;
-
-uint64_t wire_bytes_of(const std::string& codec, uint64_t elements, uint64_t raw, double ratio) {
-  const uint64_t chunks = (elements + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
-  const double payload = codec == "identity" ? static_cast<double>(raw) : ratio * static_cast<double>(raw);
-  return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
-}
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
@@ -60,6 +55,15 @@ SharedWork shared_work(double seconds, double alone_seconds, int concurrent) {
   const double alone = std::min(alone_seconds, seconds);
   w.bound = alone > 0 ? std::min(1.0, w.work / alone) : 1.0;
   return w;
+}
+
+uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio) {
+  const uint64_t raw = elements * dtype_size(dtype);
+  const LibraryCodec* lib = find_library_codec(codec);
+  const uint64_t chunks = lib ? (raw + lib->chunk_bytes - 1) / lib->chunk_bytes
+                              : (elements + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
+  const double payload = codec == "identity" ? static_cast<double>(raw) : ratio * static_cast<double>(raw);
+  return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
 }
 
 std::vector<int> rank_endpoints(const sched::Schedule& s, const topo::Topology& t) {
@@ -753,7 +757,7 @@ void PlanRun::start_op(int r, uint32_t i) {
     case OpKind::Compress:
     case OpKind::Decompress: {
       if (op.kind == OpKind::Compress)
-        st.wire[op.dst.index] = wire_bytes_of(codec_, op.src.count, op.src.count * dsize_, ratio_);
+        st.wire[op.dst.index] = wire_message_bytes(codec_, s_.dtype, op.src.count, ratio_);
       if (op.batched && cal_.batch_launch) {  // run in its batch's first op's launch
         finish_op(r, i, now);
         break;

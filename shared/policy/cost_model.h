@@ -97,6 +97,13 @@ inline int copy_concurrency(const topo::Topology& t) { return t.gpus_per_node; }
 // ranks, or a switch rank's GPUs are not all on one node of a topology with NVLink SHARP.
 std::vector<int> rank_endpoints(const sched::Schedule& s, const topo::Topology& t);
 
+// The bytes a message of `elements` elements compressed by `codec` carries: its payload at
+// `ratio` (compressed / uncompressed; identity: the elements as they are) plus the stream's
+// header and an offset entry per chunk (docs/FORMAT.md): chunks of the default chunk size for
+// compcoll's codecs, of the library's chunk size for a library codec (codec/codec.h). The
+// simulator and the cost model size every compressed message with it.
+uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio);
+
 // Whether rank `rank`'s reduce and copy ops are kernels of their own, at the calibration's
 // times: not where NCCL's kernels run the call (they reduce inside the kernel that moves the
 // data), not on a switch rank (the switch reduces at its ports' rate). The simulator and the

@@ -31,7 +31,7 @@ void check_calls(const Experiment& exp) {
 
 void check_codecs(const Experiment& exp, bool allow_lowrank) {
   for (const auto& c : exp.codecs) {
-    if (find_codec(c) || (allow_lowrank && policy::parse_lowrank_codec(c))) continue;
+    if (known_codec(c) || (allow_lowrank && policy::parse_lowrank_codec(c))) continue;
     throw ConfigError(exp.file + ": codecs: unknown codec '" + c + "'" +
                       (allow_lowrank ? " (or lowrank:r=N, the low-rank gradient compressor)" : ""));
   }
@@ -45,7 +45,7 @@ void check_curves(const Experiment& exp, const calib::Calibration& cal) {
         throw ConfigError(cal.file + ": curves: no " + std::string(calib::op_name(op)) + " curve for codec " + codec + what);
   };
   for (const auto& c : exp.codecs) {
-    if (c == "identity" || !find_codec(c)) continue;
+    if (c == "identity" || !known_codec(c)) continue;
     for (const auto& s : exp.calls)
       if (s.placement != "none") need(c, *parse_dtype(s.dtype), ", dtype " + s.dtype);
     if (!exp.workloads.empty()) need(c, DType::BF16, "");
@@ -68,6 +68,19 @@ const calib::MeasuredRatio& Ratios::get(const std::string& codec, DType dtype, c
   } else if (exp_->fixed_ratios.count(codec)) {
     m.ratio = exp_->fixed_ratios.at(codec);
     m.source = "fixed in " + exp_->file;
+  } else if (const LibraryCodec* lib = find_library_codec(codec)) {
+    // No host implementation to measure it with: the ratio the GPU reached when it was calibrated.
+    const calib::CalibratedRatio* r = cal_ ? cal_->find_ratio(codec, dtype, tensor) : nullptr;
+    if (!r)
+      throw ConfigError((cal_ ? cal_->file : exp_->file) + ": ratios: no measured ratio of " + codec + " on " +
+                        std::string(dtype_name(dtype)) + " " + tensor + " tensors (" + std::string(lib->library) +
+                        " runs on a GPU only: `compcoll-bench calibrate --device cuda` measures it where " +
+                        std::string(lib->library) + " loads), and no fixed ratio for it in " + exp_->file);
+    m.ratio = r->ratio;
+    m.files = 0;
+    m.bytes = r->bytes;
+    m.source = "measured by " + std::string(lib->library) + " on " + std::to_string(r->bytes) + " bytes of " +
+               std::string(dtype_name(dtype)) + " " + tensor + " tensors (" + cal_->file + ")";
   } else if (!exp_->tensors_dir.empty()) {
     m = calib::measure_ratio(codec, dtype, exp_->tensors_dir, tensor);
   } else {
@@ -87,7 +100,7 @@ std::function<double(const std::string&, DType, const std::string&)> Ratios::fun
 void Ratios::resolve_all() {
   for (const auto& s : exp_->calls)
     for (const auto& c : exp_->codecs)
-      if (find_codec(c)) get(c, s);
+      if (known_codec(c)) get(c, s);
 }
 
 policy::NetFactors net_factors(const Experiment& exp) {
@@ -154,7 +167,7 @@ Planner::Planner(const Experiment& exp, const topo::Topology& topo, const calib:
     : exp_(exp), topo_(topo), gpus_per_node_(gpus_per_node), routes_(topo) {
   std::vector<std::string> codecs;  // the codecs a policy may use (not lowrank:r=N)
   for (const auto& c : exp.codecs)
-    if (find_codec(c)) codecs.push_back(c);
+    if (known_codec(c)) codecs.push_back(c);
   system_ = make_system(topo, cal, net, ratios, codecs);
   system_.nccl_algorithms = exp.nccl_algo;
 }

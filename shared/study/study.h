@@ -39,10 +39,11 @@ void check_curves(const Experiment& exp, const calib::Calibration& cal);
 calib::Calibration load_calibration(const Experiment& exp);
 
 // Compressed / uncompressed size of each codec on each dtype and tensor kind: fixed in the
-// experiment, or measured once on its tensors (calib::measure_ratio).
+// experiment, or measured once on its tensors (calib::measure_ratio); for a library codec (no
+// host implementation, codec/codec.h) the ratio `cal` records, measured on a GPU.
 class Ratios {
  public:
-  explicit Ratios(const Experiment& exp) : exp_(&exp) {}
+  explicit Ratios(const Experiment& exp, const calib::Calibration* cal = nullptr) : exp_(&exp), cal_(cal) {}
   const calib::MeasuredRatio& get(const std::string& codec, DType dtype, const std::string& tensor);
   const calib::MeasuredRatio& get(const std::string& codec, const CallSweep& call);
   // What policy::System::ratio takes.
@@ -55,6 +56,7 @@ class Ratios {
 
  private:
   const Experiment* exp_;
+  const calib::Calibration* cal_;
   std::map<std::string, calib::MeasuredRatio> ratios_;
 };
 

@@ -109,6 +109,38 @@ TEST_CASE("calibration: batch_launch is false unless the file says true", "[cali
   CHECK_FALSE(calib::load_calibration(std::string(COMPCOLL_SOURCE_DIR) + "/calibration/h200.yaml").batch_launch);
 }
 
+TEST_CASE("calibration: ratios a GPU library codec reached, per dtype and tensor kind", "[calibration]") {
+  const std::string curve = "curves:\n  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n";
+  const calib::Calibration cal = calib::load_calibration(write_file(
+      "ratios", std::string(kHeader) +
+                    "ratios:\n  - {codec: nvcomp-ans, dtype: bf16, tensor: grad, ratio: 0.69764, bytes: 4718592}\n"
+                    "  - {codec: nvcomp-ans, dtype: fp32, tensor: grad, ratio: 0.8125, bytes: 1572864}\n" + curve));
+  REQUIRE(cal.ratios.size() == 2);
+  const calib::CalibratedRatio* r = cal.find_ratio("nvcomp-ans", DType::BF16, "grad");
+  REQUIRE(r);
+  CHECK(r->ratio == 0.69764);
+  CHECK(r->bytes == 4718592);
+  CHECK(cal.find_ratio("nvcomp-ans", DType::FP32, "grad")->ratio == 0.8125);
+  CHECK_FALSE(cal.find_ratio("nvcomp-ans", DType::BF16, "param"));
+  CHECK_FALSE(cal.find_ratio("nvcomp-ans", DType::FP16, "grad"));
+  CHECK_FALSE(cal.find_ratio("gauss-exp", DType::BF16, "grad"));
+  CHECK(calib::load_calibration(write_file("noratios", std::string(kHeader) + curve)).ratios.empty());
+  // Bad entries: one line naming the file and the key.
+  const std::string entry = "ratios:\n  - {codec: nvcomp-ans, dtype: bf16, tensor: grad, ";
+  CHECK_THAT(load_error("ratio0", entry + "ratio: 0, bytes: 1}\n" + curve),
+             Catch::Contains("ratio0.yaml: ratios.0.ratio: expected a ratio (compressed / uncompressed) in (0, 2]"));
+  CHECK_THAT(load_error("ratiobig", entry + "ratio: 3.5, bytes: 1}\n" + curve), Catch::Contains("ratios.0.ratio"));
+  CHECK_THAT(load_error("ratiobytes", entry + "ratio: 0.7, bytes: 0}\n" + curve), Catch::Contains("ratios.0.bytes"));
+  CHECK_THAT(load_error("ratiokey", entry + "ratio: 0.7, bytes: 1, kind: x}\n" + curve),
+             Catch::Contains("ratios.0: unknown key 'kind'"));
+  CHECK_THAT(load_error("ratiodtype", "ratios:\n  - {codec: nvcomp-ans, dtype: any, tensor: grad, ratio: 0.7, bytes: 1}\n" + curve),
+             Catch::Contains("ratios.0.dtype"));
+  CHECK_THAT(load_error("ratiotwice", entry + "ratio: 0.7, bytes: 1}\n  - {codec: nvcomp-ans, dtype: bf16, tensor: grad, "
+                                              "ratio: 0.8, bytes: 1}\n" + curve),
+             Catch::Contains("ratios.1: a second ratio for nvcomp-ans bf16 grad"));
+  CHECK_THAT(load_error("ratiolist", "ratios: {codec: nvcomp-ans}\n" + curve), Catch::Contains("ratiolist.yaml: ratios: expected a list"));
+}
+
 TEST_CASE("calibration: every shipped file loads and covers every codec it is used with", "[calibration]") {
   size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(std::string(COMPCOLL_SOURCE_DIR) + "/calibration")) {

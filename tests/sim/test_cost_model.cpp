@@ -190,6 +190,50 @@ TEST_CASE("direct allreduce: batched codec launches, simulator and cost model wi
   }
 }
 
+// A GPU library's codec (nvcomp-ans: nvCOMP's batched ANS, codec/codec.h) is priced as any
+// codec: its calibration curves for its kernels, its messages sized in the library's 64 KiB
+// chunks (an offset entry each) around the payload at its ratio; simulator and cost model alike.
+TEST_CASE("a library codec: its curves and its chunks, simulator and cost model within 0.2%", "[sim][cost-model][library-codec]") {
+  // 4 MiB of bf16: 64 chunks of 64 KiB for nvCOMP, 128 of compcoll's 16,384 elements.
+  const uint64_t elements = uint64_t{2} << 20;
+  CHECK(policy::wire_message_bytes("nvcomp-ans", DType::BF16, elements, 0.5) == 32 + 8 * 64 + (uint64_t{2} << 20));
+  CHECK(policy::wire_message_bytes("gauss-exp", DType::BF16, elements, 0.5) == 32 + 8 * 128 + (uint64_t{2} << 20));
+  CHECK(policy::wire_message_bytes("identity", DType::BF16, elements, 0.5) == 32 + 8 * 128 + (uint64_t{4} << 20));
+  CHECK(policy::wire_message_bytes("nvcomp-ans", DType::FP32, 1, 1.0) == 32 + 8 + 4);  // one partial chunk
+
+  const calib::Calibration derived = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
+  // nvcomp-ans given gauss-exp's curves, then slower made-up ones (20 / 16 us a launch against
+  // the derived gauss-exp's 10 / 5 us; not nvCOMP's figures).
+  calib::Calibration same = derived, slow = derived;
+  same.batch_launch = slow.batch_launch = false;
+  for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress}) {
+    calib::Curve c = *derived.find(op, "gauss-exp", DType::BF16);
+    c.codec = "nvcomp-ans";
+    same.curves.push_back(c);
+    const double lat = op == calib::Op::Compress ? 20e-6 : 16e-6, bw = op == calib::Op::Compress ? 900e9 : 1400e9;
+    c.points = {{4096, lat + 4096 / bw}, {double(1 << 30), lat + (1 << 30) / bw}};
+    slow.curves.push_back(c);
+  }
+  const auto dgx = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  const sim::NetworkModel net = test::rdma_network("lv08");
+  auto run = [&](const std::string& codec, const calib::Calibration& cal) {
+    sim::Call call = call_of(dgx, sched::Collective::AllReduce, "ring", sched::Placement::ZipCCL, codec, 1, 64 << 20);
+    const double sim_s = simulated(dgx, call, net, cal);
+    policy::RouteCache routes(dgx);
+    const auto pred = policy::predict(sched::build_schedule(call.build), dgx, cal, codec, call.ratio, net.factors(), routes);
+    CAPTURE(codec, sim_s, pred.time_s);
+    CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
+    return sim_s;
+  };
+  const double gauss = run("gauss-exp", same), nv_same = run("nvcomp-ans", same), nv_slow = run("nvcomp-ans", slow);
+  // With the same curves and ratio only the chunk tables differ (128 against 256 entries for
+  // each 8 MiB block): the same time within 0.1%.
+  CHECK(nv_same == Approx(gauss).epsilon(0.001));
+  // Its own curves decide: each of the reduce-scatter's 7 steps decompresses, adds and
+  // compresses in turn, 21 us more a step in launches alone.
+  CHECK(nv_slow > nv_same + 7 * 21e-6);
+}
+
 // The hierarchical all-to-all on the rail-optimized cluster: every rank sends g - 1 packed
 // messages of N blocks over NVLink, then N - 1 of g blocks along its rail (GPU -> leaf -> GPU).
 // When each rank sends to the peers after it (l + 1, l + 2, ...) and takes its receives, one

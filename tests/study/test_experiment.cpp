@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "calibration/calibration.h"
+#include "codec/codec.h"
 #include "study/experiment.h"
 #include "study/study.h"
 #include "config/yaml_node.h"
@@ -256,4 +258,63 @@ TEST_CASE("topology_set and nccl_algo: NVLS off, or NCCL's rings only", "[config
                     Catch::Contains("topology_set: expected key.path=value"));
   CHECK_THROWS_WITH(load_experiment(write_experiment("bad-algo", base + "nccl_algo: [ring, collnet]\n")),
                     Catch::Contains("nccl_algo") && Catch::Contains("collnet"));
+}
+
+// A GPU library's codec (nvcomp-ans, codec/codec.h): an experiment may name it; its ratio comes
+// from the calibration's `ratios` (measured where the file was), its durations from the file's
+// curves; without either the run is refused in one line naming the file and what to do.
+TEST_CASE("a library codec takes its ratio and curves from the calibration", "[config][experiment][library-codec]") {
+  REQUIRE(find_library_codec("nvcomp-ans"));
+  CHECK(find_library_codec("nvcomp-ans")->chunk_bytes == 65536);
+  CHECK_FALSE(find_library_codec("gauss-exp"));
+  CHECK_FALSE(find_codec("nvcomp-ans"));  // no host implementation: not in the host registry
+  CHECK(known_codec("nvcomp-ans"));
+  CHECK(known_codec("gauss-exp"));
+  CHECK_FALSE(known_codec("nvcomp-lz4"));
+
+  const auto dir = std::filesystem::temp_directory_path() / "compcoll-test-exp";
+  std::filesystem::create_directories(dir);
+  const std::string header = "device: \"test GPU\"\nsource: measured\ndate: 2026-01-01\nstatement: made up\n";
+  const std::string curves =
+      "curves:\n  - {op: compress, codec: nvcomp-ans, dtype: bf16, latency: 20us, throughput: 1000GB/s}\n"
+      "  - {op: decompress, codec: nvcomp-ans, dtype: bf16, latency: 16us, throughput: 2000GB/s}\n";
+  const std::string with_ratio = (dir / "lib-cal.yaml").string(), without = (dir / "lib-cal-noratio.yaml").string(),
+                    no_curves = (dir / "lib-cal-nocurves.yaml").string();
+  std::ofstream(with_ratio) << header
+                            << "ratios:\n  - {codec: nvcomp-ans, dtype: bf16, tensor: grad, ratio: 0.69764, bytes: 4718592}\n"
+                            << curves;
+  std::ofstream(without) << header << curves;
+  std::ofstream(no_curves) << header
+                           << "ratios:\n  - {codec: nvcomp-ans, dtype: bf16, tensor: grad, ratio: 0.69764, bytes: 4718592}\n"
+                           << "curves:\n  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n";
+  const std::string body = "sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring, dtype: bf16, tensor: grad}\n"
+                           "codecs: [identity, nvcomp-ans]\nratios:\n  tensors: " + kRoot + "/tests/data\n";
+  const Experiment exp = load_experiment(write_experiment("library", body));
+  CHECK_NOTHROW(check_codecs(exp, false));
+
+  const calib::Calibration cal = calib::load_calibration(with_ratio);
+  CHECK_NOTHROW(check_curves(exp, cal));
+  Ratios ratios(exp, &cal);
+  const calib::MeasuredRatio& m = ratios.get("nvcomp-ans", DType::BF16, "grad");
+  CHECK(m.ratio == 0.69764);
+  CHECK_THAT(m.source, Catch::Contains("measured by nvCOMP on 4718592 bytes of bf16 grad tensors") &&
+                           Catch::Contains("lib-cal.yaml"));
+  // The host codecs are still measured on the experiment's tensors.
+  CHECK_THAT(ratios.get("gauss-exp", DType::BF16, "grad").source, Catch::Contains("measured on"));
+
+  // No measured ratio for this dtype or kind, or no calibration at all: refused, naming the file.
+  const calib::Calibration bare = calib::load_calibration(without);
+  Ratios no_ratio(exp, &bare);
+  CHECK_THROWS_WITH(no_ratio.get("nvcomp-ans", DType::BF16, "grad"),
+                    Catch::StartsWith(without + ": ratios: no measured ratio of nvcomp-ans on bf16 grad tensors") &&
+                        Catch::Contains("compcoll-bench calibrate --device cuda"));
+  CHECK_THROWS_WITH(Ratios(exp, &cal).get("nvcomp-ans", DType::BF16, "param"),
+                    Catch::Contains("no measured ratio of nvcomp-ans on bf16 param tensors"));
+  CHECK_THROWS_WITH(Ratios(exp).get("nvcomp-ans", DType::BF16, "grad"), Catch::StartsWith(exp.file + ": ratios: "));
+  // A fixed ratio in the experiment still wins, as for any codec.
+  const Experiment fixed = load_experiment(write_experiment("library-fixed", body + "  fixed: {nvcomp-ans: 0.7}\n"));
+  CHECK(Ratios(fixed, &bare).get("nvcomp-ans", DType::BF16, "grad").ratio == 0.7);
+  // Its curves are required like any codec's.
+  CHECK_THROWS_WITH(check_curves(exp, calib::load_calibration(no_curves)),
+                    Catch::Contains("lib-cal-nocurves.yaml: curves: no compress curve for codec nvcomp-ans, dtype bf16"));
 }
