@@ -206,6 +206,12 @@ if os.path.exists(cal):
             need = 600 if op == "compress" else 800
             target = f"  target >= {need}: {'met' if gbps >= need else 'NOT met'}"
         lines.append(f"  {codec:14s} {dtype:5s} {op:10s} {gbps:8.1f} GB/s{frac}{target}")
+    # The ratios calibrate measured with a GPU library's codec (nvcomp-ans), per dtype and kind.
+    for line in open(cal):
+        m = re.match(r"\s*- \{codec: ([\w-]+), dtype: (\w+), tensor: ([^,]+), ratio: ([0-9.eE+-]+), bytes: (\d+)\}\s*$", line)
+        if m:
+            c, d, t, r, b = m.groups()
+            lines.append(f"  ratio {c} {d} {t}: {float(r):.5f} (x{1 / float(r):.3f} smaller) on {b} bytes")
 else:
     warnings.append(f"no calibration file ({cal}): see calibrate.log")
 codec = []
