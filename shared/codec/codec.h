@@ -94,15 +94,16 @@ const Codec* find_codec(std::string_view name);
 // Names of all codecs, in id order.
 std::vector<std::string_view> codec_names();
 
+// nvCOMP's chunk: its batched API's usual size (its headers advise 64 KiB for ANS decode speed),
+// in which compcoll-bench runs it and the simulator sizes its messages.
+inline constexpr uint64_t kNvcompChunkBytes = 64 * 1024;
+
 // A GPU library's codec that the simulator prices beside compcoll's own: its durations and its
 // ratio come from a calibration measured on a GPU (`compcoll-bench calibrate --device cuda`:
 // the file's curves and `ratios`, docs/CALIBRATION.md), since it has no host implementation
 // here. "nvcomp-ans": nvCOMP's batched ANS over 64 KiB chunks. A message of one is priced as the
 // compcoll container would carry its chunks: the stream header, an offset entry per chunk and
 // the compressed chunks (docs/FORMAT.md).
-// nvCOMP's chunk: its batched API's usual size (its headers advise 64 KiB for ANS decode speed),
-// in which compcoll-bench runs it and the simulator sizes its messages.
-inline constexpr uint64_t kNvcompChunkBytes = 64 * 1024;
 struct LibraryCodec {
   std::string_view name;     // "nvcomp-ans"
   std::string_view library;  // "nvCOMP"
