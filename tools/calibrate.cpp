@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -57,7 +56,7 @@ constexpr DType kDTypes[] = {DType::BF16, DType::FP16, DType::FP32};
 constexpr uint64_t kMinBytes = 4096;
 // nvCOMP's batched ANS, the one library codec calibrate times (tools/nvcomp_peer.h). Its name
 // is known to every build, so that asking for it where it cannot run says why.
-const std::string kNvcompAns = "nvcomp-ans";
+const std::string kNvcompAns(kNvcompAnsName);
 
 // ---- the host device -------------------------------------------------------------------
 
@@ -677,20 +676,6 @@ std::string describe_curves(const std::vector<CurveKey>& keys, const std::vector
   return out;
 }
 
-// `s` as a plain YAML scalar where it reads back as that string ("grad", "moe-dispatch"),
-// else double-quoted.
-std::string yaml_plain(const std::string& s) {
-  const bool plain = !s.empty() && std::isalpha(static_cast<unsigned char>(s[0])) &&
-                     std::all_of(s.begin(), s.end(), [](char c) {
-                       return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
-                     });
-  std::string lower;
-  for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* word : {"true", "false", "null", "yes", "no", "on", "off", "y", "n"})
-    if (lower == word) return config::yaml_quote(s);
-  return plain ? s : config::yaml_quote(s);
-}
-
 void write_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
@@ -1058,7 +1043,7 @@ int run_calibrate(int argc, char** argv) {
     if (!ratios.empty()) {
       y << "ratios:\n";
       for (const Ratio& r : ratios)
-        y << "  - {codec: " << kNvcompAns << ", dtype: " << r.dtype << ", tensor: " << yaml_plain(r.tensor)
+        y << "  - {codec: " << kNvcompAns << ", dtype: " << r.dtype << ", tensor: " << config::yaml_quote(r.tensor)
           << ", ratio: " << config::yaml_number(r.ratio) << ", bytes: " << r.bytes << "}\n";
     }
     // The first write replaces the file: an older one at that name is kept as FILE.bak.

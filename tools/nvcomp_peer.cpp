@@ -159,7 +159,7 @@ Algorithm ans(DType dtype) {
   nvcompBatchedANSDecompressOpts_t d = nvcompBatchedANSDecompressDefaultOpts;
   d.data_type = c.data_type;
   Algorithm a;
-  a.name = "nvcomp-ans";
+  a.name = kNvcompAnsName;
   a.alignments = [c, d](nvcompAlignmentRequirements_t& ca, nvcompAlignmentRequirements_t& da) {
     check(api().nvcompBatchedANSCompressGetRequiredAlignments(c, &ca), "nvcompBatchedANSCompressGetRequiredAlignments");
     check(api().nvcompBatchedANSDecompressGetRequiredAlignments(d, &da), "nvcompBatchedANSDecompressGetRequiredAlignments");
@@ -260,7 +260,7 @@ std::string first_bad(const std::vector<nvcompStatus_t>& status) {
 
 // The algorithm of a peer's name, its options for `dtype`; nothing for another name.
 std::optional<Algorithm> algorithm(const std::string& name, DType dtype) {
-  if (name == "nvcomp-ans") return ans(dtype);
+  if (name == kNvcompAnsName) return ans(dtype);
   if (name == "nvcomp-bitcomp") return bitcomp(dtype);
   return std::nullopt;
 }
@@ -380,7 +380,7 @@ std::string nvcomp_library_file() {
   return info.dli_fname;
 }
 
-std::vector<std::string> nvcomp_peer_names() { return {"nvcomp-ans", "nvcomp-bitcomp"}; }
+std::vector<std::string> nvcomp_peer_names() { return {std::string(kNvcompAnsName), "nvcomp-bitcomp"}; }
 
 PeerResult run_nvcomp_peer(const std::string& codec, const CudaPeerContext& ctx, const std::vector<uint8_t>& host_input) {
   PeerResult r;

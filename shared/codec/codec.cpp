@@ -196,7 +196,7 @@ const Codec* find_codec(std::string_view name) {
 }
 
 const LibraryCodec* find_library_codec(std::string_view name) {
-  static constexpr LibraryCodec kCodecs[] = {{"nvcomp-ans", "nvCOMP", kNvcompChunkBytes}};
+  static constexpr LibraryCodec kCodecs[] = {{kNvcompAnsName, "nvCOMP", kNvcompChunkBytes}};
   for (const LibraryCodec& c : kCodecs)
     if (c.name == name) return &c;
   return nullptr;

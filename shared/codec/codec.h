@@ -97,6 +97,9 @@ std::vector<std::string_view> codec_names();
 // nvCOMP's chunk: its batched API's usual size (its headers advise 64 KiB for ANS decode speed),
 // in which compcoll-bench runs it and the simulator sizes its messages.
 inline constexpr uint64_t kNvcompChunkBytes = 64 * 1024;
+// The name of nvCOMP's ANS as a codec of compcoll's files: the library codec below, the
+// calibration's curves and ratios, compcoll-bench's rows.
+inline constexpr std::string_view kNvcompAnsName = "nvcomp-ans";
 
 // A GPU library's codec that the simulator prices beside compcoll's own: its durations and its
 // ratio come from a calibration measured on a GPU (`compcoll-bench calibrate --device cuda`:

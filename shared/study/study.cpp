@@ -77,7 +77,6 @@ const calib::MeasuredRatio& Ratios::get(const std::string& codec, DType dtype, c
                         " runs on a GPU only: `compcoll-bench calibrate --device cuda` measures it where " +
                         std::string(lib->library) + " loads), and no fixed ratio for it in " + exp_->file);
     m.ratio = r->ratio;
-    m.files = 0;
     m.bytes = r->bytes;
     m.source = "measured by " + std::string(lib->library) + " on " + std::to_string(r->bytes) + " bytes of " +
                std::string(dtype_name(dtype)) + " " + tensor + " tensors (" + cal_->file + ")";
