@@ -378,6 +378,16 @@ class NcclLike final : public Policy {
     // NCCL's kernels run it on GPUs; ranks of a host over MPI (receive_copy) run it through
     // compcoll's executor, reductions and copies included.
     p.nccl_kernels = !t.receive_copy;
+    if (call.nranks <= 1) {
+      // NCCL runs a collective of one rank without any of its algorithms: a copy of the input
+      // to the output, nothing in place (src/enqueue.cc, ncclLaunchOneRank). Nothing crosses a
+      // link; a one-rank schedule has no ops.
+      p.algorithm = call.collective == Collective::Broadcast ? "chain"
+                    : call.collective == Collective::AllToAll ? "pairwise" : "ring";
+      p.nccl_s = 0;
+      if (predicted) *predicted = 0;
+      return p;
+    }
     if (call.collective == Collective::Broadcast || call.collective == Collective::AllToAll) {
       // Not tuned by NCCL's model here: a pipelined chain; NCCL's point-to-point exchange,
       // through PXN where NCCL uses it.

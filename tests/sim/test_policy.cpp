@@ -397,6 +397,31 @@ TEST_CASE("adaptive never slower than NCCL's own collective by its model", "[pol
   CHECK(std::none_of(on_host.begin(), on_host.end(), [](const Plan& p) { return p.library; }));
 }
 
+TEST_CASE("a group of one rank: every policy plans it, nothing moves, NCCL's estimate is 0", "[policy][nccl]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  const auto cal = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
+  const System sys = system_of(t, cal, {"identity", "gauss-exp"});
+  RouteCache routes(t);
+  for (auto coll : {sched::Collective::AllReduce, sched::Collective::ReduceScatter, sched::Collective::AllGather,
+                    sched::Collective::Broadcast, sched::Collective::AllToAll}) {
+    CallInfo info = allreduce(uint64_t{1} << 20, 1);
+    info.collective = coll;
+    CAPTURE(static_cast<int>(coll));
+    double estimate = -1;
+    const Plan nccl = make_policy("nccl-like")->choose(info, sys, &estimate);
+    CHECK(estimate == 0);
+    CHECK(nccl.nccl_s == 0);
+    CHECK(nccl.nccl_kernels);
+    CHECK(predict_plan(nccl, info, sys, routes) == 0);
+    CHECK(simulate_plan(t, cal, nccl, info) == 0);
+    const auto plans = candidates(info, sys);
+    CHECK(std::count_if(plans.begin(), plans.end(), [](const Plan& p) { return p.library; }) == 1);
+    double chosen = -1;
+    make_policy("adaptive")->choose(info, sys, &chosen);
+    CHECK(chosen == 0);
+  }
+}
+
 TEST_CASE("candidates: every plan builds; none too large to price", "[policy]") {
   const auto t = topo::load_topology(kRoot + "/topologies/fat-tree-16k.yaml");
   const auto cal = calib::zero_calibration();
