@@ -466,7 +466,7 @@ void emit(Run& r, Out& o, const std::vector<sim::CallResult>& results) {
 }
 
 // Simulates the group's job; rows go out in order, each once its calls have finished.
-void simulate_group(Run& r, const sim::Job& job, std::vector<Out>& outs, const std::string& topo_path) {
+void simulate_group(Run& r, sim::Job& job, std::vector<Out>& outs, const std::string& topo_path) {
   if (!r.args.json) {
     std::cout << report::table_header(r.has_oracle ? report::Table::SimRegret : report::Table::Sim);
     std::cout.flush();
@@ -481,39 +481,63 @@ void simulate_group(Run& r, const sim::Job& job, std::vector<Out>& outs, const s
     while (next < outs.size() && done(outs[next].calls) && done(outs[next].oracle_calls)) emit(r, outs[next++], results);
   };
   emit_ready();
-  // What the group needs against what this machine has, before anything is built: a group too
-  // large for it fails here, naming the topology and what to change, not in the engine.
+  // What each call needs against what this machine has, before anything is built: a platform
+  // too large for it fails the whole group here, a call too large fails its rows, naming the
+  // topology and what to change, not in the engine; the calls that fit still run.
   const int gpus = job.topology.gpus();
-  double need = sim::expected_peak_bytes(gpus, 0, 0);
-  int need_ranks = 0;
-  uint64_t need_ops = 0;
+  const double avail = sim::available_memory_bytes();
+  struct Need {
+    double bytes = 0;
+    int ranks = 0;
+    uint64_t ops = 0;
+  };
+  std::vector<Need> need(job.calls.size(), Need{sim::expected_peak_bytes(gpus, 0, 0), 0, 0});
   for (const Out& o : outs)
-    for (const auto& p : o.plans) {
+    for (size_t k = 0; k < o.plans.size(); ++k) {
+      const policy::Plan& p = o.plans[k];
       const uint64_t ops = policy::plan_size(p, o.cell.info, policy::ranks_per_node(job.topology, o.cell.info.nranks)).ops *
                            static_cast<uint64_t>(r.args.back_to_back);
       const double b = sim::expected_peak_bytes(gpus, o.cell.info.nranks, ops);
-      if (b > need) need = b, need_ranks = o.cell.info.nranks, need_ops = ops;
+      if (b > need[o.calls[k]].bytes) need[o.calls[k]] = {b, o.cell.info.nranks, ops};
     }
-  if (const double avail = sim::available_memory_bytes(); need > avail) {
+  auto too_large = [&](const Need& n) {
     std::ostringstream why;
     why.precision(3);
-    why << "simulating it needs about " << need / 1e9 << " GB (a platform of " << gpus << " GPUs";
-    if (need_ranks) why << ", a call of " << need_ranks << " ranks and " << need_ops << " schedule ops";
+    why << "simulating it needs about " << n.bytes / 1e9 << " GB (a platform of " << gpus << " GPUs";
+    if (n.ranks) why << ", a call of " << n.ranks << " ranks and " << n.ops << " schedule ops";
     why << "), more than the " << avail / 1e9
         << " GB this process may take: run it on a machine with more memory (compcoll-sim --estimate; "
            "scripts/slurm-sweep.sh asks Slurm for it), or with fewer ranks (ranks:) or fewer chunks or channels";
-    std::cerr << "compcoll-sim: " << topo_path << ": " << why.str() << "\n";
-    r.doc["topologies"].back()["error"] = why.str();
-    for (size_t c = 0; c < results.size(); ++c) {
+    return why.str();
+  };
+  std::vector<sim::Call> all = std::move(job.calls);
+  job.calls.clear();
+  std::vector<size_t> index;  // job.calls (those that fit) -> all
+  const Need* largest = nullptr;
+  for (size_t c = 0; c < all.size(); ++c) {
+    if (need[c].bytes <= avail) {
+      index.push_back(c);
+      job.calls.push_back(std::move(all[c]));
+    } else {
       results[c].index = c;
-      results[c].error = "not simulated: " + why.str();
+      results[c].error = "not simulated: " + too_large(need[c]);
       finished[c] = 1;
+      if (!largest || need[c].bytes > largest->bytes) largest = &need[c];
     }
-    emit_ready();
-    r.any_error = true;
-    return;
   }
-  const auto stats = sim::simulate(job, [&](const sim::CallResult& c) {
+  if (largest) {
+    const std::string why = too_large(*largest);
+    std::cerr << "compcoll-sim: " << topo_path << ": " << why << " (" << all.size() - index.size() << " of its "
+              << all.size() << " calls not simulated)\n";
+    json& tj = r.doc["topologies"].back();
+    tj["calls_not_simulated"] = all.size() - index.size();
+    if (index.empty()) tj["error"] = why;
+    r.any_error = true;
+  }
+  emit_ready();
+  if (index.empty()) return;
+  const auto stats = sim::simulate(job, [&](sim::CallResult c) {
+    c.index = index[c.index];
     results[c.index] = c;
     finished[c.index] = 1;
     emit_ready();
