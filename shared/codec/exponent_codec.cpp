@@ -32,7 +32,7 @@ std::string lane_error(LaneStatus st, uint32_t lane, uint32_t element) {
     case LaneStatus::Ok: return {};
     case LaneStatus::BadCode: return where + ": bit pattern is no code";
     case LaneStatus::BadExponent: return where + ": exponent out of range";
-    case LaneStatus::Overrun: return where + ": lane bitstream exhausted";
+    case LaneStatus::Overrun: return "lane " + std::to_string(lane) + ": bitstream exhausted before its last element";
     case LaneStatus::TrailingBits: return "lane " + std::to_string(lane) + ": trailing bits after the last element";
   }
   return where + ": unknown lane status";

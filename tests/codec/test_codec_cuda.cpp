@@ -529,6 +529,16 @@ TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][
         wrong[at] ^= 0x01;
         for (const int32_t st : gpu_statuses(s, expect, wrong)) CHECK(kind_of(st) == CudaChunkStatus::BadHeader);
       }
+      // The last chunk's end below the payload (a stream read_stream_info refuses; with the
+      // expected info no host reads the table): the last chunk says so.
+      {
+        auto short_end = stream;
+        const size_t last = format::kHeaderBytes + format::kOffsetEntryBytes * 2;
+        format::store_u64(short_end.data() + last, format::load_u64(stream.data() + last) - 4);
+        CHECK_THROWS_AS(read_stream_info(short_end.data(), short_end.size()), CodecError);
+        const auto st = gpu_statuses(s, expect, short_end);
+        CHECK(kind_of(st[2]) == CudaChunkStatus::BadOffsets);
+      }
       const uint64_t end0 = format::load_u64(stream.data() + format::kHeaderBytes);
 
       // Truncated chunk offsets: chunk 0 loses its last word, chunk 1 gains it.

@@ -70,7 +70,8 @@ std::string reference_lanes(const uint8_t* chunk, uint32_t n, bool gauss, std::v
       case expbits::LaneStatus::Ok: break;
       case expbits::LaneStatus::BadCode: return where + ": bit pattern is no code";
       case expbits::LaneStatus::BadExponent: return where + ": exponent out of range";
-      case expbits::LaneStatus::Overrun: return where + ": lane bitstream exhausted";
+      case expbits::LaneStatus::Overrun:
+        return "lane " + std::to_string(lane) + ": bitstream exhausted before its last element";
       case expbits::LaneStatus::TrailingBits:
         return "lane " + std::to_string(lane) + ": trailing bits after the last element";
     }

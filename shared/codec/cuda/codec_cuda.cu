@@ -259,8 +259,8 @@ std::string cuda_chunk_status_message(int32_t status) {
       return where + ": bit pattern is no code";
     case CudaChunkStatus::LaneBadExponent:
       return where + ": exponent out of range";
-    case CudaChunkStatus::LaneOverrun:
-      return where + ": lane bitstream exhausted";
+    case CudaChunkStatus::LaneOverrun:  // found after the lane's last element, as on the host
+      return "lane " + std::to_string(lane) + ": bitstream exhausted before its last element";
     case CudaChunkStatus::LaneTrailingBits:
       return "lane " + std::to_string(lane) + ": trailing bits after the last element";
     case CudaChunkStatus::Fp8BadHeader:

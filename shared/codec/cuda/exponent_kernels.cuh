@@ -727,9 +727,9 @@ __global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g,
 constexpr unsigned long long kDescSize = 1ull << 62;       // the chunk's own size
 constexpr unsigned long long kDescInclusive = 2ull << 62;  // the size of it and all before it
 constexpr unsigned long long kDescValue = kDescSize - 1;
-// A warp waits for a chunk before it at most this many polls (about a second with the sleep
-// between polls), then gives up: its chunk is not written and the call's size is 0, instead
-// of a hang, should the descriptors ever go wrong.
+// A warp waits for a chunk before it at most this many polls (each a device-scope load and a
+// 64 ns sleep: seconds, not a hang), then gives up: its chunk is not written and the call's
+// size is 0, should the descriptors ever go wrong.
 constexpr uint32_t kLookBackPolls = 1u << 24;
 
 // Lane 0 only: publishes chunk c's size and returns the bytes of the chunks before it, or
@@ -749,7 +749,7 @@ __device__ inline unsigned long long look_back(unsigned long long* desc, uint32_
     unsigned long long d = theirs.load(cuda::memory_order_acquire);
     for (uint32_t polls = 0; d == 0; d = theirs.load(cuda::memory_order_acquire)) {
       if (++polls == kLookBackPolls) {
-        atomicExch(failed, 1u);
+        cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*failed).store(1u, cuda::memory_order_seq_cst);
         return ~0ull;
       }
       __nanosleep(64);
@@ -792,8 +792,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     unsigned long long before = 0;
     if (lane == 0) before = look_back(desc, &s.counters[1], c, size);
     before = __shfl_sync(kFullMask, before, 0);
+    // The call's size: the last chunk's warp stores it, then reads the failure flag and stores
+    // 0 if it is set; a warp that gives up sets the flag, then stores 0. All sequentially
+    // consistent, so whichever order they run in, a call with a chunk left out ends at 0.
+    using SizeRef = cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>;
     if (before == ~0ull) {  // gave up waiting: leave the chunk, the call's size is 0
-      if (lane == 0) *out_size = 0;
+      if (lane == 0) SizeRef(*reinterpret_cast<unsigned long long*>(out_size)).store(0, cuda::memory_order_seq_cst);
       continue;
     }
     uint8_t* o = out + payload_at + before;
@@ -808,9 +812,10 @@ __global__ void __launch_bounds__(kBlockThreads)
       store_offset_entry(out, c, end);
       if (c + 1 == g.chunks) {
         store_header(out, header, end);
-        const bool failed = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(s.counters[1])
-                                .load(cuda::memory_order_acquire) != 0;
-        *out_size = failed ? 0 : payload_at + end;
+        SizeRef size_ref(*reinterpret_cast<unsigned long long*>(out_size));
+        size_ref.store(payload_at + end, cuda::memory_order_seq_cst);
+        if (cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(s.counters[1]).load(cuda::memory_order_seq_cst) != 0)
+          size_ref.store(0, cuda::memory_order_seq_cst);
       }
     }
     __syncwarp();  // the next chunk reloads this warp's window and stage
@@ -864,8 +869,9 @@ __device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometr
   const uint8_t* table = stream + format::kHeaderBytes;
   begin = c == 0 ? 0 : format::load_u64(table + format::kOffsetEntryBytes * (c - 1));
   end = format::load_u64(table + format::kOffsetEntryBytes * c);
+  // As read_stream_info: the last chunk ends where the payload does.
   if (begin > end || end > d.payload_bytes || begin % format::kChunkAlign != 0 ||
-      end % format::kChunkAlign != 0)
+      end % format::kChunkAlign != 0 || (c + 1 == d.g.chunks && end != d.payload_bytes))
     return status_of(CudaChunkStatus::BadOffsets);
   return 0;
 }
@@ -1041,12 +1047,14 @@ inline uint32_t grid_blocks(Kernel kernel, uint64_t chunks, size_t dynamic_smem 
   return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(needed, resident)));
 }
 
-// Lets `kernel` take `bytes` of dynamic shared memory; past 48 KB (with its static shared
-// memory) a kernel must opt in.
-template <class Kernel>
-inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+// Lets `kernel` take the dynamic shared memory of any chunk size (stage_bytes_for is at most
+// kStageBytes a warp); past 48 KB (with its static shared memory) a kernel must opt in. The
+// same value at every call, whatever the chunk size, so that threads launching the kernel at
+// once never lower each other's limit.
+template <class L, class Kernel>
+inline void allow_dynamic_smem(Kernel kernel) {
   COMPCOLL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(bytes)));
+                                           static_cast<int>(size_t{kStageBytes<L>} * kWarpsPerBlock)));
 }
 
 // Per-warp staging bytes for chunks of chunk_elements: kStageBytes, or less when no coded
@@ -1086,7 +1094,7 @@ void launch_exponent_encode(CodecId codec, DType dtype, const typename L::Bits* 
         const auto kernel = gauss_encode_kernel<L>;
         const uint32_t stage = stage_bytes_for<L>(g.chunk_elements);
         const size_t smem = size_t{stage} * kWarpsPerBlock;
-        allow_dynamic_smem(kernel, smem);
+        allow_dynamic_smem<L>(kernel);
         kernel<<<grid_blocks(kernel, g.chunks, smem), kBlockThreads, smem, stream>>>(
             in, g, s, out, out_size, make_header_prefix(codec, dtype, g), stage, gauss);
         COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
@@ -1105,7 +1113,7 @@ void launch_exponent_encode(CodecId codec, DType dtype, const typename L::Bits* 
     const auto emit = emit_kernel<K, L>;
     const uint32_t stage = stage_bytes_for<L>(g.chunk_elements);
     const size_t smem = size_t{stage} * kWarpsPerBlock;
-    allow_dynamic_smem(emit, smem);
+    allow_dynamic_smem<L>(emit);
     emit<<<grid_blocks(emit, g.chunks, smem), kBlockThreads, smem, stream>>>(in, g, s, payload,
                                                                              stage, gauss);
   }
@@ -1133,7 +1141,7 @@ void launch_exponent_decode(const uint8_t* stream_dev, const DecodeGeometry& d,
   const auto kernel = decode_kernel<K, L, Put>;
   const uint32_t stage = stage_bytes_for<L>(d.g.chunk_elements);
   const size_t smem = size_t{stage} * kWarpsPerBlock;
-  allow_dynamic_smem(kernel, smem);
+  allow_dynamic_smem<L>(kernel);
   kernel<<<grid_blocks(kernel, d.g.chunks, smem), kBlockThreads, smem, stream>>>(
       stream_dev, d, out, status, stage, gauss_code_param<K>());
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
