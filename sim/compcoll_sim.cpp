@@ -442,6 +442,12 @@ void emit(Run& r, Out& o, const std::vector<sim::CallResult>& results) {
   if (w.policy == "oracle" && w.error.empty()) oracle_s = w.time_s;
   if (w.error.empty() && oracle_s > 0) w.regret = w.time_s / oracle_s - 1;
   if (o.plans.size() > 1) label(r, w, o.cell, o.plans[pick]);
+  // A plan whose schedule has no compress op (placement none; or compressing only across nodes
+  // on one node) moves its bytes as they are: its ratio is 1, as compcoll-run measures it.
+  if (!o.calls.empty() && w.error.empty() && w.codec != "identity" && results[o.calls[pick]].compress_ops == 0) {
+    w.ratio = 1;
+    w.ratio_source = "nothing compressed (no compress op in the plan's schedule)";
+  }
   r.speedups.record(w);
   r.speedups.apply(w);
   if (!w.error.empty()) {

@@ -831,7 +831,10 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     sched::Schedule schedule =
         sched::build_schedule(policy::flow_spec(call.build, call.nccl_kernels, job.topology, job.network.factors()));
     uint64_t ops = 0;
-    for (const auto& rp : schedule.ranks) ops += rp.ops.size();
+    for (const auto& rp : schedule.ranks) {
+      ops += rp.ops.size();
+      for (const auto& op : rp.ops) res.compress_ops += op.kind == sched::OpKind::Compress;
+    }
     if (call.codec != "identity" && ops <= kMaxExposedOps) {
       // One call's, whatever the iterations; not counted in the call's wall time.
       const auto e0 = std::chrono::steady_clock::now();
@@ -884,7 +887,7 @@ void write_result(FILE* out, const CallResult& res) {
              {{"index", res.index}, {"time_s", res.time_s}, {"iteration_s", res.iteration_s}, {"messages", res.messages}, {"wire_bytes", res.wire_bytes},
               {"raw_bytes", res.raw_bytes}, {"codec_s", res.codec_s}, {"reduce_s", res.reduce_s}, {"wall_s", res.wall_s},
               {"codec_exposed_s", std::isnan(res.codec_exposed_s) ? nlohmann::json(nullptr) : nlohmann::json(res.codec_exposed_s)},
-              {"ops", res.ops}, {"error", res.error}});
+              {"ops", res.ops}, {"compress_ops", res.compress_ops}, {"error", res.error}});
 }
 
 // The child: one engine, one platform; every call runs in a process of its own forked from it,
@@ -1005,6 +1008,7 @@ JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& 
       if (j.contains("codec_exposed_s") && j["codec_exposed_s"].is_number()) r.codec_exposed_s = j["codec_exposed_s"];
       r.wall_s = j.value("wall_s", 0.0);
       r.ops = j.value("ops", uint64_t{0});
+      r.compress_ops = j.value("compress_ops", uint64_t{0});
       r.error = j.value("error", std::string());
       ++reported;
       on_result(r);

@@ -79,6 +79,7 @@ struct CallResult {
                                  // cost model's), for compressed calls of at most kMaxExposedOps ops
   double wall_s = 0;        // host time to build the schedule and simulate it
   uint64_t ops = 0;         // schedule ops, all ranks
+  uint64_t compress_ops = 0;  // its compress ops, all ranks: 0 where the plan compresses nothing
   std::string error;        // non-empty: this call failed (the message), the others still run
 };
 
