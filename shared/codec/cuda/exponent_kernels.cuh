@@ -795,9 +795,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     // The call's size: the last chunk's warp stores it, then reads the failure flag and stores
     // 0 if it is set; a warp that gives up sets the flag, then stores 0. All sequentially
     // consistent, so whichever order they run in, a call with a chunk left out ends at 0.
-    using SizeRef = cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>;
+    using SizeRef = cuda::atomic_ref<uint64_t, cuda::thread_scope_device>;
     if (before == ~0ull) {  // gave up waiting: leave the chunk, the call's size is 0
-      if (lane == 0) SizeRef(*reinterpret_cast<unsigned long long*>(out_size)).store(0, cuda::memory_order_seq_cst);
+      if (lane == 0) SizeRef(*out_size).store(0, cuda::memory_order_seq_cst);
       continue;
     }
     uint8_t* o = out + payload_at + before;
@@ -812,7 +812,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       store_offset_entry(out, c, end);
       if (c + 1 == g.chunks) {
         store_header(out, header, end);
-        SizeRef size_ref(*reinterpret_cast<unsigned long long*>(out_size));
+        SizeRef size_ref(*out_size);
         size_ref.store(payload_at + end, cuda::memory_order_seq_cst);
         if (cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(s.counters[1]).load(cuda::memory_order_seq_cst) != 0)
           size_ref.store(0, cuda::memory_order_seq_cst);
