@@ -210,6 +210,9 @@ void check_machine(Setup& st, const Args& args, int world, int local_size) {
 // Codecs, policies and what the policies need (their calibration, the codecs' ratios).
 void check_inputs(Setup& st) {
   const study::Experiment& exp = st.exp;
+  if (!exp.workloads.empty())
+    throw BadInput(exp.file + ": workload: training iterations run in compcoll-sim only; compcoll-run runs an "
+                              "experiment's calls and sizes (docs/compcoll-run.md)");
   study::check_codecs(exp, true);
   study::check_calls(exp);
   for (const auto& c : exp.codecs) {
