@@ -198,7 +198,8 @@ void start(Run& r) {
   study::check_curves(r.exp, r.cal);
   r.has_oracle = std::count(r.exp.policies.begin(), r.exp.policies.end(), "oracle") > 0;
   const auto& exp = r.exp;
-  r.doc = {{"experiment", {{"name", exp.name}, {"file", exp.file}, {"description", exp.description}}},
+  r.doc = {{"experiment", {{"name", exp.name}, {"file", exp.file}, {"description", exp.description},
+                           {"fingerprint", exp.fingerprint}}},
            {"versions", {{"compcoll", "0.1.0"}, {"simgrid", simgrid_version()}}},
            {"network_model", {{"model", r.net.model}, {"latency_factor", r.net.latency_factor},
                               {"bandwidth_factor", r.net.bandwidth_factor}, {"crosstraffic", r.net.crosstraffic},

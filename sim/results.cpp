@@ -164,7 +164,7 @@ void merge_shards(const std::vector<fs::path>& dirs, const fs::path& out) {
     if (first["experiment"] != s.doc["experiment"] || first.value("shard", json())["count"] != count ||
         first.contains("plans") != plans)
       throw std::runtime_error((d / "results.json").string() + ": not a shard of the same run as " +
-                               (dirs[0] / "results.json").string() + " (experiment, shard count or --plans-only differ)");
+                               (dirs[0] / "results.json").string() + " (experiment, its --set values, shard count or --plans-only differ)");
     if (std::find(seen.begin(), seen.end(), index) != seen.end())
       throw std::runtime_error((d / "results.json").string() + ": shard " + std::to_string(index) + " given twice");
     if (s.doc.value("complete", false) != true)

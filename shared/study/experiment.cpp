@@ -2,6 +2,7 @@
 #include "study/experiment.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "config/yaml_node.h"
@@ -163,10 +164,23 @@ TraceSpec parse_trace(const Node& n, const fs::path& dir) {
 
 }  // namespace
 
+namespace {
+std::string fingerprint(const YAML::Node& root) {
+  YAML::Emitter out;
+  out << root;
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, 64-bit
+  for (const char ch : std::string(out.c_str(), out.size())) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+}  // namespace
+
 Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
   const Node root = Node::load_file(path, overrides);
   Experiment e;
   e.file = path;
+  e.fingerprint = fingerprint(root.raw());
   const fs::path dir = fs::absolute(fs::path(path)).parent_path();
   e.name = root.get("name").as_string();
   e.description = root.get_string("description", "");

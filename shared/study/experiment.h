@@ -108,6 +108,9 @@ struct Experiment {
   std::string tensors_dir;              // ratio model measured on TENSORS_DIR/<kind>.*.<dtype>.npy
   std::map<std::string, double> fixed_ratios;  // codec -> compressed/uncompressed, instead of measuring
   RunSpec run;
+  // The experiment as read, --set overrides applied: 16 hex digits of a 64-bit FNV-1a hash of
+  // its YAML. Shards of one run share it (compcoll-sim merge checks).
+  std::string fingerprint;
 };
 
 // Relative paths in the file are looked up from the working directory, then the experiment's

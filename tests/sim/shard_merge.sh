@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sharded run of a small grid merges to the unsharded run's table: three shards merged with
 # `compcoll-sim merge`, and `--jobs 2`, against one run (check_shards.py); then a merge with a
-# shard missing, which must fail naming it. Usage: shard_merge.sh COMPCOLL_SIM WORK_DIR
+# shard missing, which must fail naming it, and one with a shard of the same file run with
+# another --set, which must fail too. Usage: shard_merge.sh COMPCOLL_SIM WORK_DIR
 set -eo pipefail
 sim=$1
 o=$2/shard-test
@@ -15,3 +16,5 @@ for i in 1 2 3; do "$sim" "${args[@]}" --shard "$i/3" --out "$o/s$i" > /dev/null
 "$sim" "${args[@]}" --jobs 2 --out "$o/jobs" > /dev/null
 python3 tests/sim/check_shards.py "$o/whole" "$o/merged" "$o/jobs"
 "$sim" merge --out "$o/bad" "$o/s1" "$o/s2" || echo "rc=$?"
+"$sim" "${args[@]}" --set 'sizes=[64KB]' --shard 3/3 --out "$o/other" > /dev/null
+"$sim" merge --out "$o/bad2" "$o/s1" "$o/s2" "$o/other" || echo "rc=$?"
