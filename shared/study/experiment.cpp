@@ -162,9 +162,6 @@ TraceSpec parse_trace(const Node& n, const fs::path& dir) {
   return t;
 }
 
-}  // namespace
-
-namespace {
 std::string fingerprint(const YAML::Node& root) {
   YAML::Emitter out;
   out << root;
@@ -174,6 +171,7 @@ std::string fingerprint(const YAML::Node& root) {
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
 }
+
 }  // namespace
 
 Experiment load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
