@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -20,9 +21,56 @@ using sched::Collective;
 
 [[noreturn]] void fail(const std::string& file, const std::string& what) { throw std::runtime_error(file + ": " + what); }
 
+// A value of an event that is not of the form the profiler writes; the reader adds the file
+// (and the event, where it knows it) to the message.
+struct BadValue : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// e[key], or null where e has no such key (a const json's operator[] must not be asked for a
+// missing key).
+const json& field(const json& e, const char* key) {
+  static const json null;
+  if (!e.is_object()) return null;
+  const auto it = e.find(key);
+  return it == e.end() ? null : *it;
+}
+
+// The string e[key]; "" where e has none. BadValue where it is there and not a string.
+std::string str_field(const json& e, const char* key) {
+  const json& v = field(e, key);
+  if (v.is_null()) return "";
+  if (!v.is_string()) throw BadValue(std::string("'") + key + "' is " + v.dump() + ", not a string");
+  return v.get<std::string>();
+}
+
+// The element count e[key]. BadValue where e has none or it is not a whole number >= 0.
+uint64_t count_field(const json& e, const char* key) {
+  const json& v = field(e, key);
+  if (v.is_null()) throw BadValue(std::string("no '") + key + "' (a count of elements)");
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d >= 0 && d < 0x1p64 && d == std::floor(d)) return static_cast<uint64_t>(d);
+  }
+  throw BadValue(std::string("'") + key + "' is " + v.dump() + ", not a count of elements");
+}
+
+// elements x size in bytes; BadValue where that passes 2^64.
+uint64_t bytes_of(uint64_t elements, size_t size) {
+  if (size && elements > UINT64_MAX / size)
+    throw BadValue(std::to_string(elements) + " elements of " + std::to_string(size) + " bytes pass 2^64 bytes");
+  return elements * size;
+}
+
 std::string at_ts(const json& e, double t0) {
   std::ostringstream s;
-  s << e.value("name", std::string("?")) << " at " << (e.value("ts", 0.0) - t0) << " us into the step";
+  const json& name = field(e, "name");
+  const json& ts = field(e, "ts");
+  s << (name.is_string() ? name.get<std::string>() : std::string("?"));
+  if (ts.is_number()) s << " at " << (ts.get<double>() - t0) << " us into the step";
+  else s << " (its ts is " << ts.dump() << ")";
   return s.str();
 }
 
@@ -49,16 +97,27 @@ TypeInfo type_info(std::string t) {
 }
 
 // Elements of one Input Dims entry: a tensor's dims [a, b] or a tensor list's [[a], [b, c]].
+// BadValue for a dimension that is not a whole number >= 0, or a count past 2^64.
 uint64_t elements(const json& dims) {
   if (!dims.is_array()) return 0;
   if (dims.empty()) return 0;
   if (dims[0].is_array()) {
     uint64_t n = 0;
-    for (const auto& d : dims) n += elements(d);
+    for (const auto& d : dims) {
+      const uint64_t m = elements(d);
+      if (m > UINT64_MAX - n) throw BadValue("Input Dims " + dims.dump() + " hold more than 2^64 elements");
+      n += m;
+    }
     return n;
   }
   uint64_t n = 1;
-  for (const auto& d : dims) n *= d.is_number_unsigned() || d.is_number_integer() ? d.get<uint64_t>() : 0;
+  for (const auto& d : dims) {
+    if (!(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0)))
+      throw BadValue("Input Dims " + dims.dump() + ": " + d.dump() + " is not a size");
+    const uint64_t k = d.get<uint64_t>();
+    if (k && n > UINT64_MAX / k) throw BadValue("Input Dims " + dims.dump() + " hold more than 2^64 elements");
+    n *= k;
+  }
   return n;
 }
 
@@ -134,15 +193,33 @@ std::optional<Collective> named_collective(const std::string& n) {
   return std::nullopt;
 }
 
-std::vector<int> parse_rank_list(const std::string& s) {
+// A group's ranks as the profiler writes them: "[0, 1, 2]" (a string) or [0, 1, 2]. BadValue for
+// anything else (a rank that is not a whole number from 0 to 2^31 - 1).
+std::vector<int> parse_rank_list(const json& v) {
   std::vector<int> r;
+  if (v.is_array()) {
+    for (const auto& x : v) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+        throw BadValue("rank list " + v.dump() + ": " + x.dump() + " is not a rank");
+      r.push_back(static_cast<int>(x.get<int64_t>()));
+    }
+    return r;
+  }
+  if (!v.is_string()) throw BadValue("rank list " + v.dump() + " is neither a string nor an array");
+  const std::string s = v.get<std::string>();
   std::string num;
   for (char c : s + ",") {
     if (std::isdigit(static_cast<unsigned char>(c))) {
       num += c;
-    } else if (!num.empty()) {
-      r.push_back(std::stoi(num));
+      if (num.size() > 10) throw BadValue("rank list '" + s + "': " + num + "... is not a rank");
+    } else if (c == ',' || c == ' ' || c == '[' || c == ']') {
+      if (num.empty()) continue;
+      const long long k = std::stoll(num);
+      if (k > INT32_MAX) throw BadValue("rank list '" + s + "': " + num + " is not a rank");
+      r.push_back(static_cast<int>(k));
       num.clear();
+    } else {
+      throw BadValue("rank list '" + s + "' is not of the form [0, 1, ...]");
     }
   }
   return r;
@@ -161,9 +238,8 @@ struct Ev {
 };
 
 double num(const json& e, const char* key) {
-  const auto it = e.find(key);
-  if (it == e.end() || !it->is_number()) return NAN;
-  return it->get<double>();
+  const json& v = field(e, key);
+  return v.is_number() ? v.get<double>() : NAN;
 }
 
 struct Parsed {
@@ -179,7 +255,20 @@ class FileReader {
  public:
   FileReader(const std::string& file, int want_step) : file_(file), want_step_(want_step) {}
 
+  // The file's step; a value not of the profiler's form is an error naming the file (and the
+  // event, where one is at fault).
   Parsed read() {
+    try {
+      return read_file();
+    } catch (const BadValue& e) {
+      fail(file_, e.what());
+    } catch (const json::exception& e) {
+      fail(file_, std::string("an event not of the profiler's form (") + e.what() + ")");
+    }
+  }
+
+ private:
+  Parsed read_file() {
     std::ifstream in(file_, std::ios::binary);
     if (!in) fail(file_, "cannot open the trace");
     json doc;
@@ -211,7 +300,6 @@ class FileReader {
     return std::move(out_);
   }
 
- private:
   void read_info(const json& doc) {
     const auto di = doc.find("distributedInfo");
     if (di == doc.end() || !di->is_object() || !di->contains("rank") || !di->contains("world_size"))
@@ -226,11 +314,13 @@ class FileReader {
           g.name = pg.value("pg_name", std::string());
           g.desc = pg.value("pg_desc", std::string());
           if (pg.contains("ranks") && pg["ranks"].is_array()) g.ranks = pg["ranks"].get<std::vector<int>>();
-          else if (pg.contains("ranks") && pg["ranks"].is_string()) g.ranks = parse_rank_list(pg["ranks"].get<std::string>());
+          else if (pg.contains("ranks") && pg["ranks"].is_string()) g.ranks = parse_rank_list(pg["ranks"]);
           pgs_.push_back(g);
         }
     } catch (const json::exception&) {
       fail(file_, "distributedInfo: rank, world_size or pg_config is not of the expected type");
+    } catch (const BadValue& e) {
+      fail(file_, std::string("distributedInfo.pg_config: ") + e.what());
     }
     if (out_.world < 1 || out_.rank.rank < 0 || out_.rank.rank >= out_.world)
       fail(file_, "distributedInfo: rank " + std::to_string(out_.rank.rank) + " of world_size " + std::to_string(out_.world));
@@ -240,8 +330,8 @@ class FileReader {
   void find_step(const json& events) {
     std::vector<std::pair<int, const json*>> steps;
     for (const auto& e : events) {
-      if (!e.is_object() || e.value("ph", std::string()) != "X") continue;
-      const std::string name = e.value("name", std::string());
+      if (!e.is_object() || str_field(e, "ph") != "X") continue;
+      const std::string name = str_field(e, "name");
       if (name.rfind("ProfilerStep#", 0) != 0) continue;
       try {
         steps.emplace_back(std::stoi(name.substr(13)), &e);
@@ -264,10 +354,11 @@ class FileReader {
     }
     t0_ = num(*step, "ts");
     t1_ = t0_ + num(*step, "dur");
-    if (!(t1_ > t0_)) fail(file_, step->value("name", std::string()) + ": no positive ts and dur");
-    main_tid_ = (*step)["tid"];
-    main_pid_ = (*step)["pid"];
-    out_.rank.step = step->value("name", std::string());
+    out_.rank.step = str_field(*step, "name");
+    if (!(t1_ > t0_)) fail(file_, out_.rank.step + ": no positive ts and dur");
+    main_tid_ = field(*step, "tid");
+    main_pid_ = field(*step, "pid");
+    if (main_tid_.is_null() || main_pid_.is_null()) fail(file_, out_.rank.step + ": no pid and tid");
     out_.rank.step_s = (t1_ - t0_) * 1e-6;
   }
 
@@ -277,20 +368,24 @@ class FileReader {
     std::vector<Ev> evs;
     for (const auto& e : events) {
       if (!e.is_object()) continue;
-      const std::string name = e.value("name", std::string());
+      const std::string name = str_field(e, "name");
       if (name == "record_param_comms") has_record_param_comms_ = true;
       if (name.rfind("nccl:", 0) == 0 && saw_other_schema_.empty())
         saw_other_schema_ = "the trace has " + name + " annotations but neither record_param_comms nor c10d ops";
-      if (e.value("ph", std::string()) != "X" || name.rfind("ProfilerStep#", 0) == 0) continue;
+      if (str_field(e, "ph") != "X" || name.rfind("ProfilerStep#", 0) == 0) continue;
+      const bool call = (name == "record_param_comms" && field(e, "args").is_object() &&
+                         !std::set<std::string>{"", "wait", "barrier", "coalesced"}.count(
+                             str_field(field(e, "args"), "Collective name"))) ||
+                        (name.rfind("c10d::", 0) == 0 && c10d_shape(name, json::array()).has_value());
       const double ts = num(e, "ts"), dur = num(e, "dur");
-      if (!std::isfinite(ts) || !(dur >= 0)) continue;
+      if (!std::isfinite(ts) || !(dur >= 0)) {
+        if (call) fail(file_, at_ts(e, t0_) + ": a collective call without a time (ts " + field(e, "ts").dump() +
+                                  ", dur " + field(e, "dur").dump() + ")");
+        continue;
+      }
       if (ts < t0_ || ts >= t1_) continue;
-      if (e["tid"] != main_tid_ || e["pid"] != main_pid_) {
-        const bool call = (name == "record_param_comms" && e.contains("args") &&
-                           !std::set<std::string>{"", "wait", "barrier", "coalesced"}.count(
-                               e["args"].value("Collective name", std::string()))) ||
-                          (name.rfind("c10d::", 0) == 0 && c10d_shape(name, json::array()).has_value());
-        if (call && off_thread_.empty() && e["pid"] == main_pid_) off_thread_ = at_ts(e, t0_);
+      if (field(e, "tid") != main_tid_ || field(e, "pid") != main_pid_) {
+        if (call && off_thread_.empty() && field(e, "pid") == main_pid_) off_thread_ = at_ts(e, t0_);
         continue;
       }
       evs.push_back({&e, ts, std::min(ts + dur, t1_), name});
@@ -304,7 +399,7 @@ class FileReader {
         if (s->name.rfind("autograd::engine::evaluate_function", 0) == 0) in_backward = true;
       main_.push_back({ev, in_backward});
       stack.push_back(&ev);
-      if (ev.e->value("cat", std::string()) == "cpu_op") ops.push_back(&ev);
+      if (str_field(*ev.e, "cat") == "cpu_op") ops.push_back(&ev);
     }
     for (size_t i = 0; i < ops.size(); ++i)
       if (i + 1 == ops.size() || ops[i + 1]->ts >= ops[i]->end) leaves_.emplace_back(ops[i]->ts, ops[i]->end);
@@ -321,10 +416,10 @@ class FileReader {
   std::vector<Work> gloo_work(const json& events) const {
     std::vector<Work> w;
     for (const auto& e : events) {
-      if (!e.is_object() || e.value("ph", std::string()) != "X") continue;
-      const std::string name = e.value("name", std::string());
-      if (name.rfind("gloo:", 0) != 0 || e["pid"] != main_pid_) continue;
-      const json& args = e.contains("args") ? e["args"] : json::object();
+      if (!e.is_object() || str_field(e, "ph") != "X") continue;
+      const std::string name = str_field(e, "name");
+      if (name.rfind("gloo:", 0) != 0 || field(e, "pid") != main_pid_) continue;
+      const json& args = field(e, "args");
       std::string type;
       if (args.contains("Input type") && args["Input type"].is_array() && !args["Input type"].empty() &&
           args["Input type"][0].is_string())
@@ -332,7 +427,7 @@ class FileReader {
       w.push_back({num(e, "ts"), num(e, "ts") + num(e, "dur"),
                    args.contains("Input Dims") && args["Input Dims"].is_array() && !args["Input Dims"].empty()
                        ? elements(args["Input Dims"][0]) : 0,
-                   type, e["tid"]});
+                   type, field(e, "tid")});
     }
     std::sort(w.begin(), w.end(), [](const Work& a, const Work& b) { return a.ts < b.ts; });
     return w;
@@ -387,8 +482,13 @@ class FileReader {
       if (ev.name.rfind("c10d::", 0) != 0 || is_c10d_sync(ev.name)) continue;
       if (is_c10d_p2p(ev.name))
         fail(file_, at_ts(*ev.e, t0_) + ": point-to-point and rooted calls (send, recv, reduce, gather, scatter) are not replayed");
-      const json& args = ev.e->contains("args") ? (*ev.e)["args"] : json::object();
-      const auto shape = c10d_shape(ev.name, args.value("Input Dims", json::array()));
+      const json& args = field(*ev.e, "args");
+      std::optional<OpShape> shape;
+      try {
+        shape = c10d_shape(ev.name, field(args, "Input Dims"));
+      } catch (const BadValue& e) {
+        fail(file_, at_ts(*ev.e, t0_) + ": " + e.what());
+      }
       if (!shape) continue;  // c10d::wait and the like: timing only
       if (shape->size_elements == 0) fail(file_, at_ts(*ev.e, t0_) + ": no Input Dims (profile with record_shapes=True)");
       size_t w = work.size();
@@ -406,7 +506,11 @@ class FileReader {
       if (ti.size == 0) fail(file_, at_ts(*ev.e, t0_) + ": unknown element type '" + work[w].type + "'");
       c.dtype = ti.dtype;
       c.tensor = ti.floating ? "?" : "";
-      c.bytes = shape->size_elements * ti.size;  // x group size below when per rank
+      try {
+        c.bytes = bytes_of(shape->size_elements, ti.size);  // x group size below when per rank
+      } catch (const BadValue& e) {
+        fail(file_, at_ts(*ev.e, t0_) + ": " + e.what());
+      }
       c.backward = backward;
       c.issue_s = (ev.ts - t0_) * 1e-6;
       c.start_s = (work[w].ts - t0_) * 1e-6;
@@ -433,28 +537,40 @@ class FileReader {
   // collective, nccl-tests size and dtype, and the group's ranks (on the event, else
   // pg_config's group of that name). nullopt for pseudo-calls (wait, barrier) and empty calls.
   std::optional<std::pair<TraceCall, std::vector<int>>> call_from_args(const json& a, const std::string& where) const {
-    const std::string cname = a.value("Collective name", std::string());
-    if (cname == "wait" || cname == "barrier" || cname == "coalesced") return std::nullopt;
-    const auto coll = named_collective(cname);
-    if (!coll) fail(file_, where + ": collective '" + cname + "' is not replayed");
-    const TypeInfo ti = type_info(a.value("dtype", std::string()));
-    if (ti.size == 0) fail(file_, where + ": unknown dtype '" + a.value("dtype", std::string()) + "'");
-    std::vector<int> ranks = parse_rank_list(a.value("Process Group Ranks", std::string()));
-    if (ranks.empty()) {
-      const std::string pg = a.value("Process Group Name", std::string());
-      for (const auto& g : pgs_)
-        if (g.name == pg) ranks = g.ranks;
+    try {
+      if (!a.is_object()) throw BadValue("its args are " + a.dump() + ", not an object");
+      const std::string cname = str_field(a, "Collective name");
+      if (cname == "wait" || cname == "barrier" || cname == "coalesced") return std::nullopt;
+      const auto coll = named_collective(cname);
+      if (!coll) throw BadValue("collective '" + cname + "' is not replayed");
+      const std::string dtype = str_field(a, "dtype");
+      const TypeInfo ti = type_info(dtype);
+      if (ti.size == 0) throw BadValue("unknown dtype '" + dtype + "'");
+      const json& listed = field(a, "Process Group Ranks");
+      std::vector<int> ranks = listed.is_null() ? std::vector<int>{} : parse_rank_list(listed);
+      if (ranks.empty()) {
+        const std::string pg = str_field(a, "Process Group Name");
+        for (const auto& g : pgs_)
+          if (g.name == pg) ranks = g.ranks;
+      }
+      if (ranks.empty()) throw BadValue("no 'Process Group Ranks' and no pg_config entry for its group");
+      // nccl-tests' size: an allgather's output, any other call's input. The other count is
+      // checked where the event has it.
+      const bool gathers = *coll == Collective::AllGather;
+      const char* size_key = gathers ? "Out msg nelems" : "In msg nelems";
+      const char* other_key = gathers ? "In msg nelems" : "Out msg nelems";
+      if (!field(a, other_key).is_null()) count_field(a, other_key);
+      TraceCall c;
+      c.collective = *coll;
+      c.name = cname;
+      c.dtype = ti.dtype;
+      c.tensor = ti.floating ? "?" : "";
+      c.bytes = bytes_of(count_field(a, size_key), ti.size);
+      if (c.bytes == 0) return std::nullopt;
+      return std::make_pair(c, ranks);
+    } catch (const BadValue& e) {
+      fail(file_, where + ": " + e.what());
     }
-    if (ranks.empty()) fail(file_, where + ": no 'Process Group Ranks' and no pg_config entry for its group");
-    const uint64_t in = a.value("In msg nelems", uint64_t{0}), outn = a.value("Out msg nelems", uint64_t{0});
-    TraceCall c;
-    c.collective = *coll;
-    c.name = cname;
-    c.dtype = ti.dtype;
-    c.tensor = ti.floating ? "?" : "";
-    c.bytes = (*coll == Collective::AllGather ? outn : in) * ti.size;
-    if (c.bytes == 0) return std::nullopt;
-    return std::make_pair(c, ranks);
   }
 
   // record_param_comms: the group's ranks and sizes on the event; executed where a gloo:* work
@@ -463,13 +579,13 @@ class FileReader {
     std::vector<Work> work = gloo_work(events);
     for (const auto& [ev, backward] : main_) {
       if (ev.name != "record_param_comms") continue;
-      const json& a = ev.e->contains("args") ? (*ev.e)["args"] : json::object();
-      if (a.value("Collective name", std::string()).empty())
+      const json& a = field(*ev.e, "args");
+      if (!a.is_object() || str_field(a, "Collective name").empty())
         fail(file_, at_ts(*ev.e, t0_) + ": record_param_comms without 'Collective name'");
       auto parsed = call_from_args(a, at_ts(*ev.e, t0_));
       if (!parsed) continue;
       auto& [c, ranks] = *parsed;
-      const uint64_t in = a.value("In msg nelems", uint64_t{0});
+      const uint64_t in = field(a, "In msg nelems").is_null() ? 0 : count_field(a, "In msg nelems");  // checked above
       c.backward = backward;
       c.issue_s = c.start_s = (ev.ts - t0_) * 1e-6;
       c.end_s = (ev.end - t0_) * 1e-6;
@@ -487,8 +603,8 @@ class FileReader {
   }
 
   static bool is_nccl_kernel(const json& e) {
-    const std::string n = e.value("name", std::string());
-    return e.value("cat", std::string()) == "kernel" && (n.rfind("ncclKernel", 0) == 0 || n.rfind("ncclDevKernel", 0) == 0);
+    const std::string n = str_field(e, "name");
+    return str_field(e, "cat") == "kernel" && (n.rfind("ncclKernel", 0) == 0 || n.rfind("ncclDevKernel", 0) == 0);
   }
   static bool is_gpu_trace(const json& events) {
     for (const auto& e : events)
@@ -508,17 +624,17 @@ class FileReader {
     std::map<int64_t, std::pair<json, double>> launch_at;  // correlation -> (thread, time)
     std::map<json, std::vector<std::pair<double, double>>> autograd;  // thread -> intervals
     for (const auto& e : events) {
-      if (!e.is_object() || e.value("ph", std::string()) != "X" || e["pid"] != main_pid_) continue;
-      const std::string cat = e.value("cat", std::string());
+      if (!e.is_object() || str_field(e, "ph") != "X" || field(e, "pid") != main_pid_) continue;
+      const std::string cat = str_field(e, "cat");
       const double ts = num(e, "ts"), dur = num(e, "dur");
       if (!std::isfinite(ts)) continue;
-      if (e.value("name", std::string()).rfind("autograd::engine::evaluate_function", 0) == 0)
-        autograd[e["tid"]].emplace_back(ts, ts + dur);
-      if ((cat == "cuda_runtime" || cat == "cuda_driver") && ts >= t0_ && ts < t1_ && e.contains("args") &&
-          e["args"].contains("correlation") && e["args"]["correlation"].is_number_integer()) {
-        const int64_t c = e["args"]["correlation"].get<int64_t>();
+      if (str_field(e, "name").rfind("autograd::engine::evaluate_function", 0) == 0)
+        autograd[field(e, "tid")].emplace_back(ts, ts + dur);
+      const json& corr = field(field(e, "args"), "correlation");
+      if ((cat == "cuda_runtime" || cat == "cuda_driver") && ts >= t0_ && ts < t1_ && corr.is_number_integer()) {
+        const int64_t c = corr.get<int64_t>();
         launched.insert(c);
-        launch_at[c] = {e["tid"], ts};
+        launch_at[c] = {field(e, "tid"), ts};
       }
     }
     struct Gpu {
@@ -528,13 +644,23 @@ class FileReader {
     std::vector<Gpu> gpu;
     double g0 = INFINITY, g1 = -INFINITY;
     for (const auto& e : events) {
-      if (!e.is_object() || e.value("ph", std::string()) != "X") continue;
-      const std::string cat = e.value("cat", std::string());
+      if (!e.is_object() || str_field(e, "ph") != "X") continue;
+      const std::string cat = str_field(e, "cat");
       if (cat != "kernel" && cat != "gpu_memcpy" && cat != "gpu_memset") continue;
-      if (!e.contains("args") || !e["args"].contains("correlation") || !e["args"]["correlation"].is_number_integer()) continue;
-      if (!launched.count(e["args"]["correlation"].get<int64_t>())) continue;
+      // An NCCL kernel is a call: one that cannot be placed is an error, not a call left out.
+      const bool nccl = is_nccl_kernel(e);
+      const json& corr = field(field(e, "args"), "correlation");
+      if (!corr.is_number_integer()) {
+        if (nccl) fail(file_, at_ts(e, t0_) + ": an NCCL kernel without an integer 'correlation' in its args");
+        continue;
+      }
+      if (!launched.count(corr.get<int64_t>())) continue;
       const double ts = num(e, "ts"), dur = num(e, "dur");
-      if (!std::isfinite(ts) || !(dur >= 0)) continue;
+      if (!std::isfinite(ts) || !(dur >= 0)) {
+        if (nccl) fail(file_, at_ts(e, t0_) + ": an NCCL kernel without a time (ts " + field(e, "ts").dump() + ", dur " +
+                                  field(e, "dur").dump() + ")");
+        continue;
+      }
       gpu.push_back({&e, ts, ts + dur});
       g0 = std::min(g0, ts);
       g1 = std::max(g1, ts + dur);
@@ -549,18 +675,18 @@ class FileReader {
         leaves_.emplace_back(g.ts, g.end);
         continue;
       }
-      const json& a = (*g.e)["args"];
+      const json& a = field(*g.e, "args");
+      const std::string kname = str_field(*g.e, "name");
       std::ostringstream at;
-      at << g.e->value("name", std::string()).substr(0, g.e->value("name", std::string()).find('(')) << " at " << g.ts - g0
-         << " us into the step's GPU work";
-      if (a.value("Collective name", std::string()).empty())
+      at << kname.substr(0, kname.find('(')) << " at " << g.ts - g0 << " us into the step's GPU work";
+      if (str_field(a, "Collective name").empty())
         fail(file_, at.str() + ": an NCCL kernel without 'Collective name' (an older PyTorch schema): not read");
       auto parsed = call_from_args(a, at.str());
       if (!parsed) continue;
       auto& [c, ranks] = *parsed;
       c.issue_s = c.start_s = (g.ts - g0) * 1e-6;
       c.end_s = (g.end - g0) * 1e-6;
-      const auto la = launch_at.find(a["correlation"].get<int64_t>());
+      const auto la = launch_at.find(field(a, "correlation").get<int64_t>());
       if (la != launch_at.end())
         for (const auto& [s0, s1] : autograd[la->second.first])
           if (s0 <= la->second.second && la->second.second < s1) c.backward = true;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <tuple>
 
@@ -394,6 +395,62 @@ TEST_CASE("trace: a GPU job's timeline is its GPU work", "[workload][trace]") {
   INFO(msg);
   CHECK(msg.find("old-gpu.json: ncclDevKernel_AllReduce_Sum_f32_RING_LL at 200 us into the step's GPU work: an NCCL "
                  "kernel without 'Collective name'") != std::string::npos);
+}
+
+TEST_CASE("trace: a value not of the profiler's form gets one line naming the file, the event and the key",
+          "[workload][trace]") {
+  TempDir tmp;
+  const std::string ok1 = tmp.write("g1.json", gpu_rank(1));
+  REQUIRE(error_of({tmp.write("g0.json", gpu_rank(0)), ok1}).empty());
+  // Each case changes every NCCL kernel of rank 0's trace (or its step) and expects the error.
+  struct Case {
+    const char* name;
+    std::function<void(json&)> change;  // of an NCCL kernel event
+    const char* expect;
+  };
+  const std::string at = "ncclDevKernel_AllReduce_Sum_f32_RING_LL at 200 us into the step's GPU work: ";
+  const std::vector<Case> cases{
+      {"negative", [](json& e) { e["args"]["In msg nelems"] = -5; }, "'In msg nelems' is -5, not a count of elements"},
+      {"fraction", [](json& e) { e["args"]["In msg nelems"] = 3.5; }, "'In msg nelems' is 3.5, not a count of elements"},
+      {"string", [](json& e) { e["args"]["In msg nelems"] = "1024"; }, "'In msg nelems' is \"1024\", not a count"},
+      {"null", [](json& e) { e["args"]["In msg nelems"] = nullptr; }, "no 'In msg nelems' (a count of elements)"},
+      {"other count", [](json& e) { e["args"]["Out msg nelems"] = -1; }, "'Out msg nelems' is -1, not a count"},
+      {"overflow", [](json& e) { e["args"]["In msg nelems"] = uint64_t{1} << 63; },
+       "9223372036854775808 elements of 4 bytes pass 2^64 bytes"},
+      {"dtype", [](json& e) { e["args"]["dtype"] = 7; }, "'dtype' is 7, not a string"},
+      {"collective", [](json& e) { e["args"]["Collective name"] = 7; }, "'Collective name' is 7, not a string"},
+      {"ranks", [](json& e) { e["args"]["Process Group Ranks"] = "[0; 1]"; },
+       "rank list '[0; 1]' is not of the form [0, 1, ...]"},
+      {"rank", [](json& e) { e["args"]["Process Group Ranks"] = json::array({0, -1}); }, "rank list [0,-1]: -1 is not a rank"},
+      {"time", [](json& e) { e["dur"] = -1; }, "an NCCL kernel without a time (ts 300.0, dur -1)"},
+      {"correlation", [](json& e) { e["args"]["correlation"] = "2"; },
+       "an NCCL kernel without an integer 'correlation' in its args"},
+      {"name", [](json& e) { e["name"] = 5; }, "'name' is 5, not a string"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    json j = gpu_rank(0);
+    for (auto& e : j["traceEvents"])
+      if (e["cat"] == "kernel" && e["name"].get<std::string>().rfind("nccl", 0) == 0) c.change(e);
+    const std::string file = tmp.write(std::string("bad-") + c.name + ".json", j);
+    const std::string msg = error_of({file, ok1});
+    INFO(msg);
+    CHECK(msg.find(file + ": ") == 0);
+    CHECK(msg.find(c.expect) != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);
+    if (std::string(c.name) == "negative") CHECK(msg.find(at) != std::string::npos);  // the event, by its time
+  }
+  // A rank list as an array is read as the string form is.
+  json arr = gpu_rank(0);
+  for (auto& e : arr["traceEvents"])
+    if (e["args"].contains("Process Group Ranks")) e["args"]["Process Group Ranks"] = json::array({0, 1});
+  CHECK(error_of({tmp.write("array.json", arr), ok1}).empty());
+  // The step's own event without a thread: nothing can be told to be on its thread.
+  json nostep = gpu_rank(0);
+  for (auto& e : nostep["traceEvents"])
+    if (e["name"] == "ProfilerStep#1") e.erase("tid");
+  const std::string msg = error_of({tmp.write("no-tid.json", nostep), ok1});
+  CHECK(msg.find("no-tid.json: ProfilerStep#1: no pid and tid") != std::string::npos);
 }
 
 TEST_CASE("trace: record_param_comms events on the CPU", "[workload][trace]") {
