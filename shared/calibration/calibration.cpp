@@ -184,6 +184,13 @@ Calibration load_calibration(const std::string& path) {
       cv.points = {{1.0, lat + 1.0 / thr}, {1e12, lat + 1e12 / thr}};
     }
     c.check_no_unknown_keys();
+    // One curve per (op, codec, dtype): find() would take one and drop the other unseen.
+    for (size_t k = 0; k < cal.curves.size(); ++k) {
+      const Curve& o = cal.curves[k];
+      if (o.op == cv.op && o.codec == cv.codec && o.dtype == cv.dtype)
+        c.fail("a second " + op + " curve for " + (cv.codec.empty() ? "" : "codec " + cv.codec + ", ") + "dtype " +
+               cv.dtype + " (curves." + std::to_string(k) + " is the first)");
+    }
     cal.curves.push_back(std::move(cv));
   }
   root.check_no_unknown_keys();

@@ -109,6 +109,22 @@ TEST_CASE("calibration: batch_launch is false unless the file says true", "[cali
   CHECK_FALSE(calib::load_calibration(std::string(COMPCOLL_SOURCE_DIR) + "/calibration/h200.yaml").batch_launch);
 }
 
+TEST_CASE("calibration: a second curve for the same op, codec and dtype is an error", "[calibration]") {
+  const std::string copy = "  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n";
+  CHECK_THAT(load_error("twocopies", "curves:\n" + copy + copy),
+             Catch::Contains("twocopies.yaml: curves.1: a second copy curve for dtype any (curves.0 is the first)"));
+  const std::string gauss = "  - {op: compress, codec: gauss-exp, dtype: bf16, latency: 1us, throughput: 100GB/s}\n";
+  CHECK_THAT(load_error("twocompress", "curves:\n" + gauss + copy + gauss),
+             Catch::Contains("curves.2: a second compress curve for codec gauss-exp, dtype bf16 (curves.0 is the first)"));
+  // The same op for another codec, dtype or op is not a second curve.
+  const calib::Calibration cal = calib::load_calibration(write_file(
+      "distinct", std::string(kHeader) + "curves:\n" + gauss +
+                      "  - {op: compress, codec: gauss-exp, dtype: any, latency: 1us, throughput: 50GB/s}\n"
+                      "  - {op: compress, codec: entropy-exp, dtype: bf16, latency: 1us, throughput: 50GB/s}\n"
+                      "  - {op: decompress, codec: gauss-exp, dtype: bf16, latency: 1us, throughput: 50GB/s}\n" + copy));
+  CHECK(cal.curves.size() == 5);
+}
+
 TEST_CASE("calibration: ratios a GPU library codec reached, per dtype and tensor kind", "[calibration]") {
   const std::string curve = "curves:\n  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n";
   const calib::Calibration cal = calib::load_calibration(write_file(
