@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace compcoll::config {
@@ -150,6 +151,31 @@ void apply_override(YAML::Node root, const std::string& file, const std::string&
   }
 }
 
+// A key written twice in one mapping: YAML forbids it and yaml-cpp keeps both, of which a lookup
+// sees the first, so the second would be ignored without a word. ConfigError naming the path
+// and both lines. (Aliased nodes are checked where they are written; depth bounds a node
+// aliased inside itself.)
+void check_unique_keys(const YAML::Node& n, const std::string& file, const std::string& path, int depth = 0) {
+  if (depth > 256) return;
+  auto child = [&](const std::string& k) { return path.empty() ? k : path + "." + k; };
+  if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) check_unique_keys(n[i], file, child(std::to_string(i)), depth + 1);
+  } else if (n.IsMap()) {
+    std::map<std::string, int> seen;  // key -> its line
+    for (const auto& kv : n) {
+      if (!kv.first.IsScalar()) continue;  // Node::keys() names a key that is not plain
+      const std::string k = kv.first.Scalar();
+      const int line = kv.first.Mark().line + 1;
+      const auto [it, fresh] = seen.emplace(k, line);
+      if (!fresh)
+        throw ConfigError(file + ": " + (path.empty() ? std::string("(top level)") : path) + ": key '" + one_line(k) +
+                          "' twice in one mapping (lines " + std::to_string(it->second) + " and " + std::to_string(line) +
+                          ")");
+      check_unique_keys(kv.second, file, child(k), depth + 1);
+    }
+  }
+}
+
 }  // namespace
 
 Node Node::load_file(const std::string& path, const std::vector<std::string>& overrides) {
@@ -171,6 +197,7 @@ Node Node::load_string(const std::string& text, const std::string& name) {
                       one_line(e.msg));
   }
   if (!root.IsMap()) throw ConfigError(one_line(name) + ": expected a YAML mapping at the top level");
+  check_unique_keys(root, one_line(name), "");
   return Node(root, std::make_shared<const std::string>(one_line(name)), "", std::make_shared<ReadKeys>());
 }
 

@@ -114,3 +114,23 @@ TEST_CASE("damaged calibration, model and layout files: loaded or refused in one
   hammer(read(kRoot + "/models/layouts/gpt-13b-64gpu.yaml"), "gpt-13b-64gpu.yaml", 250,
          [&](const std::string& p) { workload::load_parallel(p, model); });
 }
+
+TEST_CASE("a key written twice in one mapping is refused, naming the key, its mapping and both lines", "[config]") {
+  const auto path = (std::filesystem::temp_directory_path() / "compcoll-twice.yaml").string();
+  auto error_of = [&](const std::string& text) -> std::string {
+    std::ofstream(path) << text;
+    try {
+      config::Node::load_file(path);
+    } catch (const config::ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(error_of("network:\n  nodes: 8\n  tiers: 2\n  tiers: 3\n") ==
+        path + ": network: key 'tiers' twice in one mapping (lines 3 and 4)");
+  CHECK(error_of("name: a\nname: b\n") == path + ": (top level): key 'name' twice in one mapping (lines 1 and 2)");
+  CHECK(error_of("calls:\n  - {collective: allreduce, dtype: bf16, dtype: fp32}\n") ==
+        path + ": calls.0: key 'dtype' twice in one mapping (lines 2 and 2)");
+  // The same key in different mappings, and a mapping reused through an alias, are fine.
+  CHECK(error_of("a: {x: 1}\nb: {x: 2}\nc: &m {y: 1}\nd: *m\n").empty());
+}
