@@ -101,9 +101,12 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
   return e;
 }
 
+// The usage lines: on stderr with the error and exit status 2, or (msg empty: --help) on stdout
+// with status 0.
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "compcoll-bench: %s\n", msg.c_str());
-  std::fprintf(stderr,
+  FILE* out = msg.empty() ? stdout : stderr;
+  if (!msg.empty()) std::fprintf(stderr, "compcoll-bench: %s\n", msg.c_str());
+  std::fprintf(out,
                "usage: compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json]\n"
                "                            [--chunk ELEMENTS] [--min-time SECONDS] [--peer zipnn]\n"
                "                            [--threads N] [--device host|cuda] PATH...\n"
@@ -112,7 +115,7 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
                "       compcoll-bench pipeline [--codec ...] [--pieces 1,4,16] PATH...   (a message over PCIe on one GPU)\n"
                "       mpirun -np N compcoll-bench transport --out FILE.yaml [...]   (transport --help)\n"
                "       compcoll-bench version   (the build, and whether nvCOMP loads; no GPU needed)\n");
-  std::exit(2);
+  std::exit(msg.empty() ? 0 : 2);
 }
 
 // Best time of repeated runs after one untimed warm-up; runs until min_time has elapsed and
@@ -450,6 +453,7 @@ Options parse_args(int argc, char** argv) {
       if (i + 1 >= argc) usage_error(a + ": missing value");
       return argv[++i];
     };
+    if (a == "--help" || a == "-h") usage_error("");
     if (a == "--codec") {
       const std::string v = value();
       if (v == "all") continue;
@@ -593,6 +597,7 @@ int run_transport(int argc, char** argv);  // tools/transport_cmd.cpp, built wit
 int main(int argc, char** argv) {
   if (argc < 2) usage_error("missing command (codec, calibrate, pipeline, transport or version)");
   const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") usage_error("");
   try {
     if (cmd == "version" || cmd == "--version") return run_version();
     if (cmd == "codec") return run_codec_bench(argc, argv);

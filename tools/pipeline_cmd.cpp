@@ -39,14 +39,17 @@ struct PipelineOptions {
   std::vector<std::string> inputs;
 };
 
+// The usage lines: on stderr with the error and exit status 2, or (msg empty: --help) on stdout
+// with status 0.
 [[noreturn]] void pipeline_usage(const std::string& msg) {
-  std::fprintf(stderr, "compcoll-bench pipeline: %s\n", msg.c_str());
-  std::fprintf(stderr,
+  FILE* out = msg.empty() ? stdout : stderr;
+  if (!msg.empty()) std::fprintf(stderr, "compcoll-bench pipeline: %s\n", msg.c_str());
+  std::fprintf(out,
                "usage: compcoll-bench pipeline [--device cuda] [--codec gauss-exp,entropy-exp,identity]\n"
                "         [--dtype bf16|fp16|fp32] [--pieces 1,4,16] [--slot BYTES] [--chunk ELEMENTS]\n"
                "         [--calibration FILE.yaml] [--link-bytes BYTES] [--min-time SECONDS] [--json] PATH...\n"
                "  PATH as for `compcoll-bench codec`: file.npy | file.safetensors | synthetic:gaussian:N\n");
-  std::exit(2);
+  std::exit(msg.empty() ? 0 : 2);
 }
 
 uint64_t bytes_option(const std::string& name, const std::string& v, uint64_t least) {
@@ -68,6 +71,7 @@ PipelineOptions parse_pipeline_args(int argc, char** argv) {
       if (i + 1 >= argc) pipeline_usage(a + ": missing value");
       return argv[++i];
     };
+    if (a == "--help" || a == "-h") pipeline_usage("");
     if (a == "--device") {
       const std::string v = value();
       if (v == "host")
