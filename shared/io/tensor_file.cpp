@@ -740,8 +740,14 @@ GradientTrace load_gradient_trace(const std::string& path) {
   GradientTrace t;
   t.data = std::move(load_tensors(path, DType::BF16).front());
   const auto& shape = t.data.shape;
-  if (shape.size() != 3 || shape[0] == 0 || shape[1] == 0 || shape[2] == 0)
-    fail(path, "expected a .npy of shape (steps, rows, cols), got " + std::to_string(shape.size()) + " dimension(s)");
+  std::string dims;
+  for (uint64_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  if (shape.size() != 3)
+    fail(path, "expected a .npy of shape (steps, rows, cols), got shape (" + dims + "): " + std::to_string(shape.size()) +
+                   " dimension(s)");
+  if (shape[0] == 0 || shape[1] == 0 || shape[2] == 0)
+    fail(path, "expected a .npy of shape (steps, rows, cols), got shape (" + dims + "): no " +
+                   (shape[0] == 0 ? "steps" : shape[1] == 0 ? "rows" : "columns"));
   t.steps = shape[0];
   t.rows = shape[1];
   t.cols = shape[2];

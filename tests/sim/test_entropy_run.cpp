@@ -106,7 +106,9 @@ TEST_CASE("EDGC replay: a trace of the wrong shape, with a NaN, or missing is on
   };
   spec.trace = write_npy("flat", std::vector<float>(64, 1.0f), "(64,)");
   CHECK_THAT(message(), Catch::StartsWith("exp.yaml: workload.entropy.trace: ") &&
-                            Catch::Contains("expected a .npy of shape (steps, rows, cols), got 1 dimension(s)"));
+                            Catch::Contains("expected a .npy of shape (steps, rows, cols), got shape (64): 1 dimension(s)"));
+  spec.trace = write_npy("empty", std::vector<float>{}, "(0, 4, 4)");
+  CHECK_THAT(message(), Catch::Contains("expected a .npy of shape (steps, rows, cols), got shape (0, 4, 4): no steps"));
   std::vector<float> v(2 * 4 * 4, 0.5f);
   v[21] = NAN;
   spec.trace = write_npy("nan", v, "(2, 4, 4)");
