@@ -107,7 +107,10 @@ Args parse_args(int argc, char** argv) {
     if (s == "--help" || s == "-h") a.help = true;
     else if (s == "--set") a.sets.push_back(value("--set"));
     else if (s.starts_with("--set=")) a.sets.push_back(s.substr(6));
-    else if (s == "--out") a.out = value("--out");
+    else if (s == "--out") {
+      a.out = value("--out");
+      if (a.out.empty()) throw BadInput("--out needs a folder, got an empty path");
+    }
     else if (s == "--backend") a.backend = value("--backend");
     else if (s.starts_with("--backend=")) a.backend = s.substr(10);
     else if (s == "--lockstep") a.lockstep = true;

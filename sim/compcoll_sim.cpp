@@ -117,7 +117,10 @@ Args parse_args(int argc, char** argv) {
       std::exit(0);
     } else if (s == "--set") a.sets.push_back(value("--set"));
     else if (s.starts_with("--set=")) a.sets.push_back(s.substr(6));
-    else if (s == "--out") a.out = value("--out");
+    else if (s == "--out") {
+      a.out = value("--out");
+      if (a.out.empty()) usage_error("--out needs a folder, got an empty path");
+    }
     else if (s == "--json") a.json = true;
     else if (s == "--plans-only") a.plans_only = true;
     else if (s == "--shard") {
