@@ -153,13 +153,25 @@ void merge_shards(const std::vector<fs::path>& dirs, const fs::path& out) {
   bool plans = false;
   for (const fs::path& d : dirs) {
     Shard s;
-    s.doc = read_json(d / "results.json");
+    const fs::path file = d / "results.json";
+    s.doc = read_json(file);
     plans = s.doc.contains("plans");
     const std::string key = plans ? "plans" : "rows";
     const fs::path csv = d / (plans ? "plans.csv" : "results.csv");
     s.lines = csv_rows(csv, &s.header);
-    const json& sh = s.doc.value("shard", json{{"index", 1}, {"count", 1}});
-    const int index = sh["index"], count = sh["count"];
+    int index = 0, count = 0;
+    // What the merge reads of a shard, checked here so that a damaged file is named.
+    try {
+      const json& sh = s.doc.value("shard", json{{"index", 1}, {"count", 1}});
+      index = sh.at("index").get<int>();
+      count = sh.at("count").get<int>();
+      if (!s.doc.at(key).is_array()) throw std::runtime_error("'" + key + "' is not a list");
+      for (const json& r : s.doc[key]) (void)r.at("cell").get<size_t>();
+      for (const json& t : s.doc.value("topologies", json::array())) (void)t.at("group").get<size_t>();
+      if (!plans && s.doc.contains("regret_summary")) (void)regret_summary(s.doc[key]);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(file.string() + ": not a results file of compcoll-sim (" + e.what() + ")");
+    }
     const json& first = shards.empty() ? s.doc : shards[0].doc;
     if (first["experiment"] != s.doc["experiment"] || first.value("shard", json())["count"] != count ||
         first.contains("plans") != plans)

@@ -2,7 +2,8 @@
 # The sharded run of a small grid merges to the unsharded run's table: three shards merged with
 # `compcoll-sim merge`, and `--jobs 2`, against one run (check_shards.py); then a merge with a
 # shard missing, which must fail naming it, and one with a shard of the same file run with
-# another --set, which must fail too. Usage: shard_merge.sh COMPCOLL_SIM WORK_DIR
+# another --set, which must fail too, as must one with a damaged shard.
+# Usage: shard_merge.sh COMPCOLL_SIM WORK_DIR
 set -eo pipefail
 sim=$1
 o=$2/shard-test
@@ -18,3 +19,7 @@ python3 tests/sim/check_shards.py "$o/whole" "$o/merged" "$o/jobs"
 "$sim" merge --out "$o/bad" "$o/s1" "$o/s2" || echo "rc=$?"
 "$sim" "${args[@]}" --set 'sizes=[64KB]' --shard 3/3 --out "$o/other" > /dev/null
 "$sim" merge --out "$o/bad2" "$o/s1" "$o/s2" "$o/other" || echo "rc=$?"
+# A shard whose results.json was damaged (a row's time not a number): named, not a bare JSON error.
+cp -r "$o/s1" "$o/damaged"
+python3 -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); d['rows'][0]['time_us'] = 'x'; json.dump(d, open(p, 'w'))" "$o/damaged/results.json"
+"$sim" merge --out "$o/bad3" "$o/damaged" "$o/s2" "$o/s3" || echo "rc=$?"
