@@ -63,11 +63,18 @@ def main():
             doc = json.load(open(path))
         except (OSError, ValueError) as e:
             sys.exit(f"fidelity_table: {path}: {e}")
+        if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+            sys.exit(f"fidelity_table: {path}: no 'rows' list: not the --json output of compcoll-sim")
         # The rows of an experiment named *-ring (NCCL's rings only) stand for the runs that
         # forced rings or turned NVLS off.
         rings = str((doc.get("experiment") or {}).get("name", "")).endswith("-ring")
-        for r in doc["rows"]:
+        for i, r in enumerate(doc["rows"]):
+            if not isinstance(r, dict):
+                sys.exit(f"fidelity_table: {path}: rows[{i}] is not an object")
             if r.get("policy") == "nccl-like" and not r.get("error"):
+                missing = [k for k in ("collective", "ranks", "nodes", "size_bytes", "busbw_gbps") if k not in r]
+                if missing:
+                    sys.exit(f"fidelity_table: {path}: rows[{i}] has no {', '.join(missing)}")
                 key = (r["collective"], r["ranks"], r["nodes"], r["size_bytes"], rings)
                 if key in sim:
                     sys.exit(f"fidelity_table: {path}: {key} is also simulated in {where[key]}")

@@ -70,7 +70,10 @@ def main(argv):
             sim = load(a.other)
             other = {key(r): r["time_us"] for r in sim["rows"] if r.get("time_us") and not r.get("error")}
             rows = [r for r in rows if key(r) in other]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except KeyError as e:
+        print(f"model_error.py: no key {e} where a results.json of compcoll-run (or compcoll-sim) has it", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, TypeError) as e:
         print(f"model_error.py: {e}", file=sys.stderr)
         return 2
     print(report("the run's model", rows, {key(r): r["model_us"] for r in rows}))
