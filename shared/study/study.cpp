@@ -148,12 +148,24 @@ std::vector<Cell> cells(const Experiment& exp, const std::vector<Group>& groups)
   for (size_t g = 0; g < groups.size(); ++g)
     for (size_t c = 0; c < exp.calls.size(); ++c)
       for (uint64_t size : exp.sizes) {
+        // What nccl-tests moves for the size: whole elements of the call's dtype (an all-to-all:
+        // the same whole number to every rank), so the size is rounded down to them and the
+        // row gives the bytes moved. A size that holds none is an error, not an empty call.
+        const int n = groups[g].nranks;
+        policy::CallInfo info = call_info(exp.calls[c], size, n);
+        const bool a2a = info.collective == sched::Collective::AllToAll;
+        const uint64_t count = policy::count_for(info.collective, size, info.dtype, n);
+        if (count == 0)
+          throw ConfigError(exp.file + ": sizes: " + std::to_string(size) + " B holds no whole " + exp.calls[c].dtype +
+                            " element" + (a2a ? " for each of the " + std::to_string(n) + " ranks of" : " for") +
+                            " calls." + std::to_string(c) + " (" + exp.calls[c].collective + ")");
+        info.bytes = count * dtype_size(info.dtype) * (a2a ? static_cast<uint64_t>(n) : 1);
         Cell cell;
         cell.index = out.size();
         cell.group = g;
         cell.call = c;
-        cell.size = size;
-        cell.info = call_info(exp.calls[c], size, groups[g].nranks);
+        cell.size = info.bytes;
+        cell.info = info;
         out.push_back(cell);
       }
   return out;

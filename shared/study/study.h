@@ -92,7 +92,9 @@ struct Cell {
   uint64_t size = 0;
   policy::CallInfo info;
 };
-// The cells of every group (group x call x size, in that order).
+// The cells of every group (group x call x size, in that order). A cell's size is the
+// experiment's rounded down to whole elements of its call's dtype (for all-to-all, the same
+// number for every rank), as nccl-tests rounds; ConfigError where that leaves none.
 std::vector<Cell> cells(const Experiment& exp, const std::vector<Group>& groups);
 
 // The static plan of a call: the call as written, with one codec.

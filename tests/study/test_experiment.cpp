@@ -318,3 +318,33 @@ TEST_CASE("a library codec takes its ratio and curves from the calibration", "[c
   CHECK_THROWS_WITH(check_curves(exp, calib::load_calibration(no_curves)),
                     Catch::Contains("lib-cal-nocurves.yaml: curves: no compress curve for codec nvcomp-ans, dtype bf16"));
 }
+
+TEST_CASE("a cell moves whole elements: its size rounded down as nccl-tests rounds, none an error", "[config][experiment]") {
+  const std::string f = write_experiment("rounding", "sizes: [1001B, 4000B]\n"
+                                                     "calls:\n  - {collective: allreduce, algorithm: ring, dtype: bf16}\n"
+                                                     "  - {collective: all-to-all, algorithm: pairwise, dtype: fp32}\n"
+                                                     "codecs: [identity]\nranks: [3]\n");
+  const Experiment e = load_experiment(f);
+  const auto groups = study::groups(e, nullptr);
+  REQUIRE(groups.size() == 1);
+  const auto cs = study::cells(e, groups);
+  REQUIRE(cs.size() == 4);
+  // allreduce of bf16: 1001 B holds 500 elements; all-to-all of fp32 on 3 ranks: 83 to each (996 B),
+  // 4000 B holds 333 each (3996 B).
+  CHECK(cs[0].size == 1000);
+  CHECK(cs[1].size == 4000);
+  CHECK(cs[2].size == 996);
+  CHECK(cs[3].size == 3996);
+  for (const auto& c : cs) CHECK(c.info.bytes == c.size);
+  CHECK(policy::count_for(cs[2].info.collective, cs[2].size, cs[2].info.dtype, 3) == 83);
+
+  const Experiment tiny = load_experiment(write_experiment(
+      "tiny", "sizes: [64B, 8B]\ncalls:\n  - {collective: all-to-all, algorithm: pairwise, dtype: fp32}\ncodecs: [identity]\n"));
+  try {
+    study::cells(tiny, study::groups(tiny, nullptr));
+    FAIL("8 B hold no fp32 element for each of 8 ranks");
+  } catch (const ConfigError& err) {
+    CHECK(std::string(err.what()) ==
+          tiny.file + ": sizes: 8 B holds no whole fp32 element for each of the 8 ranks of calls.0 (all-to-all)");
+  }
+}
