@@ -7,7 +7,8 @@
 #      the checkout's commit;
 #   1. build (repository only: scripts/build.sh; the dependencies must be installed: scripts/setup.sh);
 #   2. the CUDA codec, lowrank and reduce kernels bit-exact against the host reference
-#      (compcoll_tests "[cuda]");
+#      (compcoll_tests "[cuda]"); where that fails or hangs, each case again in a process of
+#      its own, PASS / FAIL / TIMEOUT per case in OUT_DIR/cuda-cases.log;
 #   3. the NCCL transport on one rank: CUDA codecs inside the executor, ncclAllReduce
 #      (compcoll_real_tests "[nccl]" under mpirun -np 1);
 #   4. compcoll-run with the nccl backend on one GPU (experiments/smoke-cpu.yaml, every row
@@ -134,6 +135,26 @@ codec_rows="$out/codec-cuda.jsonl"
 # The limits, in seconds, together 19 minutes (--quick: 11.5). calibrate took 360 s on one
 # H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
 step cuda-tests 150 "$tests" "[cuda]"
+# Where the [cuda] cases failed or hung, each case again in a process of its own (a kernel
+# fault poisons the CUDA context of every later case in its process; a hang takes the step's
+# whole time): OUT_DIR/cuda-cases.log names each case PASS, FAIL or TIMEOUT, and
+# cuda-case-N.log holds its output.
+if ! grep -q "^All tests passed" "$out/cuda-tests.log" 2>/dev/null; then
+  : >"$out/cuda-cases.log"
+  n=0
+  while IFS= read -r name; do
+    n=$((n + 1))
+    # Catch2 reads , [ ] * ~ " and \ in a test spec: escaped, the name matches itself only.
+    spec=$(printf '%s' "$name" | sed 's/[],[\\*~"]/\\&/g')
+    timeout -k 5 45 "$tests" "$spec" >"$out/cuda-case-$n.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && ! grep -q "SKIPPED" "$out/cuda-case-$n.log"; then verdict=PASS
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict=TIMEOUT
+    else verdict=FAIL; fi
+    printf '%-8s %2d  %s\n' "$verdict" "$n" "$name" >>"$out/cuda-cases.log"
+  done < <("$tests" "[cuda]" --list-test-names-only 2>/dev/null | grep -v '^$')
+  sed 's/^/   /' "$out/cuda-cases.log"
+fi
 timeout 30 "$bench" version >"$out/nvcomp.log" 2>&1
 grep '^nvcomp:' "$out/nvcomp.log" | sed 's/^/   /'
 if [ $quick = 1 ]; then
