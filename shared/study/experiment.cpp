@@ -2,6 +2,7 @@
 #include "study/experiment.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -62,6 +63,15 @@ void parse_sweep(const Node& root, Experiment& e) {
     if (!(factor > 1)) sizes.opt("factor").fail("expected a factor > 1");
     if (from == 0 || to < from) sizes.fail("expected 0 < from <= to");
     sizes.check_no_unknown_keys();
+    // A factor just above 1 would ask for more sizes than memory holds; no sweep needs that many.
+    constexpr double kMaxSizes = 10000;
+    const double n = std::floor(std::log(static_cast<double>(to) / static_cast<double>(from)) / std::log(factor)) + 1;
+    if (n > kMaxSizes) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "from %llu to %llu B by x%.10g is %.4g sizes; at most %.0f",
+                    static_cast<unsigned long long>(from), static_cast<unsigned long long>(to), factor, n, kMaxSizes);
+      sizes.fail(buf);
+    }
     e.sizes = size_range(from, to, factor);
   } else {
     e.sizes.push_back(sizes.as_bytes());

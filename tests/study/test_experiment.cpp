@@ -100,6 +100,8 @@ TEST_CASE("bad experiment files: one line naming the file and the key", "[config
       {"sizes: [1MB]\nranks: [8, 8]\n" + calls, "ranks.1: group size 8 is listed twice"},
       {"sizes: [1MB]\nranks: []\n" + calls, "ranks: expected a group size or a list of them"},
       {"sizes: {from: 1MB, to: 1KB}\n" + calls, "sizes: expected 0 < from <= to"},
+      {"sizes: {from: 1KB, to: 1GB, factor: 1.0000001}\n" + calls,
+       "sizes: from 1000 to 1000000000 B by x1.0000001 is 1.382e+08 sizes; at most 10000"},
       {"sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring, chunks: 0}\ncodecs: [identity]\n",
        "calls.0.chunks: expected an integer in [1, 1024], got 0"},
       {"sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring, intra_placement: none}\ncodecs: [identity]\n",
