@@ -54,6 +54,8 @@ using nlohmann::json;
 
 namespace {
 
+constexpr const char* kWholeWorkload = "--shard and --jobs split a grid of calls; a workload runs whole";
+
 constexpr const char* kUsage =
     "usage: compcoll-sim EXPERIMENT.yaml [--set key.path=value]... [--out DIR] [--json] [--plans-only]\n"
     "                    [--shard I/N] [--jobs K] [--back-to-back N]\n"
@@ -608,7 +610,7 @@ int run(const Args& args) {
   start(r);
   if (!r.exp.workloads.empty()) {
     if (!args.shard.all() || args.jobs > 1)
-      throw config::ConfigError(r.exp.file + ": workload: --shard and --jobs split a grid of calls; a workload runs whole");
+      throw config::ConfigError(r.exp.file + ": workload: " + kWholeWorkload);
     return run_workloads(r);
   }
   open_csv(r);
@@ -729,7 +731,19 @@ int estimate(Args args) {
 // --- jobs and merge ---------------------------------------------------------------------
 
 // --jobs K: K shards as child processes of this program, then their merge.
-int run_jobs(const Args& args, const char* self) {
+int run_jobs(Args args, const char* self) {
+  // No more shards than cells: a shard without a cell is a process that does nothing (--jobs
+  // 99999 on a small grid started thousands).
+  {
+    const study::Experiment exp = study::load_experiment(args.experiment, args.sets);
+    if (!exp.workloads.empty()) throw config::ConfigError(exp.file + ": workload: " + kWholeWorkload);
+    const size_t cells = study::cells(exp, study::groups(exp, nullptr)).size();
+    if (static_cast<size_t>(args.jobs) > cells) {
+      std::cout << "# --jobs " << args.jobs << ": the experiment has " << cells << " cell" << (cells == 1 ? "" : "s")
+                << "; running " << cells << " shard" << (cells == 1 ? "" : "s") << "\n";
+      args.jobs = static_cast<int>(cells);
+    }
+  }
   std::vector<pid_t> pids;
   const fs::path out = args.out;
   for (int k = 1; k <= args.jobs; ++k) {
