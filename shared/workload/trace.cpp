@@ -313,8 +313,7 @@ class FileReader {
           ProcessGroup g;
           g.name = pg.value("pg_name", std::string());
           g.desc = pg.value("pg_desc", std::string());
-          if (pg.contains("ranks") && pg["ranks"].is_array()) g.ranks = pg["ranks"].get<std::vector<int>>();
-          else if (pg.contains("ranks") && pg["ranks"].is_string()) g.ranks = parse_rank_list(pg["ranks"]);
+          if (const json& ranks = field(pg, "ranks"); ranks.is_array() || ranks.is_string()) g.ranks = parse_rank_list(ranks);
           pgs_.push_back(g);
         }
     } catch (const json::exception&) {
