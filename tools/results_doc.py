@@ -59,7 +59,9 @@ def sim_provenance(doc, name, fallback_cmd):
     return (f"Command: `{cmd}` (data: `notebooks/data/{name}`). Simulated in SimGrid "
             f"{doc['versions'].get('simgrid', '?')}, {doc['network_model']['model']} "
             f"(latency factor {doc['network_model']['latency_factor']}, bandwidth factor "
-            f"{doc['network_model']['bandwidth_factor']}); kernel durations {kernels}; run on {host_text(doc)}.")
+            f"{doc['network_model']['bandwidth_factor']}"
+            f"{', NCCL protocol costs' if doc['network_model'].get('protocol_costs') else ''}); "
+            f"kernel durations {kernels}; run on {host_text(doc)}.")
 
 
 def by_cell_and_codec(rows):

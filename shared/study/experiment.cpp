@@ -256,11 +256,12 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
       }
     }
     if (kind == "rdma") {
-      // LV08 without its TCP latency factor and cross-traffic, as every GPU experiment of the
-      // repository sets them (docs/TOPOLOGY.md, "Network defaults").
+      // LV08 without its TCP latency factor and cross-traffic, and NCCL's protocol costs, as the
+      // repository's GPU experiments set them (docs/TOPOLOGY.md, "Network defaults").
       e.network.latency_factor = 1.0;
       e.network.bandwidth_factor = 0.97;
       e.network.crosstraffic = false;
+      e.network.protocol_costs = true;
     } else if (kind == "measured") {
       e.network.model = "cm02";
     }

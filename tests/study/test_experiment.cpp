@@ -143,7 +143,8 @@ TEST_CASE("bad experiment files: one line naming the file and the key", "[config
 
 // An experiment without a `network` key runs the network model its topologies' fabric calls
 // for (topo::network_default): RDMA on NVLink, InfiniBand and RoCE (LV08 without its TCP
-// latency factor and cross-traffic, as the repository's GPU experiments set by hand), LV08 as
+// latency factor and cross-traffic, with NCCL's protocol costs, as the repository's GPU
+// experiments set by hand), LV08 as
 // fitted to TCP on Ethernet over TCP, CM02 with no factors on a measured transport; a key given
 // still wins, and topologies that call for different models are an error naming both.
 TEST_CASE("network defaults follow the topology's fabric", "[config][experiment]") {
@@ -163,7 +164,7 @@ TEST_CASE("network defaults follow the topology's fabric", "[config][experiment]
   };
   const auto rdma = [](const Experiment& e) {
     return e.network.model == "lv08" && e.network.latency_factor == 1.0 && e.network.bandwidth_factor == 0.97 &&
-           e.network.crosstraffic == false;
+           e.network.crosstraffic == false && e.network.protocol_costs == true;
   };
   const Experiment node = load_experiment(experiment("one-node", kRoot + "/topologies/dgx-h100.yaml"));
   CHECK(rdma(node));
@@ -175,10 +176,12 @@ TEST_CASE("network defaults follow the topology's fabric", "[config][experiment]
   CHECK(eth.network.model == "lv08");
   CHECK_FALSE(eth.network.latency_factor.has_value());  // LV08's own 13.01, its cross-traffic on
   CHECK_FALSE(eth.network.crosstraffic.has_value());
+  CHECK_FALSE(eth.network.protocol_costs.has_value());  // NCCL's costs are charged only where asked
   CHECK_THAT(eth.network.source, Catch::Contains("ethernet-tcp"));
   const Experiment host = load_experiment(experiment("host", kRoot + "/topologies/host-mpi.yaml"));
   CHECK(host.network.model == "cm02");
   CHECK_FALSE(host.network.latency_factor.has_value());
+  CHECK_FALSE(host.network.protocol_costs.has_value());  // MPI on hosts: never charged
   CHECK_THAT(host.network.source, Catch::Contains("measured transport"));
   // A key given wins; so does --set.
   const Experiment keyed = load_experiment(experiment("keyed", tcp, "network: {model: cm02}\n"));
