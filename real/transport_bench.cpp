@@ -351,15 +351,15 @@ std::string link_yaml(const TransportSeries& s, const std::string& indent, bool 
     o << "]";
     return o.str();
   };
-  const auto noise_line = [&](int noise) {
+  const auto noise_line = [&](std::ostream& o, int noise) {
     if (noise)
-      y << indent << "# left out: " << noise << " point(s) timed within noise of the latency (a factor over "
+      o << indent << "# left out: " << noise << " point(s) timed within noise of the latency (a factor over "
         << config::yaml_number(topo::kMaxSizeFactor) << ")\n";
   };
   const auto factors = [&](const TransportSeries& series, double paid_s) {
     int noise = 0;
     y << list(series, paid_s, &noise) << "\n";
-    noise_line(noise);
+    noise_line(y, noise);
   };
   factors(s, paid);
   // One message at a time: the pingpong's half round trip, less its least time (its latency).
@@ -375,21 +375,31 @@ std::string link_yaml(const TransportSeries& s, const std::string& indent, bool 
   // Each footprint's list, its factors as by_size's and alone_by_size's (the pingpong's less the
   // least time of the pingpong above, where there is one).
   const double alone_paid = alone && !alone->points.empty() ? fit_transport(*alone).latency_s : paid;
+  // A footprint none of whose points is left (all timed within noise of the latencies, as on a
+  // busy machine) is left out with a comment: an empty list is not a factor list the loader reads.
   const auto footprint_lists = [&](const std::vector<const TransportSeries*>& lists, const char* key, bool alone_list) {
-    bool any = false;
-    for (const TransportSeries* fs : lists) any = any || (fs && !fs->points.empty());
-    if (!any) return;
-    y << indent << "# " << key << ": the " << (alone_list ? "pingpong" : s.pattern)
-      << " through buffers that total the footprint on the node (as a plan's typed buffers), "
-      << (alone_list ? "less the least time of alone_by_size's" : "the same latencies paid") << "\n"
-      << indent << key << ":\n";
+    std::ostringstream entries, dropped;
     for (const TransportSeries* fs : lists) {
       if (!fs || fs->points.empty()) continue;
       int noise = 0;
-      y << indent << "  - {footprint: " << config::format_bytes(fs->footprint)
-        << ", by_size: " << list(*fs, alone_list ? alone_paid : paid, &noise) << "}\n";
-      noise_line(noise);
+      const std::string l = list(*fs, alone_list ? alone_paid : paid, &noise);
+      if (l == "[]") {
+        dropped << indent << "# " << key << ": footprint " << config::format_bytes(fs->footprint)
+                << " left out: none of its " << fs->points.size()
+                << " point(s) of 4 KiB and more timed above the latencies with a factor the loader takes (a busy "
+                   "machine?)\n";
+        continue;
+      }
+      entries << indent << "  - {footprint: " << config::format_bytes(fs->footprint) << ", by_size: " << l << "}\n";
+      noise_line(entries, noise);
     }
+    y << dropped.str();
+    if (entries.str().empty()) return;
+    y << indent << "# " << key << ": the " << (alone_list ? "pingpong" : s.pattern)
+      << " through buffers that total the footprint on the node (as a plan's typed buffers), "
+      << (alone_list ? "less the least time of alone_by_size's" : "the same latencies paid") << "\n"
+      << indent << key << ":\n"
+      << entries.str();
   };
   footprint_lists(footprints, "by_footprint", false);
   footprint_lists(alone_footprints, "alone_by_footprint", true);

@@ -265,6 +265,7 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     } else if (kind == "measured") {
       e.network.model = "cm02";
     }
+    e.network.keyed = false;
     e.network.source = kind.empty() ? "SimGrid's LV08 defaults (no topology read)"
                                     : "the topology's fabric (" + why + "): " + kind + " defaults";
   }
@@ -371,7 +372,9 @@ topo::Topology load_topology(const Experiment& e, const std::string& path, int r
     if (e.topology_set.empty()) throw;
     throw config::ConfigError(e.file + ": topology_set: " + err.what());
   }
-  if (e.network.protocol_costs.value_or(false) && t.receive_copy)
+  // Asked for by a key (the fabric's defaults never ask for them on hosts; message_costs charges
+  // nothing on receive_copy topologies either way).
+  if (e.network.keyed && e.network.protocol_costs.value_or(false) && t.receive_copy)
     throw config::ConfigError(e.file + ": network.protocol_costs: " + path +
                               " runs MPI ranks on hosts (receive_copy), which NCCL's protocol costs do not apply to");
   if (e.run.compute_thread && t.receive_copy) {

@@ -33,6 +33,7 @@ struct NetworkSpec {
   // Where the model comes from: the experiment's `network` key, or, without one, the defaults
   // its topologies' fabric calls for (topo::network_default).
   std::string source = "the experiment's network key";
+  bool keyed = true;  // false: no `network` key, the fabric's defaults
   std::optional<double> latency_factor, bandwidth_factor, tcp_gamma, precision;
   std::optional<bool> crosstraffic;
   std::optional<bool> protocol_costs;  // NCCL's per-step latency and LL / LL128 wire bytes (policy::MessageCosts)

@@ -264,6 +264,35 @@ TEST_CASE("transport topology: a point within noise of the latency is left out, 
   for (const auto& [bytes, f] : t.gpu_link.by_size) CHECK(f <= topo::kMaxSizeFactor);
 }
 
+// A footprint whose every point was timed within noise of the latencies (a busy machine) is
+// left out with a comment, and the others are written: the file stays one the loader takes
+// (an empty list of factors is not one).
+TEST_CASE("transport topology: a footprint with no usable point is left out, not written empty", "[transport]") {
+  auto host = series("host", 1.5e-6, 5e9, true);
+  auto busy = host, quiet = host;
+  busy.footprint = 16 << 20;
+  for (auto& [bytes, sec] : busy.points) sec = 2 * 1.5e-6;  // no round above its two latencies
+  quiet.footprint = 32 << 20;
+  real::MachineTopology m;
+  m.name = "test-busy";
+  m.description = "2 ranks";
+  m.per_host = 2;
+  m.host = &host;
+  m.host_footprints = {&busy, &quiet};
+  const std::string text = real::topology_yaml(m);
+  CHECK_THAT(text, Catch::Contains("# by_footprint: footprint 16 MiB left out: none of its"));
+  CHECK_THAT(text, Catch::Contains("  - {footprint: 32 MiB, by_size: [[4096, "));
+  CHECK_THAT(text, !Catch::Contains("by_size: []"));
+  const topo::Topology t = load(text, "transport-busy");
+  REQUIRE(t.gpu_link.by_footprint.size() == 1);
+  CHECK(t.gpu_link.by_footprint.front().footprint == double(32 << 20));
+  // All of them busy: no by_footprint key at all.
+  m.host_footprints = {&busy};
+  const std::string none = real::topology_yaml(m);
+  CHECK_THAT(none, !Catch::Contains("by_footprint:\n"));
+  CHECK(load(none, "transport-busy-all").gpu_link.by_footprint.empty());
+}
+
 TEST_CASE("transport topology: several hosts, a fat tree with the network measured between them", "[transport]") {
   const auto host = series("host", 1e-6, 8e9, true), network = series("network", 4e-6, 20e9, false);
   real::MachineTopology m;

@@ -69,8 +69,12 @@ TEST_CASE("defaults of a call and --set overrides", "[config][experiment]") {
   CHECK(load_experiment(f, {"network.model=lv08", "network.precision=1e-12"}).network.precision == 1e-12);
   CHECK(load_experiment(f, {"ranks=[8, 64, 1024]"}).ranks == std::vector<int>{8, 64, 1024});
   CHECK(load_experiment(f, {"ranks=0"}).ranks.empty());
-  CHECK_FALSE(e.network.protocol_costs.has_value());
-  CHECK_FALSE(net_factors(e).protocol_costs);
+  CHECK(e.network.protocol_costs == true);  // no network key on a GPU fabric: NCCL's protocol costs
+  CHECK(net_factors(e).protocol_costs);
+  const Experiment keyed = load_experiment(f, {"network.model=lv08"});
+  CHECK_FALSE(keyed.network.protocol_costs.has_value());  // a network key: only where it asks
+  CHECK_FALSE(net_factors(keyed).protocol_costs);
+  CHECK_NOTHROW(study::load_topology(e, kRoot + "/topologies/host-mpi.yaml"));  // defaults ask nothing of hosts
   const Experiment pc = load_experiment(f, {"network.model=lv08", "network.protocol_costs=true"});
   CHECK(pc.network.protocol_costs == true);
   CHECK(net_factors(pc).protocol_costs);
