@@ -257,7 +257,7 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     }
     if (kind == "rdma") {
       // LV08 without its TCP latency factor and cross-traffic, and NCCL's protocol costs, as the
-      // repository's GPU experiments set them (docs/TOPOLOGY.md, "Network defaults").
+      // fidelity experiments and the studies set them (docs/TOPOLOGY.md, "Network defaults").
       e.network.latency_factor = 1.0;
       e.network.bandwidth_factor = 0.97;
       e.network.crosstraffic = false;

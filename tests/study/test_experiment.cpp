@@ -147,10 +147,10 @@ TEST_CASE("bad experiment files: one line naming the file and the key", "[config
 
 // An experiment without a `network` key runs the network model its topologies' fabric calls
 // for (topo::network_default): RDMA on NVLink, InfiniBand and RoCE (LV08 without its TCP
-// latency factor and cross-traffic, with NCCL's protocol costs, as the repository's GPU
-// experiments set by hand), LV08 as
-// fitted to TCP on Ethernet over TCP, CM02 with no factors on a measured transport; a key given
-// still wins, and topologies that call for different models are an error naming both.
+// latency factor and cross-traffic, with NCCL's protocol costs, as the fidelity experiments and
+// the studies set them by hand), LV08 as fitted to TCP on Ethernet over TCP, CM02 with no
+// factors on a measured transport; a key given still wins, and topologies that call for
+// different models are an error naming both.
 TEST_CASE("network defaults follow the topology's fabric", "[config][experiment]") {
   const auto dir = std::filesystem::temp_directory_path() / "compcoll-test-exp";
   std::filesystem::create_directories(dir);
