@@ -333,10 +333,10 @@ std::string link_yaml(const TransportSeries& s, const std::string& indent, bool 
   // [[bytes, bytes / (time - paid) / the fit's bandwidth], ...] over a series' points of 4 KiB
   // and more that took longer than `paid`, but those whose factor would pass
   // topo::kMaxSizeFactor (timed within noise of the latency: a factor the loader refuses);
-  // a comment line after the list counts them.
+  // a comment line after the list counts them. Empty where no point is left (all timed within
+  // noise of the latencies, as on a busy machine): an empty list is not one the loader reads.
   const auto list = [&](const TransportSeries& series, double paid_s, int* noise) {
     std::ostringstream o;
-    o << "[";
     bool first = true;
     for (const auto& [bytes, sec] : series.points) {
       if (bytes < 4096 || !(sec > paid_s)) continue;
@@ -345,53 +345,60 @@ std::string link_yaml(const TransportSeries& s, const std::string& indent, bool 
         ++*noise;
         continue;
       }
-      o << (first ? "" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << config::yaml_number(factor) << "]";
+      o << (first ? "[" : ", ") << "[" << static_cast<uint64_t>(bytes) << ", " << config::yaml_number(factor) << "]";
       first = false;
     }
-    o << "]";
-    return o.str();
+    return first ? std::string() : o.str() + "]";
+  };
+  const auto none_left = [](const TransportSeries& series) {
+    return "none of its " + std::to_string(series.points.size()) +
+           " point(s) of 4 KiB and more timed above the latencies with a factor the loader takes";
   };
   const auto noise_line = [&](std::ostream& o, int noise) {
     if (noise)
       o << indent << "# left out: " << noise << " point(s) timed within noise of the latency (a factor over "
         << config::yaml_number(topo::kMaxSizeFactor) << ")\n";
   };
-  const auto factors = [&](const TransportSeries& series, double paid_s) {
-    int noise = 0;
-    y << list(series, paid_s, &noise) << "\n";
-    noise_line(y, noise);
-  };
-  factors(s, paid);
+  int noise = 0;
+  const std::string by_size = list(s, paid, &noise);
+  if (by_size.empty())  // a measured transport needs its by_size: nothing to write without it
+    throw std::invalid_argument("the " + s.pattern + (s.between == "host" ? " within a host" : " between hosts") +
+                                ": no by_size to write: " + none_left(s) + "; measure again on a quiet machine");
+  y << by_size << "\n";
+  noise_line(y, noise);
   // One message at a time: the pingpong's half round trip, less its least time (its latency).
   const auto alone_factors = [&](const TransportSeries& a_series, const char* key) {
     const TransportFit a = fit_transport(a_series);
+    int a_noise = 0;
+    const std::string l = list(a_series, a.latency_s, &a_noise);
+    if (l.empty()) {
+      y << indent << "# " << key << " left out: " << none_left(a_series) << " (a busy machine?)\n";
+      return;
+    }
     y << indent << "# " << key << ": the " << a_series.pattern
       << " (one message at a time, the other ranks idle): bytes / (time - " << config::yaml_number(a.latency_s * 1e6)
       << " us, its least time) / the bandwidth above\n"
-      << indent << key << ": ";
-    factors(a_series, a.latency_s);
+      << indent << key << ": " << l << "\n";
+    noise_line(y, a_noise);
   };
   if (alone && !alone->points.empty()) alone_factors(*alone, "alone_by_size");
   // Each footprint's list, its factors as by_size's and alone_by_size's (the pingpong's less the
   // least time of the pingpong above, where there is one).
   const double alone_paid = alone && !alone->points.empty() ? fit_transport(*alone).latency_s : paid;
-  // A footprint none of whose points is left (all timed within noise of the latencies, as on a
-  // busy machine) is left out with a comment: an empty list is not a factor list the loader reads.
+  // A footprint with no point left is left out with a comment.
   const auto footprint_lists = [&](const std::vector<const TransportSeries*>& lists, const char* key, bool alone_list) {
     std::ostringstream entries, dropped;
     for (const TransportSeries* fs : lists) {
       if (!fs || fs->points.empty()) continue;
-      int noise = 0;
-      const std::string l = list(*fs, alone_list ? alone_paid : paid, &noise);
-      if (l == "[]") {
+      int f_noise = 0;
+      const std::string l = list(*fs, alone_list ? alone_paid : paid, &f_noise);
+      if (l.empty()) {
         dropped << indent << "# " << key << ": footprint " << config::format_bytes(fs->footprint)
-                << " left out: none of its " << fs->points.size()
-                << " point(s) of 4 KiB and more timed above the latencies with a factor the loader takes (a busy "
-                   "machine?)\n";
+                << " left out: " << none_left(*fs) << " (a busy machine?)\n";
         continue;
       }
       entries << indent << "  - {footprint: " << config::format_bytes(fs->footprint) << ", by_size: " << l << "}\n";
-      noise_line(entries, noise);
+      noise_line(entries, f_noise);
     }
     y << dropped.str();
     if (entries.str().empty()) return;

@@ -291,6 +291,21 @@ TEST_CASE("transport topology: a footprint with no usable point is left out, not
   const std::string none = real::topology_yaml(m);
   CHECK_THAT(none, !Catch::Contains("by_footprint:\n"));
   CHECK(load(none, "transport-busy-all").gpu_link.by_footprint.empty());
+  // A busy pingpong: alone_by_size left out the same way; the file still loads.
+  m.host_footprints = {};
+  auto busy_alone = series("host", 1.0e-6, 6.5e9, false);
+  for (auto& [bytes, sec] : busy_alone.points) sec = 1.0e-6;
+  m.host_alone = &busy_alone;
+  const std::string no_alone = real::topology_yaml(m);
+  CHECK_THAT(no_alone, Catch::Contains("# alone_by_size left out: none of its"));
+  CHECK_THAT(no_alone, !Catch::Contains("alone_by_size: "));
+  CHECK(load(no_alone, "transport-busy-alone").gpu_link.alone_by_size.empty());
+  // A busy exchange itself: a measured transport needs its by_size, so nothing is written.
+  m.host_alone = nullptr;
+  m.host = &busy;
+  CHECK_THROWS_WITH(real::topology_yaml(m), Catch::StartsWith("the exchange within a host: no by_size to write: none "
+                                                               "of its") &&
+                                                Catch::EndsWith("; measure again on a quiet machine"));
 }
 
 TEST_CASE("transport topology: several hosts, a fat tree with the network measured between them", "[transport]") {
