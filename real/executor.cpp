@@ -13,86 +13,15 @@ namespace compcoll::real {
 using sched::BufKind;
 using sched::OpKind;
 using sched::ScheduleError;
+using sched::is_transfer;
+using sched::overlap;
 
 namespace {
-bool is_transfer(OpKind k) { return k == OpKind::Send || k == OpKind::Recv; }
 // The slice an op writes (none for a send), and whether it reads its src (all but a receive; a
 // reduce also reads the dst it writes).
 const sched::Slice* written(const sched::Op& op) { return op.kind == OpKind::Send ? nullptr : &op.dst; }
 bool reads_src(const sched::Op& op) { return op.kind != OpKind::Recv; }
-bool overlap(const sched::Slice& a, const sched::Slice& b) {
-  if (a.buf != b.buf || a.index != b.index) return false;
-  if (a.buf == BufKind::Wire) return true;
-  return a.offset < b.offset + b.count && b.offset < a.offset + a.count;
-}
 }  // namespace
-
-// Transfers grouped by step; a step's group goes out once all its transfers are ready, after
-// the previous group. Every rank posts its groups in step order and a send's receive carries
-// its step, so the groups of all ranks match one another. That needs no transfer to wait
-// (through computations) for a transfer of its own step or a later one, and no receive to
-// write what a send of its group reads.
-LockstepPlan plan_lockstep(const sched::RankProgram& prog) {
-  const auto& ops = prog.ops;
-  const size_t n = ops.size();
-  LockstepPlan plan;
-  std::vector<uint32_t> transfers;
-  for (uint32_t i = 0; i < n; ++i)
-    if (is_transfer(ops[i].kind)) transfers.push_back(i);
-  std::stable_sort(transfers.begin(), transfers.end(), [&](uint32_t a, uint32_t b) { return ops[a].step < ops[b].step; });
-  plan.group_of.assign(n, UINT32_MAX);
-  for (uint32_t i : transfers) {
-    if (plan.groups.empty() || ops[plan.groups.back().front()].step != ops[i].step) plan.groups.emplace_back();
-    plan.groups.back().push_back(i);
-    plan.group_of[i] = static_cast<uint32_t>(plan.groups.size() - 1);
-  }
-  // A transfer's dependency on a transfer of its own group is met by posting them together
-  // (a send counts as done once posted; two transfers that touch different memory need no
-  // order inside a group): it is left out of the counts. A receive that feeds a send, or two
-  // receives into the same memory, are real dependencies and fail the check below.
-  auto free_dep = [&](uint32_t i, uint32_t d) {
-    if (!is_transfer(ops[i].kind) || !is_transfer(ops[d].kind) || plan.group_of[d] != plan.group_of[i]) return false;
-    if (ops[d].kind == OpKind::Send) return true;
-    return !overlap(ops[d].dst, ops[i].kind == OpKind::Send ? ops[i].src : ops[i].dst);
-  };
-  plan.dependents.assign(n, {});
-  plan.dep_count.assign(n, 0);
-  for (uint32_t i = 0; i < n; ++i)
-    for (uint32_t d : ops[i].deps)
-      if (!free_dep(i, d)) {
-        plan.dependents[d].push_back(i);
-        ++plan.dep_count[i];
-      }
-  // latest[i]: the latest group op i waits for, through any chain of dependencies (-1: none).
-  std::vector<int64_t> latest(n, -1);
-  for (uint32_t i = 0; i < n; ++i) {
-    for (uint32_t d : ops[i].deps)
-      if (!free_dep(i, d))
-        latest[i] = std::max(latest[i], is_transfer(ops[d].kind) ? static_cast<int64_t>(plan.group_of[d]) : latest[d]);
-    if (is_transfer(ops[i].kind) && latest[i] >= static_cast<int64_t>(plan.group_of[i])) {
-      plan.problem = "op " + std::to_string(i) + " (step " + std::to_string(ops[i].step) +
-                     "): waits for a transfer of its own or a later step, which lockstep cannot run";
-      return plan;
-    }
-  }
-  for (const auto& g : plan.groups)
-    for (uint32_t a : g)
-      for (uint32_t b : g)
-        if (ops[a].kind == OpKind::Send && ops[b].kind == OpKind::Recv && overlap(ops[a].src, ops[b].dst)) {
-          plan.problem = "op " + std::to_string(b) + " (step " + std::to_string(ops[b].step) + "): receives into what op " +
-                         std::to_string(a) + " sends in the same step, which lockstep cannot run";
-          return plan;
-        }
-  return plan;
-}
-
-std::string lockstep_problem(const sched::Schedule& s) {
-  for (int r = 0; r < s.size(); ++r) {
-    const LockstepPlan p = plan_lockstep(s.ranks[r]);
-    if (!p.problem.empty()) return "rank " + std::to_string(r) + " " + p.problem;
-  }
-  return "";
-}
 
 Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, DataBackend& backend,
                    const ExecutorOptions& opt)

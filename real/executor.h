@@ -13,6 +13,7 @@
 #include "codec/codec.h"
 #include "real/backend.h"
 #include "real/transport.h"
+#include "schedule/lockstep.h"
 #include "schedule/schedule.h"
 
 namespace compcoll::real {
@@ -35,18 +36,10 @@ struct RunStats {
   double codec_s = 0, reduce_s = 0, copy_s = 0;  // host backend only: time in (de)compress, reduce, copy ops
 };
 
-// Lockstep posting: the transfers of each step in one group. Not every schedule allows it
-// (a double binary tree's rank forwards within a step): plan.problem says why not.
-struct LockstepPlan {
-  std::vector<uint32_t> group_of;                 // per op: its group (transfers only)
-  std::vector<std::vector<uint32_t>> groups;      // transfers per step, in (step, index) order
-  std::vector<std::vector<uint32_t>> dependents;  // dependency edges that count in lockstep
-  std::vector<uint32_t> dep_count;
-  std::string problem;                            // empty when the program can run in lockstep
-};
-LockstepPlan plan_lockstep(const sched::RankProgram& prog);
-// Empty when every rank of `s` can run in lockstep; else "rank R op I (step S): why".
-std::string lockstep_problem(const sched::Schedule& s);
+// Lockstep posting (the transfers of each step in one group): sched::plan_lockstep.
+using sched::LockstepPlan;
+using sched::lockstep_problem;
+using sched::plan_lockstep;
 
 class Executor {
  public:

@@ -28,6 +28,7 @@
 
 #include "codec/format.h"
 #include "policy/cost_model.h"
+#include "schedule/lockstep.h"
 #include "sim/platform.h"
 
 namespace compcoll::sim {
@@ -211,6 +212,7 @@ class RankState {
     uint32_t send_op = kNone;
   };
   void start_op(uint32_t i);
+  void run_op(uint32_t i);
   void post_send(uint32_t i);
   void start_send(uint64_t conn);
   void release(uint64_t conn);  // protocol costs: the messages whose latency has passed join the queue
@@ -227,6 +229,11 @@ class RankState {
   uint64_t codec_bytes(uint32_t i) const { return sched::launch_elements(p_.ops, i, run_.cal->batch_launch) * dsize_; }
   void complete(uint32_t i);
   void close(uint32_t i);
+  // Lockstep: group G's ops (its iteration's ops, offset), the group of transfer i, posting the
+  // groups that may go, a transfer of the posted group done.
+  uint32_t group_of(uint32_t i) const;
+  void post_groups();
+  void group_transfer_done();
 
   Driver& d_;
   CallRun& run_;
@@ -265,6 +272,19 @@ class RankState {
   uint32_t per_iteration_ = 0;
   std::vector<uint32_t> open_;
   std::vector<std::vector<uint32_t>> roots_;
+  // Lockstep (policy::MessageCosts::lockstep; sched::plan_lockstep): a step's transfers go out
+  // as one group once all of them are ready and the group before it has completed (NCCL runs a
+  // rank's groups one after the other on its stream), and its receives complete when the whole
+  // group has (the events the executor tests follow the group). Group G is step steps_[G % S] of
+  // iteration G / S (S = steps_.size()); a transfer's dependency on one of its own group does not
+  // count (sched::lockstep_free_dependency).
+  bool lockstep_ = false;
+  std::vector<uint32_t> steps_;                    // one iteration's transfer steps, ascending
+  std::vector<uint32_t> group_begin_, group_ops_;  // one iteration's transfers by step: [begin[g], begin[g+1])
+  std::vector<uint32_t> group_ready_;              // per group: its transfers ready
+  uint32_t next_group_ = 0;                        // the next group to post
+  uint32_t group_open_ = 0;                        // the posted group's transfers not done
+  std::vector<uint32_t> group_arrived_;            // the posted group's receives that arrived
 };
 
 // The call: every rank's state, and the SimGrid activities that run for them. No actor: the
@@ -357,21 +377,24 @@ RankState::RankState(Driver& d, CallRun& run, int r)
       dependents_begin_(n_ + 1, 0),
       seq_(n_, 0),
       wire_(p_.wire_buffers),
-      kernels_at_once_(policy::kernel_concurrency(*run.cal, *run.topology)) {
+      kernels_at_once_(policy::kernel_concurrency(*run.cal, *run.topology)),
+      lockstep_(run.costs.lockstep) {
   std::unordered_map<uint64_t, uint32_t> sends_to, recvs_from;
   const auto iterations = static_cast<size_t>(std::max(run.iterations, 1));
   per_iteration_ = static_cast<uint32_t>(n_ / iterations);
   open_.assign(iterations, per_iteration_);
   roots_.resize(iterations);
+  auto counts = [&](uint32_t i, uint32_t d) { return !lockstep_ || !sched::lockstep_free_dependency(p_.ops, i, d); };
   for (uint32_t i = 0; i < n_; ++i)
-    for (uint32_t d : p_.ops[i].deps) ++dependents_begin_[d + 1];
+    for (uint32_t d : p_.ops[i].deps) dependents_begin_[d + 1] += counts(i, d);
   for (size_t i = 0; i < n_; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
   dependents_.resize(dependents_begin_[n_]);
   std::vector<uint32_t> fill(dependents_begin_.begin(), dependents_begin_.end() - 1);
   for (uint32_t i = 0; i < n_; ++i) {
     const auto& op = p_.ops[i];
-    missing_[i] = static_cast<uint32_t>(op.deps.size());
-    for (uint32_t d : op.deps) dependents_[fill[d]++] = i;
+    missing_[i] = 0;
+    for (uint32_t d : op.deps)
+      if (counts(i, d)) dependents_[fill[d]++] = i, ++missing_[i];
     if (op.kind == OpKind::Send) {
       seq_[i] = sends_to[connection(op.peer, op.lane)]++;
       ++open_[i / per_iteration_];  // and its delivery
@@ -381,6 +404,48 @@ RankState::RankState(Driver& d, CallRun& run, int r)
     if (i < per_iteration_) make_ready(i);
     else roots_[i / per_iteration_].push_back(i);
   }
+  if (!lockstep_) return;
+  for (uint32_t i = 0; i < per_iteration_; ++i)
+    if (sched::is_transfer(p_.ops[i].kind)) group_ops_.push_back(i);
+  std::stable_sort(group_ops_.begin(), group_ops_.end(),
+                   [&](uint32_t a, uint32_t b) { return p_.ops[a].step < p_.ops[b].step; });
+  for (uint32_t k = 0; k < group_ops_.size(); ++k)
+    if (k == 0 || p_.ops[group_ops_[k]].step != steps_.back()) {
+      steps_.push_back(p_.ops[group_ops_[k]].step);
+      group_begin_.push_back(k);
+    }
+  group_begin_.push_back(static_cast<uint32_t>(group_ops_.size()));
+  group_ready_.assign(steps_.size() * iterations, 0);
+}
+
+uint32_t RankState::group_of(uint32_t i) const {
+  const auto g = std::lower_bound(steps_.begin(), steps_.end(), p_.ops[i].step) - steps_.begin();
+  return static_cast<uint32_t>(i / per_iteration_ * steps_.size() + static_cast<size_t>(g));
+}
+
+// Posts the next group if all of it is ready and the one before it has completed: its
+// transfers in program order (a send is done for its dependents once posted).
+void RankState::post_groups() {
+  const uint32_t S = static_cast<uint32_t>(steps_.size());
+  while (group_open_ == 0 && next_group_ < group_ready_.size()) {
+    const uint32_t g = next_group_ % S, offset = next_group_ / S * per_iteration_;
+    const uint32_t size = group_begin_[g + 1] - group_begin_[g];
+    if (group_ready_[next_group_] < size) return;
+    ++next_group_;
+    group_open_ = size;
+    for (uint32_t k = group_begin_[g]; k < group_begin_[g + 1]; ++k) run_op(group_ops_[k] + offset);
+  }
+}
+
+// A transfer of the posted group is done (a send's message has arrived, a receive's message
+// has); the last one completes the group's receives and lets the next group go.
+void RankState::group_transfer_done() {
+  if (--group_open_ > 0) return;
+  std::sort(group_arrived_.begin(), group_arrived_.end());
+  std::vector<uint32_t> arrived;
+  arrived.swap(group_arrived_);
+  for (uint32_t i : arrived) complete(i);
+  post_groups();
 }
 
 void RankState::close(uint32_t i) {
@@ -485,6 +550,14 @@ void RankState::release(uint64_t conn) {
 }
 
 void RankState::start_op(uint32_t i) {
+  if (lockstep_ && sched::is_transfer(p_.ops[i].kind)) {
+    ++group_ready_[group_of(i)];
+    return post_groups();
+  }
+  run_op(i);
+}
+
+void RankState::run_op(uint32_t i) {
   const auto& op = p_.ops[i];
   Kernel k{i, 0, {}};
   switch (op.kind) {
@@ -528,16 +601,20 @@ void RankState::complete(uint32_t i) {
 // later op: so among the ops ready at one instant, a send earlier in the program always queues
 // first on its connection, as in the cost model.
 void RankState::start_ready() {
-  while (!ready_.empty()) {
-    std::pop_heap(ready_.begin(), ready_.end(), std::greater<>());
-    const uint32_t next = ready_.back();
-    ready_.pop_back();
-    start_op(next);
+  auto drain = [this] {  // a lockstep group posted at a completion left its sends here
     while (!finished_.empty()) {
       const uint32_t i = finished_.back();
       finished_.pop_back();
       complete(i);
     }
+  };
+  drain();
+  while (!ready_.empty()) {
+    std::pop_heap(ready_.begin(), ready_.end(), std::greater<>());
+    const uint32_t next = ready_.back();
+    ready_.pop_back();
+    start_op(next);
+    drain();
   }
 }
 
@@ -560,6 +637,7 @@ void RankState::finished(uint32_t i, int64_t conn) {
       ++in_flight_;  // its acknowledgement
     else
       close(sent);
+    if (lockstep_) group_transfer_done();
     return;
   }
   const auto& op = p_.ops[i];
@@ -597,6 +675,10 @@ void RankState::finished(uint32_t i, int64_t conn) {
       d_.start_ack(r_, op.peer, it->second.send_op);  // nothing to copy
     }
     received_.erase(it);
+    if (lockstep_) {  // complete with its group
+      group_arrived_.push_back(i);
+      return group_transfer_done();
+    }
   }
   complete(i);
 }

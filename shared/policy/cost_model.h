@@ -147,9 +147,13 @@ class RouteCache {
 // as NCCL's pipelined steps do); and NCCL's kernels with LL or LL128 put wire_factor bytes on
 // the links per byte of data. A
 // call by NCCL's kernels also starts NCCL's base latency late (once per row, not per back-to-back
-// iteration).
+// iteration). compcoll's own plans (not NCCL's kernels, no NVLS switch) run as compcoll-run's
+// NCCL executor posts them, where the schedule allows it (sched::lockstep_problem empty): each
+// rank's transfers of one step as one group once all are ready, after its previous group has
+// completed, its receives done when the whole group is (`lockstep`).
 struct MessageCosts {
   bool on = false;
+  bool lockstep = false;
   double base_s = 0;                // NCCL's per-call base latency: every rank starts this late
   double intra_s = 0, inter_s = 0;  // the per-step latency inside a node, across nodes
   double wire_factor = 1;

@@ -948,6 +948,8 @@ TEST_CASE("NCCL's protocol costs: the step latency along the data's path, LL's f
                           Case{"rail-ring", "ll128", true, "identity", sched::Placement::None, 4 << 20},
                           Case{"ring", "ll", true, "identity", sched::Placement::None, 1 << 20},
                           Case{"tree", "simple", true, "identity", sched::Placement::None, 1 << 20},
+                          Case{"rail-ring", "", false, "identity", sched::Placement::None, 16 << 20},
+                          Case{"rail-ring", "", false, "gauss-exp", sched::Placement::PerHop, 64 << 20},
                           Case{"hierarchical", "", false, "gauss-exp", sched::Placement::ZipCCL, 64 << 20}}) {
       sim::Call call = call_of(multi, sched::Collective::AllReduce, k.algorithm, k.placement, k.codec, 1, k.bytes);
       call.nccl_kernels = k.nccl;
@@ -963,6 +965,30 @@ TEST_CASE("NCCL's protocol costs: the step latency along the data's path, LL's f
       CHECK(model.time_s == Approx(sim_on).epsilon(0.002));
       CHECK(sim_on > sim_off);
     }
+  }
+
+  SECTION("compcoll's plans run in step groups, as compcoll-run's NCCL executor posts them") {
+    // 24 rail-ring channels on one node, each step's reduce kernels in one GPU queue: a step's
+    // group goes out once every channel's transfer is ready and the group before it is done,
+    // so no channel's step latency hides behind another's transfer, and every step pays it.
+    const auto h200 = calib::load_calibration(kRoot + "/calibration/h200.yaml");
+    sim::Call call = call_of(t, sched::Collective::AllReduce, "rail-ring", sched::Placement::None, "identity", 1, 16 << 20);
+    call.build.pipe.channels = 24;
+    const sched::Schedule s = sched::build_schedule(call.build);
+    REQUIRE(policy::message_costs(s, t, on.factors(), false, "").lockstep);
+    CHECK_FALSE(policy::message_costs(s, t, on.factors(), true, "simple").lockstep);  // NCCL's own kernels
+    CHECK_FALSE(policy::message_costs(s, t, off.factors(), false, "").lockstep);
+    const double plain = simulated(t, call, off, h200), costed = simulated(t, call, on, h200);
+    const int steps = 2 * (t.gpus() - 1);
+    CAPTURE(plain, costed);
+    CHECK(costed - plain >= steps * (3.4e-6 - nvlink_route));
+    const auto model = policy::predict(s, t, h200, "identity", 1.0, on.factors(), routes);
+    CHECK(model.time_s == Approx(costed).epsilon(0.002));
+    // A schedule that waits within a step (the double binary tree forwards) runs as before.
+    sched::BuildSpec tree = call.build;
+    tree.algorithm = "tree";
+    tree.pipe.channels = 1;
+    CHECK_FALSE(policy::message_costs(sched::build_schedule(tree), t, on.factors(), false, "").lockstep);
   }
 
   SECTION("one GPU per node: a rank's two messages to one peer posted together keep their order") {
