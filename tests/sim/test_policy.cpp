@@ -8,6 +8,7 @@
 
 #include "policy/nccl_tuning.h"
 #include "policy/policy.h"
+#include "schedule/lockstep.h"
 #include "sim/simulator.h"
 #include "sim/simulate_alone.h"
 
@@ -395,6 +396,31 @@ TEST_CASE("adaptive never slower than NCCL's own collective by its model", "[pol
   const auto cal = calib::zero_calibration();
   const auto on_host = candidates(allreduce(1 << 20, 2), system_of(host, cal, {"identity"}));
   CHECK(std::none_of(on_host.begin(), on_host.end(), [](const Plan& p) { return p.library; }));
+}
+
+TEST_CASE("candidates with NCCL's protocol costs: only plans compcoll-run can post in step groups on NCCL",
+          "[policy][lockstep]") {
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  const auto cal = calib::zero_calibration();
+  System sys = system_of(t, cal, {"identity", "gauss-exp"});
+  auto refused = [&](const Plan& p, const CallInfo& info) {
+    const auto s = sched::build_schedule(build_spec(p, info, t));
+    return s.switches == 0 && !sched::lockstep_problem(s).empty();
+  };
+  CallInfo gather = allreduce(64 << 20, 64);
+  gather.collective = sched::Collective::AllGather;
+  for (const CallInfo& info : {allreduce(64 << 20, 64), gather}) {
+    sys.net.protocol_costs = false;
+    const auto all = candidates(info, sys);
+    sys.net.protocol_costs = true;
+    const auto grouped = candidates(info, sys);
+    const auto n_refused = std::count_if(all.begin(), all.end(), [&](const Plan& p) { return refused(p, info); });
+    CAPTURE(static_cast<int>(info.collective), all.size(), grouped.size());
+    CHECK(n_refused > 0);  // the double binary tree; the recursive allgather, compressed
+    CHECK(grouped.size() + static_cast<size_t>(n_refused) == all.size());
+    CHECK(std::none_of(grouped.begin(), grouped.end(), [&](const Plan& p) { return refused(p, info); }));
+    CHECK(std::count_if(grouped.begin(), grouped.end(), [](const Plan& p) { return p.library; }) == 1);
+  }
 }
 
 TEST_CASE("a group of one rank: every policy plans it, nothing moves, NCCL's estimate is 0", "[policy][nccl]") {
