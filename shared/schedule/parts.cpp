@@ -151,6 +151,20 @@ std::vector<std::vector<uint32_t>> pipelined(
     }
     std::move(sorted.begin(), sorted.end(), ops.begin() + static_cast<long>(first));
     for (uint32_t& l : last[r]) l = new_index[l - first];
+    // Lockstep (sched::plan_lockstep) posts a step's transfers as one group after the group
+    // before. So that one chunk's transfers can be on the wire while another chunk's
+    // computations run, each chunk's step is a group of its own, in turn: a piece's step s
+    // (base step s - delay) becomes (s - delay) x chunks + delay. Channels keep sharing a step;
+    // the program's order is unchanged.
+    if (pipe.chunks == 1) continue;
+    for (uint32_t k = 0; k < m; ++k) {
+      Op& op = ops[first + k];
+      const uint32_t delay = piece_of[order[k]] % pipe.chunks;
+      if (op.step < delay)
+        throw ScheduleError("pipelined: rank " + std::to_string(r) + " op " + std::to_string(first + k) + ": step " +
+                            std::to_string(op.step) + " before its piece's start, step " + std::to_string(delay));
+      op.step = (op.step - delay) * pipe.chunks + delay;
+    }
   }
   return last;
 }

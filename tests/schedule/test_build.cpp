@@ -94,7 +94,7 @@ TEST_CASE("build_schedule passes placement, pipelining, counts and shape through
   spec.pipe = {2, 2};
   CHECK(build_schedule(spec).algorithm == ring_allreduce(8, 4096, DType::BF16, Placement::ZipCCL, {2, 2}).algorithm);
   spec.placement = Placement::None;  // step_bytes counts typed messages only
-  CHECK(step_bytes(build_schedule(spec)).steps == 2 * 7 + 1);
+  CHECK(step_bytes(build_schedule(spec)).steps == 2 * 7 * 2);  // each chunk's step a lockstep group of its own
   spec.placement = Placement::ZipCCL;
   spec.algorithm = "hierarchical";
   spec.gpus_per_node = 4;

@@ -87,8 +87,8 @@ TEST_CASE("NCCL's tree crosses the network once up and once down per node and ch
     CHECK(inside[c] == int(2 * nodes * (g - 1) * chunks));  // each node's chain, both ways
   }
   // Steps with a send: up and down a tree of height 9 (a chain of 8 under 2 levels of nodes),
-  // the second chunk one step behind the first.
-  CHECK(step_bytes(s).steps == 2 * (g - 1 + 2) + chunks);
+  // each chunk's step a lockstep group of its own.
+  CHECK(step_bytes(s).steps == 2 * (g - 1 + 2) * chunks);
   // Every rank sends its share once up and once down (the root only down), nothing more.
   const uint64_t bytes = count * 2;
   uint64_t sent = 0;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <set>
 
 #include "io/float_convert.h"
 #include "schedule/algorithms.h"
@@ -252,8 +253,15 @@ TEST_CASE("pipelined chunks and channels keep the ring allreduce exact", "[sched
   }
   const uint64_t count = 8 * 1024;
   const StepBytes plain = step_bytes(ring_allreduce(8, count, DType::BF16));
-  const StepBytes piped = step_bytes(ring_allreduce(8, count, DType::BF16, Placement::None, {4, 2}));
-  CHECK(piped.steps == plain.steps + 3);
+  const Schedule four = ring_allreduce(8, count, DType::BF16, Placement::None, {4, 2});
+  const StepBytes piped = step_bytes(four);
+  // Each chunk's step is a lockstep group of its own: chunk j's base step k is step k x 4 + j,
+  // k + j the time step it runs at, 3 behind chunk 0 for the last chunk.
+  CHECK(piped.steps == plain.steps * 4);
+  std::set<uint32_t> depth;
+  for (const Op& op : four.ranks[0].ops)
+    if (op.kind == OpKind::Send) depth.insert(op.step / 4 + op.step % 4);
+  CHECK(depth.size() == plain.steps + 3);
   CHECK(piped.sent_bytes == plain.sent_bytes);
   CHECK_THROWS_AS(ring_allreduce(4, 10, DType::BF16, Placement::None, {0, 1}), ScheduleError);
 }
@@ -292,7 +300,7 @@ TEST_CASE("pipelined ring reduce-scatter and allgather keep the block layout", "
        {std::pair{ring_reduce_scatter(8, count, DType::BF16), ring_reduce_scatter(8, count, DType::BF16, Placement::None, {4, 2})},
         std::pair{ring_allgather(8, count, DType::BF16), ring_allgather(8, count, DType::BF16, Placement::None, {4, 2})}}) {
     const StepBytes a = step_bytes(plain), b = step_bytes(piped);
-    CHECK(b.steps == a.steps + 3);
+    CHECK(b.steps == a.steps * 4);  // each chunk's step a lockstep group of its own
     CHECK(b.sent_bytes == a.sent_bytes);
     CHECK(b.sent[0][0] * 4 == a.sent[0][0]);  // step 0 carries chunk 0 of each channel: a quarter of a block
   }

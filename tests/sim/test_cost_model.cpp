@@ -943,6 +943,7 @@ TEST_CASE("NCCL's protocol costs: the step latency along the data's path, LL's f
       const char* codec;
       sched::Placement placement;
       uint64_t bytes;
+      uint32_t chunks = 1;
     };
     for (const Case& k : {Case{"rail-ring", "simple", true, "identity", sched::Placement::None, 64 << 20},
                           Case{"rail-ring", "ll128", true, "identity", sched::Placement::None, 4 << 20},
@@ -950,8 +951,9 @@ TEST_CASE("NCCL's protocol costs: the step latency along the data's path, LL's f
                           Case{"tree", "simple", true, "identity", sched::Placement::None, 1 << 20},
                           Case{"rail-ring", "", false, "identity", sched::Placement::None, 16 << 20},
                           Case{"rail-ring", "", false, "gauss-exp", sched::Placement::PerHop, 64 << 20},
+                          Case{"ring", "", false, "identity", sched::Placement::None, 16 << 20, 2},
                           Case{"hierarchical", "", false, "gauss-exp", sched::Placement::ZipCCL, 64 << 20}}) {
-      sim::Call call = call_of(multi, sched::Collective::AllReduce, k.algorithm, k.placement, k.codec, 1, k.bytes);
+      sim::Call call = call_of(multi, sched::Collective::AllReduce, k.algorithm, k.placement, k.codec, k.chunks, k.bytes);
       call.nccl_kernels = k.nccl;
       call.protocol = k.protocol;
       if (std::string(k.algorithm) == "rail-ring") call.build.pipe.channels = 8;
