@@ -993,6 +993,28 @@ TEST_CASE("NCCL's protocol costs: the step latency along the data's path, LL's f
     CHECK_FALSE(policy::message_costs(sched::build_schedule(tree), t, on.factors(), false, "").lockstep);
   }
 
+  SECTION("in step groups a pipelined plan's chunks take turns: one chunk's codec runs while the other moves") {
+    // 8 nodes of one GPU, the derived kernels: a 256 MB zipccl ring allreduce in 2 chunks, each
+    // chunk's step a group of its own (sched::detail::pipelined), against the same ring in one.
+    const auto dp = topo::load_topology(kRoot + "/topologies/h100-64gpu-dp.yaml");
+    const auto derived = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
+    double t[2] = {0, 0};
+    for (uint32_t chunks : {1u, 2u}) {
+      sim::Call call = call_of(dp, sched::Collective::AllReduce, "ring", sched::Placement::ZipCCL, "gauss-exp", chunks,
+                               256 << 20);
+      call.build.nranks = 8;
+      call.ratio = 0.6858;
+      const sched::Schedule s = sched::build_schedule(call.build);
+      policy::RouteCache dr(dp);
+      REQUIRE(policy::message_costs(s, dp, on.factors(), false, "").lockstep);
+      t[chunks - 1] = simulated(dp, call, on, derived);
+      const auto model = policy::predict(s, dp, derived, "gauss-exp", call.ratio, on.factors(), dr);
+      CAPTURE(chunks, t[chunks - 1], model.time_s);
+      CHECK(model.time_s == Approx(t[chunks - 1]).epsilon(0.002));
+    }
+    CHECK(t[1] < 0.93 * t[0]);
+  }
+
   SECTION("one GPU per node: a rank's two messages to one peer posted together keep their order") {
     // The double binary tree sends twice to some parent at once (one per tree); with equal
     // latencies both must join the connection in post order, or the receiver, matching in
