@@ -310,6 +310,10 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
     const uint32_t nccl_channels = candidate_ring_channels(call, nccl_view(t, n), g);
     add(plan("rail-ring", "recursive", 1, static_cast<uint32_t>(g)));
     if (nccl_channels != static_cast<uint32_t>(g)) add(plan("rail-ring", "recursive", 1, nccl_channels));
+    // In step groups (NCCL's protocol costs: MessageCosts::lockstep) the channels of a step go
+    // out together, so a rail ring's codec runs beside its transfers only across chunks: its
+    // rings pipelined in 2 chunks too.
+    if (sys.net.protocol_costs && !t.receive_copy) add(plan("rail-ring", "recursive", 2, static_cast<uint32_t>(g)));
   };
   // Pipelined rings (2 and 4 chunks: a step's transfer overlaps the reduction of the chunk
   // before) where their schedules stay small; they pay off for large messages on few ranks.

@@ -398,8 +398,8 @@ TEST_CASE("adaptive never slower than NCCL's own collective by its model", "[pol
   CHECK(std::none_of(on_host.begin(), on_host.end(), [](const Plan& p) { return p.library; }));
 }
 
-TEST_CASE("candidates with NCCL's protocol costs: only plans compcoll-run can post in step groups on NCCL",
-          "[policy][lockstep]") {
+TEST_CASE("candidates with NCCL's protocol costs: only plans compcoll-run can post in step groups on NCCL, and "
+          "rail rings in 2 chunks", "[policy][lockstep]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   const auto cal = calib::zero_calibration();
   System sys = system_of(t, cal, {"identity", "gauss-exp"});
@@ -414,12 +414,27 @@ TEST_CASE("candidates with NCCL's protocol costs: only plans compcoll-run can po
     const auto all = candidates(info, sys);
     sys.net.protocol_costs = true;
     const auto grouped = candidates(info, sys);
-    const auto n_refused = std::count_if(all.begin(), all.end(), [&](const Plan& p) { return refused(p, info); });
     CAPTURE(static_cast<int>(info.collective), all.size(), grouped.size());
+    std::set<std::string> kept, added;
+    for (const Plan& p : grouped) kept.insert(p.describe());
+    size_t n_refused = 0;
+    for (const Plan& p : all) {
+      CAPTURE(p.describe());
+      if (refused(p, info)) ++n_refused;
+      else CHECK(kept.count(p.describe()) == 1);
+    }
     CHECK(n_refused > 0);  // the double binary tree; the recursive allgather, compressed
-    CHECK(grouped.size() + static_cast<size_t>(n_refused) == all.size());
     CHECK(std::none_of(grouped.begin(), grouped.end(), [&](const Plan& p) { return refused(p, info); }));
     CHECK(std::count_if(grouped.begin(), grouped.end(), [](const Plan& p) { return p.library; }) == 1);
+    // Added: the rail rings in 2 chunks (in step groups their codec overlaps only across chunks),
+    // uncompressed and with each codec's placements.
+    for (const Plan& p : grouped)
+      if (std::none_of(all.begin(), all.end(), [&](const Plan& q) { return q.describe() == p.describe(); }))
+        added.insert(p.describe());
+    CHECK(!added.empty());
+    for (const Plan& p : grouped)
+      if (added.count(p.describe())) CHECK((p.algorithm == "rail-ring" && p.chunks == 2 && p.channels == 8));
+    CHECK(grouped.size() + n_refused == all.size() + added.size());
   }
 }
 
