@@ -534,7 +534,7 @@ TEST_CASE("cost model within 0.2% of the simulator for calls back to back", "[si
   sim::NetworkModel costs = cm02;  // on GPUs: NCCL's protocol costs, compcoll's plans in step groups
   costs.protocol_costs = true;
   for (const auto& [topo, cal] : {std::pair{&t, &host}, std::pair{&dgx, &derived}}) {
-    for (const sim::NetworkModel* net : {&cm02, &costs}) {
+    for (const sim::NetworkModel* net : std::initializer_list<const sim::NetworkModel*>{&cm02, &costs}) {
       if (net == &costs && topo->receive_copy) continue;
       for (const Case& k : cases) {
         sim::Call call = call_of(*topo, k.c, k.algorithm, k.placement, k.codec, k.chunks, 4 << 20);
