@@ -229,8 +229,8 @@ class RankState {
   uint64_t codec_bytes(uint32_t i) const { return sched::launch_elements(p_.ops, i, run_.cal->batch_launch) * dsize_; }
   void complete(uint32_t i);
   void close(uint32_t i);
-  // Lockstep: group G's ops (its iteration's ops, offset), the group of transfer i, posting the
-  // groups that may go, a transfer of the posted group done.
+  // Lockstep: the group of transfer i; posting the groups that may go; a transfer of the posted
+  // group done.
   uint32_t group_of(uint32_t i) const;
   void post_groups();
   void group_transfer_done();

@@ -1,9 +1,10 @@
 // shared/policy/policy.cpp — see policy.h.
 #include "policy/policy.h"
-#include "schedule/lockstep.h"
 
 #include "policy/nccl_tuning.h"
+#include "schedule/lockstep.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
