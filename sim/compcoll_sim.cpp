@@ -441,6 +441,9 @@ void emit(Run& r, Out& o, const std::vector<sim::CallResult>& results) {
     w.messages = c.messages, w.wire_bytes = c.wire_bytes, w.raw_bytes = c.raw_bytes;
     w.codec_s = c.codec_s, w.reduce_s = c.reduce_s, w.wall_s = c.wall_s, w.ops = c.ops, w.error = c.error;
     w.codec_exposed_s = c.codec_exposed_s;
+    if (!c.ungrouped.empty())
+      w.note = "not in step groups: compcoll-run refuses it on NCCL (" + c.ungrouped +
+               "); simulated with each transfer posted once ready";
   }
   double oracle_s = NAN;
   for (size_t c : o.oracle_calls)
@@ -463,6 +466,7 @@ void emit(Run& r, Out& o, const std::vector<sim::CallResult>& results) {
   }
   if (!r.args.json) {
     std::cout << report::table_line(w, r.has_oracle ? report::Table::SimRegret : report::Table::Sim);
+    if (!w.note.empty()) std::cout << "# note: the row above: " << w.note << "\n";
     std::cout.flush();
   }
   r.doc["rows"].push_back(report::to_json(w));

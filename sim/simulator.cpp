@@ -933,6 +933,8 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     run.footprint = policy::node_footprint_bytes(schedule, job.topology);
     run.endpoint = policy::rank_endpoints(schedule, job.topology);
     run.costs = policy::message_costs(schedule, job.topology, job.network.factors(), call.nccl_kernels, call.protocol);
+    if (run.costs.on && !run.costs.lockstep && !call.nccl_kernels && schedule.switches == 0)
+      res.ungrouped = sched::lockstep_problem(schedule);
     if (iterations > 1) schedule = sched::repeated(schedule, iterations);  // one copy held, not two
     run.schedule = &schedule;
     run.call = &call;
@@ -969,7 +971,7 @@ void write_result(FILE* out, const CallResult& res) {
              {{"index", res.index}, {"time_s", res.time_s}, {"iteration_s", res.iteration_s}, {"messages", res.messages}, {"wire_bytes", res.wire_bytes},
               {"raw_bytes", res.raw_bytes}, {"codec_s", res.codec_s}, {"reduce_s", res.reduce_s}, {"wall_s", res.wall_s},
               {"codec_exposed_s", std::isnan(res.codec_exposed_s) ? nlohmann::json(nullptr) : nlohmann::json(res.codec_exposed_s)},
-              {"ops", res.ops}, {"compress_ops", res.compress_ops}, {"error", res.error}});
+              {"ops", res.ops}, {"compress_ops", res.compress_ops}, {"ungrouped", res.ungrouped}, {"error", res.error}});
 }
 
 // The child: one engine, one platform; every call runs in a process of its own forked from it,
@@ -1091,6 +1093,7 @@ JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& 
       r.wall_s = j.value("wall_s", 0.0);
       r.ops = j.value("ops", uint64_t{0});
       r.compress_ops = j.value("compress_ops", uint64_t{0});
+      r.ungrouped = j.value("ungrouped", std::string());
       r.error = j.value("error", std::string());
       ++reported;
       on_result(r);

@@ -80,6 +80,9 @@ struct CallResult {
   double wall_s = 0;        // host time to build the schedule and simulate it
   uint64_t ops = 0;         // schedule ops, all ranks
   uint64_t compress_ops = 0;  // its compress ops, all ranks: 0 where the plan compresses nothing
+  // With NCCL's protocol costs, a plan of compcoll's that cannot run in step groups
+  // (sched::lockstep_problem, which compcoll-run refuses on NCCL): why; it ran ungrouped.
+  std::string ungrouped;
   std::string error;        // non-empty: this call failed (the message), the others still run
 };
 

@@ -64,7 +64,8 @@ json to_json(const Row& w) {
               {"model_us", number_or_null(w.model_s * 1e6)},
               {"model_err", number_or_null(w.model_err())},
               {"model_kernel_us", number_or_null(w.model_kernel_s * 1e6)},
-              {"codec_exposed_us", number_or_null(w.codec_exposed_s * 1e6)}};
+              {"codec_exposed_us", number_or_null(w.codec_exposed_s * 1e6)},
+              {"note", w.note.empty() ? json(nullptr) : json(w.note)}};
 }
 
 json host_json() {

@@ -53,6 +53,9 @@ struct Row {
   double codec_exposed_s = NAN;  // the codec's exposed time in one call, the cost model's
                                  // (policy::exposed_codec_s); NAN where not computed
   size_t candidates = 0;         // compcoll-sim's oracle: plans simulated
+  // compcoll-sim: what the reader must know of how the row ran (a plan that cannot run in step
+  // groups, which compcoll-run refuses on NCCL, simulated ungrouped); empty otherwise.
+  std::string note;
   double regret = NAN;           // compcoll-sim, with an oracle: time / the oracle's - 1
   // compcoll-run: correctness; lossy rows against the uncompressed output.
   bool checked = false;
