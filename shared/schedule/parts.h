@@ -141,8 +141,8 @@ uint32_t double_tree_allreduce_part(Schedule& s, const Part& part, Placement pla
 // (ScheduleError otherwise). Sends and their receives carry the same step, so messages
 // between a pair of ranks still match in order. Steps are then renumbered so that each chunk's
 // step is a group of its own in lockstep (sched::plan_lockstep): chunk j's base step k becomes
-// k x chunks + j (a piece whose op has a step below its delay is a ScheduleError). The sends and receives of channel c's pieces
-// get lane c (Op::lane); a builder that puts some of a piece's messages on lane L > 0 (a
+// k x chunks + j (a piece whose op has a step below its delay is a ScheduleError). The sends
+// and receives of channel c's pieces get lane c (Op::lane); a builder that puts some of a piece's messages on lane L > 0 (a
 // second connection between the same ranks) gets lane c + L x channels for them. Returns, per rank, the index of the last op
 // of each piece that has ops on it (what an op after all pieces depends on).
 // `ranges`: the pieces' element ranges, in place of block_of's (merged channels).
