@@ -229,11 +229,8 @@ class RankState {
   uint64_t codec_bytes(uint32_t i) const { return sched::launch_elements(p_.ops, i, run_.cal->batch_launch) * dsize_; }
   void complete(uint32_t i);
   void close(uint32_t i);
-  // Lockstep: the group of transfer i; posting the groups that may go; a transfer of the posted
-  // group done.
-  uint32_t group_of(uint32_t i) const;
-  void post_groups();
-  void group_transfer_done();
+  // Lockstep: a transfer of the posted group done (a receive: `receive`, else -1).
+  void group_transfer_done(int64_t receive);
 
   Driver& d_;
   CallRun& run_;
@@ -272,19 +269,11 @@ class RankState {
   uint32_t per_iteration_ = 0;
   std::vector<uint32_t> open_;
   std::vector<std::vector<uint32_t>> roots_;
-  // Lockstep (policy::MessageCosts::lockstep; sched::plan_lockstep): a step's transfers go out
-  // as one group once all of them are ready and the group before it has completed (NCCL runs a
-  // rank's groups one after the other on its stream), and its receives complete when the whole
-  // group has (the events the executor tests follow the group). Group G is step steps_[G % S] of
-  // iteration G / S (S = steps_.size()); a transfer's dependency on one of its own group does not
-  // count (sched::lockstep_free_dependency).
+  // Lockstep (policy::MessageCosts::lockstep): the transfers in step groups (sched::StepGroups);
+  // a transfer's dependency on one of its own group does not count
+  // (sched::lockstep_free_dependency).
   bool lockstep_ = false;
-  std::vector<uint32_t> steps_;                    // one iteration's transfer steps, ascending
-  std::vector<uint32_t> group_begin_, group_ops_;  // one iteration's transfers by step: [begin[g], begin[g+1])
-  std::vector<uint32_t> group_ready_;              // per group: its transfers ready
-  uint32_t next_group_ = 0;                        // the next group to post
-  uint32_t group_open_ = 0;                        // the posted group's transfers not done
-  std::vector<uint32_t> group_arrived_;            // the posted group's receives that arrived
+  sched::StepGroups groups_;
 };
 
 // The call: every rank's state, and the SimGrid activities that run for them. No actor: the
@@ -404,48 +393,14 @@ RankState::RankState(Driver& d, CallRun& run, int r)
     if (i < per_iteration_) make_ready(i);
     else roots_[i / per_iteration_].push_back(i);
   }
-  if (!lockstep_) return;
-  for (uint32_t i = 0; i < per_iteration_; ++i)
-    if (sched::is_transfer(p_.ops[i].kind)) group_ops_.push_back(i);
-  std::stable_sort(group_ops_.begin(), group_ops_.end(),
-                   [&](uint32_t a, uint32_t b) { return p_.ops[a].step < p_.ops[b].step; });
-  for (uint32_t k = 0; k < group_ops_.size(); ++k)
-    if (k == 0 || p_.ops[group_ops_[k]].step != steps_.back()) {
-      steps_.push_back(p_.ops[group_ops_[k]].step);
-      group_begin_.push_back(k);
-    }
-  group_begin_.push_back(static_cast<uint32_t>(group_ops_.size()));
-  group_ready_.assign(steps_.size() * iterations, 0);
-}
-
-uint32_t RankState::group_of(uint32_t i) const {
-  const auto g = std::lower_bound(steps_.begin(), steps_.end(), p_.ops[i].step) - steps_.begin();
-  return static_cast<uint32_t>(i / per_iteration_ * steps_.size() + static_cast<size_t>(g));
-}
-
-// Posts the next group if all of it is ready and the one before it has completed: its
-// transfers in program order (a send is done for its dependents once posted).
-void RankState::post_groups() {
-  const uint32_t S = static_cast<uint32_t>(steps_.size());
-  while (group_open_ == 0 && next_group_ < group_ready_.size()) {
-    const uint32_t g = next_group_ % S, offset = next_group_ / S * per_iteration_;
-    const uint32_t size = group_begin_[g + 1] - group_begin_[g];
-    if (group_ready_[next_group_] < size) return;
-    ++next_group_;
-    group_open_ = size;
-    for (uint32_t k = group_begin_[g]; k < group_begin_[g + 1]; ++k) run_op(group_ops_[k] + offset);
-  }
+  if (lockstep_) groups_ = sched::StepGroups(p_.ops, per_iteration_, iterations);
 }
 
 // A transfer of the posted group is done (a send's message has arrived, a receive's message
-// has); the last one completes the group's receives and lets the next group go.
-void RankState::group_transfer_done() {
-  if (--group_open_ > 0) return;
-  std::sort(group_arrived_.begin(), group_arrived_.end());
-  std::vector<uint32_t> arrived;
-  arrived.swap(group_arrived_);
-  for (uint32_t i : arrived) complete(i);
-  post_groups();
+// has); the last one completes the group's receives and posts the groups that may go next (a
+// send is done for its dependents once posted).
+void RankState::group_transfer_done(int64_t receive) {
+  groups_.done(receive, [this](uint32_t i) { complete(i); }, [this](uint32_t i) { run_op(i); });
 }
 
 void RankState::close(uint32_t i) {
@@ -550,10 +505,8 @@ void RankState::release(uint64_t conn) {
 }
 
 void RankState::start_op(uint32_t i) {
-  if (lockstep_ && sched::is_transfer(p_.ops[i].kind)) {
-    ++group_ready_[group_of(i)];
-    return post_groups();
-  }
+  if (lockstep_ && sched::is_transfer(p_.ops[i].kind))
+    return groups_.ready(p_.ops, i, [this](uint32_t j) { run_op(j); });
   run_op(i);
 }
 
@@ -637,7 +590,7 @@ void RankState::finished(uint32_t i, int64_t conn) {
       ++in_flight_;  // its acknowledgement
     else
       close(sent);
-    if (lockstep_) group_transfer_done();
+    if (lockstep_) group_transfer_done(-1);
     return;
   }
   const auto& op = p_.ops[i];
@@ -675,10 +628,7 @@ void RankState::finished(uint32_t i, int64_t conn) {
       d_.start_ack(r_, op.peer, it->second.send_op);  // nothing to copy
     }
     received_.erase(it);
-    if (lockstep_) {  // complete with its group
-      group_arrived_.push_back(i);
-      return group_transfer_done();
-    }
+    if (lockstep_) return group_transfer_done(i);  // it completes with its group
   }
   complete(i);
 }
@@ -933,8 +883,7 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     run.footprint = policy::node_footprint_bytes(schedule, job.topology);
     run.endpoint = policy::rank_endpoints(schedule, job.topology);
     run.costs = policy::message_costs(schedule, job.topology, job.network.factors(), call.nccl_kernels, call.protocol);
-    if (run.costs.on && !run.costs.lockstep && !call.nccl_kernels && schedule.switches == 0)
-      res.ungrouped = sched::lockstep_problem(schedule);
+    res.ungrouped = run.costs.ungrouped;
     if (iterations > 1) schedule = sched::repeated(schedule, iterations);  // one copy held, not two
     run.schedule = &schedule;
     run.call = &call;

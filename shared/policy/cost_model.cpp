@@ -132,7 +132,10 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
                                 : nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && tree,
                                                  nccl_kernels ? protocol : "simple", multi_node, one_per_node);
   c.on = true;
-  c.lockstep = !nccl_kernels && !nvls && sched::lockstep_problem(s).empty();
+  if (!nccl_kernels && !nvls) {
+    c.ungrouped = sched::lockstep_problem(s);
+    c.lockstep = c.ungrouped.empty();
+  }
   c.base_s = nccl_kernels || nvls ? sc.base_us * 1e-6 : 0;  // compcoll's own plans: NCCL's point-to-point
   c.intra_s = sc.intra_us * 1e-6;
   c.inter_s = sc.inter_us * 1e-6;
@@ -516,14 +519,7 @@ class PlanRun {
     std::vector<double> gate;
     std::vector<std::vector<uint32_t>> roots;
     double end = 0;  // its last op done, its last send delivered
-    // Lockstep (MessageCosts::lockstep), as the simulator runs it: group G is step
-    // steps[G % S] of iteration G / S (S = steps.size()); it is posted once all its transfers are
-    // ready and group G - 1 has completed, and its receives finish when all of it has.
-    std::vector<uint32_t> steps;                   // one iteration's transfer steps, ascending
-    std::vector<uint32_t> group_begin, group_ops;  // one iteration's transfers by step
-    std::vector<uint32_t> group_ready;             // per group: its transfers ready
-    uint32_t next_group = 0, group_open = 0;       // the next group to post; the posted one's transfers not done
-    std::vector<uint32_t> group_arrived;           // the posted group's receives that arrived
+    sched::StepGroups groups;  // lockstep (MessageCosts::lockstep), as the simulator runs it
   };
   // Per connection (ordered pair and lane): the messages posted and not yet sent, in the order
   // they leave (the order they were posted, as the simulator's per-connection queue has it), the
@@ -554,8 +550,7 @@ class PlanRun {
   void kernel(int r, uint32_t i, calib::Op kind, double bytes, double seconds);
   void start_op(int r, uint32_t i);
   void run_op(int r, uint32_t i);
-  void post_groups(int r);
-  void group_transfer_done(int r);
+  void group_transfer_done(int r, int64_t receive);
 
   const sched::Schedule& call_;
   const int iterations_;
@@ -625,45 +620,14 @@ void PlanRun::setup() {
       else st.roots[i / st.per_iteration].push_back(i);
     }
     remaining_ += ops.size();
-    if (!lockstep_) continue;
-    for (uint32_t i = 0; i < st.per_iteration; ++i)
-      if (sched::is_transfer(ops[i].kind)) st.group_ops.push_back(i);
-    std::stable_sort(st.group_ops.begin(), st.group_ops.end(), [&](uint32_t a, uint32_t b) { return ops[a].step < ops[b].step; });
-    for (uint32_t k = 0; k < st.group_ops.size(); ++k)
-      if (k == 0 || ops[st.group_ops[k]].step != st.steps.back()) {
-        st.steps.push_back(ops[st.group_ops[k]].step);
-        st.group_begin.push_back(k);
-      }
-    st.group_begin.push_back(static_cast<uint32_t>(st.group_ops.size()));
-    st.group_ready.assign(st.steps.size() * static_cast<size_t>(iterations_), 0);
+    if (lockstep_) st.groups = sched::StepGroups(ops, st.per_iteration, static_cast<size_t>(iterations_));
   }
 }
 
-// Lockstep: posts the rank's next group if all of it is ready and the one before it has
-// completed, its transfers in program order.
-void PlanRun::post_groups(int r) {
-  Rank& st = ranks_[r];
-  const auto S = static_cast<uint32_t>(st.steps.size());
-  while (st.group_open == 0 && st.next_group < st.group_ready.size()) {
-    const uint32_t g = st.next_group % S, offset = st.next_group / S * st.per_iteration;
-    const uint32_t size = st.group_begin[g + 1] - st.group_begin[g];
-    if (st.group_ready[st.next_group] < size) return;
-    ++st.next_group;
-    st.group_open = size;
-    for (uint32_t k = st.group_begin[g]; k < st.group_begin[g + 1]; ++k) run_op(r, st.group_ops[k] + offset);
-  }
-}
-
-// Lockstep: a transfer of rank r's posted group is done; the last one finishes the group's
-// receives and lets the next group go.
-void PlanRun::group_transfer_done(int r) {
-  Rank& st = ranks_[r];
-  if (--st.group_open > 0) return;
-  std::vector<uint32_t> arrived;
-  arrived.swap(st.group_arrived);
-  std::sort(arrived.begin(), arrived.end());
-  for (uint32_t i : arrived) finish_op(r, i, flows_.now());
-  post_groups(r);
+// Lockstep: a transfer of rank r's posted group is done (a receive: `receive`, else -1); the
+// last one finishes the group's receives and posts the groups that may go next.
+void PlanRun::group_transfer_done(int r, int64_t receive) {
+  ranks_[r].groups.done(receive, [&](uint32_t i) { finish_op(r, i, flows_.now()); }, [&](uint32_t i) { run_op(r, i); });
 }
 
 // One of iteration k's ops done or sends delivered at `when`: the last one lets iteration k + 1
@@ -757,17 +721,13 @@ void PlanRun::arrive(uint32_t slot) {
   }
   if (copy > 0) st.gpu_free = std::max(st.gpu_free, now) + copy;  // in the receiver's kernel queue
   const double received = copy > 0 ? st.gpu_free : now;
-  if (lockstep_) {  // the receive finishes with its group
-    st.group_arrived.push_back(fl.op);
-    group_transfer_done(fl.r);
-  } else {
-    finish_op(fl.r, fl.op, received);
-  }
+  if (lockstep_) group_transfer_done(fl.r, fl.op);  // the receive finishes with its group
+  else finish_op(fl.r, fl.op, received);
   // The send is delivered when the message has arrived; a copied one once its copy is done and
   // the acknowledgement is back.
   if (!fl.copied) close(fl.from, fl.send_op, now);
   else delivered(fl, received);
-  if (lockstep_) group_transfer_done(fl.from);
+  if (lockstep_) group_transfer_done(fl.from, -1);
   try_send(fl.from, fl.r, fl.lane);
 }
 
@@ -788,12 +748,8 @@ void PlanRun::kernel(int r, uint32_t i, calib::Op kind, double bytes, double sec
 }
 
 void PlanRun::start_op(int r, uint32_t i) {
-  if (lockstep_ && sched::is_transfer(s_.ranks[r].ops[i].kind)) {
-    Rank& st = ranks_[r];
-    const auto g = std::lower_bound(st.steps.begin(), st.steps.end(), s_.ranks[r].ops[i].step) - st.steps.begin();
-    ++st.group_ready[i / st.per_iteration * st.steps.size() + static_cast<size_t>(g)];
-    return post_groups(r);
-  }
+  if (lockstep_ && sched::is_transfer(s_.ranks[r].ops[i].kind))
+    return ranks_[r].groups.ready(s_.ranks[r].ops, i, [&](uint32_t j) { run_op(r, j); });
   run_op(r, i);
 }
 

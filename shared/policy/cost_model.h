@@ -154,6 +154,7 @@ class RouteCache {
 struct MessageCosts {
   bool on = false;
   bool lockstep = false;
+  std::string ungrouped;  // a plan of compcoll's that cannot run in step groups: why (lockstep_problem)
   double base_s = 0;                // NCCL's per-call base latency: every rank starts this late
   double intra_s = 0, inter_s = 0;  // the per-step latency inside a node, across nodes
   double wire_factor = 1;

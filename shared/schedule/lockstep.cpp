@@ -99,21 +99,31 @@ std::string lockstep_problem(const Schedule& s) {
   return "";
 }
 
+StepGroups::StepGroups(const std::vector<Op>& ops, uint32_t per_iteration, size_t iterations)
+    : per_iteration_(per_iteration), begin_() {
+  for (uint32_t i = 0; i < per_iteration; ++i)
+    if (is_transfer(ops[i].kind)) ops_.push_back(i);
+  std::stable_sort(ops_.begin(), ops_.end(), [&](uint32_t a, uint32_t b) { return ops[a].step < ops[b].step; });
+  for (uint32_t k = 0; k < ops_.size(); ++k)
+    if (k == 0 || ops[ops_[k]].step != steps_.back()) {
+      steps_.push_back(ops[ops_[k]].step);
+      begin_.push_back(k);
+    }
+  begin_.push_back(static_cast<uint32_t>(ops_.size()));
+  ready_.assign(steps_.size() * iterations, 0);
+}
+
 LockstepPlan plan_lockstep(const RankProgram& prog) {
   const auto& ops = prog.ops;
   const size_t n = ops.size();
   LockstepPlan plan;
   plan.problem = lockstep_problem(prog);
   if (!plan.problem.empty()) return plan;
-  std::vector<uint32_t> transfers;
-  for (uint32_t i = 0; i < n; ++i)
-    if (is_transfer(ops[i].kind)) transfers.push_back(i);
-  std::stable_sort(transfers.begin(), transfers.end(), [&](uint32_t a, uint32_t b) { return ops[a].step < ops[b].step; });
+  const StepGroups groups(ops, static_cast<uint32_t>(n), 1);
   plan.group_of.assign(n, UINT32_MAX);
-  for (uint32_t i : transfers) {
-    if (plan.groups.empty() || ops[plan.groups.back().front()].step != ops[i].step) plan.groups.emplace_back();
-    plan.groups.back().push_back(i);
-    plan.group_of[i] = static_cast<uint32_t>(plan.groups.size() - 1);
+  for (size_t g = 0; g < groups.steps(); ++g) {
+    plan.groups.emplace_back(groups.members_begin(g), groups.members_end(g));
+    for (uint32_t i : plan.groups.back()) plan.group_of[i] = static_cast<uint32_t>(g);
   }
   plan.dependents.assign(n, {});
   plan.dep_count.assign(n, 0);
