@@ -155,6 +155,7 @@ sim::NetworkModel network_model(const study::Experiment& exp) {
   net.latency_factor = f.latency_factor, net.bandwidth_factor = f.bandwidth_factor;
   net.tcp_gamma = f.tcp_gamma, net.crosstraffic = f.crosstraffic, net.weight_s = f.weight_s;
   net.protocol_costs = f.protocol_costs;
+  net.p2p_net_channels = f.p2p_net_channels;
   if (exp.network.update) net.update = *exp.network.update;
   if (exp.network.precision) net.precision = *exp.network.precision;
   return net;
@@ -210,6 +211,7 @@ void start(Run& r) {
                               {"bandwidth_factor", r.net.bandwidth_factor}, {"crosstraffic", r.net.crosstraffic},
                               {"tcp_gamma", r.net.tcp_gamma}, {"update", r.net.update}, {"precision", r.net.precision},
                               {"protocol_costs", r.net.protocol_costs},
+                              {"p2p_channels_per_net_peer", r.net.p2p_net_channels < 0 ? json() : r.net.p2p_net_channels == 0 ? json("nccl") : json(r.net.p2p_net_channels)},
                               {"source", exp.network.source}}},
            {"calibration", {{"file", r.cal.file}, {"device", r.cal.device}, {"source", r.cal.source},
                             {"statement", r.cal.statement}, {"date", r.cal.date}}},

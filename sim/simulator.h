@@ -40,11 +40,12 @@ struct NetworkModel {
                                 // where marked modified) or full (every flow at every event)
   double precision = 1e-9;      // seconds; SimGrid's surf/precision (its default 1e-9)
   bool protocol_costs = false;  // NCCL's per-step latency and LL / LL128 wire bytes (policy::MessageCosts)
+  int p2p_net_channels = -1;    // NCCL's point-to-point channels per peer across nodes (policy::NetFactors)
   // The defaults of a model: lv08 = SimGrid's (13.01, 0.97, cross-traffic on); cm02 = (1, 1, off).
   static NetworkModel defaults(const std::string& model);
   std::string describe() const;  // one line for outputs
   policy::NetFactors factors() const {
-    return {latency_factor, bandwidth_factor, weight_s, crosstraffic, tcp_gamma, protocol_costs};
+    return {latency_factor, bandwidth_factor, weight_s, crosstraffic, tcp_gamma, protocol_costs, p2p_net_channels};
   }
 };
 

@@ -141,6 +141,8 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
   c.inter_s = sc.inter_us * 1e-6;
   c.wire_factor = sc.wire_factor;
   c.latency_factor = net.latency_factor;
+  if (net.p2p_net_channels >= 0 && multi_node && !nvls && (!nccl_kernels || s.collective == sched::Collective::AllToAll))
+    c.net_peer_rate = nccl_p2p_net_peer_rate(nccl_view(t, s.gpu_ranks()), net.p2p_net_channels);
   return c;
 }
 
@@ -195,7 +197,8 @@ class FlowModel {
   // A message from `from` to `r` on `lane` (its receive `recv_op`, its send `send_op`): it
   // starts flowing once its route's latency is paid (start_due). A copied message (the
   // receiver's core copies it: topo receive_copy) only pays the latency here.
-  void send(int from, int r, uint32_t lane, uint32_t recv_op, uint32_t send_op, uint64_t bytes) {
+  // `sharing`: the messages of its step group to the same peer (MessageCosts::peer_rate).
+  void send(int from, int r, uint32_t lane, uint32_t recv_op, uint32_t send_op, uint64_t bytes, uint32_t sharing = 1) {
     const int src_gpu = ep_[static_cast<size_t>(from)], dst_gpu = ep_[static_cast<size_t>(r)];
     const RouteInfo* route = &routes_.get(src_gpu, dst_gpu);
     Flow& fl = fresh(Flow{from, r, recv_op, bytes});
@@ -209,6 +212,8 @@ class FlowModel {
     fl.penalty = rf.penalty;
     fl.bound = rf.bound;
     fl.factor = net_.bandwidth_factor * t_.message_factor(src_gpu, dst_gpu, static_cast<double>(bytes));
+    // NCCL's channels to the peer: a cap on the rate it makes, as SimGrid's Comm::set_rate.
+    if (const double cap = costs_.peer_rate(t_, src_gpu, dst_gpu, sharing); cap > 0) fl.bound = std::min(fl.bound, cap / fl.factor);
     starting_.emplace(now_ + route->latency * net_.latency_factor, static_cast<uint32_t>(&fl - flows_.data()));
   }
 
@@ -520,6 +525,7 @@ class PlanRun {
     std::vector<std::vector<uint32_t>> roots;
     double end = 0;  // its last op done, its last send delivered
     sched::StepGroups groups;  // lockstep (MessageCosts::lockstep), as the simulator runs it
+    std::vector<uint16_t> sharing;  // MessageCosts::net_peer_rate: sched::peer_sharing (empty: no cap)
   };
   // Per connection (ordered pair and lane): the messages posted and not yet sent, in the order
   // they leave (the order they were posted, as the simulator's per-connection queue has it), the
@@ -621,6 +627,7 @@ void PlanRun::setup() {
     }
     remaining_ += ops.size();
     if (lockstep_) st.groups = sched::StepGroups(ops, st.per_iteration, static_cast<size_t>(iterations_));
+    if (flows_.costs().net_peer_rate > 0) st.sharing = sched::peer_sharing(ops, st.per_iteration);
   }
 }
 
@@ -668,7 +675,9 @@ void PlanRun::try_send(int from, int r, uint32_t lane) {
   p.waiting.erase(w);
   p.outbox.pop_front();
   p.busy = true;
-  flows_.send(from, r, lane, recv_op, m.op, m.bytes);
+  const Rank& sender = ranks_[from];
+  const uint32_t sharing = sender.sharing.empty() ? 1 : sender.sharing[m.op % sender.per_iteration];
+  flows_.send(from, r, lane, recv_op, m.op, m.bytes, sharing);
 }
 
 // Shared memory: the rank's next kernel or receive copy starts if its core is free.

@@ -34,6 +34,7 @@
 // every case tried (docs/compcoll-sim.md, docs/POLICIES.md).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -54,6 +55,10 @@ struct NetFactors {
   bool crosstraffic = false;  // flows also load their reverse route at 5%
   double tcp_gamma = 0;       // > 0: a flow's share is capped at tcp_gamma / (2 x route latency)
   bool protocol_costs = false;  // NCCL's per-step latency and LL / LL128 wire bytes (MessageCosts)
+  // With protocol_costs: the rate NCCL's point-to-point gives a pair of ranks on different
+  // nodes (MessageCosts::net_peer_rate): < 0 not charged, 0 NCCL's own channels per peer, N > 0
+  // N channels per peer (NCCL_NCHANNELS_PER_NET_PEER); policy::nccl_p2p_net_channels.
+  int p2p_net_channels = -1;
 };
 // SimGrid's defaults of a flow model: lv08 (latency x 13.01, bandwidth x 0.97, weight-S 20537 B,
 // cross-traffic, TCP-gamma 1e15 B) or cm02 (plain latency and bandwidth, TCP-gamma 1e15 B).
@@ -159,6 +164,15 @@ struct MessageCosts {
   double intra_s = 0, inter_s = 0;  // the per-step latency inside a node, across nodes
   double wire_factor = 1;
   double latency_factor = 1;        // the flow model's, on the route's latency it charges
+  // NCCL's point-to-point (compcoll's own plans; NCCL's all-to-all): bytes/s at most that the
+  // messages of one step group from a rank to a peer on another node share (0: no cap), as
+  // NCCL's channels per peer carry them (policy::nccl_p2p_net_peer_rate).
+  double net_peer_rate = 0;
+  // The cap on one message from src_gpu to dst_gpu, bytes/s (0: none): net_peer_rate over
+  // `sharing`, the messages of its group to the same peer.
+  double peer_rate(const topo::Topology& t, int src_gpu, int dst_gpu, uint32_t sharing) const {
+    return net_peer_rate > 0 && t.node_of(src_gpu) != t.node_of(dst_gpu) ? net_peer_rate / std::max(1u, sharing) : 0;
+  }
   // The wait before a message from src_gpu to dst_gpu joins its queue (0 when off; the route's
   // latency from `routes`, looked up only when on).
   double delay_s(const topo::Topology& t, RouteCache& routes, int src_gpu, int dst_gpu) const;

@@ -34,6 +34,10 @@ constexpr double kPerChMaxTreeBw[3] = {38.7, 41.4, 36.0};
 constexpr double kPerChMaxRingLL128Bw = 36.7;
 // tuning.cc, PAT's latency: 8 us, the network's latency / 3.5 per log2 step, 2.8 us per rank.
 constexpr double kPatBaseUs = 8, kPatStepDivisor = 3.5, kPatPerRankUs = 2.8;
+// paths.cc (2.29.2): NCCL_P2P_PER_CHANNEL_NET_BW, GB/s a point-to-point channel carries over
+// the network; NCCL_MAX_DEV_WORK_P2P_PER_BATCH (include/device.h).
+constexpr double kP2pPerChannelNetBw = 14;
+constexpr int kP2pPerBatch = 8;
 constexpr double kPerChMaxTreeLL128Bw[3] = {36.7, 36.7, 29.0};
 constexpr double kTreeCorrection[3][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
@@ -329,5 +333,28 @@ NcclEstimate nccl_fastest(const std::vector<NcclEstimate>& estimates, const std:
 }
 
 NcclEstimate nccl_pick(const CallInfo& call, const NcclView& v) { return nccl_fastest(nccl_estimates(call, v)); }
+
+int nccl_p2p_net_channels(const NcclView& v, int configured) {
+  auto pow2_up = [](int x) {
+    int p = 1;
+    while (p < x) p <<= 1;
+    return p;
+  };
+  const int nics = std::max(1, v.nics_per_node / std::max(1, v.ppn));
+  const int by_bw = static_cast<int>(std::ceil(static_cast<double>(static_cast<int>(v.nic_bw * nics)) / kP2pPerChannelNetBw));
+  int per_peer = pow2_up(configured > 0 ? configured : std::max(nics, by_bw));
+  const int p2p_channels = pow2_up(std::min(v.ring_channels, kMaxChannels));
+  if (v.nodes > 1 && configured <= 0) {
+    const int rounds = (v.nranks + kP2pPerBatch - 1) / kP2pPerBatch;
+    while (per_peer * rounds > p2p_channels && per_peer > 1) per_peer /= 2;
+  } else {
+    per_peer = std::min(per_peer, p2p_channels);
+  }
+  return per_peer;
+}
+
+double nccl_p2p_net_peer_rate(const NcclView& v, int configured) {
+  return nccl_p2p_net_channels(v, configured) * kP2pPerChannelNetBw * 1e9;
+}
 
 }  // namespace compcoll::policy

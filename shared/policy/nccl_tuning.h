@@ -113,6 +113,19 @@ NcclStepCost nccl_step_cost(bool nvlink, bool tree, const std::string& protocol,
 // (tuning.cc: the NVLink latency of NVLS, plus the network's across nodes; NVLS-Tree's NVLink
 // latency plus 2 log2(nodes) network latencies) and nothing per step.
 NcclStepCost nccl_nvls_cost(int nodes, bool tree);
+// NCCL's point-to-point across nodes (ncclSend / ncclRecv: compcoll's own plans, and NCCL's
+// all-to-all): the channels a pair of ranks on different nodes moves its data on, and the
+// rate those carry, as NCCL 2.29.2 sets them (src/graph/paths.cc, ncclTopoGetNchannels and
+// ncclTopoComputeP2pChannels). A remote peer gets at least one channel per NIC and enough
+// channels of NCCL_P2P_PER_CHANNEL_NET_BW (14 GB/s, NCCL's figure of what one channel carries)
+// to fill the GPU's NIC (divUp(NIC GB/s, 14)), or `configured` (NCCL_NCHANNELS_PER_NET_PEER,
+// > 0); rounded up to a power of 2. The comm's point-to-point channels are its collective
+// channels (NcclView::ring_channels) rounded up to a power of 2; with more than one node and
+// no configured count, the per-peer count is halved while it x divUp(ranks, 8) (NCCL_MAX_DEV_
+// WORK_P2P_PER_BATCH) exceeds them; with a configured count, it is at most them.
+int nccl_p2p_net_channels(const NcclView& v, int configured = 0);
+// What a pair of ranks on different nodes moves at most, bytes/s: those channels x 14 GB/s.
+double nccl_p2p_net_peer_rate(const NcclView& v, int configured = 0);
 // PAT (Simple, one rank per node): NCCL's model charges 8 us and 2.8 us per rank once per call
 // (tuning.cc, "still a linear part"), and the network's tree latency / 3.5 per step.
 NcclStepCost nccl_pat_cost(int nranks);

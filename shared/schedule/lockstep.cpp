@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <tuple>
+#include <utility>
 
 namespace compcoll::sched {
 
@@ -134,6 +135,23 @@ LockstepPlan plan_lockstep(const RankProgram& prog) {
         ++plan.dep_count[i];
       }
   return plan;
+}
+
+std::vector<uint16_t> peer_sharing(const std::vector<Op>& ops, uint32_t per_iteration) {
+  std::vector<uint16_t> out(per_iteration, 0);
+  std::vector<uint32_t> sends;
+  for (uint32_t i = 0; i < per_iteration; ++i)
+    if (ops[i].kind == OpKind::Send) sends.push_back(i);
+  auto key = [&](uint32_t i) { return std::make_pair(ops[i].step, ops[i].peer); };
+  std::sort(sends.begin(), sends.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
+  for (size_t b = 0; b < sends.size();) {
+    size_t e = b;
+    while (e < sends.size() && key(sends[e]) == key(sends[b])) ++e;
+    const auto n = static_cast<uint16_t>(std::min<size_t>(e - b, UINT16_MAX));
+    for (size_t k = b; k < e; ++k) out[sends[k]] = n;
+    b = e;
+  }
+  return out;
 }
 
 }  // namespace compcoll::sched

@@ -91,6 +91,9 @@ class StepGroups {
   std::vector<uint32_t> arrived_;     // the posted group's receives that arrived
 };
 
+// Per send of ops[0, per_iteration): how many sends of its step go to the same peer (they
+// share NCCL's channels to that peer, policy::MessageCosts::net_peer_rate); 0 for other ops.
+std::vector<uint16_t> peer_sharing(const std::vector<Op>& ops, uint32_t per_iteration);
 struct LockstepPlan {
   std::vector<uint32_t> group_of;                 // per op: its group (transfers only)
   std::vector<std::vector<uint32_t>> groups;      // transfers per step, in (step, index) order

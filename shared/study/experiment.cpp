@@ -235,6 +235,12 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     if (pc.defined()) e.network.protocol_costs = pc.as_bool();
     const Node up = net.opt("update");
     if (up.defined()) e.network.update = up.as_choice({"lazy", "full"});
+    const Node pp = net.opt("p2p_channels_per_net_peer");
+    if (pp.defined()) {
+      if (!e.network.protocol_costs.value_or(false))
+        pp.fail("NCCL's point-to-point channels are among its protocol costs: set protocol_costs: true");
+      e.network.p2p_net_channels = pp.is_scalar() && pp.as_string() == "nccl" ? 0 : static_cast<int>(pp.as_int(1, 64));
+    }
     net.check_no_unknown_keys();
   } else {
     // None given: what the topologies' fabric calls for (docs/TOPOLOGY.md, "Network defaults").

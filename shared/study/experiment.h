@@ -38,6 +38,9 @@ struct NetworkSpec {
   std::optional<bool> crosstraffic;
   std::optional<bool> protocol_costs;  // NCCL's per-step latency and LL / LL128 wire bytes (policy::MessageCosts)
   std::optional<std::string> update;  // SimGrid's network/optim: lazy (its default) or full
+  // NCCL's point-to-point channels per peer on another node (policy::NetFactors::p2p_net_channels):
+  // 0 NCCL's own count ("nccl"), N > 0 N (NCCL_NCHANNELS_PER_NET_PEER); unset: not charged.
+  std::optional<int> p2p_net_channels;
 };
 
 // EDGC over a training run (docs/WORKLOADS.md): the entropy policy's controller is fed a

@@ -109,6 +109,7 @@ policy::NetFactors net_factors(const Experiment& exp) {
   if (exp.network.tcp_gamma) f.tcp_gamma = *exp.network.tcp_gamma;
   if (exp.network.crosstraffic) f.crosstraffic = *exp.network.crosstraffic;
   if (exp.network.protocol_costs) f.protocol_costs = *exp.network.protocol_costs;
+  if (exp.network.p2p_net_channels) f.p2p_net_channels = *exp.network.p2p_net_channels;
   return f;
 }
 

@@ -1058,6 +1058,75 @@ TEST_CASE("NCCL's protocol costs: the step latency along the data's path, LL's f
   }
 }
 
+// NCCL's point-to-point across nodes (policy::nccl_p2p_net_channels): a pair of ranks on two
+// nodes moves its data on NCCL's channels to that peer, 14 GB/s each (NCCL_P2P_PER_CHANNEL_NET_
+// BW); the simulator caps the message's rate (SimGrid's Comm::set_rate) and the cost model its
+// flow's share alike, shared by the messages of one step group to the same peer.
+TEST_CASE("NCCL's point-to-point channels per peer across nodes cap a message's rate, in SimGrid and the cost model",
+          "[sim][cost-model][p2p]") {
+  const auto dp = topo::load_topology(kRoot + "/topologies/h100-64gpu-dp.yaml");  // 8 nodes of one GPU
+  const auto multi = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");  // 8 nodes of 8
+  SECTION("NCCL 2.29.2's channels per peer: divUp(NIC, 14 GB/s), halved while x divUp(ranks, 8) > the comm's") {
+    // One GPU per node: 4 point-to-point channels (the rings' 2 x 2), 4 per peer from 8 ranks.
+    CHECK(policy::nccl_view(dp, 8).ring_channels == 4);
+    CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(dp, 8)) == 4);
+    // 8 GPUs a node: 16 channels; 2 nodes keep 4 per peer, 8 nodes (64 ranks, 8 rounds) 2.
+    CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(multi, 16)) == 4);
+    CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(multi, 64)) == 2);
+    CHECK(policy::nccl_p2p_net_peer_rate(policy::nccl_view(multi, 64)) == Approx(28e9));
+    // NCCL_NCHANNELS_PER_NET_PEER: as set, rounded up to a power of 2, at most the comm's channels.
+    CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(multi, 64), 1) == 1);
+    CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(multi, 64), 3) == 4);
+    CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(dp, 8), 8) == 4);
+  }
+
+  sim::NetworkModel on = sim::NetworkModel::defaults("cm02");
+  on.protocol_costs = true;
+  sim::NetworkModel capped = on;
+  capped.p2p_net_channels = 1;  // one channel a peer: 14 GB/s, under the NIC's 46
+  const auto zero = calib::zero_calibration();
+
+  SECTION("only where asked, only across nodes, only NCCL's point-to-point") {
+    sched::BuildSpec b;
+    b.nranks = 8;
+    b.count = 1 << 20;
+    b.collective = sched::Collective::AllGather;
+    b.algorithm = "ring";
+    const sched::Schedule s = sched::build_schedule(b);
+    CHECK(policy::message_costs(s, dp, on.factors(), false, "").net_peer_rate == 0);
+    CHECK(policy::message_costs(s, dp, capped.factors(), false, "").net_peer_rate == Approx(14e9));
+    CHECK(policy::message_costs(s, dp, capped.factors(), true, "simple").net_peer_rate == 0);  // NCCL's ring kernels
+    const auto one_node = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+    CHECK(policy::message_costs(s, one_node, capped.factors(), false, "").net_peer_rate == 0);
+    b.collective = sched::Collective::AllToAll;
+    b.algorithm = "pairwise";
+    CHECK(policy::message_costs(sched::build_schedule(b), dp, capped.factors(), true, "simple").net_peer_rate ==
+          Approx(14e9));  // NCCL's all-to-all is point-to-point
+  }
+
+  SECTION("a ring across 8 nodes moves each step at the cap, in SimGrid and the cost model within 0.2%") {
+    sim::Call call = call_of(dp, sched::Collective::AllGather, "ring", sched::Placement::None, "identity", 1, 512 << 20);
+    call.build.nranks = 8;
+    const sched::Schedule s = sched::build_schedule(call.build);
+    policy::RouteCache routes(dp);
+    const double plain = simulated(dp, call, on, zero), cap = simulated(dp, call, capped, zero);
+    const auto model = policy::predict(s, dp, zero, "identity", 1.0, capped.factors(), routes);
+    CAPTURE(plain, cap, model.time_s);
+    CHECK(model.time_s == Approx(cap).epsilon(0.002));
+    const double block = (512 << 20) / 8.0;
+    CHECK(cap >= 7 * block / 14e9);          // every step at 14 GB/s at most
+    CHECK(cap < 7 * block / 14e9 + 200e-6);  // and at it, but for the steps' latencies
+    CHECK(plain < 0.4 * cap);                // the NIC's 46 GB/s without it
+    // Two channels of the ring to the same peer in one step share the peer's 14 GB/s.
+    call.build.pipe.channels = 2;
+    const double two = simulated(dp, call, capped, zero);
+    const auto model2 = policy::predict(sched::build_schedule(call.build), dp, zero, "identity", 1.0, capped.factors(), routes);
+    CAPTURE(two, model2.time_s);
+    CHECK(two == Approx(cap).epsilon(0.01));
+    CHECK(model2.time_s == Approx(two).epsilon(0.002));
+  }
+}
+
 // NVLink SHARP (sched::nvls_allreduce): each GPU sends and receives (1 + 1/g) x the data
 // through its port into the switch's reduction, the slower of its two links (gpu_link at 0.86,
 // nvls_efficiency 0.70 of 450 GB/s on the DGX H100 file); the switch reduces for free, in the
