@@ -277,12 +277,11 @@ class RankState {
   // (sched::lockstep_free_dependency).
   bool lockstep_ = false;
   sched::StepGroups groups_;
-  // NCCL's point-to-point rate per peer (policy::MessageCosts::net_peer_rate): per send, the
-  // sends of its step to the same peer (sched::peer_sharing); empty when not charged.
-  std::vector<uint16_t> sharing_;
 
  public:
-  uint32_t sharing(uint32_t send_op) const { return sharing_.empty() ? 1 : sharing_[send_op % per_iteration_]; }
+  // NCCL's point-to-point rate per peer (policy::MessageCosts::net_peer_rate): per send, the
+  // sends of its step to the same peer; counts nothing when not charged.
+  sched::PeerSharing sharing;
 };
 
 // The call: every rank's state, and the SimGrid activities that run for them. No actor: the
@@ -403,7 +402,7 @@ RankState::RankState(Driver& d, CallRun& run, int r)
     else roots_[i / per_iteration_].push_back(i);
   }
   if (lockstep_) groups_ = sched::StepGroups(p_.ops, per_iteration_, iterations);
-  if (run.costs.net_peer_rate > 0) sharing_ = sched::peer_sharing(p_.ops, per_iteration_);
+  if (run.costs.net_peer_rate > 0) sharing = sched::PeerSharing(p_.ops, per_iteration_);
 }
 
 // A transfer of the posted group is done (a send's message has arrived, a receive's message
@@ -681,7 +680,7 @@ void Driver::transfer(int src, int dst, uint32_t lane, uint32_t send_op, const P
   s4u::CommPtr c = s4u::Comm::sendto_init(gpu_host(src), gpu_host(dst));
   c->set_payload_size(run_.copied(src, dst) ? 0 : run_.costs.wire_bytes(pl.wire));
   const double cap = run_.costs.peer_rate(*run_.topology, run_.endpoint[static_cast<size_t>(src)],
-                                          run_.endpoint[static_cast<size_t>(dst)], ranks_[static_cast<size_t>(src)].sharing(send_op));
+                                          run_.endpoint[static_cast<size_t>(dst)], ranks_[static_cast<size_t>(src)].sharing.of(send_op));
   if (cap > 0) c->set_rate(cap);  // NCCL's channels to the peer (SimGrid divides it by the bandwidth factor)
   Running r;
   r.first = {static_cast<uint32_t>(src), kPosted, static_cast<int64_t>(connection(dst, lane))};

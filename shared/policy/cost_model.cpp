@@ -525,7 +525,7 @@ class PlanRun {
     std::vector<std::vector<uint32_t>> roots;
     double end = 0;  // its last op done, its last send delivered
     sched::StepGroups groups;  // lockstep (MessageCosts::lockstep), as the simulator runs it
-    std::vector<uint16_t> sharing;  // MessageCosts::net_peer_rate: sched::peer_sharing (empty: no cap)
+    sched::PeerSharing sharing;  // MessageCosts::net_peer_rate (counts nothing: no cap)
   };
   // Per connection (ordered pair and lane): the messages posted and not yet sent, in the order
   // they leave (the order they were posted, as the simulator's per-connection queue has it), the
@@ -627,7 +627,7 @@ void PlanRun::setup() {
     }
     remaining_ += ops.size();
     if (lockstep_) st.groups = sched::StepGroups(ops, st.per_iteration, static_cast<size_t>(iterations_));
-    if (flows_.costs().net_peer_rate > 0) st.sharing = sched::peer_sharing(ops, st.per_iteration);
+    if (flows_.costs().net_peer_rate > 0) st.sharing = sched::PeerSharing(ops, st.per_iteration);
   }
 }
 
@@ -675,9 +675,7 @@ void PlanRun::try_send(int from, int r, uint32_t lane) {
   p.waiting.erase(w);
   p.outbox.pop_front();
   p.busy = true;
-  const Rank& sender = ranks_[from];
-  const uint32_t sharing = sender.sharing.empty() ? 1 : sender.sharing[m.op % sender.per_iteration];
-  flows_.send(from, r, lane, recv_op, m.op, m.bytes, sharing);
+  flows_.send(from, r, lane, recv_op, m.op, m.bytes, ranks_[from].sharing.of(m.op));
 }
 
 // Shared memory: the rank's next kernel or receive copy starts if its core is free.

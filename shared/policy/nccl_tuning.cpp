@@ -5,6 +5,7 @@
 #include "policy/nccl_tuning.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 
@@ -36,7 +37,7 @@ constexpr double kPerChMaxRingLL128Bw = 36.7;
 constexpr double kPatBaseUs = 8, kPatStepDivisor = 3.5, kPatPerRankUs = 2.8;
 // paths.cc (2.29.2): NCCL_P2P_PER_CHANNEL_NET_BW, GB/s a point-to-point channel carries over
 // the network; NCCL_MAX_DEV_WORK_P2P_PER_BATCH (include/device.h).
-constexpr double kP2pPerChannelNetBw = 14;
+constexpr int kP2pPerChannelNetBw = 14;
 constexpr int kP2pPerBatch = 8;
 constexpr double kPerChMaxTreeLL128Bw[3] = {36.7, 36.7, 29.0};
 constexpr double kTreeCorrection[3][23] = {
@@ -335,13 +336,10 @@ NcclEstimate nccl_fastest(const std::vector<NcclEstimate>& estimates, const std:
 NcclEstimate nccl_pick(const CallInfo& call, const NcclView& v) { return nccl_fastest(nccl_estimates(call, v)); }
 
 int nccl_p2p_net_channels(const NcclView& v, int configured) {
-  auto pow2_up = [](int x) {
-    int p = 1;
-    while (p < x) p <<= 1;
-    return p;
-  };
+  auto pow2_up = [](int x) { return static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(x, 1)))); };
   const int nics = std::max(1, v.nics_per_node / std::max(1, v.ppn));
-  const int by_bw = static_cast<int>(std::ceil(static_cast<double>(static_cast<int>(v.nic_bw * nics)) / kP2pPerChannelNetBw));
+  const int net_bw = static_cast<int>(v.nic_bw * nics);  // NCCL's (int)netBw, GB/s
+  const int by_bw = (net_bw + kP2pPerChannelNetBw - 1) / kP2pPerChannelNetBw;
   int per_peer = pow2_up(configured > 0 ? configured : std::max(nics, by_bw));
   const int p2p_channels = pow2_up(std::min(v.ring_channels, kMaxChannels));
   if (v.nodes > 1 && configured <= 0) {
@@ -354,7 +352,7 @@ int nccl_p2p_net_channels(const NcclView& v, int configured) {
 }
 
 double nccl_p2p_net_peer_rate(const NcclView& v, int configured) {
-  return nccl_p2p_net_channels(v, configured) * kP2pPerChannelNetBw * 1e9;
+  return nccl_p2p_net_channels(v, configured) * (kP2pPerChannelNetBw * 1e9);
 }
 
 }  // namespace compcoll::policy

@@ -137,8 +137,7 @@ LockstepPlan plan_lockstep(const RankProgram& prog) {
   return plan;
 }
 
-std::vector<uint16_t> peer_sharing(const std::vector<Op>& ops, uint32_t per_iteration) {
-  std::vector<uint16_t> out(per_iteration, 0);
+PeerSharing::PeerSharing(const std::vector<Op>& ops, uint32_t per_iteration) : count_(per_iteration, 0) {
   std::vector<uint32_t> sends;
   for (uint32_t i = 0; i < per_iteration; ++i)
     if (ops[i].kind == OpKind::Send) sends.push_back(i);
@@ -148,10 +147,9 @@ std::vector<uint16_t> peer_sharing(const std::vector<Op>& ops, uint32_t per_iter
     size_t e = b;
     while (e < sends.size() && key(sends[e]) == key(sends[b])) ++e;
     const auto n = static_cast<uint16_t>(std::min<size_t>(e - b, UINT16_MAX));
-    for (size_t k = b; k < e; ++k) out[sends[k]] = n;
+    for (size_t k = b; k < e; ++k) count_[sends[k]] = n;
     b = e;
   }
-  return out;
 }
 
 }  // namespace compcoll::sched

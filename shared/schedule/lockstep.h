@@ -91,9 +91,17 @@ class StepGroups {
   std::vector<uint32_t> arrived_;     // the posted group's receives that arrived
 };
 
-// Per send of ops[0, per_iteration): how many sends of its step go to the same peer (they
-// share NCCL's channels to that peer, policy::MessageCosts::net_peer_rate); 0 for other ops.
-std::vector<uint16_t> peer_sharing(const std::vector<Op>& ops, uint32_t per_iteration);
+// Per send of a rank's program: how many sends of its step go to the same peer (they share
+// NCCL's channels to that peer, policy::MessageCosts::net_peer_rate). The program may hold
+// iterations of one call's ops[0, per_iteration) back to back (sched::repeated).
+class PeerSharing {
+ public:
+  PeerSharing() = default;  // counts nothing: every send its own
+  PeerSharing(const std::vector<Op>& ops, uint32_t per_iteration);
+  uint32_t of(uint32_t send_op) const { return count_.empty() ? 1 : count_[send_op % count_.size()]; }
+ private:
+  std::vector<uint16_t> count_;  // per op of one iteration (0 for other than sends)
+};
 struct LockstepPlan {
   std::vector<uint32_t> group_of;                 // per op: its group (transfers only)
   std::vector<std::vector<uint32_t>> groups;      // transfers per step, in (step, index) order
