@@ -42,6 +42,7 @@
 #include "io/tensor_file.h"
 #include "policy/cost_model.h"
 #include "policy/entropy.h"
+#include "policy/nccl_tuning.h"
 #include "policy/policy.h"
 #include "real/backend.h"
 #include "real/baseline.h"
@@ -176,6 +177,11 @@ struct Setup {
   std::vector<std::string> skipped;  // rows the experiment asks for that do not apply
   std::vector<std::string> unmodelled;  // why some rows have no model time
   std::vector<std::string> host_differences;  // the calibration's host against this one (mpi backend)
+  // The network model the plans and the model column use: the experiment's, with NCCL's
+  // channels per network peer as this run's communicators get them (configure_p2p).
+  policy::NetFactors net;
+  int plan_channels_per_net_peer = 0;  // > 0: the plans' communicator's (ncclConfig_t)
+  std::string p2p_line;                // what they are, for the metadata; "" when not across nodes
   // run.entropy: the gradient trace, and the allreduce call whose algorithm carries it.
   std::optional<GradientTrace> trace;
   size_t entropy_call = 0;
@@ -379,6 +385,35 @@ void setup_entropy(Setup& st, int world) {
   }
 }
 
+// NCCL's channels per peer on another node (network.p2p_channels_per_net_peer) as this run's
+// plans get them: their communicator configured with the experiment's count (by default the
+// count that fills the NIC), NCCL's own collectives on one of NCCL's defaults; where this NCCL
+// cannot be configured so, or NCCL_NCHANNELS_PER_NET_PEER overrides every communicator, the
+// model column prices what runs instead.
+void configure_p2p(Setup& st, int world) {
+  policy::NetFactors& f = st.net;
+  if (st.backend != "nccl" || !f.protocol_costs || world <= st.gpus_per_node) return;
+#ifdef COMPCOLL_HAVE_NCCL
+  const policy::NcclView v = policy::nccl_view(st.topo, world);
+  if (const int env = nccl_env_channels_per_net_peer()) {
+    f.p2p_net_channels = env;
+    st.p2p_line = "NCCL_NCHANNELS_PER_NET_PEER=" + std::to_string(env) + " on every communicator: " +
+                  std::to_string(policy::nccl_p2p_net_channels(v, env)) + " per peer on another node";
+    return;
+  }
+  const std::string why = f.p2p_net_channels == policy::kP2pNcclDefault ? "" : nccl_net_peer_config_unavailable();
+  if (!why.empty()) f.p2p_net_channels = policy::kP2pNcclDefault;
+  const int plans = policy::nccl_p2p_net_channels(v, f.p2p_net_channels);
+  if (f.p2p_net_channels != policy::kP2pNcclDefault) st.plan_channels_per_net_peer = plans;
+  st.p2p_line = std::to_string(plans) + " per peer on another node for compcoll's plans (" +
+                (st.plan_channels_per_net_peer ? "ncclConfig_t::nChannelsPerNetPeer" : "NCCL's own count") +
+                (why.empty() ? "" : ": " + why) + ")" +
+                (st.plan_channels_per_net_peer ? "; NCCL's own collectives on a communicator of NCCL's defaults" : "");
+#else
+  (void)world;
+#endif
+}
+
 // Everything that can be wrong with the input, checked on every rank before any
 // communication (BadInput / ConfigError / ScheduleError: one line).
 Setup setup(const Args& args, int world, int local_size) {
@@ -386,10 +421,12 @@ Setup setup(const Args& args, int world, int local_size) {
   st.exp = study::load_experiment(args.experiment, args.sets);
   check_machine(st, args, world, local_size);
   check_inputs(st);
+  st.net = study::net_factors(st.exp);
+  configure_p2p(st, world);
   // The same planning as compcoll-sim's (shared/study), on this machine's topology, the
   // experiment's calibration and the ratios measured on its tensors.
   study::Ratios ratios(st.exp);
-  study::Planner planner(st.exp, st.topo, st.cal, study::net_factors(st.exp), ratios, st.gpus_per_node);
+  study::Planner planner(st.exp, st.topo, st.cal, st.net, ratios, st.gpus_per_node);
   for (const study::Cell& c : study::cells(st.exp, {study::Group{st.exp.topologies[0], world, world}}))
     st.cells.push_back(plan_cell(st, args, planner, c));
   if (st.exp.run.entropy) setup_entropy(st, world);
@@ -494,7 +531,7 @@ void make_transport(Session& s, int local_rank) {
     // A rank whose device or communicator cannot be set up (a GPU shared by two ranks: NCCL
     // refuses it) ends the job now, instead of leaving the others in ncclCommInitRank.
     try {
-      auto pair = make_nccl_backend(MPI_COMM_WORLD, local_rank);
+      auto pair = make_nccl_backend(MPI_COMM_WORLD, local_rank, s.st.plan_channels_per_net_peer);
       s.transport = std::move(pair.transport);
       s.backend = std::move(pair.backend);
     } catch (const std::exception& e) {
@@ -556,7 +593,7 @@ TransportCheck transport_check(Session& s, bool end) {
   }
   if (s.rank != 0) return out;
   policy::RouteCache routes(s.st.topo);
-  const policy::NetFactors net = study::net_factors(exp);
+  const policy::NetFactors& net = s.st.net;
   const calib::Calibration none = calib::zero_calibration();
   json rows = json::array();
   double worst = 0;
@@ -744,6 +781,7 @@ void start_output(Session& s) {
 #ifdef COMPCOLL_HAVE_NCCL
   if (s.st.backend == "nccl") s.doc["versions"]["nccl"] = nccl_version_string();
 #endif
+  if (!s.st.p2p_line.empty()) s.doc["machine"]["nccl_channels_per_net_peer"] = s.st.p2p_line;
   if (s.rank != 0) return;
   if (!s.args.out.empty()) {
     s.out_dir = s.args.out;
@@ -757,6 +795,7 @@ void start_output(Session& s) {
   std::cout << "# backend " << s.st.backend << " on " << s.backend->describe() << "; " << s.world << " ranks, "
             << s.st.gpus_per_node << " per node; rank 0 on " << host << "; " << mpi_ver << "\n";
   for (const auto& e : environment) std::cout << "# environment: " << e << "\n";
+  if (!s.st.p2p_line.empty()) std::cout << "# NCCL point-to-point channels: " << s.st.p2p_line << "\n";
   std::cout << "# warm-up " << exp.run.warmup << ", timed iterations " << exp.run.iterations
             << "; time = mean over ranks of each rank's mean iteration time; transfers "
             << (s.args.lockstep || s.transport->sends_wait_for_receives() ? "in lockstep groups by step"

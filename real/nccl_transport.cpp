@@ -3,6 +3,7 @@
 #include "real/nccl_transport.h"
 
 #include <cuda_runtime.h>
+#include <cstdlib>
 
 #include "codec/cuda/check.h"
 #include "real/verify.h"
@@ -22,7 +23,57 @@ std::string nccl_version_string() {
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
 
-NcclTransport::NcclTransport(MPI_Comm comm, cudaStream_t stream) : stream_(stream) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 3)
+constexpr bool kNetPeerConfig = true;
+#else
+constexpr bool kNetPeerConfig = false;
+#endif
+
+std::string nccl_net_peer_config_unavailable() {
+  if (!kNetPeerConfig)
+    return "built with NCCL " + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
+           std::to_string(NCCL_PATCH) + ", whose ncclConfig_t has no nChannelsPerNetPeer (2.28.3 and later)";
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess || v < NCCL_VERSION(2, 28, 3))
+    return "NCCL " + nccl_version_string() +
+           " is loaded, whose ncclConfig_t has no nChannelsPerNetPeer (2.28.3 and later)";
+  return "";
+}
+
+int nccl_env_channels_per_net_peer() {
+  const char* e = std::getenv("NCCL_NCHANNELS_PER_NET_PEER");
+  if (!e || !*e) return 0;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 0);
+  return *end == '\0' && v > 0 && v <= 64 ? static_cast<int>(v) : 0;
+}
+
+namespace {
+
+// A communicator over `mpi` (rank 0's unique id, broadcast), `channels_per_net_peer` > 0 set in
+// its configuration.
+ncclComm_t init_comm(MPI_Comm mpi, int rank, int size, int channels_per_net_peer) {
+  ncclUniqueId id;
+  if (rank == 0) COMPCOLL_NCCL_CHECK(ncclGetUniqueId(&id));
+  mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi), "MPI_Bcast(ncclUniqueId)");
+  ncclComm_t c = nullptr;
+  if (channels_per_net_peer <= 0) {
+    COMPCOLL_NCCL_CHECK(ncclCommInitRank(&c, size, id, rank));
+    return c;
+  }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 3)
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.nChannelsPerNetPeer = channels_per_net_peer;
+  COMPCOLL_NCCL_CHECK(ncclCommInitRankConfig(&c, size, id, rank, &config));
+  return c;
+#else
+  throw TransportError("nccl: " + nccl_net_peer_config_unavailable());
+#endif
+}
+
+}  // namespace
+
+NcclTransport::NcclTransport(MPI_Comm comm, cudaStream_t stream, int channels_per_net_peer) : stream_(stream) {
   mpi_check(MPI_Comm_dup(comm, &mpi_), "MPI_Comm_dup");
   mpi_check(MPI_Comm_set_errhandler(mpi_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   MPI_Comm_rank(mpi_, &rank_);
@@ -31,16 +82,15 @@ NcclTransport::NcclTransport(MPI_Comm comm, cudaStream_t stream) : stream_(strea
   int flag = 0;
   MPI_Comm_get_attr(mpi_, MPI_TAG_UB, &ub, &flag);
   if (flag && ub) tag_ub_ = *ub;
-  ncclUniqueId id;
-  if (rank_ == 0) COMPCOLL_NCCL_CHECK(ncclGetUniqueId(&id));
-  mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_), "MPI_Bcast(ncclUniqueId)");
-  COMPCOLL_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+  comm_ = init_comm(mpi_, rank_, size_, channels_per_net_peer);
+  if (channels_per_net_peer > 0) baseline_ = init_comm(mpi_, rank_, size_, 0);
   init_seqs(size_);
 }
 
 NcclTransport::~NcclTransport() {
   for (auto& p : pending_)
     if (p.done) cudaEventDestroy(p.done);
+  if (baseline_) ncclCommDestroy(baseline_);
   if (comm_) ncclCommDestroy(comm_);
   if (mpi_ != MPI_COMM_NULL) MPI_Comm_free(&mpi_);
 }
@@ -158,7 +208,7 @@ void NcclTransport::barrier() {
   mpi_check(MPI_Barrier(mpi_), "MPI_Barrier");
 }
 
-NcclSetup make_nccl_backend(MPI_Comm comm, int local_rank) {
+NcclSetup make_nccl_backend(MPI_Comm comm, int local_rank, int channels_per_net_peer) {
   int devices = 0;
   COMPCOLL_CUDA_CHECK(cudaGetDeviceCount(&devices));
   if (devices == 0) throw TransportError("nccl: no CUDA device");
@@ -166,7 +216,7 @@ NcclSetup make_nccl_backend(MPI_Comm comm, int local_rank) {
   NcclSetup s;
   COMPCOLL_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   s.backend = make_cuda_backend(s.stream);
-  s.transport = std::make_unique<NcclTransport>(comm, s.stream);
+  s.transport = std::make_unique<NcclTransport>(comm, s.stream, channels_per_net_peer);
   return s;
 }
 
@@ -207,7 +257,7 @@ class NcclBaseline final : public Baseline {
   }
   void run(const void* in, void* out) override {
     const ncclDataType_t ty = nccl_type(dtype_);
-    ncclComm_t c = t_.comm();
+    ncclComm_t c = t_.baseline_comm();
     cudaStream_t st = t_.stream();
     switch (coll_) {
       case sched::Collective::AllReduce:

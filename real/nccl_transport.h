@@ -39,13 +39,22 @@ namespace compcoll::real {
 // in one line ("no CUDA device: cudaGetDeviceCount: no CUDA-capable device is detected").
 std::string nccl_unavailable_reason();
 std::string nccl_version_string();  // "2.27.7"
+// "" when this NCCL takes a communicator's channels per network peer in its config
+// (ncclConfig_t::nChannelsPerNetPeer, NCCL 2.28.3 and later, as built and as loaded), else why not.
+std::string nccl_net_peer_config_unavailable();
+// NCCL_NCHANNELS_PER_NET_PEER (> 0), which NCCL applies to every communicator over its config;
+// 0 when unset or not a positive number (NCCL then ignores it too).
+int nccl_env_channels_per_net_peer();
 
 class NcclTransport final : public Transport {
  public:
   // Collective over `comm`: rank 0 makes the unique id, MPI_Bcast hands it to every rank,
   // ncclCommInitRank makes the communicator. The current CUDA device must be set. Transfers
-  // run on `stream` (not owned).
-  NcclTransport(MPI_Comm comm, cudaStream_t stream);
+  // run on `stream` (not owned). `channels_per_net_peer` > 0: the communicator's channels per
+  // peer on another node (ncclConfig_t::nChannelsPerNetPeer; nccl_net_peer_config_unavailable()
+  // must be ""), and NCCL's own collectives (baseline_comm()) get a second communicator with
+  // NCCL's defaults; 0: one communicator, NCCL's defaults.
+  NcclTransport(MPI_Comm comm, cudaStream_t stream, int channels_per_net_peer = 0);
   ~NcclTransport() override;
   NcclTransport(const NcclTransport&) = delete;
   NcclTransport& operator=(const NcclTransport&) = delete;
@@ -63,6 +72,7 @@ class NcclTransport final : public Transport {
   void barrier() override;
 
   ncclComm_t comm() const { return comm_; }
+  ncclComm_t baseline_comm() const { return baseline_ ? baseline_ : comm_; }
   cudaStream_t stream() const { return stream_; }
 
  private:
@@ -86,6 +96,7 @@ class NcclTransport final : public Transport {
 
   MPI_Comm mpi_ = MPI_COMM_NULL;
   ncclComm_t comm_ = nullptr;
+  ncclComm_t baseline_ = nullptr;  // NCCL's own collectives, where comm_ has a set configuration
   cudaStream_t stream_;
   int rank_ = 0, size_ = 1, tag_ub_ = 32767, depth_ = 0;
   std::vector<Post> group_;
@@ -105,11 +116,12 @@ struct NcclSetup {
   std::unique_ptr<DataBackend> backend;
   cudaStream_t stream = nullptr;
 };
-NcclSetup make_nccl_backend(MPI_Comm comm, int local_rank);
+NcclSetup make_nccl_backend(MPI_Comm comm, int local_rank, int channels_per_net_peer = 0);
 
 // NCCL's collective for schedule `s` (ncclAllReduce, ncclReduceScatter, ncclAllGather,
 // ncclBroadcast; all-to-all as grouped ncclSend/ncclRecv like nccl-tests) on `transport`'s
-// communicator and stream. Reduce-scatter and allgather need count % ranks == 0.
+// baseline communicator (NCCL's defaults) and stream. Reduce-scatter and allgather need
+// count % ranks == 0.
 std::unique_ptr<Baseline> make_nccl_baseline(Transport& transport, const sched::Schedule& s);
 
 }  // namespace compcoll::real

@@ -161,6 +161,14 @@ sim::NetworkModel network_model(const study::Experiment& exp) {
   return net;
 }
 
+// network.p2p_channels_per_net_peer as the experiment has it (null without protocol costs).
+json p2p_channels_json(const sim::NetworkModel& n) {
+  if (!n.protocol_costs) return json();
+  if (n.p2p_net_channels == policy::kP2pFillNic) return "nic";
+  if (n.p2p_net_channels == policy::kP2pNcclDefault) return "nccl";
+  return n.p2p_net_channels;
+}
+
 std::string simgrid_version() {
   return std::to_string(SIMGRID_VERSION_MAJOR) + "." + std::to_string(SIMGRID_VERSION_MINOR) + "." +
          std::to_string(SIMGRID_VERSION_PATCH);
@@ -211,7 +219,7 @@ void start(Run& r) {
                               {"bandwidth_factor", r.net.bandwidth_factor}, {"crosstraffic", r.net.crosstraffic},
                               {"tcp_gamma", r.net.tcp_gamma}, {"update", r.net.update}, {"precision", r.net.precision},
                               {"protocol_costs", r.net.protocol_costs},
-                              {"p2p_channels_per_net_peer", r.net.p2p_net_channels < 0 ? json() : r.net.p2p_net_channels == 0 ? json("nccl") : json(r.net.p2p_net_channels)},
+                              {"p2p_channels_per_net_peer", p2p_channels_json(r.net)},
                               {"source", exp.network.source}}},
            {"calibration", {{"file", r.cal.file}, {"device", r.cal.device}, {"source", r.cal.source},
                             {"statement", r.cal.statement}, {"date", r.cal.date}}},

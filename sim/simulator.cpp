@@ -55,7 +55,8 @@ std::string NetworkModel::describe() const {
     << ", bandwidth-factor " << bandwidth_factor << ", crosstraffic " << (crosstraffic ? "on" : "off")
     << ", TCP-gamma " << tcp_gamma << " B, update " << update << ", precision " << precision << " s"
     << (protocol_costs ? ", NCCL protocol costs" : "")
-    << (p2p_net_channels == 0  ? ", NCCL's point-to-point channels per peer"
+    << (!protocol_costs                              ? ""
+        : p2p_net_channels == policy::kP2pNcclDefault ? ", NCCL's point-to-point channels per peer"
         : p2p_net_channels > 0 ? ", " + std::to_string(p2p_net_channels) + " point-to-point channels per peer"
                                : "");
   return o.str();

@@ -40,7 +40,8 @@ struct NetworkModel {
                                 // where marked modified) or full (every flow at every event)
   double precision = 1e-9;      // seconds; SimGrid's surf/precision (its default 1e-9)
   bool protocol_costs = false;  // NCCL's per-step latency and LL / LL128 wire bytes (policy::MessageCosts)
-  int p2p_net_channels = -1;    // NCCL's point-to-point channels per peer across nodes (policy::NetFactors)
+  int p2p_net_channels = policy::kP2pFillNic;  // NCCL's point-to-point channels per peer across
+                                               // nodes of compcoll's plans (policy::NetFactors)
   // The defaults of a model: lv08 = SimGrid's (13.01, 0.97, cross-traffic on); cm02 = (1, 1, off).
   static NetworkModel defaults(const std::string& model);
   std::string describe() const;  // one line for outputs

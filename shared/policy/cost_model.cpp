@@ -141,8 +141,15 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
   c.inter_s = sc.inter_us * 1e-6;
   c.wire_factor = sc.wire_factor;
   c.latency_factor = net.latency_factor;
-  if (net.p2p_net_channels >= 0 && multi_node && !nvls && (!nccl_kernels || s.collective == sched::Collective::AllToAll))
-    c.net_peer_rate = nccl_p2p_net_peer_rate(nccl_view(t, s.gpu_ranks()), net.p2p_net_channels);
+  // compcoll's plans only: NCCL's all-to-all keeps up to 8 peers in flight on their channels
+  // (the schedule's rounds do not), and reaches the NIC's rate (docs/compcoll-sim.md).
+  // A cap at or above a NIC port's line rate never binds a message, which leaves through one:
+  // not applied (the NIC-filling count on every shipped topology).
+  if (multi_node && !nvls && !nccl_kernels) {
+    const NcclView v = nccl_view(t, s.gpu_ranks());
+    const double rate = nccl_p2p_net_peer_rate(v, net.p2p_net_channels);
+    if (rate < v.nic_bw * 1e9) c.net_peer_rate = rate;
+  }
   return c;
 }
 

@@ -47,6 +47,11 @@
 
 namespace compcoll::policy {
 
+// The channels per network peer of an NCCL communicator (NetFactors::p2p_net_channels, as
+// policy::nccl_p2p_net_channels takes them; N > 0: N channels, ncclConfig_t::nChannelsPerNetPeer).
+inline constexpr int kP2pNcclDefault = 0;  // NCCL's own count
+inline constexpr int kP2pFillNic = -1;     // the count that fills the GPU's NICs
+
 // The network model's corrections the simulator applies (sim::NetworkModel), so the two agree.
 struct NetFactors {
   double latency_factor = 1.0;
@@ -55,10 +60,11 @@ struct NetFactors {
   bool crosstraffic = false;  // flows also load their reverse route at 5%
   double tcp_gamma = 0;       // > 0: a flow's share is capped at tcp_gamma / (2 x route latency)
   bool protocol_costs = false;  // NCCL's per-step latency and LL / LL128 wire bytes (MessageCosts)
-  // With protocol_costs: the rate NCCL's point-to-point gives a pair of ranks on different
-  // nodes (MessageCosts::net_peer_rate): < 0 not charged, 0 NCCL's own channels per peer, N > 0
-  // N channels per peer (NCCL_NCHANNELS_PER_NET_PEER); policy::nccl_p2p_net_channels.
-  int p2p_net_channels = -1;
+  // With protocol_costs: the rate NCCL's point-to-point gives a pair of ranks of compcoll's plans
+  // on different nodes (MessageCosts::net_peer_rate), from the channels per network peer of the
+  // plans' communicator (policy::nccl_p2p_net_channels: kP2pNcclDefault NCCL's own count,
+  // kP2pFillNic the count that fills the NIC, N > 0 N channels).
+  int p2p_net_channels = kP2pFillNic;
 };
 // SimGrid's defaults of a flow model: lv08 (latency x 13.01, bandwidth x 0.97, weight-S 20537 B,
 // cross-traffic, TCP-gamma 1e15 B) or cm02 (plain latency and bandwidth, TCP-gamma 1e15 B).

@@ -340,9 +340,10 @@ int nccl_p2p_net_channels(const NcclView& v, int configured) {
   const int nics = std::max(1, v.nics_per_node / std::max(1, v.ppn));
   const int net_bw = static_cast<int>(v.nic_bw * nics);  // NCCL's (int)netBw, GB/s
   const int by_bw = (net_bw + kP2pPerChannelNetBw - 1) / kP2pPerChannelNetBw;
+  if (configured == kP2pFillNic) configured = std::max(nics, by_bw);
   int per_peer = pow2_up(configured > 0 ? configured : std::max(nics, by_bw));
   const int p2p_channels = pow2_up(std::min(v.ring_channels, kMaxChannels));
-  if (v.nodes > 1 && configured <= 0) {
+  if (v.nodes > 1 && configured == kP2pNcclDefault) {
     const int rounds = (v.nranks + kP2pPerBatch - 1) / kP2pPerBatch;
     while (per_peer * rounds > p2p_channels && per_peer > 1) per_peer /= 2;
   } else {

@@ -123,9 +123,12 @@ NcclStepCost nccl_nvls_cost(int nodes, bool tree);
 // channels (NcclView::ring_channels) rounded up to a power of 2; with more than one node and
 // no configured count, the per-peer count is halved while it x divUp(ranks, 8) (NCCL_MAX_DEV_
 // WORK_P2P_PER_BATCH) exceeds them; with a configured count, it is at most them.
-int nccl_p2p_net_channels(const NcclView& v, int configured = 0);
+// `configured` kP2pFillNic (cost_model.h): the count that fills the GPU's NICs (max(NICs,
+// divUp(NIC GB/s, 14))) set as the comm's count, so never halved: what compcoll-run configures
+// for its plans by default.
+int nccl_p2p_net_channels(const NcclView& v, int configured = kP2pNcclDefault);
 // What a pair of ranks on different nodes moves at most, bytes/s: those channels x 14 GB/s.
-double nccl_p2p_net_peer_rate(const NcclView& v, int configured = 0);
+double nccl_p2p_net_peer_rate(const NcclView& v, int configured = kP2pNcclDefault);
 // PAT (Simple, one rank per node): NCCL's model charges 8 us and 2.8 us per rank once per call
 // (tuning.cc, "still a linear part"), and the network's tree latency / 3.5 per step.
 NcclStepCost nccl_pat_cost(int nranks);

@@ -239,7 +239,12 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     if (pp.defined()) {
       if (!e.network.protocol_costs.value_or(false))
         pp.fail("NCCL's point-to-point channels are among its protocol costs: set protocol_costs: true");
-      e.network.p2p_net_channels = pp.is_scalar() && pp.as_string() == "nccl" ? 0 : static_cast<int>(pp.as_int(1, 64));
+      const std::string v = pp.as_string();
+      if (v == "nic") e.network.p2p_net_channels = policy::kP2pFillNic;
+      else if (v == "nccl") e.network.p2p_net_channels = policy::kP2pNcclDefault;
+      else if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos)
+        e.network.p2p_net_channels = static_cast<int>(pp.as_int(1, 64));
+      else pp.fail("expected nic, nccl or a number of channels (1-64), got '" + v + "'");
     }
     net.check_no_unknown_keys();
   } else {

@@ -38,8 +38,9 @@ struct NetworkSpec {
   std::optional<bool> crosstraffic;
   std::optional<bool> protocol_costs;  // NCCL's per-step latency and LL / LL128 wire bytes (policy::MessageCosts)
   std::optional<std::string> update;  // SimGrid's network/optim: lazy (its default) or full
-  // NCCL's point-to-point channels per peer on another node (policy::NetFactors::p2p_net_channels):
-  // 0 NCCL's own count ("nccl"), N > 0 N (NCCL_NCHANNELS_PER_NET_PEER); unset: not charged.
+  // The channels per peer on another node of the communicator compcoll's own plans run on
+  // (policy::NetFactors::p2p_net_channels): policy::kP2pFillNic "nic" (unset), kP2pNcclDefault
+  // "nccl", N > 0 N.
   std::optional<int> p2p_net_channels;
 };
 

@@ -1078,6 +1078,9 @@ TEST_CASE("NCCL's point-to-point channels per peer across nodes cap a message's 
     CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(multi, 64), 1) == 1);
     CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(multi, 64), 3) == 4);
     CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(dp, 8), 8) == 4);
+    // Filling the NIC (compcoll-run's plans): divUp(50 GB/s, 14) = 4, set, so never halved.
+    CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(multi, 64), policy::kP2pFillNic) == 4);
+    CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(dp, 8), policy::kP2pFillNic) == 4);
   }
 
   sim::NetworkModel on = sim::NetworkModel::defaults("cm02");
@@ -1086,13 +1089,14 @@ TEST_CASE("NCCL's point-to-point channels per peer across nodes cap a message's 
   capped.p2p_net_channels = 1;  // one channel a peer: 14 GB/s, under the NIC's 46
   const auto zero = calib::zero_calibration();
 
-  SECTION("only where asked, only across nodes, only NCCL's point-to-point") {
+  SECTION("only across nodes, only compcoll's plans") {
     sched::BuildSpec b;
     b.nranks = 8;
     b.count = 1 << 20;
     b.collective = sched::Collective::AllGather;
     b.algorithm = "ring";
     const sched::Schedule s = sched::build_schedule(b);
+    // The NIC-filling count (4: 56 GB/s over a 50 GB/s port) cannot bind: no cap.
     CHECK(policy::message_costs(s, dp, on.factors(), false, "").net_peer_rate == 0);
     CHECK(policy::message_costs(s, dp, capped.factors(), false, "").net_peer_rate == Approx(14e9));
     CHECK(policy::message_costs(s, dp, capped.factors(), true, "simple").net_peer_rate == 0);  // NCCL's ring kernels
@@ -1100,8 +1104,10 @@ TEST_CASE("NCCL's point-to-point channels per peer across nodes cap a message's 
     CHECK(policy::message_costs(s, one_node, capped.factors(), false, "").net_peer_rate == 0);
     b.collective = sched::Collective::AllToAll;
     b.algorithm = "pairwise";
-    CHECK(policy::message_costs(sched::build_schedule(b), dp, capped.factors(), true, "simple").net_peer_rate ==
-          Approx(14e9));  // NCCL's all-to-all is point-to-point
+    // NCCL's all-to-all: its peers in flight together fill the NIC, the schedule's rounds not.
+    CHECK(policy::message_costs(sched::build_schedule(b), dp, capped.factors(), true, "simple").net_peer_rate == 0);
+    CHECK(policy::message_costs(sched::build_schedule(b), dp, capped.factors(), false, "").net_peer_rate ==
+          Approx(14e9));  // compcoll's own pairwise exchange: one peer a step
   }
 
   SECTION("a ring across 8 nodes moves each step at the cap, in SimGrid and the cost model within 0.2%") {

@@ -79,11 +79,15 @@ TEST_CASE("defaults of a call and --set overrides", "[config][experiment]") {
   CHECK(pc.network.protocol_costs == true);
   CHECK(net_factors(pc).protocol_costs);
   CHECK_NOTHROW(study::load_topology(pc, kRoot + "/topologies/dgx-h100.yaml"));
-  // NCCL's point-to-point channels per peer across nodes: NCCL's own count, or a set one; only
-  // among the protocol costs.
-  CHECK(net_factors(pc).p2p_net_channels == -1);
+  // The channels per network peer of the plans' communicator: filling the NIC unless set, NCCL's
+  // own count, or a set one; only among the protocol costs.
+  CHECK(net_factors(pc).p2p_net_channels == policy::kP2pFillNic);
   CHECK(net_factors(load_experiment(f, {"network.model=lv08", "network.protocol_costs=true",
-                                        "network.p2p_channels_per_net_peer=nccl"})).p2p_net_channels == 0);
+                                        "network.p2p_channels_per_net_peer=nic"})).p2p_net_channels ==
+        policy::kP2pFillNic);
+  CHECK(net_factors(load_experiment(f, {"network.model=lv08", "network.protocol_costs=true",
+                                        "network.p2p_channels_per_net_peer=nccl"})).p2p_net_channels ==
+        policy::kP2pNcclDefault);
   CHECK(net_factors(load_experiment(f, {"network.model=lv08", "network.protocol_costs=true",
                                         "network.p2p_channels_per_net_peer=4"})).p2p_net_channels == 4);
   CHECK_THROWS_WITH(load_experiment(f, {"network.model=lv08", "network.p2p_channels_per_net_peer=nccl"}),
@@ -91,6 +95,9 @@ TEST_CASE("defaults of a call and --set overrides", "[config][experiment]") {
   CHECK_THROWS_WITH(load_experiment(f, {"network.model=lv08", "network.protocol_costs=true",
                                         "network.p2p_channels_per_net_peer=0"}),
                     Catch::Contains("network.p2p_channels_per_net_peer"));
+  CHECK_THROWS_WITH(load_experiment(f, {"network.model=lv08", "network.protocol_costs=true",
+                                        "network.p2p_channels_per_net_peer=all"}),
+                    Catch::Contains("network.p2p_channels_per_net_peer") && Catch::Contains("expected nic, nccl"));
   CHECK_THROWS_WITH(study::load_topology(pc, kRoot + "/topologies/host-mpi.yaml"),
                     Catch::StartsWith(f + ": network.protocol_costs: " + kRoot + "/topologies/host-mpi.yaml runs MPI"));
   // PAT's allgather compresses per hop by default (it has no compress-once); `aggregate` reaches
