@@ -31,8 +31,9 @@ json regret_summary(const json& rows) {
     const std::string pol = r["policy"];
     const double t = r["time_us"].get<double>();
     if (pol == "oracle") c.oracle = t;
-    else if (pol == "static") c.best_static = std::isnan(c.best_static) ? t : std::min(c.best_static, t);
-    else c.time[pol] = t;
+    else if (pol != "static") c.time[pol] = t;
+    else if (r.value("note", json()).is_null())  // not a plan that runs only ungrouped (Row::note)
+      c.best_static = std::isnan(c.best_static) ? t : std::min(c.best_static, t);
   }
   std::map<std::string, std::vector<double>> regrets;
   std::map<std::string, size_t> within, worse_static;

@@ -13,7 +13,8 @@ namespace compcoll::sim {
 
 // Per policy (not static, not oracle), over the cells whose oracle simulated: regret = time /
 // the oracle's - 1; cells within 5% of the oracle; cells more than 1% slower than the cell's
-// fastest static row (the targets of docs/POLICIES.md). From the rows of results.json.
+// fastest static row that can run (not one with a note: a plan compcoll-run refuses on NCCL,
+// simulated ungrouped) (the targets of docs/POLICIES.md). From the rows of results.json.
 nlohmann::json regret_summary(const nlohmann::json& rows);
 // Its lines for the table ("# regret vs oracle, adaptive: ...").
 std::string regret_lines(const nlohmann::json& summary);

@@ -357,17 +357,10 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
     forced = true;
     add(smallest_skipped->second);
   }
-  // With NCCL's protocol costs compcoll's plans run as compcoll-run's NCCL executor runs them,
-  // in step groups (MessageCosts::lockstep); a schedule that cannot run so, which compcoll-run
-  // refuses on NCCL (sched::lockstep_problem: the double binary tree, some compressed
-  // schedules), is no candidate.
-  if (sys.net.protocol_costs && !t.receive_copy)
-    out.erase(std::remove_if(out.begin(), out.end(),
-                             [&](const Plan& p) {
-                               const auto s = sched::build_schedule(build_spec(p, call, t));
-                               return s.switches == 0 && !sched::lockstep_problem(s).empty();
-                             }),
-              out.end());
+  // A plan that cannot run in step groups is no candidate (step_group_problem).
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [&](const Plan& p) { return !step_group_problem(p, call, sys).empty(); }),
+            out.end());
   // NCCL's own collective, where it is small enough to price (its channels merged, flow_spec).
   if (!t.receive_copy) {
     Plan lib = make_policy("nccl-like")->choose(call, sys, nullptr);
@@ -375,6 +368,13 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
     if (!too_large(plan_size(lib, call, g))) out.push_back(lib);
   }
   return out;
+}
+
+std::string step_group_problem(const Plan& p, const CallInfo& call, const System& sys) {
+  const topo::Topology& t = *sys.topology;
+  if (!sys.net.protocol_costs || t.receive_copy || p.nccl_kernels) return "";
+  const auto s = sched::build_schedule(build_spec(p, call, t));
+  return s.switches == 0 ? sched::lockstep_problem(s) : "";
 }
 
 double predict_plan(const Plan& p, const CallInfo& call, const System& sys, RouteCache& routes) {

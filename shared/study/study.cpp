@@ -270,8 +270,12 @@ std::vector<Entry> Planner::plan(const Cell& cell, bool predict_static) {
       Entry o;
       o.policy = "oracle";
       std::vector<policy::Plan> all = policy::candidates(cell.info, system_);
+      // The static plans that can run (not those compcoll-run refuses on NCCL: a static row
+      // simulates them ungrouped, to show them, not as a choice).
       for (const auto& x : statics)
-        if (!policy::parse_lowrank_codec(x.plan.codec)) all.push_back(x.plan);
+        if (!policy::parse_lowrank_codec(x.plan.codec) &&
+            policy::step_group_problem(x.plan, cell.info, system_).empty())
+          all.push_back(x.plan);
       for (const auto& [name, x] : chosen)
         if (x.error.empty()) all.push_back(x.plan);
       std::vector<std::string> seen;
