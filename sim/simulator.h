@@ -38,7 +38,7 @@ struct NetworkModel {
                                 // route latency + weight_s / bandwidth per link (LV08; CM02: 0)
   std::string update = "lazy";  // SimGrid's network/optim: lazy (its default: rates updated only
                                 // where marked modified) or full (every flow at every event)
-  double precision = 1e-9;      // seconds; SimGrid's surf/precision (its default 1e-9)
+  double precision = 1e-12;     // seconds; SimGrid's precision/timing (its own default 1e-9)
   bool protocol_costs = false;  // NCCL's per-step latency and LL / LL128 wire bytes (policy::MessageCosts)
   int p2p_net_channels = policy::kP2pFillNic;  // NCCL's point-to-point channels per peer across
                                                // nodes of compcoll's plans (policy::NetFactors)
