@@ -71,8 +71,8 @@ void check_merged_exact(const topo::Topology& t, const sim::NetworkModel& net, c
 // ranks give equal pieces and the same time to 1e-12. Others give the channels of a ring pieces
 // an element apart: the channels with the smaller piece finish each step a little earlier and
 // start the next, which the merged flow cannot; the difference stays under one element per
-// channel and step at the slowest link's speed (without cross-traffic; with it, under 1e-4). The cost model's merged time is its unmerged
-// time to 1e-12 on equal pieces, and the simulator's within the 0.2% it is held to. With NCCL's
+// channel and step at the slowest link's speed (without cross-traffic; with it, under 1e-4).
+// The cost model's merged time is its unmerged time to 1e-12 on equal pieces, and the simulator's within the 0.2% it is held to. With NCCL's
 // protocol costs compcoll's kernels run in step groups and are no longer NCCL's call; the
 // merged call is then held to the cost model's unmerged one.
 TEST_CASE("merged channels: the time of the channels apart, in the simulator and the cost model", "[sim][merge]") {
