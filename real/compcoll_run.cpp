@@ -394,21 +394,12 @@ void configure_p2p(Setup& st, int world) {
   policy::NetFactors& f = st.net;
   if (st.backend != "nccl" || !f.protocol_costs || world <= st.gpus_per_node) return;
 #ifdef COMPCOLL_HAVE_NCCL
-  const policy::NcclView v = policy::nccl_view(st.topo, world);
-  if (const int env = nccl_env_channels_per_net_peer()) {
-    f.p2p_net_channels = env;
-    st.p2p_line = "NCCL_NCHANNELS_PER_NET_PEER=" + std::to_string(env) + " on every communicator: " +
-                  std::to_string(policy::nccl_p2p_net_channels(v, env)) + " per peer on another node";
-    return;
-  }
-  const std::string why = f.p2p_net_channels == policy::kP2pNcclDefault ? "" : nccl_net_peer_config_unavailable();
-  if (!why.empty()) f.p2p_net_channels = policy::kP2pNcclDefault;
-  const int plans = policy::nccl_p2p_net_channels(v, f.p2p_net_channels);
-  if (f.p2p_net_channels != policy::kP2pNcclDefault) st.plan_channels_per_net_peer = plans;
-  st.p2p_line = std::to_string(plans) + " per peer on another node for compcoll's plans (" +
-                (st.plan_channels_per_net_peer ? "ncclConfig_t::nChannelsPerNetPeer" : "NCCL's own count") +
-                (why.empty() ? "" : ": " + why) + ")" +
-                (st.plan_channels_per_net_peer ? "; NCCL's own collectives on a communicator of NCCL's defaults" : "");
+  const policy::NcclP2pSetup s = policy::nccl_p2p_setup(policy::nccl_view(st.topo, world), f.p2p_net_channels,
+                                                        nccl_env_channels_per_net_peer(),
+                                                        nccl_net_peer_config_unavailable());
+  f.p2p_net_channels = s.priced;
+  st.plan_channels_per_net_peer = s.configure;
+  st.p2p_line = s.line;
 #else
   (void)world;
 #endif

@@ -356,4 +356,24 @@ double nccl_p2p_net_peer_rate(const NcclView& v, int configured) {
   return nccl_p2p_net_channels(v, configured) * (kP2pPerChannelNetBw * 1e9);
 }
 
+NcclP2pSetup nccl_p2p_setup(const NcclView& v, int setting, int env_channels, const std::string& config_unavailable) {
+  NcclP2pSetup s;
+  if (env_channels > 0) {
+    s.priced = env_channels;
+    s.channels = nccl_p2p_net_channels(v, env_channels);
+    s.line = "NCCL_NCHANNELS_PER_NET_PEER=" + std::to_string(env_channels) + " on every communicator: " +
+             std::to_string(s.channels) + " per peer on another node";
+    return s;
+  }
+  const bool unavailable = setting != kP2pNcclDefault && !config_unavailable.empty();
+  s.priced = unavailable ? kP2pNcclDefault : setting;
+  s.channels = nccl_p2p_net_channels(v, s.priced);
+  if (s.priced != kP2pNcclDefault) s.configure = s.channels;
+  s.line = std::to_string(s.channels) + " per peer on another node for compcoll's plans (" +
+           (s.configure ? "ncclConfig_t::nChannelsPerNetPeer" : "NCCL's own count") +
+           (unavailable ? ": " + config_unavailable : "") + ")" +
+           (s.configure ? "; NCCL's own collectives on a communicator of NCCL's defaults" : "");
+  return s;
+}
+
 }  // namespace compcoll::policy

@@ -129,6 +129,18 @@ NcclStepCost nccl_nvls_cost(int nodes, bool tree);
 int nccl_p2p_net_channels(const NcclView& v, int configured = kP2pNcclDefault);
 // What a pair of ranks on different nodes moves at most, bytes/s: those channels x 14 GB/s.
 double nccl_p2p_net_peer_rate(const NcclView& v, int configured = kP2pNcclDefault);
+// How compcoll-run sets up the communicator of compcoll's plans across nodes for `setting`
+// (NetFactors::p2p_net_channels), and what its model column then prices. `env_channels` > 0:
+// NCCL_NCHANNELS_PER_NET_PEER is set, which NCCL applies to every communicator over its
+// configuration; `config_unavailable` non-empty: why this NCCL takes no nChannelsPerNetPeer
+// (then the plans get NCCL's own count).
+struct NcclP2pSetup {
+  int configure = 0;                // > 0: ncclConfig_t::nChannelsPerNetPeer of the plans' comm
+  int priced = kP2pNcclDefault;     // the NetFactors::p2p_net_channels the model prices
+  int channels = 0;                 // the channels per peer on another node the plans get
+  std::string line;                 // what each communicator gets, for the run's header
+};
+NcclP2pSetup nccl_p2p_setup(const NcclView& v, int setting, int env_channels, const std::string& config_unavailable);
 // PAT (Simple, one rank per node): NCCL's model charges 8 us and 2.8 us per rank once per call
 // (tuning.cc, "still a linear part"), and the network's tree latency / 3.5 per step.
 NcclStepCost nccl_pat_cost(int nranks);

@@ -1083,6 +1083,34 @@ TEST_CASE("NCCL's point-to-point channels per peer across nodes cap a message's 
     CHECK(policy::nccl_p2p_net_channels(policy::nccl_view(dp, 8), policy::kP2pFillNic) == 4);
   }
 
+  SECTION("compcoll-run's communicators: configured to fill the NIC, else what runs is priced") {
+    const auto v = policy::nccl_view(multi, 64);
+    // By default the plans' communicator is configured with 4 channels a peer (the NIC's rate),
+    // and NCCL's own collectives get one of NCCL's defaults.
+    auto s = policy::nccl_p2p_setup(v, policy::kP2pFillNic, 0, "");
+    CHECK(s.configure == 4);
+    CHECK(s.priced == policy::kP2pFillNic);
+    CHECK(s.channels == 4);
+    CHECK_THAT(s.line, Catch::Contains("4 per peer") && Catch::Contains("nChannelsPerNetPeer") &&
+                           Catch::Contains("NCCL's own collectives on a communicator of NCCL's defaults"));
+    // An NCCL without nChannelsPerNetPeer: nothing configured, NCCL's own 2 channels priced.
+    s = policy::nccl_p2p_setup(v, policy::kP2pFillNic, 0, "NCCL 2.27.7 is loaded");
+    CHECK(s.configure == 0);
+    CHECK(s.priced == policy::kP2pNcclDefault);
+    CHECK(s.channels == 2);
+    CHECK_THAT(s.line, Catch::Contains("NCCL's own count: NCCL 2.27.7 is loaded"));
+    // NCCL_NCHANNELS_PER_NET_PEER=1 overrides every communicator's configuration.
+    s = policy::nccl_p2p_setup(v, 8, 1, "");
+    CHECK(s.configure == 0);
+    CHECK(s.priced == 1);
+    CHECK(s.channels == 1);
+    CHECK_THAT(s.line, Catch::StartsWith("NCCL_NCHANNELS_PER_NET_PEER=1 on every communicator"));
+    // `nccl`: nothing to configure, one communicator.
+    s = policy::nccl_p2p_setup(v, policy::kP2pNcclDefault, 0, "");
+    CHECK(s.configure == 0);
+    CHECK(s.channels == 2);
+  }
+
   sim::NetworkModel on = sim::NetworkModel::defaults("cm02");
   on.protocol_costs = true;
   sim::NetworkModel capped = on;
