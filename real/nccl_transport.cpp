@@ -23,18 +23,20 @@ std::string nccl_version_string() {
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
 
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 3)
-constexpr bool kNetPeerConfig = true;
+// ncclConfig_t::nChannelsPerNetPeer, from NCCL 2.28.3.
+#define COMPCOLL_NCCL_NET_PEER_VERSION NCCL_VERSION(2, 28, 3)
+#if NCCL_VERSION_CODE >= COMPCOLL_NCCL_NET_PEER_VERSION
+#define COMPCOLL_NCCL_NET_PEER_CONFIG 1
 #else
-constexpr bool kNetPeerConfig = false;
+#define COMPCOLL_NCCL_NET_PEER_CONFIG 0
 #endif
 
 std::string nccl_net_peer_config_unavailable() {
-  if (!kNetPeerConfig)
+  if (!COMPCOLL_NCCL_NET_PEER_CONFIG)
     return "built with NCCL " + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
            std::to_string(NCCL_PATCH) + ", whose ncclConfig_t has no nChannelsPerNetPeer (2.28.3 and later)";
   int v = 0;
-  if (ncclGetVersion(&v) != ncclSuccess || v < NCCL_VERSION(2, 28, 3))
+  if (ncclGetVersion(&v) != ncclSuccess || v < COMPCOLL_NCCL_NET_PEER_VERSION)
     return "NCCL " + nccl_version_string() +
            " is loaded, whose ncclConfig_t has no nChannelsPerNetPeer (2.28.3 and later)";
   return "";
@@ -61,7 +63,7 @@ ncclComm_t init_comm(MPI_Comm mpi, int rank, int size, int channels_per_net_peer
     COMPCOLL_NCCL_CHECK(ncclCommInitRank(&c, size, id, rank));
     return c;
   }
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 3)
+#if COMPCOLL_NCCL_NET_PEER_CONFIG
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.nChannelsPerNetPeer = channels_per_net_peer;
   COMPCOLL_NCCL_CHECK(ncclCommInitRankConfig(&c, size, id, rank, &config));

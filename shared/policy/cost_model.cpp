@@ -118,6 +118,12 @@ const RouteInfo& RouteCache::get(int src, int dst) {
   return cache_.emplace(key, info).first->second;
 }
 
+std::string step_group_problem(const sched::Schedule& s, const topo::Topology& t, const NetFactors& net,
+                               bool nccl_kernels) {
+  if (!net.protocol_costs || t.receive_copy || s.size() < 2 || nccl_kernels || s.switches > 0) return "";
+  return sched::lockstep_problem(s);
+}
+
 MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, const NetFactors& net, bool nccl_kernels,
                            const std::string& protocol) {
   MessageCosts c;
@@ -132,10 +138,8 @@ MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, co
                                 : nccl_step_cost(t.intra_fabric == "nvswitch", nccl_kernels && tree,
                                                  nccl_kernels ? protocol : "simple", multi_node, one_per_node);
   c.on = true;
-  if (!nccl_kernels && !nvls) {
-    c.ungrouped = sched::lockstep_problem(s);
-    c.lockstep = c.ungrouped.empty();
-  }
+  c.ungrouped = step_group_problem(s, t, net, nccl_kernels);
+  c.lockstep = !nccl_kernels && !nvls && c.ungrouped.empty();
   c.base_s = nccl_kernels || nvls ? sc.base_us * 1e-6 : 0;  // compcoll's own plans: NCCL's point-to-point
   c.intra_s = sc.intra_us * 1e-6;
   c.inter_s = sc.inter_us * 1e-6;

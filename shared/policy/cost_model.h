@@ -170,9 +170,9 @@ struct MessageCosts {
   double intra_s = 0, inter_s = 0;  // the per-step latency inside a node, across nodes
   double wire_factor = 1;
   double latency_factor = 1;        // the flow model's, on the route's latency it charges
-  // NCCL's point-to-point (compcoll's own plans; NCCL's all-to-all): bytes/s at most that the
-  // messages of one step group from a rank to a peer on another node share (0: no cap), as
-  // NCCL's channels per peer carry them (policy::nccl_p2p_net_peer_rate).
+  // NCCL's point-to-point of compcoll's own plans: bytes/s at most that the messages of one
+  // step group from a rank to a peer on another node share (0: no cap), as the plans'
+  // communicator's channels per peer carry them (policy::nccl_p2p_net_peer_rate).
   double net_peer_rate = 0;
   // The cap on one message from src_gpu to dst_gpu, bytes/s (0: none): net_peer_rate over
   // `sharing`, the messages of its group to the same peer.
@@ -186,6 +186,12 @@ struct MessageCosts {
 };
 MessageCosts message_costs(const sched::Schedule& s, const topo::Topology& t, const NetFactors& net, bool nccl_kernels,
                            const std::string& protocol);
+// Why compcoll's schedule `s` cannot run in step groups as compcoll-run's NCCL executor runs it
+// with NCCL's protocol costs (sched::lockstep_problem: MessageCosts::ungrouped); "" where it can,
+// or where nothing runs in step groups (no protocol costs, ranks on hosts, one rank, NCCL's own
+// kernels, NVSwitch ranks).
+std::string step_group_problem(const sched::Schedule& s, const topo::Topology& t, const NetFactors& net,
+                               bool nccl_kernels);
 
 // Ranks of `s` sit on t.rank_to_gpu. Throws std::runtime_error if the schedule cannot finish.
 // iterations > 1: the call back to back that many times, as compcoll-run times it

@@ -2,7 +2,6 @@
 #include "policy/policy.h"
 
 #include "policy/nccl_tuning.h"
-#include "schedule/lockstep.h"
 
 #include <algorithm>
 #include <cmath>
@@ -372,9 +371,8 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
 
 std::string step_group_problem(const Plan& p, const CallInfo& call, const System& sys) {
   const topo::Topology& t = *sys.topology;
-  if (!sys.net.protocol_costs || t.receive_copy || p.nccl_kernels) return "";
-  const auto s = sched::build_schedule(build_spec(p, call, t));
-  return s.switches == 0 ? sched::lockstep_problem(s) : "";
+  if (!sys.net.protocol_costs || t.receive_copy || p.nccl_kernels) return "";  // no schedule to build
+  return step_group_problem(sched::build_schedule(build_spec(p, call, t)), t, sys.net, false);
 }
 
 double predict_plan(const Plan& p, const CallInfo& call, const System& sys, RouteCache& routes) {

@@ -26,13 +26,18 @@ for r in rows:
     key = (r["topology"], r["ranks"])
     cells[(key, r["call"], r["size_bytes"])].append(r)
 oracles = 0
+
+
+def plan(r):
+    return (r["algorithm"], r["placement"], r["codec"])
+
+
 for cell, rs in cells.items():
     orc = [r for r in rs if r["policy"] == "oracle"]
     assert len(orc) == 1, f"{cell}: {len(orc)} oracle rows"
     t0 = orc[0]["time_us"]
     oracles += 1
     assert orc[0]["regret"] == 0, f"{cell}: oracle regret {orc[0]['regret']}"
-    plan = lambda r: (r["algorithm"], r["placement"], r["codec"])
     for r in rs:
         assert not (r.get("note") and plan(r) == plan(orc[0])), f"{cell}: the oracle runs {plan(r)}, which cannot run"
         assert r.get("note") or r["time_us"] >= t0 * (1 - 1e-12), f"{cell}: {r['policy']} {r['algorithm']} beats the oracle"
