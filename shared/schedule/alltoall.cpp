@@ -129,8 +129,42 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
       gathered_at[sl][nodes] = total;
     }
     p.scratch_counts = {total, std::max<uint64_t>(p.input_count, total)};
-    const auto send = [&](int peer, const Slice& src, uint32_t step) { send_block(p, compressed, peer, src, step, 0); };
-    const auto recv = [&](int peer, const Slice& dst, uint32_t step) { recv_block(p, compressed, peer, dst, step, 0); };
+    // Each phase is one step, posted as one group where the executor posts groups (NCCL's
+    // ncclGroupStart/End): its packing copies and compressions run in one chain (`work`), each
+    // packed message in its own part of scratch 1, so that no send waits for a computation that
+    // waits for another send of its step (sched::lockstep_problem); each send follows the packing
+    // of its own message, the receives follow the phase's last send and one another, and each
+    // decompression follows its own receive.
+    int64_t work = -1, last_send = -1;
+    std::vector<uint32_t> ends;  // the phase's sends and receive-side ends (receives or decompressions)
+    const auto send = [&](int peer, const Slice& src, uint32_t step) {
+      if (compressed) {
+        const uint32_t w = p.wire_buffers++;
+        append_after(p, {OpKind::Compress, -1, src, wire_slice(w), {}, step}, work);
+        int64_t after = work;
+        append_after(p, {OpKind::Send, peer, wire_slice(w), {}, {}, step}, after);
+        last_send = after;
+      } else {
+        int64_t after = work;
+        append_after(p, {OpKind::Send, peer, src, {}, {}, step}, after);
+        last_send = after;
+      }
+      ends.push_back(static_cast<uint32_t>(last_send));
+    };
+    int64_t recv_chain = -1;
+    const auto recv = [&](int peer, const Slice& dst, uint32_t step) {
+      if (recv_chain < 0) recv_chain = last_send;
+      if (!compressed) {
+        append_after(p, {OpKind::Recv, peer, {}, dst, {}, step}, recv_chain);
+        ends.push_back(static_cast<uint32_t>(recv_chain));
+        return;
+      }
+      const uint32_t w = p.wire_buffers++;
+      append_after(p, {OpKind::Recv, peer, {}, wire_slice(w), {}, step}, recv_chain);
+      int64_t after = recv_chain;
+      append_after(p, {OpKind::Decompress, -1, wire_slice(w), dst, {}, step}, after);
+      ends.push_back(static_cast<uint32_t>(after));
+    };
     // Both phases go round the ring of peers, as the flat schedules do: this rank sends to
     // the j-th peer after it (local rank l + j, node k + j) and receives from the j-th before
     // it (l - j, k - j). Receives run one at a time, so if every rank received from peers in
@@ -139,39 +173,45 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
     // g(g - 1)/2 message times instead of g - 1 (tests/sim/test_cost_model.cpp).
     // Phase 1, inside the node: to each local rank dl, everything this rank has for ranks
     // (*, dl), packed node by node; its own share first, into the gathered area.
+    uint64_t packed = 0;
     for (int j = 0; j < g; ++j) {
       const int dl = (l + j) % g;
-      uint64_t packed = 0;
+      const uint64_t at = packed;
       for (int dk = 0; dk < nodes; ++dk) {
         const int dst = rank_of(dk, dl);
         const uint64_t c = counts[me][dst];
         const Slice from{BufKind::Input, 0, send_at[me][dst], c};
         const Slice to = dl == l ? Slice{BufKind::Scratch, 0, gathered_at[l][dk], c} : Slice{BufKind::Scratch, 1, packed, c};
-        if (c) append_chained(p, {OpKind::Copy, -1, from, to, {}, 0});
-        packed += c;
+        if (c) append_after(p, {OpKind::Copy, -1, from, to, {}, 0}, work);
+        if (dl != l) packed += c;
       }
-      if (dl != l) send(rank_of(k, dl), Slice{BufKind::Scratch, 1, 0, packed}, 0);
+      if (dl != l) send(rank_of(k, dl), Slice{BufKind::Scratch, 1, at, packed - at}, 0);
     }
     for (int j = 1; j < g; ++j) {
       const int sl = (l - j + g) % g;
       recv(rank_of(k, sl), Slice{BufKind::Scratch, 0, gathered_at[sl][0], gathered_at[sl][nodes] - gathered_at[sl][0]},
            0);
     }
-    // Phase 2, across nodes: to (dk, l), the blocks from (k, *) to it, packed by source local
-    // rank — which is exactly their order in its output; this node's own share first.
+    // Phase 2, across nodes, once every block of phase 1 is in and every send of phase 1 (which
+    // reads scratch 1) is posted: to (dk, l), the blocks from (k, *) to it, packed by source
+    // local rank — which is exactly their order in its output; this node's own share first.
+    if (!ends.empty()) work = append_join(p, ends, 1);
+    ends.clear();
+    last_send = recv_chain = -1;
+    packed = 0;
     for (int j = 0; j < nodes; ++j) {
       const int dk = (k + j) % nodes;
       const int dst = rank_of(dk, l);
-      uint64_t packed = 0;
       const bool local = dk == k;
+      const uint64_t at = packed;
       for (int sl = 0; sl < g; ++sl) {
         const uint64_t c = counts[rank_of(k, sl)][dst];
         const Slice from{BufKind::Scratch, 0, gathered_at[sl][dk], c};
         const Slice to = local ? Slice{BufKind::Output, 0, recv_at[rank_of(k, sl)][me], c} : Slice{BufKind::Scratch, 1, packed, c};
-        if (c) append_chained(p, {OpKind::Copy, -1, from, to, {}, 1});
-        packed += c;
+        if (c) append_after(p, {OpKind::Copy, -1, from, to, {}, 1}, work);
+        if (!local) packed += c;
       }
-      if (!local) send(dst, Slice{BufKind::Scratch, 1, 0, packed}, 1);
+      if (!local) send(dst, Slice{BufKind::Scratch, 1, at, packed - at}, 1);
     }
     for (int j = 1; j < nodes; ++j) {
       const int sk = (k - j + nodes) % nodes;

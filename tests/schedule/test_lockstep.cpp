@@ -1,5 +1,6 @@
 // tests/schedule/test_lockstep.cpp — lockstep posting (sched::lockstep_problem, plan_lockstep):
-// the rings and the hierarchical allreduce run in step groups, the double binary tree does not;
+// the rings, the hierarchical allreduce and all-to-all run in step groups, the double binary
+// tree and the compressed direct all-to-all do not;
 // a receive into what a send of its step reads is refused, naming both ops, however the
 // step's slices are ordered; a dependency inside a group is left out of the plan's counts.
 #include <catch2/catch.hpp>
@@ -46,6 +47,30 @@ TEST_CASE("lockstep: which schedules run in step groups", "[schedule][lockstep]"
         CHECK(why.empty());
         for (const auto& prog : s.ranks) CHECK(plan_lockstep(prog).problem.empty());
       }
+    }
+}
+
+TEST_CASE("lockstep: the hierarchical all-to-all runs in step groups, the compressed direct one does not",
+          "[schedule][lockstep][alltoall]") {
+  // The hierarchical all-to-all packs every message of a phase into its own part of scratch
+  // before the phase's transfers; the direct one compresses each block between two sends.
+  for (auto [nodes, g] : std::vector<std::pair<int, int>>{{2, 4}, {3, 2}, {4, 1}, {1, 4}})
+    for (const char* placement : {"none", "per-hop"}) {
+      BuildSpec b;
+      b.collective = Collective::AllToAll;
+      b.algorithm = "hierarchical";
+      b.placement = parse_placement(placement);
+      b.nranks = nodes * g;
+      b.gpus_per_node = g;
+      b.count = 333;
+      const Schedule s = build_schedule(b);
+      INFO(nodes << " x " << g << " " << placement);
+      CHECK(lockstep_problem(s).empty());
+      for (const auto& prog : s.ranks) CHECK(plan_lockstep(prog).problem.empty());
+      b.algorithm = "direct";
+      const std::string why = lockstep_problem(build_schedule(b));
+      if (std::string(placement) == "none") CHECK(why.empty());
+      else CHECK_THAT(why, Catch::Matchers::Contains("waits for a transfer of its own or a later step"));
     }
 }
 
