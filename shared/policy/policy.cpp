@@ -348,6 +348,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
       break;
     case Collective::AllToAll:
       add(plan("pairwise"));
+      if (n <= kMaxDirectGroup) add(plan("direct"));
       if (two_level) add(plan("hierarchical"));
       if (pxn_applies(t, n)) add(plan("pxn"));
       break;

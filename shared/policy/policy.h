@@ -147,11 +147,11 @@ PlanSize plan_size(const Plan& plan, const CallInfo& call, int gpus_per_node);
 // across more than 247). When that leaves nothing, the smallest of
 // them is kept if it has at most 2 x max_ops ops; otherwise the list is empty (an all-to-all
 // of 16,384 ranks: every schedule of it has hundreds of millions of ops).
-// The direct allreduce (flat, or across nodes in a hierarchical plan) is a candidate only over
-// groups of at most kMaxDirectGroup: each rank posts n - 1 messages at once, and neither the
-// simulator nor the cost model charges a rank for posting a message (only its route's
-// latency and bytes), so over many peers at small sizes it would win on what a real NIC's
-// message rate and a library's per-peer setup would take back.
+// The direct allreduce (flat, or across nodes in a hierarchical plan) and the direct
+// all-to-all are candidates only over groups of at most kMaxDirectGroup: each rank posts n - 1
+// messages at once, and neither the simulator nor the cost model charges a rank for posting a
+// message (only its route's latency and bytes), so over many peers at small sizes it would win
+// on what a real NIC's message rate and a library's per-peer setup would take back.
 constexpr uint64_t kMaxPlanOps = 20'000'000;
 constexpr uint64_t kMaxFlatMessages = 500'000;
 constexpr int kMaxDirectGroup = 16;

@@ -84,7 +84,30 @@ Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype,
   for (int r = 0; r < n; ++r) {
     append_chained(s.ranks[r], {OpKind::Copy, -1, Slice{BufKind::Input, 0, send_at[r][r], counts[r][r]},
                      Slice{BufKind::Output, 0, recv_at[r][r], counts[r][r]}, {}, 0});
-    if (order == AllToAllOrder::Direct) {
+    if (order == AllToAllOrder::Direct && compressed) {
+      // One step, as below; every block is compressed (one chain) before the sends, each send
+      // after its own block's compression, so that no send waits for a computation that waits
+      // for another send of the step (sched::lockstep_problem). The receives follow the last
+      // send and one another; each decompression follows its own receive.
+      RankProgram& p = s.ranks[r];
+      int64_t work = static_cast<int64_t>(p.ops.size()) - 1, last = -1;
+      for (int k = 1; k < n; ++k) {
+        const int j = (r + k) % n;
+        const uint32_t w = p.wire_buffers++;
+        const Slice block{BufKind::Input, 0, send_at[r][j], counts[r][j]};
+        append_after(p, {OpKind::Compress, -1, block, wire_slice(w), {}, 0}, work);
+        last = work;
+        append_after(p, {OpKind::Send, j, wire_slice(w), {}, {}, 0}, last);
+      }
+      for (int k = 1; k < n; ++k) {
+        const int i = (r - k + n) % n;
+        const uint32_t w = p.wire_buffers++;
+        append_after(p, {OpKind::Recv, i, {}, wire_slice(w), {}, 0}, last);
+        int64_t after = last;
+        const Slice block{BufKind::Output, 0, recv_at[i][r], counts[i][r]};
+        append_after(p, {OpKind::Decompress, -1, wire_slice(w), block, {}, 0}, after);
+      }
+    } else if (order == AllToAllOrder::Direct) {
       // Post every send, then every receive: one step, n-1 messages in flight per rank.
       for (int k = 1; k < n; ++k) send(r, (r + k) % n, 0);
       for (int k = 1; k < n; ++k) recv((r - k + n) % n, r, 0);

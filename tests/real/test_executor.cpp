@@ -135,12 +135,13 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           opt.lockstep = lockstep;
           if (lockstep && !lockstep_problem(s).empty()) {
             // Some schedules wait within a step (the double binary tree forwards; the compressed
-            // direct all-to-all and recursive allgather compress between transfers of one
-            // step): refused, with the reason. The rings, the hierarchical allreduce (what
-            // real-64gpu runs on NCCL) and the hierarchical all-to-all never are.
+            // recursive allgather compresses between transfers of one step): refused, with the
+            // reason. The rings, the hierarchical allreduce (what real-64gpu runs on NCCL) and
+            // the hierarchical and direct all-to-all never are.
             const std::string a = c.algorithm;
             CHECK(a != "ring");
             CHECK(a != "hierarchical");
+            CHECK(!(a == "direct" && std::string(c.collective) == "all-to-all"));
             if (!plan_lockstep(s.ranks[rank]).problem.empty())
               CHECK_THROWS_AS(Executor(s, rank, t, backend, opt), sched::ScheduleError);
             continue;

@@ -520,6 +520,31 @@ TEST_CASE("candidates: the direct allreduce over groups of at most 16, flat or a
   CHECK_FALSE(has(large, "direct", ""));
 }
 
+TEST_CASE("candidates: the direct all-to-all over groups of at most 16, in step groups with NCCL's protocol costs",
+          "[policy][direct][alltoall]") {
+  const auto cal = calib::zero_calibration();
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  System sys = system_of(t, cal, {"identity", "gauss-exp"});
+  sys.net.protocol_costs = true;
+  auto a2a = [](int n) {
+    CallInfo c = allreduce(1 << 22, n);
+    c.collective = sched::Collective::AllToAll;
+    return c;
+  };
+  auto count = [](const std::vector<Plan>& plans, const char* algorithm) {  // compcoll's, not NCCL's own
+    return std::count_if(plans.begin(), plans.end(),
+                         [&](const Plan& p) { return !p.library && p.algorithm == algorithm; });
+  };
+  // One node: direct, uncompressed and compressed, beside the pairwise exchange.
+  const auto node = candidates(a2a(8), sys);
+  CHECK(count(node, "direct") == 2);
+  CHECK(count(node, "pairwise") == 2);
+  // 64 ranks on 8 nodes: the hierarchical exchange (both), no direct one over 64 peers.
+  const auto whole = candidates(a2a(64), sys);
+  CHECK(count(whole, "direct") == 0);
+  CHECK(count(whole, "hierarchical") == 2);
+}
+
 TEST_CASE("ranks per node: whole nodes in rank order, or 1 for a group strided across nodes", "[policy]") {
   auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   CHECK(ranks_per_node(t, 64) == 8);
