@@ -160,18 +160,14 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
     // decompression follows its own receive.
     int64_t work = -1, last_send = -1;
     std::vector<uint32_t> ends;  // the phase's sends and receive-side ends (receives or decompressions)
-    const auto send = [&](int peer, const Slice& src, uint32_t step) {
+    const auto send = [&](int peer, Slice src, uint32_t step) {
       if (compressed) {
         const uint32_t w = p.wire_buffers++;
         append_after(p, {OpKind::Compress, -1, src, wire_slice(w), {}, step}, work);
-        int64_t after = work;
-        append_after(p, {OpKind::Send, peer, wire_slice(w), {}, {}, step}, after);
-        last_send = after;
-      } else {
-        int64_t after = work;
-        append_after(p, {OpKind::Send, peer, src, {}, {}, step}, after);
-        last_send = after;
+        src = wire_slice(w);
       }
+      last_send = work;
+      append_after(p, {OpKind::Send, peer, src, {}, {}, step}, last_send);
       ends.push_back(static_cast<uint32_t>(last_send));
     };
     int64_t recv_chain = -1;
