@@ -448,14 +448,15 @@ def section_gpu_codecs():
     return out
 
 
-def section_validation():
-    name = "policy-validation-64.json"
+def section_validation(stem="policy-validation-64", title="Policy validation at 8 and 64 GPUs", ranks="8, 64",
+                       grid="Six topologies"):
+    name = stem + ".json"
     doc = load(name)
-    with open(os.path.join(DATA, "policy-validation-64.csv")) as f:
+    with open(os.path.join(DATA, stem + ".csv")) as f:
         rows = list(csv.DictReader(f))
-    out = ["## Policy validation at 8 and 64 GPUs", "",
-           sim_provenance(doc, name, "build/sim/compcoll-sim experiments/policy-validation.yaml --set 'ranks=[8, 64]' --out DIR"),
-           "Rows: `notebooks/data/policy-validation-64.csv`. Six topologies, allreduce, reduce-scatter, allgather and "
+    out = ["## " + title, "",
+           sim_provenance(doc, name, f"build/sim/compcoll-sim experiments/policy-validation.yaml --set 'ranks=[{ranks}]' --out DIR"),
+           f"Rows: `notebooks/data/{stem}.csv`. {grid}, allreduce, reduce-scatter, allgather and "
            "all-to-all from 4 KB to 1 GB, identity and gauss-exp; the oracle simulates every candidate plan "
            "(docs/POLICIES.md).", ""] + regret_table(doc)
     picks = defaultdict(int)
@@ -477,6 +478,14 @@ def section_validation():
                 f"slower in {slower} of {len(pairs)}; its speed-up over it {gains[0]:.3f}x to {gains[-1]:.2f}x, "
                 f"median {gains[len(gains) // 2]:.3f}x."]
     return out
+
+
+def section_validation_1k():
+    if not os.path.exists(os.path.join(DATA, "policy-validation-1k.json")):
+        return []
+    return section_validation("policy-validation-1k", "Policy validation at 1,024 GPUs", "1024",
+                              "The four topologies of 1,024 GPUs or more (fat-tree-1k, fat-tree-4k-2to1, torus-1k, "
+                              "dragonfly-2k)")
 
 
 def section_codecs():
@@ -604,9 +613,11 @@ def render():
              "The NCCL baseline against published measurements is in docs/FIDELITY.md "
              "(`tools/fidelity_table.py`).", ""]
     for section in (section_whatif, section_whatif_nccl, section_whatif_nic, section_whatif_measured, section_whatif_131k, section_workloads, section_workloads_measured, section_whatif_workload,
-                    section_pipeline, section_edgc, section_policies, section_validation, section_loop, section_codecs,
+                    section_pipeline, section_edgc, section_policies, section_validation, section_validation_1k, section_loop, section_codecs,
                     section_gpu_codecs):
-        lines += section() + [""]
+        out = section()
+        if out:
+            lines += out + [""]
     return "\n".join(lines)
 
 
