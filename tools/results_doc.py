@@ -449,16 +449,15 @@ def section_gpu_codecs():
 
 
 def section_validation(stem="policy-validation-64", title="Policy validation at 8 and 64 GPUs", ranks="8, 64",
-                       grid="Six topologies"):
+                       grid="Six topologies, allreduce, reduce-scatter, allgather and all-to-all"):
     name = stem + ".json"
     doc = load(name)
     with open(os.path.join(DATA, stem + ".csv")) as f:
         rows = list(csv.DictReader(f))
     out = ["## " + title, "",
            sim_provenance(doc, name, f"build/sim/compcoll-sim experiments/policy-validation.yaml --set 'ranks=[{ranks}]' --out DIR"),
-           f"Rows: `notebooks/data/{stem}.csv`. {grid}, allreduce, reduce-scatter, allgather and "
-           "all-to-all from 4 KB to 1 GB, identity and gauss-exp; the oracle simulates every candidate plan "
-           "(docs/POLICIES.md).", ""] + regret_table(doc)
+           f"Rows: `notebooks/data/{stem}.csv`. {grid} from 4 KB to 1 GB, identity and gauss-exp; the oracle "
+           "simulates every candidate plan (docs/POLICIES.md).", ""] + regret_table(doc)
     picks = defaultdict(int)
     for r in rows:
         if r["policy"] == "adaptive":
@@ -481,11 +480,19 @@ def section_validation(stem="policy-validation-64", title="Policy validation at 
 
 
 def section_validation_1k():
-    if not os.path.exists(os.path.join(DATA, "policy-validation-1k.json")):
+    if not os.path.exists(os.path.join(DATA, "policy-validation-1k-protocol.json")):
         return []
-    return section_validation("policy-validation-1k", "Policy validation at 1,024 GPUs", "1024",
+    return section_validation("policy-validation-1k-protocol", "Policy validation at 1,024 GPUs", "1024",
                               "The four topologies of 1,024 GPUs or more (fat-tree-1k, fat-tree-4k-2to1, torus-1k, "
-                              "dragonfly-2k)")
+                              "dragonfly-2k), allreduce, reduce-scatter, allgather and all-to-all")
+
+
+def section_validation_16k():
+    if not os.path.exists(os.path.join(DATA, "policy-validation-16k-protocol.json")):
+        return []
+    return section_validation("policy-validation-16k-protocol", "Policy validation at 16,384 GPUs", "16384",
+                              "`fat-tree-16k`, allreduce, reduce-scatter and allgather (no all-to-all of 16,384 ranks "
+                              "is small enough to build, docs/POLICIES.md)")
 
 
 def section_codecs():
@@ -613,7 +620,8 @@ def render():
              "The NCCL baseline against published measurements is in docs/FIDELITY.md "
              "(`tools/fidelity_table.py`).", ""]
     for section in (section_whatif, section_whatif_nccl, section_whatif_nic, section_whatif_measured, section_whatif_131k, section_workloads, section_workloads_measured, section_whatif_workload,
-                    section_pipeline, section_edgc, section_policies, section_validation, section_validation_1k, section_loop, section_codecs,
+                    section_pipeline, section_edgc, section_policies, section_validation, section_validation_1k,
+                    section_validation_16k, section_loop, section_codecs,
                     section_gpu_codecs):
         out = section()
         if out:
