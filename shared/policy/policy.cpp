@@ -361,11 +361,15 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   out.erase(std::remove_if(out.begin(), out.end(),
                            [&](const Plan& p) { return !step_group_problem(p, call, sys).empty(); }),
             out.end());
-  // NCCL's own collective, where it is small enough to price (its channels merged, flow_spec).
+  // NCCL's own collective, where it is small enough to price (its channels merged, flow_spec):
+  // at most 2 x max_ops ops, as for a plan kept when nothing else applies, however its messages
+  // grow. Its rings pay n - 1 step latencies, as compcoll's do, but at large sizes over many
+  // ranks they are what NCCL runs and often the fastest plan (the oracle, which simulates what
+  // nccl-like chose, would otherwise beat adaptive there).
   if (!t.receive_copy) {
     Plan lib = make_policy("nccl-like")->choose(call, sys, nullptr);
     lib.library = true;
-    if (!too_large(plan_size(lib, call, g))) out.push_back(lib);
+    if (plan_size(lib, call, g).ops <= 2 * max_ops) out.push_back(lib);
   }
   return out;
 }

@@ -396,6 +396,17 @@ TEST_CASE("adaptive never slower than NCCL's own collective by its model", "[pol
   const auto cal = calib::zero_calibration();
   const auto on_host = candidates(allreduce(1 << 20, 2), system_of(host, cal, {"identity"}));
   CHECK(std::none_of(on_host.begin(), on_host.end(), [](const Plan& p) { return p.library; }));
+  // Over 1,024 ranks NCCL's rail rings grow as n^2 (8 rings of 1,023 steps a rank), past the
+  // message limit of compcoll's own rings, and are still a candidate: what NCCL runs there.
+  const auto ft = topo::load_topology(kRoot + "/topologies/fat-tree-1k.yaml");
+  CallInfo rs = allreduce(uint64_t{1} << 30, 1024);
+  rs.collective = sched::Collective::ReduceScatter;
+  const auto large = candidates(rs, system_of(ft, cal, {"identity"}));
+  const auto lib = std::find_if(large.begin(), large.end(), [](const Plan& p) { return p.library; });
+  REQUIRE(lib != large.end());
+  CHECK(lib->algorithm == "rail-ring");
+  CHECK(plan_size(*lib, rs, ft.gpus_per_node).messages > kMaxFlatMessages);
+  CHECK(std::none_of(large.begin(), large.end(), [](const Plan& p) { return !p.library && p.algorithm == "rail-ring"; }));
 }
 
 TEST_CASE("candidates with NCCL's protocol costs: only plans compcoll-run can post in step groups on NCCL, and "
