@@ -406,7 +406,8 @@ TEST_CASE("adaptive never slower than NCCL's own collective by its model", "[pol
   REQUIRE(lib != large.end());
   CHECK(lib->algorithm == "rail-ring");
   CHECK(plan_size(*lib, rs, ft.gpus_per_node).messages > kMaxFlatMessages);
-  CHECK(std::none_of(large.begin(), large.end(), [](const Plan& p) { return !p.library && p.algorithm == "rail-ring"; }));
+  CHECK(std::none_of(large.begin(), large.end(),
+                     [](const Plan& p) { return !p.library && p.algorithm == "rail-ring"; }));
 }
 
 TEST_CASE("candidates with NCCL's protocol costs: only plans compcoll-run can post in step groups on NCCL, and "
