@@ -480,11 +480,13 @@ def section_validation(stem="policy-validation-64", title="Policy validation at 
 
 
 def section_validation_1k():
-    if not os.path.exists(os.path.join(DATA, "policy-validation-1k-protocol.json")):
+    stem = "policy-validation-1k-protocol"
+    if not os.path.exists(os.path.join(DATA, stem + ".json")):
         return []
-    return section_validation("policy-validation-1k-protocol", "Policy validation at 1,024 GPUs", "1024",
-                              "The four topologies of 1,024 GPUs or more (fat-tree-1k, fat-tree-4k-2to1, torus-1k, "
-                              "dragonfly-2k), allreduce, reduce-scatter, allgather and all-to-all")
+    with open(os.path.join(DATA, stem + ".csv")) as f:
+        tops = sorted({r["topology"] for r in csv.DictReader(f)})
+    return section_validation(stem, "Policy validation at 1,024 GPUs", "1024",
+                              ", ".join(f"`{t}`" for t in tops) + ", allreduce, reduce-scatter, allgather and all-to-all")
 
 
 def section_validation_16k():
