@@ -248,6 +248,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   const bool two_level = g > 1 && n % g == 0 && n / g > 1;
   std::vector<Plan> out;
   std::optional<std::pair<uint64_t, Plan>> smallest_skipped;  // kept when nothing else applies
+  const uint64_t max_kept_ops = 2 * max_ops;  // the most a plan kept past the limits may have
   bool forced = false;
   auto too_large = [&](const PlanSize& z) { return z.ops > max_ops || (z.quadratic && z.messages > max_flat_messages); };
   auto add = [&](Plan p) {
@@ -353,7 +354,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
       if (pxn_applies(t, n)) add(plan("pxn"));
       break;
   }
-  if (out.empty() && smallest_skipped && smallest_skipped->first <= 2 * max_ops) {
+  if (out.empty() && smallest_skipped && smallest_skipped->first <= max_kept_ops) {
     forced = true;
     add(smallest_skipped->second);
   }
@@ -362,14 +363,13 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
                            [&](const Plan& p) { return !step_group_problem(p, call, sys).empty(); }),
             out.end());
   // NCCL's own collective, where it is small enough to price (its channels merged, flow_spec):
-  // at most 2 x max_ops ops, as for a plan kept when nothing else applies, however its messages
-  // grow. Its rings pay n - 1 step latencies, as compcoll's do, but at large sizes over many
+  // at most max_kept_ops, as a plan kept when nothing else applies, however its messages grow. Its rings pay n - 1 step latencies, as compcoll's do, but at large sizes over many
   // ranks they are what NCCL runs and often the fastest plan (the oracle, which simulates what
   // nccl-like chose, would otherwise beat adaptive there).
   if (!t.receive_copy) {
     Plan lib = make_policy("nccl-like")->choose(call, sys, nullptr);
     lib.library = true;
-    if (plan_size(lib, call, g).ops <= 2 * max_ops) out.push_back(lib);
+    if (plan_size(lib, call, g).ops <= max_kept_ops) out.push_back(lib);
   }
   return out;
 }

@@ -159,9 +159,9 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
                              uint64_t max_flat_messages = kMaxFlatMessages);
 // With NCCL's protocol costs on a GPU topology compcoll's plans run as compcoll-run's NCCL
 // executor runs them, in step groups (MessageCosts::lockstep): why `plan` cannot run so (its
-// schedule's step_group_problem, cost_model.h: the double binary tree, the hierarchical
-// all-to-all, some compressed schedules), which makes it no candidate and a plan compcoll-run
-// refuses on NCCL; "" where it can, or where nothing runs in step groups.
+// schedule's step_group_problem, cost_model.h: the double binary tree, the compressed recursive
+// allgather), which makes it no candidate and a plan compcoll-run refuses on NCCL; "" where it
+// can, or where nothing runs in step groups.
 std::string step_group_problem(const Plan& plan, const CallInfo& call, const System& sys);
 
 // The cost model's time for a plan of the call, in seconds (what adaptive compares); routes

@@ -29,6 +29,47 @@ void recv_block(RankProgram& p, bool compressed, int peer, const Slice& dst, uin
   add_op(p, {OpKind::Decompress, -1, wire_slice(w), dst, {}, step}, last);
 }
 
+// One step of a rank's program posted as one group where the executor posts groups (NCCL's
+// ncclGroupStart/End): its computations (packing copies, compressions) run in one chain
+// (`work`), each message in a buffer of its own, so that no send waits for a computation that
+// waits for another send of its step (sched::lockstep_problem); each send follows the
+// computation of its own message, the receives follow the step's last send and one another,
+// and each decompression follows its own receive. `ends`: the step's sends and receive-side
+// ends (receives, or decompressions), for what must wait for all of them.
+struct GroupedStep {
+  RankProgram& p;
+  bool compressed;
+  uint32_t step;
+  int64_t work = -1;  // the chain's last computation (-1: none yet)
+  int64_t last_send = -1, recv_chain = -1;
+  std::vector<uint32_t> ends;
+
+  void copy(const Slice& from, const Slice& to) { append_after(p, {OpKind::Copy, -1, from, to, {}, step}, work); }
+  void send(int peer, Slice src) {
+    if (compressed) {
+      const uint32_t w = p.wire_buffers++;
+      append_after(p, {OpKind::Compress, -1, src, wire_slice(w), {}, step}, work);
+      src = wire_slice(w);
+    }
+    last_send = work;
+    append_after(p, {OpKind::Send, peer, src, {}, {}, step}, last_send);
+    ends.push_back(static_cast<uint32_t>(last_send));
+  }
+  void recv(int peer, const Slice& dst) {
+    if (recv_chain < 0) recv_chain = last_send;
+    if (!compressed) {
+      append_after(p, {OpKind::Recv, peer, {}, dst, {}, step}, recv_chain);
+      ends.push_back(static_cast<uint32_t>(recv_chain));
+      return;
+    }
+    const uint32_t w = p.wire_buffers++;
+    append_after(p, {OpKind::Recv, peer, {}, wire_slice(w), {}, step}, recv_chain);
+    int64_t after = recv_chain;
+    append_after(p, {OpKind::Decompress, -1, wire_slice(w), dst, {}, step}, after);
+    ends.push_back(static_cast<uint32_t>(after));
+  }
+};
+
 // Offsets of i's block for j in i's input (send_at[i][j]) and of the block from i in j's output
 // (recv_at[i][j]): every rank's blocks in rank order, in its input and in its output.
 struct BlockOffsets {
@@ -85,27 +126,16 @@ Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype,
     append_chained(s.ranks[r], {OpKind::Copy, -1, Slice{BufKind::Input, 0, send_at[r][r], counts[r][r]},
                      Slice{BufKind::Output, 0, recv_at[r][r], counts[r][r]}, {}, 0});
     if (order == AllToAllOrder::Direct && compressed) {
-      // One step, as below; every block is compressed (one chain) before the sends, each send
-      // after its own block's compression, so that no send waits for a computation that waits
-      // for another send of the step (sched::lockstep_problem). The receives follow the last
-      // send and one another; each decompression follows its own receive.
-      RankProgram& p = s.ranks[r];
-      int64_t work = static_cast<int64_t>(p.ops.size()) - 1, last = -1;
+      // One step, as below, posted as one group (GroupedStep): every block compressed before
+      // the sends.
+      GroupedStep st{s.ranks[r], true, 0, static_cast<int64_t>(s.ranks[r].ops.size()) - 1};
       for (int k = 1; k < n; ++k) {
         const int j = (r + k) % n;
-        const uint32_t w = p.wire_buffers++;
-        const Slice block{BufKind::Input, 0, send_at[r][j], counts[r][j]};
-        append_after(p, {OpKind::Compress, -1, block, wire_slice(w), {}, 0}, work);
-        last = work;
-        append_after(p, {OpKind::Send, j, wire_slice(w), {}, {}, 0}, last);
+        st.send(j, Slice{BufKind::Input, 0, send_at[r][j], counts[r][j]});
       }
       for (int k = 1; k < n; ++k) {
         const int i = (r - k + n) % n;
-        const uint32_t w = p.wire_buffers++;
-        append_after(p, {OpKind::Recv, i, {}, wire_slice(w), {}, 0}, last);
-        int64_t after = last;
-        const Slice block{BufKind::Output, 0, recv_at[i][r], counts[i][r]};
-        append_after(p, {OpKind::Decompress, -1, wire_slice(w), block, {}, 0}, after);
+        st.recv(i, Slice{BufKind::Output, 0, recv_at[i][r], counts[i][r]});
       }
     } else if (order == AllToAllOrder::Direct) {
       // Post every send, then every receive: one step, n-1 messages in flight per rank.
@@ -152,38 +182,8 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
       gathered_at[sl][nodes] = total;
     }
     p.scratch_counts = {total, std::max<uint64_t>(p.input_count, total)};
-    // Each phase is one step, posted as one group where the executor posts groups (NCCL's
-    // ncclGroupStart/End): its packing copies and compressions run in one chain (`work`), each
-    // packed message in its own part of scratch 1, so that no send waits for a computation that
-    // waits for another send of its step (sched::lockstep_problem); each send follows the packing
-    // of its own message, the receives follow the phase's last send and one another, and each
-    // decompression follows its own receive.
-    int64_t work = -1, last_send = -1;
-    std::vector<uint32_t> ends;  // the phase's sends and receive-side ends (receives or decompressions)
-    const auto send = [&](int peer, Slice src, uint32_t step) {
-      if (compressed) {
-        const uint32_t w = p.wire_buffers++;
-        append_after(p, {OpKind::Compress, -1, src, wire_slice(w), {}, step}, work);
-        src = wire_slice(w);
-      }
-      last_send = work;
-      append_after(p, {OpKind::Send, peer, src, {}, {}, step}, last_send);
-      ends.push_back(static_cast<uint32_t>(last_send));
-    };
-    int64_t recv_chain = -1;
-    const auto recv = [&](int peer, const Slice& dst, uint32_t step) {
-      if (recv_chain < 0) recv_chain = last_send;
-      if (!compressed) {
-        append_after(p, {OpKind::Recv, peer, {}, dst, {}, step}, recv_chain);
-        ends.push_back(static_cast<uint32_t>(recv_chain));
-        return;
-      }
-      const uint32_t w = p.wire_buffers++;
-      append_after(p, {OpKind::Recv, peer, {}, wire_slice(w), {}, step}, recv_chain);
-      int64_t after = recv_chain;
-      append_after(p, {OpKind::Decompress, -1, wire_slice(w), dst, {}, step}, after);
-      ends.push_back(static_cast<uint32_t>(after));
-    };
+    // Each phase is one step in step groups (GroupedStep), each packed message in its own part
+    // of scratch 1.
     // Both phases go round the ring of peers, as the flat schedules do: this rank sends to
     // the j-th peer after it (local rank l + j, node k + j) and receives from the j-th before
     // it (l - j, k - j). Receives run one at a time, so if every rank received from peers in
@@ -192,6 +192,7 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
     // g(g - 1)/2 message times instead of g - 1 (tests/sim/test_cost_model.cpp).
     // Phase 1, inside the node: to each local rank dl, everything this rank has for ranks
     // (*, dl), packed node by node; its own share first, into the gathered area.
+    GroupedStep phase1{p, compressed, 0};
     uint64_t packed = 0;
     for (int j = 0; j < g; ++j) {
       const int dl = (l + j) % g;
@@ -201,22 +202,20 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
         const uint64_t c = counts[me][dst];
         const Slice from{BufKind::Input, 0, send_at[me][dst], c};
         const Slice to = dl == l ? Slice{BufKind::Scratch, 0, gathered_at[l][dk], c} : Slice{BufKind::Scratch, 1, packed, c};
-        if (c) append_after(p, {OpKind::Copy, -1, from, to, {}, 0}, work);
+        if (c) phase1.copy(from, to);
         if (dl != l) packed += c;
       }
-      if (dl != l) send(rank_of(k, dl), Slice{BufKind::Scratch, 1, at, packed - at}, 0);
+      if (dl != l) phase1.send(rank_of(k, dl), Slice{BufKind::Scratch, 1, at, packed - at});
     }
     for (int j = 1; j < g; ++j) {
       const int sl = (l - j + g) % g;
-      recv(rank_of(k, sl), Slice{BufKind::Scratch, 0, gathered_at[sl][0], gathered_at[sl][nodes] - gathered_at[sl][0]},
-           0);
+      const uint64_t from_sl = gathered_at[sl][nodes] - gathered_at[sl][0];
+      phase1.recv(rank_of(k, sl), Slice{BufKind::Scratch, 0, gathered_at[sl][0], from_sl});
     }
     // Phase 2, across nodes, once every block of phase 1 is in and every send of phase 1 (which
     // reads scratch 1) is posted: to (dk, l), the blocks from (k, *) to it, packed by source
     // local rank — which is exactly their order in its output; this node's own share first.
-    if (!ends.empty()) work = append_join(p, ends, 1);
-    ends.clear();
-    last_send = recv_chain = -1;
+    GroupedStep phase2{p, compressed, 1, phase1.ends.empty() ? phase1.work : append_join(p, phase1.ends, 1)};
     packed = 0;
     for (int j = 0; j < nodes; ++j) {
       const int dk = (k + j) % nodes;
@@ -227,16 +226,16 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
         const uint64_t c = counts[rank_of(k, sl)][dst];
         const Slice from{BufKind::Scratch, 0, gathered_at[sl][dk], c};
         const Slice to = local ? Slice{BufKind::Output, 0, recv_at[rank_of(k, sl)][me], c} : Slice{BufKind::Scratch, 1, packed, c};
-        if (c) append_after(p, {OpKind::Copy, -1, from, to, {}, 1}, work);
+        if (c) phase2.copy(from, to);
         if (!local) packed += c;
       }
-      if (!local) send(dst, Slice{BufKind::Scratch, 1, at, packed - at}, 1);
+      if (!local) phase2.send(dst, Slice{BufKind::Scratch, 1, at, packed - at});
     }
     for (int j = 1; j < nodes; ++j) {
       const int sk = (k - j + nodes) % nodes;
       const int first = rank_of(sk, 0);
       const uint64_t c = recv_at[first + g - 1][me] + counts[first + g - 1][me] - recv_at[first][me];
-      recv(rank_of(sk, l), Slice{BufKind::Output, 0, recv_at[first][me], c}, 1);
+      phase2.recv(rank_of(sk, l), Slice{BufKind::Output, 0, recv_at[first][me], c});
     }
   }
   return s;
