@@ -9,8 +9,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "schedule/algorithms.h"
-
 namespace compcoll::policy {
 
 using sched::Collective;
@@ -378,102 +376,8 @@ NcclP2pSetup nccl_p2p_setup(const NcclView& v, int setting, int env_channels, co
   return s;
 }
 
-NcclP2pRounds::NcclP2pRounds(int nodes, int local_ranks, int p2p_channels)
-    : nodes_(nodes), local_(local_ranks), channels_(p2p_channels) {
-  if (nodes < 1 || local_ranks < 1 || p2p_channels < 1 || !std::has_single_bit(static_cast<unsigned>(p2p_channels)))
-    throw std::invalid_argument("NcclP2pRounds: nodes and local ranks at least 1, channels a power of 2");
-  auto positions = [](int m) {
-    std::vector<int> pos(static_cast<size_t>(m), -1);
-    const std::vector<int> order = sched::nccl_p2p_deltas(m);
-    for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = static_cast<int>(i);
-    return pos;
-  };
-  node_pos_ = positions(nodes);
-  local_pos_ = positions(local_ranks);
-}
-
-int NcclP2pRounds::round_of(int node_delta, int local_delta) const {
-  return node_pos_[static_cast<size_t>(node_delta)] * local_ + local_pos_[static_cast<size_t>(local_delta)];
-}
-
-int NcclP2pRounds::send_round(int rank, int peer) const {
-  const int k = rank / local_, l = rank % local_, pk = peer / local_, pl = peer % local_;
-  return round_of((pk - k + nodes_) % nodes_, (pl - l + local_) % local_);
-}
-
-int NcclP2pRounds::recv_round(int rank, int peer) const {
-  const int k = rank / local_, l = rank % local_, pk = peer / local_, pl = peer % local_;
-  return round_of((k - pk + nodes_) % nodes_, (l - pl + local_) % local_);
-}
-
-int NcclP2pRounds::channel(int round) const {
-  const int base = nodes_ > 1 ? round / local_ * ((local_ + kP2pPerBatch - 1) / kP2pPerBatch) +
-                                    round % local_ / kP2pPerBatch
-                              : round;
-  return (base & 0xff) & (channels_ - 1);
-}
-
 int nccl_p2p_channels(const NcclView& v) {
   return static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::clamp(v.ring_channels, 1, kMaxChannels))));
-}
-
-std::vector<NcclP2pSlot> nccl_p2p_batches(const NcclP2pRounds& rounds, int rank,
-                                          const std::vector<std::pair<int, bool>>& transfers) {
-  // Each transfer's round, and its place among the transfers of its round and direction.
-  struct Entry {
-    int round;
-    uint32_t pass;
-  };
-  std::vector<Entry> entries;
-  entries.reserve(transfers.size());
-  {
-    std::vector<std::pair<int, uint32_t>> by_key;  // (2 x round + send, transfer)
-    by_key.reserve(transfers.size());
-    for (uint32_t t = 0; t < transfers.size(); ++t) {
-      const auto [peer, send] = transfers[t];
-      const int round = send ? rounds.send_round(rank, peer) : rounds.recv_round(rank, peer);
-      by_key.emplace_back(round * 2 + (send ? 1 : 0), t);
-      entries.push_back({round, 0});
-    }
-    std::stable_sort(by_key.begin(), by_key.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (size_t i = 1; i < by_key.size(); ++i)
-      if (by_key[i - 1].first == by_key[i].first)
-        entries[by_key[i].second].pass = entries[by_key[i - 1].second].pass + 1;
-  }
-  // A work is (pass, round): its send and receive go together. Works in NCCL's order.
-  std::vector<uint32_t> order(entries.size());
-  for (uint32_t t = 0; t < order.size(); ++t) order[t] = t;
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    const Entry &x = entries[a], &y = entries[b];
-    return x.pass != y.pass ? x.pass < y.pass : x.round < y.round;
-  });
-  struct Open {
-    uint32_t batch = 0, works = 0;
-    std::vector<int> rounds;
-    bool any = false;
-  };
-  std::vector<Open> open(static_cast<size_t>(rounds.channels()));
-  std::vector<NcclP2pSlot> out(transfers.size());
-  for (size_t i = 0; i < order.size();) {
-    const Entry& e = entries[order[i]];
-    size_t j = i + 1;  // the work's other direction, if any
-    while (j < order.size() && entries[order[j]].pass == e.pass && entries[order[j]].round == e.round) ++j;
-    const int c = rounds.channel(e.round);
-    Open& ch = open[static_cast<size_t>(c)];
-    if (ch.any && (ch.works == static_cast<uint32_t>(kP2pPerBatch) ||
-                   std::find(ch.rounds.begin(), ch.rounds.end(), e.round) != ch.rounds.end())) {
-      ++ch.batch;
-      ch.works = 0;
-      ch.rounds.clear();
-    }
-    ch.any = true;
-    ++ch.works;
-    ch.rounds.push_back(e.round);
-    for (size_t k = i; k < j; ++k) out[order[k]] = {c, ch.batch};
-    i = j;
-  }
-  return out;
 }
 
 }  // namespace compcoll::policy

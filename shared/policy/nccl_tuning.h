@@ -6,9 +6,7 @@
 // the NCCL version it comes from. Nothing here simulates anything.
 #pragma once
 
-#include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "policy/policy.h"
@@ -143,45 +141,10 @@ struct NcclP2pSetup {
   std::string line;                 // what each communicator gets, for the run's header
 };
 NcclP2pSetup nccl_p2p_setup(const NcclView& v, int setting, int env_channels, const std::string& config_unavailable);
-// NCCL's point-to-point rounds (init.cc, NCCL 2.23.4): in round i rank (node k, local l) sends
-// to the rank at (k + nd, l + ld) and receives from (k - nd, l - ld), the node deltas nd outside
-// and the local deltas ld inside, each in NCCL's quadratic order (sched::nccl_p2p_deltas); ranks
-// node-major, `local_ranks` a node (a group of whole nodes; one rank per node: local_ranks 1).
-// Round i runs on channel (i / L) x divUp(L, 8) + (i mod L) / 8 on several nodes, i on one (L
-// the local ranks; include/channel.h, ncclP2pChannelBaseForRound), modulo the comm's
-// point-to-point channels (a power of 2: NcclView::ring_channels rounded up, at most 32); that
-// is the first channel of a transfer (ncclP2pChannelForPart, part 0).
-class NcclP2pRounds {
- public:
-  NcclP2pRounds(int nodes, int local_ranks, int p2p_channels);
-  int ranks() const { return nodes_ * local_; }
-  int channels() const { return channels_; }
-  int send_round(int rank, int peer) const;  // the round in which `rank` sends to `peer`
-  int recv_round(int rank, int peer) const;  // the round in which `rank` receives from `peer`
-  int channel(int round) const;
-
- private:
-  int round_of(int node_delta, int local_delta) const;
-  int nodes_, local_, channels_;
-  std::vector<int> node_pos_, local_pos_;  // a delta's place in NCCL's order
-};
-int nccl_p2p_channels(const NcclView& v);  // the comm's point-to-point channels
-
-// Where NCCL 2.23.4 runs each transfer of one rank's group (ncclGroupStart/End of sends and
-// receives; enqueue.cc, scheduleP2pTasksToPlan and addWorkBatchToPlan): passes over the rounds
-// in order, each taking the first send waiting for the round's send peer and the first receive
-// waiting for its receive peer as one work; a work joins its channel's open batch unless that
-// holds 8 (NCCL_MAX_DEV_WORK_P2P_PER_BATCH) or one of the same round. A channel's batches run
-// one after the other, a batch's works side by side (device/common.h). transfers: (peer, send)
-// in the group's order; the result gives each its channel and its batch's place on the channel.
-// One kernel launch is assumed to hold the group (NCCL splits a group whose works overflow the
-// launch's arguments into launches one after the other).
-struct NcclP2pSlot {
-  int channel = 0;
-  uint32_t batch = 0;
-};
-std::vector<NcclP2pSlot> nccl_p2p_batches(const NcclP2pRounds& rounds, int rank,
-                                          const std::vector<std::pair<int, bool>>& transfers);
+// The comm's point-to-point channels (NCCL 2.23.4 src/graph/paths.cc,
+// ncclTopoComputeP2pChannels): its collective channels (NcclView::ring_channels) rounded up to a
+// power of 2, at most 32 (sched::NcclP2pRounds).
+int nccl_p2p_channels(const NcclView& v);
 
 // PAT (Simple, one rank per node): NCCL's model charges 8 us and 2.8 us per rank once per call
 // (tuning.cc, "still a linear part"), and the network's tree latency / 3.5 per step.

@@ -111,7 +111,17 @@ bool lockstep_channels(const std::string& algorithm, Placement placement, const 
 }  // namespace
 
 sched::BuildSpec flow_spec(const sched::BuildSpec& b, bool nccl_kernels, const topo::Topology& t, const NetFactors& net) {
-  if (b.collective == Collective::Broadcast || b.collective == Collective::AllToAll) return b;
+  if (b.collective == Collective::AllToAll) {
+    if (!nccl_kernels || t.receive_copy || b.placement != Placement::None || b.nranks > kMaxBatchedExchange ||
+        (b.algorithm != "pairwise" && b.algorithm != "pxn"))
+      return b;
+    sched::BuildSpec m = b;
+    m.nccl_p2p_channels = nccl_p2p_channels(nccl_view(t, b.nranks));
+    if (static_cast<int>(t.rank_to_gpu.size()) >= b.nranks)
+      for (int r = 0; r < b.nranks; ++r) m.nccl_nodes.push_back(t.node_of(t.rank_to_gpu[static_cast<size_t>(r)]));
+    return m;
+  }
+  if (b.collective == Collective::Broadcast) return b;
   if (!lockstep_channels(b.algorithm, b.placement, b.pipe, nccl_kernels, b.gpus_per_node)) return b;
   if (t.has_size_factors() || t.receive_copy) return b;
   if (net.tcp_gamma > 0) {

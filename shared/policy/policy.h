@@ -116,7 +116,15 @@ sched::BuildSpec build_spec(const Plan& plan, const CallInfo& call, const topo::
 // (topo::LinkSpec::by_size); otherwise `b` is returned. The merged schedule's messages have the
 // sizes of the messages they stand for together, so the merge is exact where the count is a
 // multiple of channels x ranks; otherwise the pieces of a group differ by an element and its
-// flows part by that much (tests/sim/test_merged_channels.cpp).
+// flows part by that much (tests/sim/test_merged_channels.cpp). An all-to-all that NCCL's
+// kernels run (nccl-like's pairwise or pxn, uncompressed, on GPUs) is NCCL's own exchange: `b`
+// with NCCL's point-to-point channels and its ranks' nodes (BuildSpec::nccl_p2p_channels), so
+// that its sends and receives go in NCCL's work batches (sched::nccl_alltoall), over at most
+// kMaxBatchedExchange ranks. Above, its peers side by side (up to 128 a rank on 16 channels)
+// make every flow's completion re-solve the sharing of nearly all of them, in SimGrid and in the
+// cost model (1,024 ranks: 2 million messages, over 5 minutes for one 4 KB call where round by
+// round takes 9 s), so `b` runs as built: NCCL's rounds one after the other.
+constexpr int kMaxBatchedExchange = 256;
 sched::BuildSpec flow_spec(const sched::BuildSpec& b, bool nccl_kernels, const topo::Topology& t, const NetFactors& net);
 
 // The size of a plan's schedule, estimated without building it (what limits the candidates),

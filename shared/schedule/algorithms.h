@@ -262,6 +262,17 @@ Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts,
 // compressed at its source, relayed as it is). One node or one GPU per node: no relay.
 Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
                       Placement placement = Placement::None);
+// All-to-all(v) as NCCL's own exchange runs it (ncclSend / ncclRecv to every peer in one group,
+// placement none), same layouts as alltoall(): each rank's sends and receives in NCCL's work
+// batches (nccl_p2p.h: its rounds, their channels, at most 8 works a batch), a channel's batch
+// starting once its previous batch's transfers are done (a join), its channels side by side,
+// its relays (PXN, as pxn_alltoall: gpus_per_node > 1 on whole nodes, node-major) forwarding
+// each block once they have it, outside any batch (NCCL's proxy forwards them). Algorithm name:
+// pxn with relays, pairwise without. Throws ScheduleError if `rounds` is not over the ranks of
+// `counts` (with relays: node-major whole nodes of gpus_per_node).
+class NcclP2pRounds;
+Schedule nccl_alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype, const NcclP2pRounds& rounds,
+                       int gpus_per_node);
 // The deltas 0 .. m - 1 in NCCL's quadratic order (m = 16: 0, 1, 3, 6, 10, 15, 5, 12, 4, 13, 7,
 // 2, 14, 11, 9, 8).
 std::vector<int> nccl_p2p_deltas(int m);

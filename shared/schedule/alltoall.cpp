@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "schedule/algorithms.h"
+#include "schedule/nccl_p2p.h"
 
 namespace compcoll::sched {
 namespace {
@@ -322,6 +323,128 @@ Schedule pxn_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus
                  relay_round ? step + 1 : step, relay_round ? kRelayed : kDirect, nd == 0 ? &in_node : &in_net);
     }
     if (!compressed && nodes > 1 && g > 1) p.scratch_counts = {relayed};
+  }
+  return s;
+}
+
+Schedule nccl_alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype, const NcclP2pRounds& rounds,
+                       int gpus_per_node) {
+  const int n = static_cast<int>(counts.size()), g = std::max(gpus_per_node, 1);
+  if (rounds.ranks() != n)
+    throw ScheduleError("nccl_alltoall: NCCL's rounds are over " + std::to_string(rounds.ranks()) + " ranks, the counts over " +
+                        std::to_string(n));
+  const bool relays = g > 1 && n > g;  // PXN
+  const int nodes = relays ? whole_nodes("nccl_alltoall", n, g) : 1;
+  if (relays)
+    for (int r = 0; r < n; ++r)
+      if (rounds.node(r) != r / g || rounds.local(r) != r % g)
+        throw ScheduleError("nccl_alltoall: PXN needs ranks node-major on whole nodes of " + std::to_string(g) + "; rank " +
+                            std::to_string(r) + " is NCCL's local rank " + std::to_string(rounds.local(r)) + " of node " +
+                            std::to_string(rounds.node(r)));
+  // The direct schedule checks the counts and fixes the input and output layouts.
+  Schedule s = alltoall(counts, dtype, AllToAllOrder::Direct, Placement::None);
+  s.algorithm = relays ? "pxn" : "pairwise";
+  const auto [send_at, recv_at] = block_offsets(counts);
+  const auto rank_of = [g](int node, int local) { return node * g + local; };
+  // A block relayed through (k, l + ld) when it changes both node and local rank.
+  const auto relayed = [&](int from, int to) { return relays && from / g != to / g && from % g != to % g; };
+  // Lanes: a direct message on lane 0; a relayed block on a lane of its own, 1 + its round, on
+  // both hops, as NCCL's PXN gives each pair of ranks its own connection through the relay.
+  constexpr uint32_t kDirect = 0;
+  const auto relayed_lane = [](int round) { return static_cast<uint32_t>(1 + round); };
+  // A relayed block in pieces, which the relay forwards each once it has it, as NCCL's proxy
+  // forwards a block step by step (NCCL_STEPS = 8 steps in flight of a network step of
+  // NCCL_P2P_NET_CHUNKSIZE = 128 KiB): at most 8 pieces of at least 128 KiB (the block itself
+  // where it is smaller), so that the relay's hop across nodes overlaps its hop inside the node.
+  const auto pieces = [&](const Slice& block) {
+    constexpr uint64_t kPieceBytes = 128 * 1024, kMaxPieces = 8;
+    const uint64_t bytes = block.count * dtype_size(dtype);
+    const uint64_t k = std::clamp<uint64_t>((bytes + kPieceBytes - 1) / kPieceBytes, 1, kMaxPieces);
+    std::vector<Slice> out;
+    for (uint64_t j = 0; j < k; ++j) {
+      const uint64_t begin = block.count * j / k, end = block.count * (j + 1) / k;
+      out.push_back(Slice{block.buf, block.index, block.offset + begin, end - begin});
+    }
+    return out;
+  };
+  // Steps: round i's first hop 2 (i - 1), a relayed block's second 2 (i - 1) + 1.
+  const auto step_of = [](int round) { return static_cast<uint32_t>(2 * (round - 1)); };
+  for (int me = 0; me < n; ++me) {
+    RankProgram& p = s.ranks[me];
+    p.ops.clear();
+    p.wire_buffers = 0;
+    const int k = me / g, l = me % g;
+    int64_t none = -1;
+    append_after(p, {OpKind::Copy, -1, Slice{BufKind::Input, 0, send_at[me][me], counts[me][me]},
+                     Slice{BufKind::Output, 0, recv_at[me][me], counts[me][me]}, {}, 0}, none);
+    // The kernel's transfers: a send to and a receive from every peer, each in its round.
+    std::vector<std::pair<int, bool>> transfers;
+    std::vector<int> round;
+    for (int peer = 0; peer < n; ++peer)
+      if (peer != me) {
+        transfers.emplace_back(peer, true), round.push_back(rounds.send_round(me, peer));
+        transfers.emplace_back(peer, false), round.push_back(rounds.recv_round(me, peer));
+      }
+    const std::vector<NcclP2pSlot> slots = nccl_p2p_batches(rounds, me, transfers);
+    std::vector<int64_t> send_of(static_cast<size_t>(n), -1), recv_of(static_cast<size_t>(n), -1);  // by round
+    for (uint32_t t = 0; t < transfers.size(); ++t) (transfers[t].second ? send_of : recv_of)[static_cast<size_t>(round[t])] = t;
+    // Per channel: its open batch, that batch's transfers so far, and the join of the batch
+    // before it, which the open batch's transfers wait for.
+    struct Channel {
+      int64_t batch = -1;
+      std::vector<uint32_t> ops;
+      std::vector<uint32_t> after;
+    };
+    std::vector<Channel> channels(static_cast<size_t>(rounds.channels()));
+    auto kernel_op = [&](uint32_t t) {
+      Channel& ch = channels[static_cast<size_t>(slots[t].channel)];
+      if (static_cast<int64_t>(slots[t].batch) != ch.batch) {
+        if (!ch.ops.empty()) ch.after = {append_join(p, ch.ops, step_of(round[t]))};
+        ch.ops.clear();
+        ch.batch = slots[t].batch;
+      }
+      const auto [peer, send] = transfers[t];
+      const uint32_t step = step_of(round[t]);
+      if (send) {
+        const bool via = relayed(me, peer);
+        const Slice block{BufKind::Input, 0, send_at[me][peer], counts[me][peer]};
+        for (const Slice& piece : via ? pieces(block) : std::vector<Slice>{block}) {
+          p.ops.push_back({OpKind::Send, via ? rank_of(k, peer % g) : peer, piece, {}, ch.after, step,
+                           via ? relayed_lane(round[t]) : kDirect});
+          ch.ops.push_back(static_cast<uint32_t>(p.ops.size() - 1));
+        }
+      } else {
+        const bool via = relayed(peer, me);
+        const Slice block{BufKind::Output, 0, recv_at[peer][me], counts[peer][me]};
+        for (const Slice& piece : via ? pieces(block) : std::vector<Slice>{block}) {
+          p.ops.push_back({OpKind::Recv, via ? rank_of(peer / g, l) : peer, {}, piece, ch.after, via ? step + 1 : step,
+                           via ? relayed_lane(round[t]) : kDirect});
+          ch.ops.push_back(static_cast<uint32_t>(p.ops.size() - 1));
+        }
+      }
+    };
+    // Round by round (so that every rank's program runs in its order, and the blocks on one
+    // connection, to or from a relay, go in one order at both ends): the kernel's send; the
+    // block this rank relays in this round, from (k, l - ld) for (k + nd, l), forwarded once it
+    // is here, outside any batch (NCCL's proxy forwards it); the kernel's receive.
+    uint64_t scratch = 0;  // scratch 0: the blocks this rank relays
+    const std::vector<int> node_deltas = nccl_p2p_deltas(nodes), local_deltas = nccl_p2p_deltas(g);
+    for (int i = 1; i < n; ++i) {
+      if (send_of[static_cast<size_t>(i)] >= 0) kernel_op(static_cast<uint32_t>(send_of[static_cast<size_t>(i)]));
+      const int nd = relays ? node_deltas[static_cast<size_t>(i / g)] : 0, ld = relays ? local_deltas[static_cast<size_t>(i % g)] : 0;
+      if (nd != 0 && ld != 0) {
+        const int from = rank_of(k, (l - ld + g) % g), to = rank_of((k + nd) % nodes, l);
+        const uint64_t c = counts[from][to];
+        for (const Slice& hold : pieces(Slice{BufKind::Scratch, 0, scratch, c})) {
+          p.ops.push_back({OpKind::Recv, from, {}, hold, {}, step_of(i), relayed_lane(i)});
+          p.ops.push_back({OpKind::Send, to, hold, {}, {static_cast<uint32_t>(p.ops.size() - 1)}, step_of(i) + 1,
+                           relayed_lane(i)});
+        }
+        scratch += c;
+      }
+      if (recv_of[static_cast<size_t>(i)] >= 0) kernel_op(static_cast<uint32_t>(recv_of[static_cast<size_t>(i)]));
+    }
+    if (relays) p.scratch_counts = {scratch};
   }
   return s;
 }

@@ -30,6 +30,12 @@ struct BuildSpec {
   int root = 0;                  // broadcast
   std::vector<std::vector<uint64_t>> counts;  // all-to-all(v); empty = uniform `count`
   uint32_t aggregate = 0;        // pat: the blocks a message carries at most (0: a step's all)
+  // all-to-all pairwise and pxn as NCCL's own exchange (nccl_alltoall; placement none): its
+  // sends and receives in NCCL's work batches over this many point-to-point channels (0: not;
+  // policy::flow_spec sets it where NCCL's kernels run the call), rank r on node
+  // nccl_nodes[r] (empty: node-major whole nodes of gpus_per_node).
+  int nccl_p2p_channels = 0;
+  std::vector<int> nccl_nodes;
 };
 
 // The schedule the spec names (not validated: validate() it where needed). Algorithms, by

@@ -1,5 +1,6 @@
 // tests/schedule/test_broadcast_alltoall.cpp — broadcast (chain, binary tree) and
-// all-to-all(v) (direct, pairwise, hierarchical, NCCL's with PXN) through the reference
+// all-to-all(v) (direct, pairwise, hierarchical, NCCL's with PXN, NCCL's own exchange in its
+// work batches) through the reference
 // executor, with every placement.
 #include <catch2/catch.hpp>
 
@@ -7,6 +8,7 @@
 #include <map>
 
 #include "schedule/algorithms.h"
+#include "schedule/nccl_p2p.h"
 #include "schedule/reference_executor.h"
 #include "test_util.h"
 
@@ -249,3 +251,62 @@ TEST_CASE("point_to_point moves rank 0's input to rank 1's output, piece by piec
   CHECK_THROWS_AS(point_to_point(10, DType::FP32, 0), ScheduleError);
   CHECK_THROWS_AS(point_to_point(10, DType::FP32, 1, Placement::ZipCCL), ScheduleError);
 }
+
+TEST_CASE("NCCL's own exchange in its work batches equals the direct one", "[schedule][alltoall][nccl][p2p]") {
+  test::SplitMix64 rng{41};
+  for (auto [nodes, g] : std::vector<std::pair<int, int>>{{1, 1}, {1, 5}, {4, 1}, {2, 2}, {2, 4}, {3, 8}, {5, 3}, {17, 1}}) {
+    const int n = nodes * g;
+    const auto [counts, inputs] = random_alltoall(n, rng, 500);
+    const auto want = run_reference(alltoall(counts, DType::BF16, AllToAllOrder::Direct), inputs);
+    for (int channels : {1, 2, 16}) {
+      const auto rounds = NcclP2pRounds::whole_nodes(nodes, g, channels);
+      for (int relay_g : {1, g}) {  // pairwise, and PXN where it relays
+        const Schedule s = nccl_alltoall(counts, DType::BF16, rounds, relay_g);
+        CAPTURE(nodes, g, channels, relay_g);
+        CHECK(s.algorithm == (relay_g > 1 && n > g ? "pxn" : "pairwise"));
+        REQUIRE(run_reference(s, inputs) == want);
+        for (uint64_t seed : {5u, 13u}) {
+          ReferenceOptions shuffled;
+          shuffled.order_seed = seed;
+          REQUIRE(run_reference(s, inputs, shuffled) == want);
+        }
+      }
+    }
+  }
+  // Ranks round-robin over 3 nodes (NCCL's nodes by first rank), no relays.
+  const auto [counts, inputs] = random_alltoall(6, rng, 300);
+  const Schedule s = nccl_alltoall(counts, DType::BF16, NcclP2pRounds({0, 1, 2, 0, 1, 2}, 4), 1);
+  CHECK(run_reference(s, inputs) == run_reference(alltoall(counts, DType::BF16, AllToAllOrder::Direct), inputs));
+  // PXN needs node-major whole nodes.
+  CHECK_THROWS_AS(nccl_alltoall(counts, DType::BF16, NcclP2pRounds({0, 1, 2, 0, 1, 2}, 4), 2), ScheduleError);
+  CHECK_THROWS_AS(nccl_alltoall(counts, DType::BF16, NcclP2pRounds::whole_nodes(1, 4, 4), 1), ScheduleError);
+}
+
+TEST_CASE("NCCL's exchange on 1,024 ranks: 8 batches one after the other on each of 16 channels",
+          "[schedule][alltoall][nccl][p2p]") {
+  const int nodes = 128, g = 8, n = nodes * g;
+  const std::vector<std::vector<uint64_t>> counts(n, std::vector<uint64_t>(n, 1));
+  const Schedule s = nccl_alltoall(counts, DType::BF16, NcclP2pRounds::whole_nodes(nodes, g, 16), g);
+  for (int r : {0, 5, 1023}) {
+    const auto& ops = s.ranks[r].ops;
+    // Joins (copies of nothing): one between consecutive batches of a channel, 7 on each of 16.
+    size_t joins = 0;
+    std::vector<uint32_t> depth(ops.size(), 0);  // joins on the longest chain to an op
+    uint32_t deepest = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const bool join = ops[i].kind == OpKind::Copy && ops[i].dst.count == 0 && !ops[i].deps.empty();
+      joins += join;
+      for (uint32_t d : ops[i].deps) depth[i] = std::max(depth[i], depth[d]);
+      depth[i] += join;
+      deepest = std::max(deepest, depth[i]);
+    }
+    CAPTURE(r);
+    CHECK(joins == 16u * 7u);
+    CHECK(deepest == 7u);
+    // Relayed sends wait for their own receive only.
+    for (const Op& op : ops)
+      if (op.kind == OpKind::Send && op.lane == 1 && !op.deps.empty() && ops[op.deps[0]].kind == OpKind::Recv)
+        CHECK(op.deps.size() == 1);
+  }
+}
+

@@ -213,88 +213,6 @@ TEST_CASE("NCCL's PAT, by hand: 8 nodes of one GPU each, and nccl-like runs it w
   CHECK(make_policy("nccl-like")->choose(call, sys, nullptr).algorithm == "ring");
 }
 
-// NCCL 2.23.4's point-to-point rounds and work batches (init.cc, include/channel.h, enqueue.cc),
-// worked by hand from its source.
-TEST_CASE("NCCL's point-to-point rounds and batches, by hand", "[policy][nccl][p2p]") {
-  SECTION("the rounds of a rank's sends are its peers' rounds of receiving from it") {
-    for (auto [nodes, local] : {std::pair{1, 8}, std::pair{3, 8}, std::pair{5, 3}, std::pair{6, 1}}) {
-      const NcclP2pRounds rounds(nodes, local, 16);
-      const int n = rounds.ranks();
-      for (int r = 0; r < n; ++r) {
-        std::set<int> seen;
-        for (int p = 0; p < n; ++p) {
-          const int i = rounds.send_round(r, p);
-          CHECK(i == rounds.recv_round(p, r));
-          CHECK(seen.insert(i).second);  // one peer a round
-        }
-        CHECK(rounds.send_round(r, r) == 0);
-        CHECK(*seen.rbegin() == n - 1);
-      }
-    }
-    // 2 nodes of 8: node deltas 0, 1; local deltas 0, 1, 3, 6, 2, 7, 5, 4 (NCCL's quadratic order).
-    const NcclP2pRounds r2(2, 8, 16);
-    CHECK(r2.send_round(0, 1) == 1);
-    CHECK(r2.send_round(0, 3) == 2);
-    CHECK(r2.send_round(0, 4) == 7);
-    CHECK(r2.send_round(0, 8) == 8);   // (node + 1, local + 0)
-    CHECK(r2.send_round(0, 12) == 15);
-    CHECK(r2.send_round(9, 0) == 13);  // (1, 1) -> (0, 0): node delta 1, local delta 7 (place 5)
-    CHECK(r2.recv_round(0, 9) == 13);  // (0, 0) from (1, 1): (0 - 1, 0 - 1), the same deltas
-  }
-  SECTION("channels: rounds of one node delta share one on several nodes, each round its own on one") {
-    const NcclP2pRounds multi(4, 8, 16), one(1, 8, 32), wide(4, 16, 16);
-    for (int i = 0; i < 32; ++i) CHECK(multi.channel(i) == i / 8);
-    for (int i = 0; i < 8; ++i) CHECK(one.channel(i) == i);
-    CHECK(wide.channel(7) == 0);  // 16 local ranks: divUp(16, 8) = 2 channels a node delta
-    CHECK(wide.channel(8) == 1);
-    CHECK(wide.channel(16) == 2);
-    const NcclP2pRounds many(128, 8, 16);
-    CHECK(many.channel(8 * 17) == 1);  // node delta place 17: channel 17 mod 16
-    CHECK_THROWS(NcclP2pRounds(4, 8, 12));
-  }
-  auto all_to_all = [](int n, int me) {
-    std::vector<std::pair<int, bool>> t;
-    for (int p = 0; p < n; ++p)
-      if (p != me) t.emplace_back(p, true), t.emplace_back(p, false);
-    return t;
-  };
-  SECTION("an all-to-all: 8 works a batch, a channel's batches one after the other") {
-    // 8 nodes of 8, 16 channels: every node delta's 8 rounds fill one batch of its own channel.
-    const NcclP2pRounds r64(8, 8, 16);
-    const auto s64 = nccl_p2p_batches(r64, 11, all_to_all(64, 11));
-    for (const auto& slot : s64) CHECK(slot.batch == 0);
-    // 128 nodes of 8 (1,024 ranks), 16 channels: 8 node deltas a channel, so 8 batches of 8.
-    const NcclP2pRounds r1k(128, 8, 16);
-    const auto t1k = all_to_all(1024, 5);
-    const auto s1k = nccl_p2p_batches(r1k, 5, t1k);
-    std::vector<std::vector<uint32_t>> works(16, std::vector<uint32_t>(8, 0));
-    for (size_t k = 0; k < t1k.size(); ++k) {
-      const int round = t1k[k].second ? r1k.send_round(5, t1k[k].first) : r1k.recv_round(5, t1k[k].first);
-      CHECK(s1k[k].channel == r1k.channel(round));
-      REQUIRE(s1k[k].batch < 8);
-      if (t1k[k].second) ++works[static_cast<size_t>(s1k[k].channel)][s1k[k].batch];  // a work: its send
-    }
-    // Round 0 (this rank itself) holds nothing, so channel 0's first batch takes the first round
-    // of its next node delta too (NCCL 2.23.4 batches by count, not by node delta), and its last
-    // batch has 7 works.
-    for (int c = 0; c < 16; ++c)
-      for (int b = 0; b < 8; ++b)
-        CHECK(works[static_cast<size_t>(c)][static_cast<size_t>(b)] == (c == 0 && b == 7 ? 7u : 8u));
-    // A send and the receive of the same round are one work: same channel, same batch.
-    CHECK(s1k[0].channel == s1k[1].channel);
-  }
-  SECTION("a second send to the same peer is a second pass: a batch of its own") {
-    const NcclP2pRounds r(1, 8, 32);
-    const auto s = nccl_p2p_batches(r, 0, {{1, true}, {7, false}, {1, true}, {2, true}});
-    CHECK(s[0].channel == 1);
-    CHECK(s[0].batch == 0);
-    CHECK(s[1].channel == r.channel(r.recv_round(0, 7)));
-    CHECK(s[2].channel == 1);
-    CHECK(s[2].batch == 1);
-    CHECK(s[3].batch == 0);
-  }
-}
-
 TEST_CASE("nccl-like runs NCCL's rings and names NCCL's choice where it differs; never compresses",
           "[policy][nccl]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
@@ -403,6 +321,44 @@ TEST_CASE("nccl-like's all-to-all goes through PXN where NCCL's does", "[policy]
   CHECK_FALSE(pxn_applies(pcie, 64));
   const auto host = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
   CHECK_FALSE(pxn_applies(host, 2));
+}
+
+TEST_CASE("NCCL's own all-to-all runs in NCCL's work batches, its peers side by side, up to 256 ranks",
+          "[policy][nccl][pxn][p2p]") {
+  const auto cal = calib::zero_calibration();
+  const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
+  const System sys = system_of(t, cal, {"identity"});
+  CallInfo a2a = allreduce(4096, 64);
+  a2a.collective = sched::Collective::AllToAll;
+  const Plan p = make_policy("nccl-like")->choose(a2a, sys, nullptr);
+  REQUIRE(p.nccl_kernels);
+  const sched::BuildSpec b = build_spec(p, a2a, t);
+  const sched::BuildSpec f = flow_spec(b, true, t, sys.net);
+  CHECK(f.nccl_p2p_channels == 16);  // 16 channels across nodes, already a power of 2
+  REQUIRE(f.nccl_nodes.size() == 64);
+  CHECK(f.nccl_nodes[63] == 7);
+  CHECK(sched::build_schedule(f).algorithm == "pxn");
+  // compcoll's own exchange (step groups on NCCL) and a compressed one are built as they are.
+  CHECK(flow_spec(b, false, t, sys.net).nccl_p2p_channels == 0);
+  sched::BuildSpec compressed = b;
+  compressed.placement = sched::Placement::PerHop;
+  CHECK(flow_spec(compressed, true, t, sys.net).nccl_p2p_channels == 0);
+  // At 4 KB on 8 nodes one batch on each of 8 channels: every peer's block at once, where the
+  // rounds one after the other pay a route's latency each (63 of them).
+  const double batched = simulate_plan(t, cal, p, a2a);
+  Plan rounds = p;
+  rounds.nccl_kernels = false;
+  const double one_by_one = simulate_plan(t, cal, rounds, a2a);
+  CAPTURE(batched, one_by_one);
+  CHECK(batched * 10 < one_by_one);
+  // Over more than kMaxBatchedExchange ranks NCCL's rounds go one after the other.
+  const auto big = topo::load_topology(kRoot + "/topologies/fat-tree-1k.yaml");
+  for (int n : {kMaxBatchedExchange, 2 * kMaxBatchedExchange}) {
+    CallInfo c = a2a;
+    c.nranks = n;
+    const Plan q = make_policy("nccl-like")->choose(c, system_of(big, cal, {"identity"}), nullptr);
+    CHECK(flow_spec(build_spec(q, c, big), true, big, sys.net).nccl_p2p_channels == (n <= kMaxBatchedExchange ? 16 : 0));
+  }
 }
 
 TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulator does", "[policy][adaptive]") {
