@@ -386,8 +386,10 @@ Schedule nccl_alltoall(const std::vector<std::vector<uint64_t>>& counts, DType d
         transfers.emplace_back(peer, false), round.push_back(rounds.recv_round(me, peer));
       }
     const std::vector<NcclP2pSlot> slots = nccl_p2p_batches(rounds, me, transfers);
-    std::vector<int64_t> send_of(static_cast<size_t>(n), -1), recv_of(static_cast<size_t>(n), -1);  // by round
-    for (uint32_t t = 0; t < transfers.size(); ++t) (transfers[t].second ? send_of : recv_of)[static_cast<size_t>(round[t])] = t;
+    // Each round's send and receive (their transfer; -1: none).
+    std::vector<int64_t> send_of(static_cast<size_t>(n), -1), recv_of(static_cast<size_t>(n), -1);
+    for (uint32_t t = 0; t < transfers.size(); ++t)
+      (transfers[t].second ? send_of : recv_of)[static_cast<size_t>(round[t])] = t;
     // Per channel: its open batch, that batch's transfers so far, and the join of the batch
     // before it, which the open batch's transfers wait for.
     struct Channel {
@@ -431,7 +433,8 @@ Schedule nccl_alltoall(const std::vector<std::vector<uint64_t>>& counts, DType d
     const std::vector<int> node_deltas = nccl_p2p_deltas(nodes), local_deltas = nccl_p2p_deltas(g);
     for (int i = 1; i < n; ++i) {
       if (send_of[static_cast<size_t>(i)] >= 0) kernel_op(static_cast<uint32_t>(send_of[static_cast<size_t>(i)]));
-      const int nd = relays ? node_deltas[static_cast<size_t>(i / g)] : 0, ld = relays ? local_deltas[static_cast<size_t>(i % g)] : 0;
+      const int nd = relays ? node_deltas[static_cast<size_t>(i / g)] : 0;
+      const int ld = relays ? local_deltas[static_cast<size_t>(i % g)] : 0;
       if (nd != 0 && ld != 0) {
         const int from = rank_of(k, (l - ld + g) % g), to = rank_of((k + nd) % nodes, l);
         const uint64_t c = counts[from][to];
