@@ -2,6 +2,7 @@
 #include "policy/policy.h"
 
 #include "policy/nccl_tuning.h"
+#include "schedule/nccl_p2p.h"
 
 #include <algorithm>
 #include <cmath>
@@ -197,10 +198,19 @@ PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
     copies += chunks * 2 * pat.packed_blocks;
   } else if (p.algorithm == "pxn") {
     // Every block once from its source, and those for another node's other GPUs once more from
-    // their relay (no codec op there: the relay forwards the stream).
+    // their relay (no codec op there: the relay forwards the stream). NCCL's own exchange
+    // (flow_spec: sched::nccl_alltoall) relays a block in up to 8 pieces of at least 128 KiB,
+    // each on both hops.
     const uint64_t gg = static_cast<uint64_t>(std::max(1, gpus_per_node));
     relayed = n * (n / gg - 1) * (gg - 1);
-    z.messages = n * (n - 1) + relayed;
+    uint64_t pieces = 1;
+    if (p.nccl_kernels && p.codec == "identity" && n <= static_cast<uint64_t>(kMaxBatchedExchange)) {
+      const uint64_t block = count_for(c, call.bytes, call.dtype, static_cast<int>(n)) * dtype_size(call.dtype);
+      pieces = std::clamp<uint64_t>((block + sched::kNcclRelayPieceBytes - 1) / sched::kNcclRelayPieceBytes, 1,
+                                    sched::kNcclRelayMaxPieces);
+    }
+    z.messages = n * (n - 1) + relayed * (2 * pieces - 1);
+    relayed *= 2 * pieces - 1;  // messages that carry no codec op
     z.quadratic = true;
   } else if (p.algorithm == "nvls-tree") {
     // Per piece, in each node NVLS's 2 g (g + 1) messages; across nodes each part up and down

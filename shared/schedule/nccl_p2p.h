@@ -52,6 +52,12 @@ class NcclP2pRounds {
 // (NCCL splits a group whose works overflow a launch's arguments into launches one after the
 // other), and each transfer its round's first channel (NCCL spreads a large one over the
 // peer's channels).
+// How sched::nccl_alltoall relays a block across nodes (PXN): in up to kNcclRelayMaxPieces
+// pieces of at least kNcclRelayPieceBytes, as NCCL's proxy forwards it in network steps
+// (NCCL_P2P_NET_CHUNKSIZE, 128 KiB) with NCCL_STEPS (8) in flight.
+constexpr uint64_t kNcclRelayPieceBytes = 128 * 1024;
+constexpr uint64_t kNcclRelayMaxPieces = 8;
+
 struct NcclP2pSlot {
   int channel = 0;
   uint32_t batch = 0;

@@ -690,6 +690,30 @@ TEST_CASE("plan_size: the messages and ops of the schedules the builders make", 
   }
 }
 
+TEST_CASE("plan_size: NCCL's own PXN exchange, its relayed blocks in pieces", "[policy][pxn][p2p]") {
+  // 64 ranks, 8 a node: at 4 MB a block is 64 KiB (one piece); at 1 GB 16 MiB (8 pieces).
+  for (uint64_t bytes : {uint64_t{4} << 20, uint64_t{1} << 30}) {
+    CallInfo info = allreduce(bytes, 64);
+    info.collective = sched::Collective::AllToAll;
+    Plan p;
+    p.algorithm = "pxn";
+    p.nccl_kernels = true;
+    sched::BuildSpec spec;
+    spec.collective = info.collective;
+    spec.algorithm = "pxn";
+    spec.nranks = 64;
+    spec.count = count_for(info.collective, info.bytes, info.dtype, 64);
+    spec.gpus_per_node = 8;
+    spec.nccl_p2p_channels = 16;  // NCCL's own exchange, as flow_spec sets it
+    const auto [messages, ops] = built_size(spec);
+    const PlanSize z = plan_size(p, info, 8);
+    CAPTURE(bytes, messages, ops, z.messages, z.ops);
+    CHECK(z.messages == messages);
+    CHECK(z.ops <= 1.6 * static_cast<double>(ops));
+    CHECK(z.ops >= static_cast<double>(ops) / 1.6);
+  }
+}
+
 TEST_CASE("plan_size: NVLS on one node and NVLS-Tree across nodes, NCCL's channels and loops, merged or not",
           "[policy][nvls]") {
   for (auto [nodes, g] : std::vector<std::pair<int, int>>{{1, 4}, {1, 8}, {2, 8}, {5, 4}})
