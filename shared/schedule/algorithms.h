@@ -253,7 +253,8 @@ Schedule alltoall(const std::vector<std::vector<uint64_t>>& counts, DType dtype,
 Schedule hierarchical_alltoall(const std::vector<std::vector<uint64_t>>& counts, int gpus_per_node, DType dtype,
                                Placement placement = Placement::None);
 
-// All-to-all(v) as NCCL runs it across nodes (its point-to-point schedule with PXN), same
+// All-to-all(v) in NCCL's point-to-point rounds with PXN, round by round (compcoll's own plan,
+// one round a step; NCCL's own exchange, its rounds in work batches, is nccl_alltoall), same
 // layouts as alltoall(): round (nd, ld) sends rank (k, l)'s block for (k + nd, l + ld), the
 // rounds in NCCL's order (node deltas outside, local deltas inside, each in NCCL's quadratic
 // order, nccl_p2p_deltas). A block for another node and another local rank goes over NVLink to
