@@ -205,9 +205,7 @@ PlanSize plan_size(const Plan& p, const CallInfo& call, int gpus_per_node) {
     relayed = n * (n / gg - 1) * (gg - 1);
     uint64_t pieces = 1;
     if (p.nccl_kernels && p.codec == "identity" && n <= static_cast<uint64_t>(kMaxBatchedExchange)) {
-      const uint64_t block = count_for(c, call.bytes, call.dtype, static_cast<int>(n)) * dtype_size(call.dtype);
-      pieces = std::clamp<uint64_t>((block + sched::kNcclRelayPieceBytes - 1) / sched::kNcclRelayPieceBytes, 1,
-                                    sched::kNcclRelayMaxPieces);
+      pieces = sched::nccl_relay_pieces(count_for(c, call.bytes, call.dtype, static_cast<int>(n)) * dtype_size(call.dtype));
     }
     z.messages = n * (n - 1) + relayed * (2 * pieces - 1);
     relayed *= 2 * pieces - 1;  // messages that carry no codec op
@@ -383,8 +381,9 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
                            [&](const Plan& p) { return !step_group_problem(p, call, sys).empty(); }),
             out.end());
   // NCCL's own collective, where it is small enough to price (its channels merged, flow_spec):
-  // at most max_kept_ops, as a plan kept when nothing else applies, however its messages grow. Its rings pay n - 1 step latencies, as compcoll's do, but at large sizes over many
-  // ranks they are what NCCL runs and often the fastest plan (the oracle, which simulates what
+  // at most max_kept_ops, as a plan kept when nothing else applies, however its messages grow.
+  // Its rings pay n - 1 step latencies, as compcoll's do, but at large sizes over many ranks
+  // they are what NCCL runs and often the fastest plan (the oracle, which simulates what
   // nccl-like chose, would otherwise beat adaptive there).
   if (!t.receive_copy) {
     Plan lib = make_policy("nccl-like")->choose(call, sys, nullptr);

@@ -357,8 +357,7 @@ Schedule nccl_alltoall(const std::vector<std::vector<uint64_t>>& counts, DType d
   // NCCL_P2P_NET_CHUNKSIZE = 128 KiB): at most 8 pieces of at least 128 KiB (the block itself
   // where it is smaller), so that the relay's hop across nodes overlaps its hop inside the node.
   const auto pieces = [&](const Slice& block) {
-    const uint64_t bytes = block.count * dtype_size(dtype);
-    const uint64_t k = std::clamp<uint64_t>((bytes + kNcclRelayPieceBytes - 1) / kNcclRelayPieceBytes, 1, kNcclRelayMaxPieces);
+    const uint64_t k = nccl_relay_pieces(block.count * dtype_size(dtype));
     std::vector<Slice> out;
     for (uint64_t j = 0; j < k; ++j) {
       const uint64_t begin = block.count * j / k, end = block.count * (j + 1) / k;

@@ -57,6 +57,11 @@ class NcclP2pRounds {
 // (NCCL_P2P_NET_CHUNKSIZE, 128 KiB) with NCCL_STEPS (8) in flight.
 constexpr uint64_t kNcclRelayPieceBytes = 128 * 1024;
 constexpr uint64_t kNcclRelayMaxPieces = 8;
+// The pieces a relayed block of `bytes` travels in (at least 1).
+constexpr uint64_t nccl_relay_pieces(uint64_t bytes) {
+  const uint64_t k = (bytes + kNcclRelayPieceBytes - 1) / kNcclRelayPieceBytes;
+  return k < 1 ? 1 : k > kNcclRelayMaxPieces ? kNcclRelayMaxPieces : k;
+}
 
 struct NcclP2pSlot {
   int channel = 0;
