@@ -450,10 +450,13 @@ def section_gpu_codecs():
 
 def section_validation(stem="policy-validation-64", title="Policy validation at 8 and 64 GPUs", ranks="8, 64",
                        grid="Six topologies, allreduce, reduce-scatter, allgather and all-to-all"):
+    """grid: the grid's words, or a function of the CSV's rows that returns them."""
     name = stem + ".json"
     doc = load(name)
     with open(os.path.join(DATA, stem + ".csv")) as f:
         rows = list(csv.DictReader(f))
+    if callable(grid):
+        grid = grid(rows)
     out = ["## " + title, "",
            sim_provenance(doc, name, f"build/sim/compcoll-sim experiments/policy-validation.yaml --set 'ranks=[{ranks}]' --out DIR"),
            f"Rows: `notebooks/data/{stem}.csv`. {grid} from 4 KB to 1 GB, identity and gauss-exp; the oracle "
@@ -483,10 +486,10 @@ def section_validation_1k():
     stem = "policy-validation-1k-protocol"
     if not os.path.exists(os.path.join(DATA, stem + ".json")):
         return []
-    with open(os.path.join(DATA, stem + ".csv")) as f:
-        tops = sorted({r["topology"] for r in csv.DictReader(f)})
-    return section_validation(stem, "Policy validation at 1,024 GPUs", "1024",
-                              ", ".join(f"`{t}`" for t in tops) + ", allreduce, reduce-scatter, allgather and all-to-all")
+    def grid(rows):
+        tops = sorted({r["topology"] for r in rows})
+        return ", ".join(f"`{t}`" for t in tops) + ", allreduce, reduce-scatter, allgather and all-to-all"
+    return section_validation(stem, "Policy validation at 1,024 GPUs", "1024", grid)
 
 
 def section_validation_16k():
