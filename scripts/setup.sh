@@ -60,12 +60,13 @@ fi
 
 # SimGrid 4.1 (the simulator's engine; Debian 12 packages 3.32, whose actor-free activities do
 # not scale: docs/compcoll-sim.md, "How a call is simulated"), built from the source
-# distribution on PyPI with the patches of scripts/patches/ (each says what it changes; none
-# changes a simulated time) into $COMPCOLL_SIMGRID_PREFIX (default /opt/simgrid-4.1-p2, the
-# patch level in its name): the library only, without SMPI, the model checker and the language
-# bindings (about 10 minutes on 2 cores).
+# distribution on PyPI with the patches of scripts/patches/ (each says what it changes: two
+# leave every simulated time as it was, the lmm one corrects SimGrid's lazy updates) into
+# $COMPCOLL_SIMGRID_PREFIX (default /opt/simgrid-4.1-p3, the patch level in its name): the
+# library only, without SMPI, the model checker and the language bindings (about 10 minutes on
+# 2 cores).
 SG_VERSION=4.1
-SG_PREFIX=${COMPCOLL_SIMGRID_PREFIX:-/opt/simgrid-$SG_VERSION-p2}
+SG_PREFIX=${COMPCOLL_SIMGRID_PREFIX:-/opt/simgrid-$SG_VERSION-p3}
 SG_PATCHES=$(cd "$(dirname "$0")/patches" && pwd)
 if [ ! -f "$SG_PREFIX/lib/pkgconfig/simgrid.pc" ]; then
   echo "setup: building SimGrid $SG_VERSION into $SG_PREFIX (about 10 minutes)"

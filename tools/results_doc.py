@@ -118,10 +118,9 @@ def section_whatif_nccl():
     ours = by_cell_and_codec(r for r in main["rows"] if not r.get("error"))
     out = ["## The main job beside NCCL", "",
            "The main job's calls as NCCL runs them, its own algorithm choice (`nccl-like`, docs/POLICIES.md), "
-           "simulated as the main job is (SimGrid's default lazy updates) beside the main job's plan (hierarchical, "
+           "simulated as the main job is, beside the main job's plan (hierarchical, "
            "compressed only across nodes) uncompressed and with gauss-exp. *vs NCCL*: NCCL's time over the plan's "
-           "(above 1: the plan is the faster). docs/compcoll-sim.md, \"Exactness\", says how far simulating "
-           "them exactly moves these rows. The 16,384-GPU calls are left out: at 2,048 nodes NCCL's model picks its tree (1 MB, "
+           "(above 1: the plan is the faster). The 16,384-GPU calls are left out: at 2,048 nodes NCCL's model picks its tree (1 MB, "
            "32 MB) and NVLS-Tree (1 GB), which nccl-like simulates with NCCL's chunks and loops, never fewer "
            "(docs/POLICIES.md): schedules far larger than the main job's (`compcoll-sim "
            "experiments/whatif-fattree.yaml --set 'policies=[nccl-like]' --plans-only` names them).", "",
@@ -317,9 +316,9 @@ def crossover_rows(name):
     return doc, sizes, found
 
 
-EXACT = ("Simulated exactly (SimGrid's full updates at 1e-12 s: `--set network.update=full --set "
-         "network.precision=1e-12`): with SimGrid's default lazy updates NCCL's NVLS-Tree over 8 nodes comes out "
-         "fast here (docs/compcoll-sim.md, \"Exactness\").")
+EXACT = ("Simulated with SimGrid's full updates at 1e-12 s (`--set network.update=full --set "
+         "network.precision=1e-12`), which compcoll-sim's default lazy updates at 1e-12 match (docs/compcoll-sim.md, "
+         "\"Exactness\").")
 
 
 def section_whatif_nic():
