@@ -361,18 +361,25 @@ TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tr
 // 16 MB hierarchical all-to-all on 512 ranks of torus-1k (LV08 as policy-validation.yaml sets
 // it): 1,251.48 us lazy, 1,260.60 full, 1,258.78 full at 1e-12, 1,258.776 in the model
 // (docs/compcoll-sim.md, "Exactness", has the commands and more cases).
-TEST_CASE("cost model against SimGrid with full rate updates and fine time precision: the same times",
+// With lazy updates too: SimGrid 4.1 as released left a flow's other links out of the solve
+// when its first one was already marked modified at that date (scripts/patches/
+// simgrid-4.1-lmm-modified-constraints.patch); on its lazy updates the torus case below takes
+// 1,245.888 us where the model and full updates give 1,258.776.
+TEST_CASE("cost model equals SimGrid at 1e-12 under full and lazy rate updates",
           "[sim][cost-model][contention]") {
   struct Case {
     const char* file;
     const char* model;
     sched::Collective c;
+    const char* update;
   };
-  for (const Case& k : {Case{"torus-1k.yaml", "lv08", sched::Collective::AllToAll},
-                        Case{"dragonfly-2k.yaml", "cm02", sched::Collective::AllGather}}) {
+  for (const Case& k : {Case{"torus-1k.yaml", "lv08", sched::Collective::AllToAll, "full"},
+                        Case{"dragonfly-2k.yaml", "cm02", sched::Collective::AllGather, "full"},
+                        Case{"torus-1k.yaml", "lv08", sched::Collective::AllToAll, "lazy"},
+                        Case{"dragonfly-2k.yaml", "cm02", sched::Collective::AllGather, "lazy"}}) {
     const auto t = topo::load_topology(kRoot + "/topologies/" + k.file, 512);
     sim::NetworkModel net = test::rdma_network(k.model);
-    net.update = "full";
+    net.update = k.update;
     net.precision = 1e-12;
     sim::Call call;
     auto& b = call.build;
@@ -387,8 +394,9 @@ TEST_CASE("cost model against SimGrid with full rate updates and fine time preci
     const double pred =
         policy::predict(sched::build_schedule(b), t, calib::zero_calibration(), "identity", 1.0, net.factors(), routes)
             .time_s;
-    CAPTURE(k.file, alone, pred);
+    CAPTURE(k.file, k.update, alone, pred);
     CHECK(pred == Approx(alone).epsilon(1e-6));
+    if (std::string(k.update) != "full") continue;
     // With full updates the call takes the same time after a smaller one, in one engine.
     sim::Call small = call;
     small.build.count = policy::count_for(b.collective, 1000000, b.dtype, b.nranks);
