@@ -353,18 +353,15 @@ TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tr
   }
 }
 
-// SimGrid's defaults trade exactness for speed: its default rate updates (network/optim:Lazy)
-// drift from exact max-min on large contended runs, and then depend on what ran before in the
-// engine, and its time precision (surf/precision, 1e-9 s) bends trajectories that are sensitive
-// to nanoseconds. With `update: full` and `precision: 1e-12` SimGrid computes the flow model
-// exactly, and so does the cost model, to the last printed digit. Measured with SimGrid 4.1.0,
-// 16 MB hierarchical all-to-all on 512 ranks of torus-1k (LV08 as policy-validation.yaml sets
-// it): 1,251.48 us lazy, 1,260.60 full, 1,258.78 full at 1e-12, 1,258.776 in the model
-// (docs/compcoll-sim.md, "Exactness", has the commands and more cases).
-// With lazy updates too: SimGrid 4.1 as released left a flow's other links out of the solve
+// SimGrid's time precision (precision/timing, 1e-9 s by default) bends trajectories that are
+// sensitive to nanoseconds; at 1e-12 SimGrid computes the flow model exactly, and so does the
+// cost model, to the last printed digit, with full updates (network/optim:Full) and with lazy
+// ones, which SimGrid 4.1 as released got wrong: it left a flow's other links out of the solve
 // when its first one was already marked modified at that date (scripts/patches/
-// simgrid-4.1-lmm-modified-constraints.patch); on its lazy updates the torus case below takes
-// 1,245.888 us where the model and full updates give 1,258.776.
+// simgrid-4.1-lmm-modified-constraints.patch). 16 MB hierarchical all-to-all on 512 ranks of
+// torus-1k (LV08 as policy-validation.yaml sets it): 1,266.52 us lazy and 1,260.60 full at 1e-9,
+// 1,258.78 at 1e-12, 1,258.776 in the model; on the unpatched lazy updates at 1e-12 the case
+// below takes 1,245.888 us (docs/compcoll-sim.md, "Exactness", has the commands and more cases).
 TEST_CASE("cost model equals SimGrid at 1e-12 under full and lazy rate updates",
           "[sim][cost-model][contention]") {
   struct Case {
