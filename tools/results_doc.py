@@ -487,7 +487,12 @@ def section_validation_1k():
         return []
     def grid(rows):
         tops = sorted({r["topology"] for r in rows})
-        return ", ".join(f"`{t}`" for t in tops) + ", allreduce, reduce-scatter, allgather and all-to-all"
+        colls = {t: {r["collective"] for r in rows if r["topology"] == t} for t in tops}
+        out = ", ".join(f"`{t}`" for t in tops) + ", allreduce, reduce-scatter, allgather and all-to-all"
+        partial = [t for t in tops if "all-to-all" not in colls[t]]
+        if partial:
+            out += " (" + ", ".join(f"`{t}`" for t in partial) + " without its all-to-all, not run)"
+        return out
     return section_validation(stem, "Policy validation at 1,024 GPUs", "1024", grid)
 
 
