@@ -42,16 +42,6 @@ class NcclP2pRounds {
   std::vector<int> node_pos_, local_pos_;  // a delta's place in NCCL's order
 };
 
-// Where NCCL runs each transfer of one rank's group (enqueue.cc, scheduleP2pTasksToPlan and
-// addWorkBatchToPlan): passes over the rounds in order, each taking the first send waiting for
-// the round's send peer and the first receive waiting for its receive peer as one work; a work
-// joins its channel's open batch unless that holds 8 (NCCL_MAX_DEV_WORK_P2P_PER_BATCH) or one of
-// the same round. A channel's batches run one after the other, a batch's works side by side
-// (device/common.h). transfers: (peer, send) in the group's order; the result gives each its
-// channel and its batch's place on the channel. One kernel launch is assumed to hold the group
-// (NCCL splits a group whose works overflow a launch's arguments into launches one after the
-// other), and each transfer its round's first channel (NCCL spreads a large one over the
-// peer's channels).
 // How sched::nccl_alltoall relays a block across nodes (PXN): in up to kNcclRelayMaxPieces
 // pieces of at least kNcclRelayPieceBytes, as NCCL's proxy forwards it in network steps
 // (NCCL_P2P_NET_CHUNKSIZE, 128 KiB) with NCCL_STEPS (8) in flight.
@@ -63,6 +53,16 @@ constexpr uint64_t nccl_relay_pieces(uint64_t bytes) {
   return k < 1 ? 1 : k > kNcclRelayMaxPieces ? kNcclRelayMaxPieces : k;
 }
 
+// Where NCCL runs each transfer of one rank's group (enqueue.cc, scheduleP2pTasksToPlan and
+// addWorkBatchToPlan): passes over the rounds in order, each taking the first send waiting for
+// the round's send peer and the first receive waiting for its receive peer as one work; a work
+// joins its channel's open batch unless that holds 8 (NCCL_MAX_DEV_WORK_P2P_PER_BATCH) or one of
+// the same round. A channel's batches run one after the other, a batch's works side by side
+// (device/common.h). transfers: (peer, send) in the group's order; the result gives each its
+// channel and its batch's place on the channel. One kernel launch is assumed to hold the group
+// (NCCL splits a group whose works overflow a launch's arguments into launches one after the
+// other), and each transfer its round's first channel (NCCL spreads a large one over the
+// peer's channels).
 struct NcclP2pSlot {
   int channel = 0;
   uint32_t batch = 0;
