@@ -418,6 +418,9 @@ Setup setup(const Args& args, int world, int local_size) {
   // experiment's calibration and the ratios measured on its tensors.
   study::Ratios ratios(st.exp);
   study::Planner planner(st.exp, st.topo, st.cal, st.net, ratios, st.gpus_per_node);
+  // On the mpi backend the library's collective is MPI's, which the model cannot price: no
+  // policy may choose it as if it were NCCL's.
+  planner.set_nccl_library(st.backend == "nccl");
   for (const study::Cell& c : study::cells(st.exp, {study::Group{st.exp.topologies[0], world, world}}))
     st.cells.push_back(plan_cell(st, args, planner, c));
   if (st.exp.run.entropy) setup_entropy(st, world);

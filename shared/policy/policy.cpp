@@ -385,7 +385,7 @@ std::vector<Plan> candidates(const CallInfo& call, const System& sys, uint64_t m
   // Its rings pay n - 1 step latencies, as compcoll's do, but at large sizes over many ranks
   // they are what NCCL runs and often the fastest plan (the oracle, which simulates what
   // nccl-like chose, would otherwise beat adaptive there).
-  if (!t.receive_copy) {
+  if (!t.receive_copy && sys.nccl_library) {
     Plan lib = make_policy("nccl-like")->choose(call, sys, nullptr);
     lib.library = true;
     if (plan_size(lib, call, g).ops <= max_kept_ops) out.push_back(lib);

@@ -86,6 +86,10 @@ struct System {
   // The algorithms nccl-like's NCCL may pick (NCCL_ALGO: ring, tree, nvls, nvls-tree, pat);
   // empty: every one its model rates.
   std::vector<std::string> nccl_algorithms;
+  // Whether the library's own collective is NCCL's, and so a candidate (Plan::library) on a
+  // GPU topology. compcoll-run's mpi backend runs MPI's collectives instead, whose algorithm
+  // is MPI's choice and which no model here prices: there it is false.
+  bool nccl_library = true;
 };
 
 // How many of the first `nranks` ranks of the placement share a node, when they come in whole
@@ -142,9 +146,9 @@ PlanSize plan_size(const Plan& plan, const CallInfo& call, int gpus_per_node);
 // Every plan worth pricing for the call: the algorithms of the collective (hierarchical where
 // the ranks fill whole nodes of several; pipelined rings of 2 and 4 chunks where small), each
 // uncompressed and with each codec in each placement that applies; and on GPUs (not on a host
-// over MPI, topo::Topology::receive_copy) the call as NCCL runs it: nccl-like's plan as the
-// library's own collective (Plan::library), so that a policy choosing among the candidates is
-// never slower, by its model, than NCCL. Left out, so that pricing
+// over MPI, topo::Topology::receive_copy), where the library is NCCL (System::nccl_library),
+// the call as NCCL runs it: nccl-like's plan as the library's own collective (Plan::library),
+// so that a policy choosing among the candidates is never slower, by its model, than NCCL. Left out, so that pricing
 // stays cheap and the oracle can simulate every candidate (plan_size): plans whose schedule
 // would exceed `max_ops` ops, and plans whose messages grow as n^2 above `max_flat_messages`
 // messages (a flat allreduce ring over more than 500 ranks, a reduce-scatter or allgather

@@ -140,6 +140,9 @@ class Planner {
   double exposed_codec(const sched::BuildSpec& b, const std::string& codec, const Cell& cell, bool nccl_kernels = false,
                        const std::string& protocol = "");
   const policy::System& system() const { return system_; }
+  // Whether the library's own collective is NCCL's (policy::System::nccl_library): false
+  // where compcoll-run runs MPI's.
+  void set_nccl_library(bool nccl) { system_.nccl_library = nccl; }
   int gpus_per_node() const { return gpus_per_node_; }
 
  private:

@@ -430,6 +430,12 @@ TEST_CASE("adaptive never slower than NCCL's own collective by its model", "[pol
       if (coll == sched::Collective::AllReduce && bytes == uint64_t{1} << 30) CHECK(p.library);
     }
   }
+  // Where the library is MPI's (compcoll-run's mpi backend), NCCL's collective is no candidate.
+  System mpi = sys;
+  mpi.nccl_library = false;
+  const auto on_mpi = candidates(allreduce(1 << 20, 64), mpi);
+  CHECK(!on_mpi.empty());
+  CHECK(std::none_of(on_mpi.begin(), on_mpi.end(), [](const Plan& p) { return p.library; }));
   const auto host = topo::load_topology(kRoot + "/topologies/host-mpi.yaml");
   const auto cal = calib::zero_calibration();
   const auto on_host = candidates(allreduce(1 << 20, 2), system_of(host, cal, {"identity"}));
