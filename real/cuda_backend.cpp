@@ -3,8 +3,12 @@
 // codec/cuda/reduce_cuda.h (bit-exact against the host's), so host and device runs give the
 // same bits. Everything runs on one compute stream;
 // completions are events the executor polls, and nothing waits on the device in between:
-// decompression checks streams on the device and reports through done(). Never run on a
-// machine without a GPU.
+// decompression checks streams on the device and reports through done(). Device memory that
+// grows during a run (the encoder's scratch, a slot's size word and status array) comes from
+// the stream-ordered allocator (cudaMallocAsync / cudaFreeAsync on the compute stream): a
+// cudaFree waits for the whole device, NCCL kernels on the transfer stream included, which may
+// wait in turn for a peer whose host is blocked the same way (NCCL's known hang). Pinned host
+// buffers a slot outgrows are freed when the backend is. Never run on a machine without a GPU.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -41,6 +45,7 @@ class CudaBackend final : public DataBackend {
       cudaFreeHost(s.status_host);
       cudaFree(s.status_dev);
     }
+    for (void* p : retired_pinned_) cudaFreeHost(p);
     cudaFree(scratch_);
     cudaEventDestroy(t0_);
     cudaEventDestroy(t1_);
@@ -83,27 +88,29 @@ class CudaBackend final : public DataBackend {
   Completion compress(const Codec& codec, DType dtype, const void* src, uint64_t count, void* wire, size_t capacity,
                       const EncodeOptions& opt, uint64_t* stream_bytes) override {
     const size_t need = cuda_encode_scratch_bytes(codec.id(), dtype, count, opt);
-    if (need > scratch_bytes_) {
-      COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old scratch may be in use
-      COMPCOLL_CUDA_CHECK(cudaFree(scratch_));
+    if (need > scratch_bytes_) {  // in stream order: the kernels before still use the old one
+      if (scratch_) COMPCOLL_CUDA_CHECK(cudaFreeAsync(scratch_, stream_));
       scratch_ = nullptr;
-      COMPCOLL_CUDA_CHECK(cudaMalloc(&scratch_, need));
+      scratch_bytes_ = 0;
+      COMPCOLL_CUDA_CHECK(cudaMallocAsync(&scratch_, need, stream_));
       scratch_bytes_ = need;
     }
     const int c = take_slot();
-    Slot& s = slots_[static_cast<size_t>(c)];
-    // fp8-hadamard's parameters live in its name (fp8-hadamard-e5m2-g64); CodecId alone means
-    // the defaults.
-    Fp8HadamardParams fp8;
-    if (codec.id() == CodecId::Fp8Hadamard && parse_fp8_hadamard_name(codec.name(), fp8))
-      cuda_encode_fp8_hadamard(fp8, dtype, src, count, wire, capacity, s.size_dev, scratch_, scratch_bytes_, opt, stream_);
-    else
-      cuda_encode(codec.id(), dtype, src, count, wire, capacity, s.size_dev, scratch_, scratch_bytes_, opt, stream_);
-    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.size_host, s.size_dev, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream_));
-    s.dest = stream_bytes;
-    COMPCOLL_CUDA_CHECK(cudaEventRecord(s.done, stream_));
-    COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
-    return c;
+    return with_slot(c, [&] {
+      Slot& s = slots_[static_cast<size_t>(c)];
+      // fp8-hadamard's parameters live in its name (fp8-hadamard-e5m2-g64); CodecId alone
+      // means the defaults.
+      Fp8HadamardParams fp8;
+      if (codec.id() == CodecId::Fp8Hadamard && parse_fp8_hadamard_name(codec.name(), fp8))
+        cuda_encode_fp8_hadamard(fp8, dtype, src, count, wire, capacity, s.size_dev, scratch_, scratch_bytes_, opt,
+                                 stream_);
+      else
+        cuda_encode(codec.id(), dtype, src, count, wire, capacity, s.size_dev, scratch_, scratch_bytes_, opt, stream_);
+      COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.size_host, s.size_dev, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream_));
+      s.dest = stream_bytes;
+      COMPCOLL_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+      COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
+    });
   }
   // Asynchronous: the stream is expected to be the one `codec` wrote with `opt` (the plan's),
   // so nothing is read back before the kernel: it checks the stream's header against that on
@@ -113,27 +120,28 @@ class CudaBackend final : public DataBackend {
                         void* dst, uint64_t count) override {
     const StreamInfo info = expected_stream_info(codec, dtype, count, opt, bytes);
     const int c = take_slot();
-    Slot& s = slots_[static_cast<size_t>(c)];
-    const size_t chunks = info.chunk_count;
-    if (chunks > s.status_capacity) {
-      cudaFreeHost(s.status_host);
-      cudaFree(s.status_dev);
-      s.status_host = nullptr;
-      s.status_dev = nullptr;
-      s.status_capacity = 0;
-      COMPCOLL_CUDA_CHECK(cudaMallocHost(&s.status_host, chunks * sizeof(int32_t)));
-      COMPCOLL_CUDA_CHECK(cudaMalloc(&s.status_dev, chunks * sizeof(int32_t)));
-      s.status_capacity = chunks;
-    }
-    cuda_decode(info, wire, bytes, dst, count * dtype_size(dtype), s.status_dev, stream_);
-    if (chunks > 0)
-      COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.status_host, s.status_dev, chunks * sizeof(int32_t),
-                                          cudaMemcpyDeviceToHost, stream_));
-    s.status_chunks = chunks;
-    s.codec = info.codec;
-    COMPCOLL_CUDA_CHECK(cudaEventRecord(s.done, stream_));
-    COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
-    return c;
+    return with_slot(c, [&] {
+      Slot& s = slots_[static_cast<size_t>(c)];
+      const size_t chunks = info.chunk_count;
+      if (chunks > s.status_capacity) {  // the slot is free: nothing reads its old arrays
+        if (s.status_host) retired_pinned_.push_back(s.status_host);
+        if (s.status_dev) COMPCOLL_CUDA_CHECK(cudaFreeAsync(s.status_dev, stream_));
+        s.status_host = nullptr;
+        s.status_dev = nullptr;
+        s.status_capacity = 0;
+        COMPCOLL_CUDA_CHECK(cudaMallocHost(&s.status_host, chunks * sizeof(int32_t)));
+        COMPCOLL_CUDA_CHECK(cudaMallocAsync(&s.status_dev, chunks * sizeof(int32_t), stream_));
+        s.status_capacity = chunks;
+      }
+      cuda_decode(info, wire, bytes, dst, count * dtype_size(dtype), s.status_dev, stream_);
+      if (chunks > 0)
+        COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.status_host, s.status_dev, chunks * sizeof(int32_t),
+                                            cudaMemcpyDeviceToHost, stream_));
+      s.status_chunks = chunks;
+      s.codec = info.codec;
+      COMPCOLL_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+      COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
+    });
   }
   bool done(Completion c, double* /*host_seconds*/) override {
     if (c < 0) return true;
@@ -191,12 +199,26 @@ class CudaBackend final : public DataBackend {
       Slot s;
       COMPCOLL_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
       COMPCOLL_CUDA_CHECK(cudaMallocHost(&s.size_host, sizeof(uint64_t)));
-      COMPCOLL_CUDA_CHECK(cudaMalloc(&s.size_dev, sizeof(uint64_t)));
+      COMPCOLL_CUDA_CHECK(cudaMallocAsync(&s.size_dev, sizeof(uint64_t), stream_));
       slots_.push_back(s);
       free_.push_back(static_cast<int>(slots_.size() - 1));
     }
     const int c = free_.back();
     free_.pop_back();
+    return c;
+  }
+  // Runs `launch` on slot c and returns c; a slot whose launch throws goes back to the free
+  // list (its event was not recorded, so nothing will poll it).
+  template <typename F>
+  Completion with_slot(int c, F&& launch) {
+    try {
+      launch();
+    } catch (...) {
+      slots_[static_cast<size_t>(c)].dest = nullptr;
+      slots_[static_cast<size_t>(c)].status_chunks = 0;
+      free_.push_back(c);
+      throw;
+    }
     return c;
   }
   void copy_waited(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
@@ -220,6 +242,7 @@ class CudaBackend final : public DataBackend {
   size_t scratch_bytes_ = 0;
   std::vector<Slot> slots_;
   std::vector<int> free_;
+  std::vector<void*> retired_pinned_;  // status arrays slots outgrew (cudaFreeHost may wait)
 };
 
 }  // namespace
