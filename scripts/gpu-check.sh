@@ -8,7 +8,9 @@
 #   1. build (repository only: scripts/build.sh; the dependencies must be installed: scripts/setup.sh);
 #   2. the CUDA codec, lowrank and reduce kernels bit-exact against the host reference
 #      (compcoll_tests "[cuda]"); where that fails or hangs, each case again in a process of
-#      its own, PASS / FAIL / TIMEOUT per case in OUT_DIR/cuda-cases.log;
+#      its own, PASS / FAIL / TIMEOUT per case in OUT_DIR/cuda-cases.log; then, where
+#      compute-sanitizer is on PATH, its memcheck and racecheck on two small cases (60 s
+#      each; OUT_DIR/sanitizer.log);
 #   3. the NCCL transport on one rank: CUDA codecs inside the executor, ncclAllReduce
 #      (compcoll_real_tests "[nccl]" under mpirun -np 1);
 #   4. compcoll-run with the nccl backend on one GPU (experiments/smoke-cpu.yaml, every row
@@ -41,7 +43,7 @@
 # and identity encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
 # the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
 # calibration).
-# Each step runs under `timeout` (the limits below: 19 minutes in all, --quick 11.5; the repository's build gets
+# Each step runs under `timeout` (the limits below: 21 minutes in all, --quick 13.5; the repository's build gets
 # 30 more). From a bundle on one H200 the whole check took 6.4 minutes, 6 of them calibrate
 # (calibration/logs/h200-2026-11-26/). A step counts as failed when it exits non-zero
 # (the summary included), runs out of time, or has a test that reports SKIPPED (here a skip
@@ -132,7 +134,7 @@ mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
 [ $quick = 1 ] && cal="$out/calibration/$slug-bf16-quick.yaml"
 codec_rows="$out/codec-cuda.jsonl"
-# The limits, in seconds, together 19 minutes (--quick: 11.5). calibrate took 360 s on one
+# The limits, in seconds, together 21 minutes (--quick: 13.5; compute-sanitizer's two cases 2). calibrate took 360 s on one
 # H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
 step cuda-tests 150 "$tests" "[cuda]"
 # Where the [cuda] cases failed or hung, each case again in a process of its own (a kernel
@@ -154,6 +156,30 @@ if ! grep -q "^All tests passed" "$out/cuda-tests.log" 2>/dev/null; then
     printf '%-8s %2d  %s\n' "$verdict" "$n" "$name" >>"$out/cuda-cases.log"
   done < <("$tests" "[cuda]" --list-test-names-only 2>/dev/null | grep -v '^$')
   sed 's/^/   /' "$out/cuda-cases.log"
+fi
+# compute-sanitizer (where it is on PATH), on two small [cuda] cases, 60 s each: memcheck on
+# the damaged streams (every decode error path) and racecheck on the unaligned pointers (the
+# windowed kernels' shared memory). OUT_DIR/sanitizer.log: CLEAN, ERRORS (the step fails),
+# TIMEOUT or UNSUPPORTED (the tool cannot use this device) per case.
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  : >"$out/sanitizer.log"
+  sanitizer_errors=0
+  for pair in "memcheck|cuda: damaged streams give per-chunk errors, never a crash" \
+              "racecheck|cuda: element-aligned input, unaligned stream and output pointers"; do
+    tool=${pair%%|*} name=${pair#*|}
+    timeout -k 5 60 compute-sanitizer --tool "$tool" --error-exitcode 3 "$tests" "$name" \
+      >"$out/sanitizer-$tool.log" 2>&1
+    rc=$?
+    if grep -q "Device not supported" "$out/sanitizer-$tool.log"; then verdict=UNSUPPORTED
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict=TIMEOUT
+    elif [ $rc -eq 0 ]; then verdict=CLEAN
+    else verdict=ERRORS; sanitizer_errors=1; fi
+    printf '%-11s %-9s %s\n' "$verdict" "$tool" "$name" >>"$out/sanitizer.log"
+  done
+  sed 's/^/   /' "$out/sanitizer.log"
+  [ $sanitizer_errors = 1 ] && { echo "   FAILED (compute-sanitizer found errors; $out/sanitizer-*.log)"; failed=$((failed + 1)); }
+else
+  echo "   (no compute-sanitizer on PATH: no memory or race check)"
 fi
 timeout 30 "$bench" version >"$out/nvcomp.log" 2>&1
 grep '^nvcomp:' "$out/nvcomp.log" | sed 's/^/   /'
