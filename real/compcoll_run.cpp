@@ -58,6 +58,7 @@
 #include "schedule/build.h"
 #include "study/study.h"
 #include "topology/topology.h"
+#include "util/text.h"
 #ifdef COMPCOLL_HAVE_NCCL
 #include "real/nccl_transport.h"
 #endif
@@ -84,7 +85,7 @@ constexpr const char* kUsage =
 
 // A bad command line or experiment: reported once (rank 0), exit status 2 on every rank.
 struct BadInput : std::runtime_error {
-  using runtime_error::runtime_error;
+  explicit BadInput(const std::string& what) : std::runtime_error(printable(what)) {}
 };
 
 struct Args {
@@ -439,7 +440,7 @@ Setup setup(const Args& args, int world, int local_size) {
 // --- the run ----------------------------------------------------------------------------
 
 [[noreturn]] void abort_job(int rank, const std::string& what) {
-  std::fprintf(stderr, "compcoll-run: rank %d: %s\n", rank, what.c_str());
+  std::fprintf(stderr, "compcoll-run: rank %d: %s\n", rank, printable(what).c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);
@@ -862,7 +863,7 @@ void emit(Session& s, report::Row& w) {
   if (s.csv) {
     *s.csv << report::csv_line(w);
     s.csv->flush();
-    report::write_atomic(s.out_dir / "results.json", s.doc.dump(1));
+    report::write_atomic(s.out_dir / "results.json", report::json_text(s.doc, 1));
   }
 }
 
@@ -1166,7 +1167,7 @@ int run(const Args& args) {
     if (!k.points.is_null()) s.doc["kernel_check_end"] = k.points;
   }
   run_trace(s);
-  if (!s.out_dir.empty()) report::write_atomic(s.out_dir / "results.json", s.doc.dump(1));
+  if (!s.out_dir.empty()) report::write_atomic(s.out_dir / "results.json", report::json_text(s.doc, 1));
   if (s.rank == 0) std::cout << (s.total_wrong ? "# FAILED: " + std::to_string(s.total_wrong) + " wrong elements\n" : "# OK\n");
   std::cout.flush();
   return s.total_wrong ? 1 : 0;

@@ -45,6 +45,7 @@
 #include "sim/workload_mode.h"
 #include "study/study.h"
 #include "topology/topology.h"
+#include "util/text.h"
 
 extern char** environ;
 
@@ -246,13 +247,13 @@ void start(Run& r) {
 }
 
 void write_json(Run& r) {
-  if (!r.out_dir.empty()) report::write_atomic(r.out_dir / "results.json", r.doc.dump(1));
+  if (!r.out_dir.empty()) report::write_atomic(r.out_dir / "results.json", report::json_text(r.doc, 1));
 }
 
 int finish(Run& r, bool ok) {
   r.doc["complete"] = true;
   write_json(r);
-  if (r.args.json) std::cout << r.doc.dump(1) << "\n";
+  if (r.args.json) std::cout << report::json_text(r.doc, 1) << "\n";
   else std::cout << (ok ? "# OK\n" : "# FAILED: some rows have errors (see stderr)\n");
   return ok ? 0 : 1;
 }
@@ -282,7 +283,7 @@ int run_workloads(Run& r) {
   set_ratios(r);
   r.doc["complete"] = true;
   write_json(r);
-  if (r.args.json) std::cout << r.doc.dump(1) << "\n";
+  if (r.args.json) std::cout << report::json_text(r.doc, 1) << "\n";
   else std::cout << (ok ? "# OK\n" : "# FAILED: some calls did not simulate (see stderr)\n");
   return ok ? 0 : 1;
 }
@@ -738,7 +739,7 @@ int estimate(Args args) {
       std::printf("shard %d/%d: cells %zu messages %.0f ranks %d gpus %d ops %llu mem_mb %ld time_s %ld\n", s + 1, n,
                   ncells, messages, ranks, max_gpus, static_cast<unsigned long long>(max_ops), mem, secs);
   }
-  if (as_json) std::cout << out.dump(1) << "\n";
+  if (as_json) std::cout << report::json_text(out, 1) << "\n";
   return 0;
 }
 
@@ -802,7 +803,7 @@ int merge(const Args& args) {
   json doc = json::parse(std::ifstream(fs::path(args.out) / "results.json"));
   if (!args.merge_command.empty()) {
     doc["command"] = args.merge_command;
-    report::write_atomic(fs::path(args.out) / "results.json", doc.dump(1));
+    report::write_atomic(fs::path(args.out) / "results.json", report::json_text(doc, 1));
   }
   const size_t rows = doc.contains("plans") ? doc["plans"].size() : doc["rows"].size();
   std::cout << "# merged " << dirs.size() << " shards: " << rows << " rows into " << args.out << "\n";
@@ -822,11 +823,12 @@ int main(int argc, char** argv) {
   } catch (const config::ConfigError& e) {
     std::cerr << "compcoll-sim: " << e.what() << "\n";
   } catch (const sched::ScheduleError& e) {
-    std::cerr << "compcoll-sim: " << args.experiment << ": calls: " << e.what() << "\n";
+    std::cerr << "compcoll-sim: " << printable(args.experiment + ": calls: " + e.what()) << "\n";
   } catch (const TensorFileError& e) {
     std::cerr << "compcoll-sim: " << e.what() << "\n";
   } catch (const std::exception& e) {
-    std::cerr << "compcoll-sim: " << (args.is_merge ? std::string("merge") : args.experiment) << ": " << e.what() << "\n";
+    std::cerr << "compcoll-sim: " << printable((args.is_merge ? std::string("merge") : args.experiment) + ": " + e.what())
+              << "\n";
   }
   return 2;
 }

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "report/report.h"
+#include "report/row.h"
 
 namespace compcoll::sim {
 
@@ -209,7 +210,7 @@ void merge_shards(const std::vector<fs::path>& dirs, const fs::path& out) {
   std::string csv = shards[0].header + "\n";
   for (const auto& l : lines) csv += l + "\n";
   report::write_atomic(out / (plans ? "plans.csv" : "results.csv"), csv);
-  report::write_atomic(out / "results.json", doc.dump(1));
+  report::write_atomic(out / "results.json", report::json_text(doc, 1));
 }
 
 }  // namespace compcoll::sim

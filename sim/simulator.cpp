@@ -28,6 +28,7 @@
 
 #include "codec/format.h"
 #include "policy/cost_model.h"
+#include "report/row.h"
 #include "schedule/lockstep.h"
 #include "sim/platform.h"
 
@@ -846,7 +847,7 @@ void size_factors(const Job& job, const Platform& platform) {
 }
 
 void write_line(FILE* out, char tag, const nlohmann::json& j) {
-  const std::string s = j.dump();
+  const std::string s = report::json_text(j);
   std::fprintf(out, "%c %s\n", tag, s.c_str());
   std::fflush(out);
 }

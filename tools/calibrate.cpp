@@ -38,6 +38,7 @@
 #include "codec/reduce.h"
 #include "config/yaml_node.h"
 #include "io/tensor_file.h"
+#include "util/text.h"
 
 #ifdef COMPCOLL_HAVE_NVCOMP
 #include "nvcomp_peer.h"
@@ -409,7 +410,7 @@ const char* const kUsage =
     "  reduce; copy (dtype any) after the first dtype; nvcomp-ans's ratios after each dtype's curves.\n";
 
 [[noreturn]] void fail(const std::string& msg) {
-  std::fprintf(stderr, "compcoll-bench calibrate: %s\n", msg.c_str());
+  std::fprintf(stderr, "compcoll-bench calibrate: %s\n", printable(msg).c_str());
   std::exit(2);
 }
 

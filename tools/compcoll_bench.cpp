@@ -41,6 +41,7 @@
 #include "io/float_convert.h"
 #include "io/tensor_file.h"
 #include "pipeline.h"
+#include "util/text.h"
 #ifdef COMPCOLL_HAVE_NVCOMP
 #include "nvcomp_peer.h"
 #endif
@@ -188,9 +189,9 @@ class RowPrinter {
                   r.check == "OK" ? "true" : "false", r.max_abs, r.rel_l2);
     return b;
   }
-  static std::string json_escape(const std::string& s) {
+  static std::string json_escape(const std::string& s) {  // printable first: JSON text is UTF-8
     std::string o;
-    for (char c : s) {
+    for (char c : printable(s)) {
       if (c == '"' || c == '\\') o += '\\';
       if (static_cast<unsigned char>(c) < 0x20) continue;
       o += c;
@@ -422,7 +423,7 @@ bool bench_tensor_cuda(const TensorData& t, const Options& opt, const RowPrinter
         good &= err.finite;
       }
     } catch (const std::exception& e) {  // CodecError, or a CUDA failure (codec/cuda/check.h)
-      std::fprintf(stderr, "compcoll-bench: %s: %s: %s\n", t.source.c_str(), name.c_str(), e.what());
+      std::fprintf(stderr, "compcoll-bench: %s\n", printable(t.source + ": " + name + ": " + e.what()).c_str());
       good = false;
     }
     ok &= good;
@@ -612,7 +613,7 @@ int main(int argc, char** argv) {
 #endif
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "compcoll-bench: %s\n", e.what());
+    std::fprintf(stderr, "compcoll-bench: %s\n", printable(e.what()).c_str());
     return 2;
   }
   usage_error("unknown command \"" + cmd + "\" (expected codec, calibrate, pipeline, transport or version)");

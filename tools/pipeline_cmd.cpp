@@ -19,6 +19,8 @@
 #include "io/tensor_file.h"
 #include "pipeline.h"
 #include "policy/cost_model.h"
+#include "report/row.h"
+#include "util/text.h"
 #ifdef COMPCOLL_HAVE_CUDA
 #include "codec/cuda/codec_cuda.h"
 #endif
@@ -127,12 +129,6 @@ PipelineOptions parse_pipeline_args(int argc, char** argv) {
   return opt;
 }
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
-
 }  // namespace
 
 #ifndef COMPCOLL_HAVE_CUDA
@@ -150,7 +146,7 @@ int run_pipeline(int argc, char** argv) {
     try {
       cal = calib::load_calibration(opt.calibration);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "compcoll-bench pipeline: %s\n", one_line(e.what()).c_str());
+      std::fprintf(stderr, "compcoll-bench pipeline: %s\n", printable(e.what()).c_str());
       return 2;
     }
   }
@@ -230,7 +226,7 @@ int run_pipeline(int argc, char** argv) {
             r = device->transfer(codec, enc, pieces, opt.min_time);
           } catch (const std::exception& e) {
             r = TransferResult{};
-            r.error = one_line(e.what());
+            r.error = printable(e.what());
           }
           if (!codec) plain_s = r.seconds;
           const double ratio = r.link_bytes && r.error.empty() ? bytes / static_cast<double>(r.link_bytes) : 0;
@@ -278,7 +274,7 @@ int run_pipeline(int argc, char** argv) {
                                        {"h2d_both_gbps", link.h2d_both / 1e9},
                                        {"latency_us", link.latency_s * 1e6}}},
                              {"calibration", cal ? cal->file : ""}};
-            std::printf("%s\n", j.dump().c_str());
+            std::printf("%s\n", report::json_text(j).c_str());
           } else {
             char model[16] = "-", e[16] = "-", v[16] = "-";
             if (!std::isnan(model_s)) std::snprintf(model, sizeof model, "%.3f", model_s * 1e3);

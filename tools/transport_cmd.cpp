@@ -24,6 +24,7 @@
 #include "real/transport_bench.h"
 #include "report/report.h"
 #include "topology/topology.h"
+#include "util/text.h"
 #ifdef COMPCOLL_HAVE_NCCL
 #include "real/nccl_transport.h"
 #endif
@@ -317,7 +318,7 @@ int run_transport(int argc, char** argv) {
       rc = measure(o, argc, argv);
     }
   } catch (const std::exception& e) {  // the same on every rank: arguments and the job's shape
-    if (rank == 0) std::cerr << "compcoll-bench transport: " << e.what() << "\n";
+    if (rank == 0) std::cerr << "compcoll-bench transport: " << printable(e.what()) << "\n";
     rc = 2;
   }
   MPI_Finalize();

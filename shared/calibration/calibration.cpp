@@ -22,6 +22,10 @@ std::string_view op_name(Op op) {
 
 namespace {
 
+// The longest duration a calibration point may give: more than 11 days is no kernel, and the
+// simulator's 1e-9 s resolution does not hold that far (config::kMaxLatency).
+constexpr double kMaxKernelSeconds = 1e6;
+
 // Piecewise linear in bytes through `points`; past the last point at the last segment's rate.
 double interpolate(const std::vector<std::pair<double, double>>& points, double bytes) {
   if (points.empty()) return 0;
@@ -165,6 +169,8 @@ Calibration load_calibration(const std::string& path) {
         if (!p.is_sequence() || p.size() != 2) p.fail("expected [bytes, seconds]");
         const double b = p[0].as_double(), s = p[1].as_double();
         if (b <= 0 || s < 0) p.fail("expected bytes > 0 and seconds >= 0");
+        // A kernel's duration, in the range the simulator resolves (config::kMinBandwidth).
+        if (s > kMaxKernelSeconds) p.fail("expected at most 1e6 seconds (more than 11 days is no kernel)");
         if (!out.empty() && b <= out.back().first) p.fail("bytes must increase from point to point");
         out.emplace_back(b, s);
       }

@@ -1,23 +1,22 @@
 // shared/config/yaml_node.cpp — see yaml_node.h.
 #include "config/yaml_node.h"
 
-#include <cstdio>
-
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "util/text.h"
+
 namespace compcoll::config {
 namespace {
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
+// What comes from the file or the command line, on one line and printable (util/text.h).
+std::string one_line(const std::string& s) { return printable(s); }
 
 // Splits "12.5GB/s" into 12.5 and "GB/s"; throws when there is no leading number.
 std::pair<double, std::string> number_and_unit(const std::string& s) {
@@ -101,6 +100,7 @@ namespace {
 
 // Sets root[a][b][c] = value for "a.b.c" (sequence indices where the node is a sequence).
 void apply_override(YAML::Node root, const std::string& file, const std::string& spec) {
+  if (!valid_utf8(spec)) throw ConfigError(file + ": --set " + one_line(spec) + ": not UTF-8 text");
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0)
     throw ConfigError(file + ": --set " + one_line(spec) + ": expected key.path=value");
@@ -189,6 +189,15 @@ Node Node::load_file(const std::string& path, const std::vector<std::string>& ov
 }
 
 Node Node::load_string(const std::string& text, const std::string& name) {
+  // YAML is Unicode text: a byte that is not UTF-8 would reach names, messages and results
+  // files (whose JSON must be UTF-8), so it is refused here, with its line.
+  if (size_t bad = 0; !valid_utf8(text, &bad)) {
+    const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n'));
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
+    throw ConfigError(one_line(name) + ": line " + std::to_string(line) + ": not UTF-8 text (byte " + byte +
+                      " at offset " + std::to_string(bad) + ")");
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -299,16 +308,21 @@ double Node::as_bandwidth() const {
     fail("expected a bandwidth like 450GB/s or 400Gb/s, got '" + s + "' (" + e.what() + ")");
   }
   if (v <= 0) fail("expected a positive bandwidth, got '" + s + "'");
+  // Far below any link or kernel, and the flow model would not resolve it: a slip of the unit.
+  if (v < kMinBandwidth) fail("expected a bandwidth of at least 1kB/s, got '" + s + "'");
   return v;
 }
 
 double Node::as_time() const {
   const std::string s = as_string();
+  double v = 0;
   try {
-    return parse_time(s);
+    v = parse_time(s);
   } catch (const std::invalid_argument& e) {
     fail("expected a time like 1us or 500ns, got '" + s + "' (" + e.what() + ")");
   }
+  if (v > kMaxLatency) fail("expected a latency of at most 10s, got '" + s + "'");
+  return v;
 }
 
 uint64_t Node::as_bytes() const {

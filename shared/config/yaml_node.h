@@ -14,13 +14,23 @@
 #include <string>
 #include <vector>
 
+#include "util/text.h"
+
 namespace compcoll::config {
 
-// One line: "FILE: KEY.PATH: what was expected, what was found".
+// One line: "FILE: KEY.PATH: what was expected, what was found", printable whatever the file
+// holds (util/text.h).
 class ConfigError : public std::runtime_error {
  public:
-  using runtime_error::runtime_error;
+  explicit ConfigError(const std::string& what) : std::runtime_error(printable(what)) {}
 };
+
+// The range of the figures the simulator takes from topology and calibration files: a
+// bandwidth far below any link or kernel, or a latency of more than seconds, is a slip of the
+// unit, and would put simulated times where the flow model and its 1e-9 s resolution do not
+// hold (a clock past 1e7 s has steps of more than 1e-9 s).
+constexpr double kMinBandwidth = 1e3;  // bytes/s
+constexpr double kMaxLatency = 10;     // seconds
 
 class Node {
  public:
@@ -53,8 +63,10 @@ class Node {
   int64_t as_int(int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) const;
   double as_double() const;
   bool as_bool() const;
-  double as_bandwidth() const;  // bytes/s: "450GB/s", "400Gb/s", "25GBps", or a number of bytes/s
-  double as_time() const;       // seconds: "1us", "500ns", "2.5ms", "1s", or a number of seconds
+  // bytes/s: "450GB/s", "400Gb/s", "25GBps", or a number of bytes/s; at least kMinBandwidth.
+  double as_bandwidth() const;
+  // seconds: "1us", "500ns", "2.5ms", "1s", or a number of seconds; at most kMaxLatency.
+  double as_time() const;
   uint64_t as_bytes() const;    // "1MB" (10^6), "1MiB" (2^20), "4KB", or a number
 
   // Defaults for absent keys.

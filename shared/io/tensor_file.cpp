@@ -21,6 +21,7 @@
 
 #include "io/float_convert.h"
 #include "util/splitmix64.h"
+#include "util/text.h"
 
 // The synthetic Gaussian must be bit-identical everywhere, which a fused multiply-add would
 // break; GCC in ISO mode (-std=c++20, as the build uses) already never contracts.
@@ -34,16 +35,10 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-// Names and keys come from the file, so they may hold newlines; the message must stay one line.
-std::string one_line(std::string text) {
-  for (char& c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-  }
-  return text;
-}
-
+// Names and keys come from the file, so they may hold newlines, terminal escapes or bytes that
+// are not UTF-8: the message stays one printable line (util/text.h).
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw TensorFileError(one_line(where + ": " + what));
+  throw TensorFileError(printable(where + ": " + what));
 }
 
 std::string at_offset(uint64_t offset) {

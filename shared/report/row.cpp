@@ -73,6 +73,10 @@ json host_json() {
   return json{{"cpu", h.cpu}, {"cores", h.cores}};
 }
 
+std::string json_text(const json& doc, int indent) {
+  return doc.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
 const char* csv_header() {
   return "topology,ranks,collective,algorithm,placement,codec,dtype,tensor,size_bytes,count,time_us,algbw_gbps,busbw_gbps,"
          "ratio,wire_bytes,codec_us,reduce_us,messages,speedup_vs_identity,wall_s,calibration,policy,predicted_us,call,error,"

@@ -70,6 +70,10 @@ struct Row {
 nlohmann::json to_json(const Row& row);
 // The machine a results file was made on ({"cpu", "cores"}, report::this_host), read once.
 nlohmann::json host_json();
+// A results document as JSON text (indent as nlohmann::json::dump). A string that is not UTF-8
+// (a path of other bytes, from the command line or a folder) has those bytes replaced by
+// U+FFFD, so that writing what was computed never fails on it.
+std::string json_text(const nlohmann::json& doc, int indent = -1);
 // The CSV: one header for both programs, one line per row.
 const char* csv_header();
 std::string csv_line(const Row& row);

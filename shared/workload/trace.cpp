@@ -13,13 +13,18 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "util/text.h"
+
 namespace compcoll::workload {
 namespace {
 
 using nlohmann::json;
 using sched::Collective;
 
-[[noreturn]] void fail(const std::string& file, const std::string& what) { throw std::runtime_error(file + ": " + what); }
+// The message is printable whatever the trace holds (util/text.h).
+[[noreturn]] void fail(const std::string& file, const std::string& what) {
+  throw std::runtime_error(printable(file + ": " + what));
+}
 
 // A value of an event that is not of the form the profiler writes; the reader adds the file
 // (and the event, where it knows it) to the message.

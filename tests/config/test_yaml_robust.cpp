@@ -15,6 +15,7 @@
 #include "config/yaml_node.h"
 #include "test_util.h"
 #include "topology/topology.h"
+#include "util/text.h"
 #include "workload/workload.h"
 
 using namespace compcoll;
@@ -44,7 +45,7 @@ std::string absolutize(std::string text) {
 }
 
 std::string mutate(const std::string& text, test::SplitMix64& rng) {
-  static const std::string alphabet = ":-[]{}#,'\" \n\t0aZ.&*!|>%@`";
+  static const std::string alphabet = ":-[]{}#,'\" \n\t0aZ.&*!|>%@`\x1b\xff\xc3";
   std::string t = text;
   if (t.empty()) return t;
   const size_t at = rng.next() % t.size();
@@ -82,9 +83,9 @@ void hammer(const std::string& original, const std::string& name, int rounds,
     } catch (const config::ConfigError& e) {
       ++refused;
       const std::string msg = e.what();
-      if (msg.rfind(path, 0) != 0 || msg.find('\n') != std::string::npos) {
+      if (msg.rfind(path, 0) != 0 || msg != printable(msg)) {
         CAPTURE(name, i, text, msg);
-        FAIL("the error does not start with the file's name, or is not one line");
+        FAIL("the error does not start with the file's name, or is not one printable line");
       }
     } catch (const std::exception& e) {
       CAPTURE(name, i, text, e.what());
@@ -133,4 +134,53 @@ TEST_CASE("a key written twice in one mapping is refused, naming the key, its ma
         path + ": calls.0: key 'dtype' twice in one mapping (lines 2 and 2)");
   // The same key in different mappings, and a mapping reused through an alias, are fine.
   CHECK(error_of("a: {x: 1}\nb: {x: 2}\nc: &m {y: 1}\nd: *m\n").empty());
+}
+
+TEST_CASE("YAML that is not UTF-8 is refused with its line and file text reaches messages printable", "[config]") {
+  try {
+    config::Node::load_string("name: x\ndescription: caf\xc3\xa9 \xff\n", "f.yaml");
+    FAIL("loaded");
+  } catch (const config::ConfigError& e) {
+    CHECK(std::string(e.what()) == "f.yaml: line 2: not UTF-8 text (byte 0xff at offset 27)");
+  }
+  const auto path = (std::filesystem::temp_directory_path() / "compcoll-utf8.yaml").string();
+  std::ofstream(path) << "name: x\n";
+  CHECK_THROWS_WITH(config::Node::load_file(path, {"name=x\xc0\xaf"}),
+                    Catch::Contains("--set name=x\\xc0\\xaf: not UTF-8 text"));
+  // An escape sequence and a C1 control written as YAML escapes: valid UTF-8, escaped in the message.
+  const auto n = config::Node::load_string("\"a\\e[31mb\\x9b\": 1\nname: x\n", "f.yaml");
+  try {
+    n.check_no_unknown_keys();
+    FAIL("no error");
+  } catch (const config::ConfigError& e) {
+    CHECK(std::string(e.what()) == "f.yaml: (top level): unknown key 'a [31mb\\xc2\\x9b'");
+  }
+}
+
+TEST_CASE("printable and valid_utf8", "[config][text]") {
+  CHECK(valid_utf8("plain, caf\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x98\x80"));
+  size_t at = 0;
+  CHECK_FALSE(valid_utf8("ab\xc0\xaf", &at));  // overlong '/'
+  CHECK(at == 2);
+  CHECK_FALSE(valid_utf8("\xed\xa0\x80"));      // a surrogate
+  CHECK_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  CHECK_FALSE(valid_utf8("\xe2\x82"));           // cut short
+  CHECK(printable("a\tb\nc\rd") == "a b c d");
+  CHECK(printable("caf\xc3\xa9") == "caf\xc3\xa9");
+  CHECK(printable("x\x7fy\xffz\xc2\x85") == "x\\x7fy\\xffz\\xc2\\x85");
+  CHECK(printable("\x1b[2J") == " [2J");
+}
+
+TEST_CASE("bandwidths and latencies and kernel durations the simulator cannot resolve are refused", "[config]") {
+  const auto node = [](const std::string& yaml) { return config::Node::load_string(yaml, "f.yaml"); };
+  CHECK(node("b: 1kB/s\n").get("b").as_bandwidth() == 1e3);
+  CHECK_THROWS_WITH(node("b: 1e-300GB/s\n").get("b").as_bandwidth(),
+                    "f.yaml: b: expected a bandwidth of at least 1kB/s, got '1e-300GB/s'");
+  CHECK(node("t: 10s\n").get("t").as_time() == 10);
+  CHECK_THROWS_WITH(node("t: 1e30us\n").get("t").as_time(), "f.yaml: t: expected a latency of at most 10s, got '1e30us'");
+  const auto path = (std::filesystem::temp_directory_path() / "compcoll-slow-kernel.yaml").string();
+  std::ofstream(path) << "device: x\nsource: derived\ncurves:\n"
+                         "  - {op: reduce, dtype: any, points: [[4096, 1.0e-5], [1073741824, 1.0e+300]]}\n";
+  CHECK_THROWS_WITH(calib::load_calibration(path),
+                    Catch::Contains("curves.0.points.1: expected at most 1e6 seconds (more than 11 days is no kernel)"));
 }

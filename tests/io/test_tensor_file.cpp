@@ -16,6 +16,7 @@
 #include "io/float_convert.h"
 #include "io/tensor_file.h"
 #include "test_util.h"
+#include "util/text.h"
 
 using namespace compcoll;
 using Catch::Matchers::Contains;
@@ -382,6 +383,14 @@ TEST_CASE(".npy errors name the file and the key or byte offset", "[io][npy][err
                  Contains(u16) &&
                      Contains("uint16 .npy is read as bf16 bit patterns only with --dtype bf16"));
     }
+  }
+  SECTION("bytes of the header that would drive a terminal, or are not UTF-8, are escaped") {
+    const std::string odd = write_npy(
+        "odd.npy", npy_file("{'fortr\xe3n\x1b[31m\xc2\x9b': False, 'descr': '<f4', 'shape': (1,), }", Bytes(4)));
+    const std::string m = error_of(odd);
+    CHECK_THAT(m, Contains(odd) && Contains("unexpected key 'fortr\\xe3n [31m\\xc2\\x9b'"));
+    CHECK(valid_utf8(m));
+    CHECK(m.find('\x1b') == std::string::npos);
   }
   SECTION("unsupported descr") {
     const std::string be = write_npy("be.npy", npy_file(npy_dict(">f4", "(1,)"), Bytes(4, 0)));
