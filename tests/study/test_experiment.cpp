@@ -305,7 +305,8 @@ TEST_CASE("a library codec takes its ratio and curves from the calibration", "[c
   const std::string header = "device: \"test GPU\"\nsource: measured\ndate: 2026-01-01\nstatement: made up\n";
   const std::string curves =
       "curves:\n  - {op: compress, codec: nvcomp-ans, dtype: bf16, latency: 20us, throughput: 1000GB/s}\n"
-      "  - {op: decompress, codec: nvcomp-ans, dtype: bf16, latency: 16us, throughput: 2000GB/s}\n";
+      "  - {op: decompress, codec: nvcomp-ans, dtype: bf16, latency: 16us, throughput: 2000GB/s}\n"
+      "  - {op: reduce, dtype: any, latency: 0us, throughput: 1000GB/s}\n";
   const std::string with_ratio = (dir / "lib-cal.yaml").string(), without = (dir / "lib-cal-noratio.yaml").string(),
                     no_curves = (dir / "lib-cal-nocurves.yaml").string();
   std::ofstream(with_ratio) << header
@@ -345,6 +346,11 @@ TEST_CASE("a library codec takes its ratio and curves from the calibration", "[c
   // Its curves are required like any codec's.
   CHECK_THROWS_WITH(check_curves(exp, calib::load_calibration(no_curves)),
                     Catch::Contains("lib-cal-nocurves.yaml: curves: no compress curve for codec nvcomp-ans, dtype bf16"));
+  // And a reduce curve for the dtype a call reduces.
+  const std::string no_reduce = (dir / "lib-cal-noreduce.yaml").string();
+  std::ofstream(no_reduce) << header << curves.substr(0, curves.find("  - {op: reduce"));
+  CHECK_THROWS_WITH(check_curves(exp, calib::load_calibration(no_reduce)),
+                    no_reduce + ": curves: no reduce curve for dtype bf16, which calls.0 (allreduce) reduces");
 }
 
 TEST_CASE("a cell moves whole elements: its size rounded down as nccl-tests rounds, none an error", "[config][experiment]") {
