@@ -192,7 +192,8 @@ Node Node::load_string(const std::string& text, const std::string& name) {
   // YAML is Unicode text: a byte that is not UTF-8 would reach names, messages and results
   // files (whose JSON must be UTF-8), so it is refused here, with its line.
   if (size_t bad = 0; !valid_utf8(text, &bad)) {
-    const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n'));
+    const auto at = text.begin() + static_cast<std::ptrdiff_t>(bad);
+    const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), at, '\n'));
     char byte[8];
     std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
     throw ConfigError(one_line(name) + ": line " + std::to_string(line) + ": not UTF-8 text (byte " + byte +

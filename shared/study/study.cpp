@@ -53,9 +53,10 @@ void check_curves(const Experiment& exp, const calib::Calibration& cal) {
   // A reduce curve for every dtype a call reduces (compcoll's plans reduce with a kernel).
   for (size_t i = 0; i < exp.calls.size(); ++i) {
     const auto& s = exp.calls[i];
-    if ((s.collective == "allreduce" || s.collective == "reduce-scatter") && !cal.has(calib::Op::Reduce, "", *parse_dtype(s.dtype)))
-      throw ConfigError(cal.file + ": curves: no reduce curve for dtype " + s.dtype + ", which calls." + std::to_string(i) +
-                        " (" + s.collective + ") reduces");
+    const bool reduces = s.collective == "allreduce" || s.collective == "reduce-scatter";
+    if (reduces && !cal.has(calib::Op::Reduce, "", *parse_dtype(s.dtype)))
+      throw ConfigError(cal.file + ": curves: no reduce curve for dtype " + s.dtype + ", which calls." +
+                        std::to_string(i) + " (" + s.collective + ") reduces");
   }
   if (!exp.workloads.empty() && !cal.has(calib::Op::Reduce, "", DType::BF16))
     throw ConfigError(cal.file + ": curves: no reduce curve for dtype bf16 (the workload's gradients)");
