@@ -115,24 +115,45 @@ COMPCOLL_HD inline bool canonical_code_starts(const uint8_t* lengths, uint32_t n
 }
 
 // Checks lengths (canonical_code_starts) and assigns canonical codes: shorter codes first,
-// ties by symbol. Returns false for an invalid set.
-COMPCOLL_HD inline bool build_prefix_code(const uint8_t* lengths, uint32_t nsym, PrefixCode& pc) {
+// ties by symbol; pc's code and length, not its decode table. Returns false for an invalid set.
+COMPCOLL_HD inline bool assign_prefix_codes(const uint8_t* lengths, uint32_t nsym, PrefixCode& pc) {
   constexpr uint32_t kMax = format::kMaxCodeBits;
   uint32_t count[kMax + 1], next[kMax + 2];
   if (!canonical_code_starts(lengths, nsym, count, next)) return false;
-  for (uint32_t i = 0; i < (1u << kMax); ++i) pc.lut[i] = 0;
   for (uint32_t s = 0; s < format::kMaxEntropySymbols; ++s) {
     pc.length[s] = s < nsym ? lengths[s] : 0;
     pc.code[s] = 0;
   }
   for (uint32_t s = 0; s < nsym; ++s) {
     const uint32_t l = lengths[s];
-    if (l == 0) continue;
-    const uint32_t rev = reverse_bits(next[l]++, l);
-    pc.code[s] = static_cast<uint16_t>(rev);
-    for (uint32_t hi = 0; hi < (1u << (kMax - l)); ++hi)
-      pc.lut[rev | (hi << l)] = static_cast<uint16_t>((s << 4) | l);
+    if (l != 0) pc.code[s] = static_cast<uint16_t>(reverse_bits(next[l]++, l));
   }
+  return true;
+}
+
+// pc's decode table from its codes, in `parts` parts that write disjoint entries, so that the
+// lanes of a warp can share it (part = lane): clear_prefix_lut zeroes the entries i with
+// i % parts == part; fill_prefix_lut writes each code's entries rev | hi << l with
+// hi % parts == part. Every clear must be done before any fill (a barrier between them);
+// then the parts, in any order, give one table.
+COMPCOLL_HD inline void clear_prefix_lut(PrefixCode& pc, uint32_t part, uint32_t parts) {
+  for (uint32_t i = part; i < (1u << format::kMaxCodeBits); i += parts) pc.lut[i] = 0;
+}
+COMPCOLL_HD inline void fill_prefix_lut(PrefixCode& pc, uint32_t nsym, uint32_t part, uint32_t parts) {
+  constexpr uint32_t kMax = format::kMaxCodeBits;
+  for (uint32_t s = 0; s < nsym; ++s) {
+    const uint32_t l = pc.length[s];
+    if (l == 0) continue;
+    for (uint32_t hi = part; hi < (1u << (kMax - l)); hi += parts)
+      pc.lut[pc.code[s] | (hi << l)] = static_cast<uint16_t>((s << 4) | l);
+  }
+}
+
+// assign_prefix_codes, and the decode table in one part.
+COMPCOLL_HD inline bool build_prefix_code(const uint8_t* lengths, uint32_t nsym, PrefixCode& pc) {
+  if (!assign_prefix_codes(lengths, nsym, pc)) return false;
+  clear_prefix_lut(pc, 0, 1);
+  fill_prefix_lut(pc, nsym, 0, 1);
   return true;
 }
 

@@ -200,6 +200,17 @@ TEST_CASE("host prefix codes equal expbits::build_prefix_code", "[codec]") {
     CHECK(std::memcmp(shared.code, host.code, sizeof(shared.code)) == 0);
     CHECK(std::memcmp(shared.length, host.length, sizeof(shared.length)) == 0);
     CHECK(std::memcmp(shared.lut, host.lut, sizeof(shared.lut)) == 0);
+    // The table in 32 parts, as the GPU's decode builds it (a part a lane): every clear, then
+    // every fill, the parts in a scrambled order, over a table full of garbage.
+    expbits::PrefixCode split;
+    std::memset(&split, 0xa5, sizeof split);
+    REQUIRE(expbits::assign_prefix_codes(lengths, nsym, split));
+    const uint32_t shift = static_cast<uint32_t>(rng.next() % 32);
+    for (uint32_t p = 0; p < 32; ++p) expbits::clear_prefix_lut(split, (p * 7 + shift) % 32, 32);
+    for (uint32_t p = 0; p < 32; ++p) expbits::fill_prefix_lut(split, nsym, (p * 13 + shift) % 32, 32);
+    CHECK(std::memcmp(shared.code, split.code, sizeof(shared.code)) == 0);
+    CHECK(std::memcmp(shared.length, split.length, sizeof(shared.length)) == 0);
+    CHECK(std::memcmp(shared.lut, split.lut, sizeof(shared.lut)) == 0);
     expbits::PrefixCode codes_only{};
     REQUIRE(expbits::host::build_prefix_code(lengths, nsym, codes_only, /*with_lut=*/false));
     CHECK(std::memcmp(shared.code, codes_only.code, sizeof(shared.code)) == 0);

@@ -2,9 +2,9 @@
 // templated launchers: identity (a copy), gauss-exp and entropy-exp (exponent coding).
 // Every per-element bit operation comes from codec/exponent_bits.h, the very functions the host
 // reference runs (encode_lane, decode_lane, build_key_code, build_symbol_exponents,
-// huffman_lengths, build_prefix_code, gauss_reference, ChunkLayout, the float layouts): this
-// file only places chunks, lanes and tables, and must never re-implement bit logic, or host
-// and GPU would drift.
+// huffman_lengths, assign_prefix_codes, the decode table's clear_prefix_lut and fill_prefix_lut,
+// gauss_reference, ChunkLayout, the float layouts): this file only places chunks, lanes and
+// tables, and must never re-implement bit logic, or host and GPU would drift.
 // One warp codes one chunk at a time; its 32 threads are the chunk's 32 lanes; grids are at
 // most one resident wave and stride over the chunks. A warp walks its chunk in windows of
 // kWindow elements: the whole warp loads a window's elements (encode) or raw bytes (decode)
@@ -351,7 +351,7 @@ __device__ inline void gauss_key_code(uint32_t ref, uint32_t& cached_ref, const 
 }
 
 // ---- encode: entropy-exp code tables ------------------------------------------------------
-// Per chunk: the exponent histogram -> huffman_lengths -> build_prefix_code -> build_key_code,
+// Per chunk: the exponent histogram -> huffman_lengths -> assign_prefix_codes -> build_key_code,
 // saved to scratch for measure and emit. A kernel of its own because the host's table
 // builders, run by one thread, need a large stack and many registers, which would otherwise
 // lower the occupancy of the lane loops.
@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     __syncwarp();
     if (lane == 0) {
       expbits::huffman_lengths(hist, kSyms, len);
-      expbits::build_prefix_code(len, kSyms, pc);
+      expbits::assign_prefix_codes(len, kSyms, pc);  // the codes; encoding needs no decode table
       expbits::build_key_code<L>(expbits::DirectSymbols{}, pc, kc);
     }
     __syncwarp();
@@ -913,7 +913,7 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
     if (bytes < format::kChunkHeaderBytes + table_bytes)
       return status_of(CudaChunkStatus::SizeMismatch);
     int32_t table_status = 0;
-    if (lane == 0) {
+    if (lane == 0) {  // the lengths and the codes; the decode table below, by every lane
       for (uint32_t s = 0; s < kSyms; ++s) t.len[s] = 0;
       int prev = -1;
       for (uint32_t i = 0; i < nsyms && table_status == 0; ++i) {
@@ -925,12 +925,18 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
           t.len[s] = static_cast<uint8_t>(l);
         prev = static_cast<int>(s);
       }
-      if (table_status == 0 && !expbits::build_prefix_code(t.len, kSyms, *t.pc))
+      if (table_status == 0 && !expbits::assign_prefix_codes(t.len, kSyms, *t.pc))
         table_status = status_of(CudaChunkStatus::KraftViolation);
     }
-    __syncwarp();  // the rebuilt code is visible to every lane
+    __syncwarp();  // the codes are visible to every lane
     table_status = __shfl_sync(kFullMask, table_status, 0);
     if (table_status != 0) return table_status;
+    // The decode table in 32 parts, a part a lane (expbits::fill_prefix_lut): the clears, a
+    // barrier, the fills, a barrier; the same table lane 0 would build alone.
+    expbits::clear_prefix_lut(*t.pc, lane, kWarp);
+    __syncwarp();
+    expbits::fill_prefix_lut(*t.pc, kSyms, lane, kWarp);
+    __syncwarp();
   } else {
     const uint32_t ref = in[1];
     if (ref != t.cached_ref) {  // warp-uniform
