@@ -727,37 +727,47 @@ __global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g,
 constexpr unsigned long long kDescSize = 1ull << 62;       // the chunk's own size
 constexpr unsigned long long kDescInclusive = 2ull << 62;  // the size of it and all before it
 constexpr unsigned long long kDescValue = kDescSize - 1;
-// A warp waits for a chunk before it at most this many polls (each a device-scope load and a
-// 64 ns sleep: seconds, not a hang), then gives up: its chunk is not written and the call's
-// size is 0, should the descriptors ever go wrong.
+// A lane waits for a chunk before its warp's at most this many polls (each a device-scope load
+// and a 64 ns sleep: seconds, not a hang), then the warp gives up: its chunk is not written and
+// the call's size is 0, should the descriptors ever go wrong.
 constexpr uint32_t kLookBackPolls = 1u << 24;
 
-// Lane 0 only: publishes chunk c's size and returns the bytes of the chunks before it, or
-// ~0ull when a wait gave up (the failure flag is set).
-__device__ inline unsigned long long look_back(unsigned long long* desc, uint32_t* failed,
-                                               uint64_t c, unsigned long long size) {
+// The whole warp: lane 0 publishes chunk c's size; every lane gets the bytes of the chunks
+// before it, or ~0ull when a wait gave up (the failure flag is set). The lanes read 32
+// descriptors at a time, chunk c - 1 - lane (the nearest first), each waiting until its own is
+// published (an earlier ticket's warp is running, so it will be); the nearest one that holds an
+// inclusive sum ends the walk, and the values up to it are summed across the warp.
+__device__ inline unsigned long long look_back(unsigned long long* desc, uint32_t* failed, uint64_t c,
+                                               unsigned long long size, uint32_t lane) {
   using Ref = cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>;
-  Ref mine(desc[c]);
-  if (c == 0) {
-    mine.store(kDescInclusive | size, cuda::memory_order_release);
-    return 0;
-  }
-  mine.store(kDescSize | size, cuda::memory_order_release);
+  if (lane == 0) Ref(desc[c]).store((c == 0 ? kDescInclusive : kDescSize) | size, cuda::memory_order_release);
+  if (c == 0) return 0;  // warp-uniform
   unsigned long long before = 0;
-  for (uint64_t j = c; j-- > 0;) {
-    Ref theirs(desc[j]);
-    unsigned long long d = theirs.load(cuda::memory_order_acquire);
-    for (uint32_t polls = 0; d == 0; d = theirs.load(cuda::memory_order_acquire)) {
-      if (++polls == kLookBackPolls) {
-        cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*failed).store(1u, cuda::memory_order_seq_cst);
-        return ~0ull;
+  for (uint64_t top = c;; top -= kWarp) {  // this round reads chunks top - 1 - lane
+    // A lane past chunk 0 reads nothing; its inclusive 0 is never the nearest, as chunk 0's
+    // descriptor (lane top - 1) is inclusive once published.
+    unsigned long long d = kDescInclusive;
+    if (lane < top) {
+      Ref theirs(desc[top - 1 - lane]);
+      d = theirs.load(cuda::memory_order_acquire);
+      for (uint32_t polls = 1; d == 0 && polls < kLookBackPolls; ++polls) {
+        __nanosleep(64);
+        d = theirs.load(cuda::memory_order_acquire);
       }
-      __nanosleep(64);
     }
-    before += d & kDescValue;
-    if ((d & ~kDescValue) == kDescInclusive) break;
+    if (__any_sync(kFullMask, d == 0)) {  // a wait gave up
+      if (lane == 0)
+        cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(*failed).store(1u, cuda::memory_order_seq_cst);
+      return ~0ull;
+    }
+    const unsigned inclusive = __ballot_sync(kFullMask, (d & ~kDescValue) == kDescInclusive);
+    const uint32_t last = inclusive != 0 ? static_cast<uint32_t>(__ffs(inclusive) - 1) : kWarp - 1;
+    unsigned long long v = lane <= last ? (d & kDescValue) : 0;
+    for (uint32_t o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
+    before += v;
+    if (inclusive != 0) break;
   }
-  mine.store(kDescInclusive | (before + size), cuda::memory_order_release);
+  if (lane == 0) Ref(desc[c]).store(kDescInclusive | (before + size), cuda::memory_order_release);
   return before;
 }
 
@@ -789,9 +799,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     const Bits* x = in + c * g.chunk_elements;
     const GaussMeasure m = measure_gauss_chunk<L>(x, n, s_gauss, kc, cached_ref, window, lane);
     const uint64_t size = chunk_size_bytes<L>(0, n, m.words);
-    unsigned long long before = 0;
-    if (lane == 0) before = look_back(desc, &s.counters[1], c, size);
-    before = __shfl_sync(kFullMask, before, 0);
+    const unsigned long long before = look_back(desc, &s.counters[1], c, size, lane);
     // The call's size: the last chunk's warp stores it, then reads the failure flag and stores
     // 0 if it is set; a warp that gives up sets the flag, then stores 0. All sequentially
     // consistent, so whichever order they run in, a call with a chunk left out ends at 0.
