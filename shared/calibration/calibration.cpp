@@ -169,7 +169,7 @@ Calibration load_calibration(const std::string& path) {
         if (!p.is_sequence() || p.size() != 2) p.fail("expected [bytes, seconds]");
         const double b = p[0].as_double(), s = p[1].as_double();
         if (b <= 0 || s < 0) p.fail("expected bytes > 0 and seconds >= 0");
-        // A kernel's duration, in the range the simulator resolves (config::kMinBandwidth).
+        // A kernel's duration, in the range the simulator resolves (kMaxKernelSeconds).
         if (s > kMaxKernelSeconds) p.fail("expected at most 1e6 seconds (more than 11 days is no kernel)");
         if (!out.empty() && b <= out.back().first) p.fail("bytes must increase from point to point");
         out.emplace_back(b, s);

@@ -148,8 +148,9 @@ PlanSize plan_size(const Plan& plan, const CallInfo& call, int gpus_per_node);
 // uncompressed and with each codec in each placement that applies; and on GPUs (not on a host
 // over MPI, topo::Topology::receive_copy), where the library is NCCL (System::nccl_library),
 // the call as NCCL runs it: nccl-like's plan as the library's own collective (Plan::library),
-// so that a policy choosing among the candidates is never slower, by its model, than NCCL. Left out, so that pricing
-// stays cheap and the oracle can simulate every candidate (plan_size): plans whose schedule
+// so that a policy choosing among the candidates is never slower, by its model, than NCCL.
+// Left out, so that pricing stays cheap and the oracle can simulate every candidate
+// (plan_size): plans whose schedule
 // would exceed `max_ops` ops, and plans whose messages grow as n^2 above `max_flat_messages`
 // messages (a flat allreduce ring over more than 500 ranks, a reduce-scatter or allgather
 // ring, a pairwise all-to-all or a compress-once recursive allgather, which forwards one
