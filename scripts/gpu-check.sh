@@ -134,7 +134,8 @@ mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
 [ $quick = 1 ] && cal="$out/calibration/$slug-bf16-quick.yaml"
 codec_rows="$out/codec-cuda.jsonl"
-# The limits, in seconds, together 21 minutes (--quick: 13.5; compute-sanitizer's two cases 2). calibrate took 360 s on one
+# The limits, in seconds, together 21 minutes (--quick: 13.5; compute-sanitizer's two cases
+# 2 of them). calibrate took 360 s on one
 # H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
 step cuda-tests 150 "$tests" "[cuda]"
 # Where the [cuda] cases failed or hung, each case again in a process of its own (a kernel
