@@ -44,10 +44,13 @@ void check_curves(const Experiment& exp, const calib::Calibration& cal) {
       if (!cal.has(op, codec, dt))
         throw ConfigError(cal.file + ": curves: no " + std::string(calib::op_name(op)) + " curve for codec " + codec + what);
   };
+  // adaptive and the oracle may compress any call with any codec of the experiment.
+  const bool searched = std::any_of(exp.policies.begin(), exp.policies.end(),
+                                    [](const std::string& p) { return p == "adaptive" || p == "oracle"; });
   for (const auto& c : exp.codecs) {
     if (c == "identity" || !known_codec(c)) continue;
     for (const auto& s : exp.calls)
-      if (s.placement != "none") need(c, *parse_dtype(s.dtype), ", dtype " + s.dtype);
+      if (s.placement != "none" || searched) need(c, *parse_dtype(s.dtype), ", dtype " + s.dtype);
     if (!exp.workloads.empty()) need(c, DType::BF16, "");
   }
   // A reduce curve for every dtype a call reduces (compcoll's plans reduce with a kernel).

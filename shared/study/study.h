@@ -32,8 +32,9 @@ namespace compcoll::study {
 // known for its collective, each codec known (lowrank:r=N too where `allow_lowrank`).
 void check_calls(const Experiment& exp);
 void check_codecs(const Experiment& exp, bool allow_lowrank);
-// Compress and decompress curves for every compressing codec and dtype the calls use, and a
-// reduce curve for every dtype a call reduces (none needed with the zero calibration).
+// Compress and decompress curves for every compressing codec and dtype the calls use (with
+// adaptive or the oracle, for every codec and every call's dtype), and a reduce curve for
+// every dtype a call reduces (none needed with the zero calibration).
 void check_curves(const Experiment& exp, const calib::Calibration& cal);
 // The experiment's calibration: its file, or the zero calibration.
 calib::Calibration load_calibration(const Experiment& exp);

@@ -351,6 +351,16 @@ TEST_CASE("a library codec takes its ratio and curves from the calibration", "[c
   std::ofstream(no_reduce) << header << curves.substr(0, curves.find("  - {op: reduce"));
   CHECK_THROWS_WITH(check_curves(exp, calib::load_calibration(no_reduce)),
                     no_reduce + ": curves: no reduce curve for dtype bf16, which calls.0 (allreduce) reduces");
+  // A call written uncompressed needs no codec curve, unless a policy may compress it.
+  const std::string reduce_only = (dir / "reduce-only.yaml").string();
+  std::ofstream(reduce_only) << header << "curves:\n  - {op: reduce, dtype: any, latency: 0us, throughput: 1000GB/s}\n";
+  const std::string plain = "sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring, dtype: bf16, tensor: grad, "
+                            "placement: none}\ncodecs: [identity, gauss-exp]\nratios:\n  fixed: {gauss-exp: 0.7}\n";
+  CHECK_NOTHROW(check_curves(load_experiment(write_experiment("plain", plain)), calib::load_calibration(reduce_only)));
+  CHECK_THROWS_WITH(
+      check_curves(load_experiment(write_experiment("plain-adaptive", plain + "policies: [static, adaptive]\n")),
+                   calib::load_calibration(reduce_only)),
+      reduce_only + ": curves: no compress curve for codec gauss-exp, dtype bf16");
 }
 
 TEST_CASE("a cell moves whole elements: its size rounded down as nccl-tests rounds, none an error", "[config][experiment]") {
