@@ -41,6 +41,19 @@ namespace {
   throw TensorFileError(printable(where + ": " + what));
 }
 
+// nlohmann's message without its "[json.exception.parse_error.101] parse error at line 1,
+// column 13: " lead: the reason alone (the caller gives the byte offset).
+std::string json_reason(const std::string& what) {
+  std::string s = what;
+  if (s.rfind("[json.exception.", 0) == 0) {
+    if (const size_t p = s.find("] "); p != std::string::npos) s.erase(0, p + 2);
+  }
+  if (s.rfind("parse error at ", 0) == 0) {
+    if (const size_t p = s.find(": "); p != std::string::npos) s.erase(0, p + 2);
+  }
+  return s;
+}
+
 std::string at_offset(uint64_t offset) {
   return " (at byte offset " + std::to_string(offset) + ")";
 }
@@ -430,9 +443,9 @@ std::vector<TensorData> load_safetensors(const std::string& path, std::optional<
   try {
     header = nlohmann::json::parse(header_begin, header_end);
   } catch (const nlohmann::json::parse_error& e) {
-    fail(path, std::string("header is not valid JSON: ") + e.what() + at_offset(8 + e.byte));
+    fail(path, "header is not valid JSON: " + json_reason(e.what()) + at_offset(8 + e.byte));
   } catch (const nlohmann::json::exception& e) {
-    fail(path, std::string("header is not valid JSON: ") + e.what() + at_offset(8));
+    fail(path, "header is not valid JSON: " + json_reason(e.what()) + at_offset(8));
   } catch (const std::bad_alloc&) {
     fail(path, "cannot allocate memory to parse the " + std::to_string(header_length) +
                    "-byte header" + at_offset(8));

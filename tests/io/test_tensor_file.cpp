@@ -553,7 +553,8 @@ TEST_CASE(".safetensors errors name the file and the key or byte offset",
 
     const std::string bad_json = write_st(R"({"w": {"dtype": )", {});
     CHECK_THAT(error_of(bad_json),
-               Contains(bad_json) && Contains("JSON") && Contains("byte offset"));
+               Contains(bad_json) && Contains("header is not valid JSON: syntax error") && Contains("byte offset") &&
+                   !Contains("json.exception") && !Contains("line 1, column"));
 
     const std::string array = write_st("[1, 2]", {});
     CHECK_THAT(error_of(array), Contains(array) && Contains("not a JSON object"));
