@@ -218,17 +218,20 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
   const Node net = root.opt("network");
   if (net.defined()) {
     e.network.model = net.get("model").as_choice({"lv08", "cm02"});
-    auto num = [&](const char* k, std::optional<double>& v) {
+    // Each knob in a range that leaves the flow model meaningful: outside it, a slip (a factor
+    // of 1e-300, a precision of seconds) gives rows of absurd or collapsed times.
+    auto num = [&](const char* k, std::optional<double>& v, double lo, double hi, const char* range) {
       const Node x = net.opt(k);
       if (x.defined()) {
         v = x.as_double();
         if (!(*v > 0)) x.fail("expected a positive number");
+        if (!(*v >= lo && *v <= hi)) x.fail(std::string("expected a number in ") + range);
       }
     };
-    num("latency_factor", e.network.latency_factor);
-    num("bandwidth_factor", e.network.bandwidth_factor);
-    num("tcp_gamma", e.network.tcp_gamma);
-    num("precision", e.network.precision);
+    num("latency_factor", e.network.latency_factor, 0, 1e3, "(0, 1000]");
+    num("bandwidth_factor", e.network.bandwidth_factor, 1e-3, 1e3, "[0.001, 1000]");
+    num("tcp_gamma", e.network.tcp_gamma, 1e3, 1e18, "[1000, 1e18] bytes");
+    num("precision", e.network.precision, 1e-15, 1e-6, "[1e-15, 1e-6] seconds");
     const Node ct = net.opt("crosstraffic");
     if (ct.defined()) e.network.crosstraffic = ct.as_bool();
     const Node pc = net.opt("protocol_costs");
