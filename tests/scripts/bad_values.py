@@ -6,6 +6,7 @@ throughput, a precision of 1e18 s or a factor of 1e-300 gave rows of absurd or c
 or rows that hung inside SimGrid.) Usage: bad_values.py BUILD_DIR; prints "# OK" when all hold."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,7 @@ for where, key, t, c, sets in cases:
     failures += not ok
     print(("ok      " if ok else "FAILED  ") + f"{os.path.basename(where)} {key} {' '.join(sets)}: exit {p.returncode}: "
           + (" | ".join(lines)[:300] or "(no error)"))
+shutil.rmtree(tmp)
 print(f"{len(cases)} cases, {failures} failed")
 if failures == 0:
     print("# OK")
