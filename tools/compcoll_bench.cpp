@@ -189,11 +189,12 @@ class RowPrinter {
                   r.check == "OK" ? "true" : "false", r.max_abs, r.rel_l2);
     return b;
   }
-  static std::string json_escape(const std::string& s) {  // printable first: JSON text is UTF-8
+  // printable first (no control characters left, and JSON text is UTF-8), then quotes and
+  // backslashes escaped.
+  static std::string json_escape(const std::string& s) {
     std::string o;
     for (char c : printable(s)) {
       if (c == '"' || c == '\\') o += '\\';
-      if (static_cast<unsigned char>(c) < 0x20) continue;
       o += c;
     }
     return o;

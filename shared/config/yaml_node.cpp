@@ -15,9 +15,6 @@
 namespace compcoll::config {
 namespace {
 
-// What comes from the file or the command line, on one line and printable (util/text.h).
-std::string one_line(const std::string& s) { return printable(s); }
-
 // Splits "12.5GB/s" into 12.5 and "GB/s"; throws when there is no leading number.
 std::pair<double, std::string> number_and_unit(const std::string& s) {
   size_t pos = 0;
@@ -100,15 +97,15 @@ namespace {
 
 // Sets root[a][b][c] = value for "a.b.c" (sequence indices where the node is a sequence).
 void apply_override(YAML::Node root, const std::string& file, const std::string& spec) {
-  if (!valid_utf8(spec)) throw ConfigError(file + ": --set " + one_line(spec) + ": not UTF-8 text");
+  if (!valid_utf8(spec)) throw ConfigError(file + ": --set " + spec + ": not UTF-8 text");
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw ConfigError(file + ": --set " + one_line(spec) + ": expected key.path=value");
+    throw ConfigError(file + ": --set " + spec + ": expected key.path=value");
   const std::string keypath = spec.substr(0, eq), value = spec.substr(eq + 1);
   std::vector<std::string> parts;
   std::stringstream ss(keypath);
   for (std::string part; std::getline(ss, part, '.');) {
-    if (part.empty()) throw ConfigError(file + ": --set " + one_line(spec) + ": empty key in the path");
+    if (part.empty()) throw ConfigError(file + ": --set " + spec + ": empty key in the path");
     parts.push_back(part);
   }
   std::vector<YAML::Node> chain{root};
@@ -119,13 +116,13 @@ void apply_override(YAML::Node root, const std::string& file, const std::string&
       try {
         idx = std::stoul(parts[i]);
       } catch (const std::exception&) {
-        throw ConfigError(file + ": --set " + one_line(keypath) + ": '" + parts[i] + "' is not an index of a list");
+        throw ConfigError(file + ": --set " + keypath + ": '" + parts[i] + "' is not an index of a list");
       }
-      if (idx >= cur.size()) throw ConfigError(file + ": --set " + one_line(keypath) + ": index " + parts[i] + " out of range");
+      if (idx >= cur.size()) throw ConfigError(file + ": --set " + keypath + ": index " + parts[i] + " out of range");
       chain.push_back(cur[idx]);
     } else {
       if (cur.IsDefined() && !cur.IsNull() && !cur.IsMap())
-        throw ConfigError(file + ": --set " + one_line(keypath) + ": '" + parts[i] + "' is not a mapping");
+        throw ConfigError(file + ": --set " + keypath + ": '" + parts[i] + "' is not a mapping");
       chain.push_back(cur[parts[i]]);
     }
   }
@@ -133,8 +130,7 @@ void apply_override(YAML::Node root, const std::string& file, const std::string&
   try {
     parsed = YAML::Load(value);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(file + ": --set " + one_line(keypath) + ": the value is not YAML (" + one_line(e.msg) + "): " +
-                      one_line(value));
+    throw ConfigError(file + ": --set " + keypath + ": the value is not YAML (" + e.msg + "): " + value);
   }
   YAML::Node last = chain.back();
   if (last.IsSequence()) {
@@ -142,9 +138,9 @@ void apply_override(YAML::Node root, const std::string& file, const std::string&
     try {
       idx = std::stoul(parts.back());
     } catch (const std::exception&) {
-      throw ConfigError(file + ": --set " + one_line(keypath) + ": '" + parts.back() + "' is not an index of a list");
+      throw ConfigError(file + ": --set " + keypath + ": '" + parts.back() + "' is not an index of a list");
     }
-    if (idx >= last.size()) throw ConfigError(file + ": --set " + one_line(keypath) + ": index out of range");
+    if (idx >= last.size()) throw ConfigError(file + ": --set " + keypath + ": index out of range");
     last[idx] = parsed;
   } else {
     last[parts.back()] = parsed;
@@ -168,7 +164,7 @@ void check_unique_keys(const YAML::Node& n, const std::string& file, const std::
       const int line = kv.first.Mark().line + 1;
       const auto [it, fresh] = seen.emplace(k, line);
       if (!fresh)
-        throw ConfigError(file + ": " + (path.empty() ? std::string("(top level)") : path) + ": key '" + one_line(k) +
+        throw ConfigError(file + ": " + (path.empty() ? std::string("(top level)") : path) + ": key '" + k +
                           "' twice in one mapping (lines " + std::to_string(it->second) + " and " + std::to_string(line) +
                           ")");
       check_unique_keys(kv.second, file, child(k), depth + 1);
@@ -180,7 +176,7 @@ void check_unique_keys(const YAML::Node& n, const std::string& file, const std::
 
 Node Node::load_file(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path);
-  if (!in) throw ConfigError(one_line(path) + ": cannot open the file");
+  if (!in) throw ConfigError(path + ": cannot open the file");
   std::stringstream ss;
   ss << in.rdbuf();
   Node n = load_string(ss.str(), path);
@@ -196,25 +192,24 @@ Node Node::load_string(const std::string& text, const std::string& name) {
     const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), at, '\n'));
     char byte[8];
     std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
-    throw ConfigError(one_line(name) + ": line " + std::to_string(line) + ": not UTF-8 text (byte " + byte +
+    throw ConfigError(name + ": line " + std::to_string(line) + ": not UTF-8 text (byte " + byte +
                       " at offset " + std::to_string(bad) + ")");
   }
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(one_line(name) + ": line " + std::to_string(e.mark.line + 1) + ": YAML syntax error: " +
-                      one_line(e.msg));
+    throw ConfigError(name + ": line " + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
   }
-  if (!root.IsMap()) throw ConfigError(one_line(name) + ": expected a YAML mapping at the top level");
-  check_unique_keys(root, one_line(name), "");
-  return Node(root, std::make_shared<const std::string>(one_line(name)), "", std::make_shared<ReadKeys>());
+  if (!root.IsMap()) throw ConfigError(name + ": expected a YAML mapping at the top level");
+  check_unique_keys(root, name, "");
+  return Node(root, std::make_shared<const std::string>(name), "", std::make_shared<ReadKeys>());
 }
 
 std::string Node::child_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
 void Node::fail(const std::string& what) const {
-  throw ConfigError(*file_ + ": " + (path_.empty() ? std::string("(top level)") : path_) + ": " + one_line(what));
+  throw ConfigError(*file_ + ": " + (path_.empty() ? std::string("(top level)") : path_) + ": " + what);
 }
 
 bool Node::has(const std::string& key) const {
