@@ -48,6 +48,12 @@ class DataBackend {
   virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;    // synchronous
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;  // synchronous
 
+  // Upper bound of compress()'s stream of `count` elements: max_encoded_size (codec.h); the
+  // CUDA backend asks a library codec (nvcomp-ans) for its own.
+  virtual size_t max_encoded_size(const Codec& codec, DType dtype, uint64_t count, const EncodeOptions& opt) const {
+    return compcoll::max_encoded_size(codec, dtype, count, opt);
+  }
+
   virtual Completion copy(void* dst, const void* src, size_t bytes) = 0;
   // dst += src, elementwise; 16-bit types add in fp32 and round to nearest even (the
   // reference executor's rule, so results are bitwise the same).

@@ -37,6 +37,9 @@
 #include "calibration/calibration.h"
 #include "codec/codec.h"
 #include "codec/lowrank.h"
+#ifdef COMPCOLL_HAVE_NVCOMP
+#include "codec/cuda/nvcomp.h"
+#endif
 #include "config/yaml_node.h"
 #include "io/float_convert.h"
 #include "io/tensor_file.h"
@@ -228,10 +231,16 @@ void check_inputs(Setup& st) {
   for (const auto& c : exp.codecs) {
     if (policy::parse_lowrank_codec(c) && st.backend == "nccl")
       throw BadInput(exp.file + ": codecs: " + c + ": lowrank runs on the host (the mpi backend) so far");
-    if (const LibraryCodec* lib = find_library_codec(c))
-      throw BadInput(exp.file + ": codecs: " + c + ": " + std::string(lib->library) +
-                     "'s codec is priced by compcoll-sim from a GPU calibration; compcoll-run's executor does not "
-                     "run it (docs/compcoll-run.md)");
+    if (const LibraryCodec* lib = find_library_codec(c)) {
+      const std::string key = exp.file + ": codecs: " + c + ": ";
+      if (st.backend != "nccl")
+        throw BadInput(key + std::string(lib->library) + " codes on GPUs only: run it on the nccl backend (--backend nccl)");
+#ifdef COMPCOLL_HAVE_NVCOMP
+      if (const std::string why = nvcomp_unavailable(); !why.empty()) throw BadInput(key + why);
+#else
+      throw BadInput(key + "this compcoll-run was built without " + std::string(lib->library) + " (docs/compcoll-run.md)");
+#endif
+    }
   }
   try {
     inject_fault(-1, 0);  // only checks COMPCOLL_RUN_FAULT's form
@@ -943,9 +952,16 @@ void library_row(Session& s, const Cell& cell, const Entry* entry = nullptr) {
   emit(s, w);
 }
 
+// A plan's codec: compcoll's own, or the stand-in of a library codec (nvcomp-ans), which the
+// CUDA backend runs through the library.
+const Codec* plan_codec(const std::string& name) {
+  if (const LibraryCodec* lib = find_library_codec(name)) return &codec_by_id(lib->id);
+  return find_codec(name);
+}
+
 ExecutorOptions options(const Session& s, const std::string& codec) {
   ExecutorOptions opt;
-  opt.codec = find_codec(codec);
+  opt.codec = plan_codec(codec);
   opt.lockstep = s.args.lockstep;
   return opt;
 }
@@ -1080,7 +1096,7 @@ void run_cell(Session& s, const Cell& cell) {
   guarded("the library's collective", [&] { library_row(s, cell); });
   std::vector<uint8_t> reference;
   if (std::any_of(cell.entries.begin(), cell.entries.end(),
-                  [](const Entry& e) { return e.lowrank || !find_codec(e.codec)->lossless(); }))
+                  [](const Entry& e) { return e.lowrank || !plan_codec(e.codec)->lossless(); }))
     guarded("the uncompressed reference for lossy rows", [&] { reference = reference_output(s, cell); }, false);
   for (const Entry& entry : cell.entries) {
     guarded(entry.policy + " " + entry.algorithm + " " + entry.codec, [&] {

@@ -1,7 +1,8 @@
 // real/cuda_backend.cpp — the CUDA DataBackend (backend.h, declared in nccl_transport.h):
 // device buffers, the codec kernels of codec/cuda/codec_cuda.h and the reduce kernel of
 // codec/cuda/reduce_cuda.h (bit-exact against the host's), so host and device runs give the
-// same bits. Everything runs on one compute stream;
+// same bits; where the build has nvCOMP, also nvcomp-ans (codec/cuda/nvcomp.h), which has no
+// host counterpart. Everything runs on one compute stream;
 // completions are events the executor polls, and nothing waits on the device in between:
 // decompression checks streams on the device and reports through done(). Device memory that
 // grows during a run (the encoder's scratch, a slot's size word and status array) comes from
@@ -17,6 +18,9 @@
 #include "codec/cuda/check.h"
 #include "codec/cuda/codec_cuda.h"
 #include "codec/cuda/reduce_cuda.h"
+#ifdef COMPCOLL_HAVE_NVCOMP
+#include "codec/cuda/nvcomp.h"
+#endif
 #include "real/nccl_transport.h"
 
 namespace compcoll::real {
@@ -85,16 +89,32 @@ class CudaBackend final : public DataBackend {
     COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
     return record(nullptr);
   }
+  size_t max_encoded_size(const Codec& codec, DType dtype, uint64_t count, const EncodeOptions& opt) const override {
+#ifdef COMPCOLL_HAVE_NVCOMP
+    if (codec.id() == CodecId::NvcompAns) return nvcomp_ans_max_encoded_size(dtype, count);
+#endif
+    return DataBackend::max_encoded_size(codec, dtype, count, opt);
+  }
   Completion compress(const Codec& codec, DType dtype, const void* src, uint64_t count, void* wire, size_t capacity,
                       const EncodeOptions& opt, uint64_t* stream_bytes) override {
-    const size_t need = cuda_encode_scratch_bytes(codec.id(), dtype, count, opt);
-    if (need > scratch_bytes_) {  // in stream order: the kernels before still use the old one
-      if (scratch_) COMPCOLL_CUDA_CHECK(cudaFreeAsync(scratch_, stream_));
-      scratch_ = nullptr;
-      scratch_bytes_ = 0;
-      COMPCOLL_CUDA_CHECK(cudaMallocAsync(&scratch_, need, stream_));
-      scratch_bytes_ = need;
+#ifdef COMPCOLL_HAVE_NVCOMP
+    // nvCOMP's batched ANS: a status per chunk comes back with the size, checked in done().
+    if (codec.id() == CodecId::NvcompAns) {
+      grow_scratch(nvcomp_ans_encode_scratch_bytes(dtype, count));
+      const int c = take_slot();
+      return with_slot(c, [&] {
+        Slot& s = slots_[static_cast<size_t>(c)];
+        const size_t chunks = library_chunks(dtype, count);
+        hold_statuses(s, chunks);
+        nvcomp_ans_encode(dtype, src, count, wire, capacity, s.size_dev, s.status_dev, scratch_, scratch_bytes_,
+                          stream_);
+        COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.size_host, s.size_dev, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream_));
+        finish_with_statuses(s, chunks, codec.id());
+        s.dest = stream_bytes;
+      });
     }
+#endif
+    grow_scratch(cuda_encode_scratch_bytes(codec.id(), dtype, count, opt));
     const int c = take_slot();
     return with_slot(c, [&] {
       Slot& s = slots_[static_cast<size_t>(c)];
@@ -118,29 +138,27 @@ class CudaBackend final : public DataBackend {
   // and done() reads them once the completion's event has passed (a CodecError there).
   Completion decompress(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes, DType dtype,
                         void* dst, uint64_t count) override {
+#ifdef COMPCOLL_HAVE_NVCOMP
+    if (codec.id() == CodecId::NvcompAns) {
+      grow_scratch(nvcomp_ans_decode_scratch_bytes(dtype, count));
+      const int c = take_slot();
+      return with_slot(c, [&] {
+        Slot& s = slots_[static_cast<size_t>(c)];
+        const size_t chunks = library_chunks(dtype, count);
+        hold_statuses(s, chunks);
+        nvcomp_ans_decode(dtype, count, wire, bytes, dst, s.status_dev, scratch_, scratch_bytes_, stream_);
+        finish_with_statuses(s, chunks, codec.id());
+      });
+    }
+#endif
     const StreamInfo info = expected_stream_info(codec, dtype, count, opt, bytes);
     const int c = take_slot();
     return with_slot(c, [&] {
       Slot& s = slots_[static_cast<size_t>(c)];
       const size_t chunks = info.chunk_count;
-      if (chunks > s.status_capacity) {  // the slot is free: nothing reads its old arrays
-        if (s.status_host) retired_pinned_.push_back(s.status_host);
-        if (s.status_dev) COMPCOLL_CUDA_CHECK(cudaFreeAsync(s.status_dev, stream_));
-        s.status_host = nullptr;
-        s.status_dev = nullptr;
-        s.status_capacity = 0;
-        COMPCOLL_CUDA_CHECK(cudaMallocHost(&s.status_host, chunks * sizeof(int32_t)));
-        COMPCOLL_CUDA_CHECK(cudaMallocAsync(&s.status_dev, chunks * sizeof(int32_t), stream_));
-        s.status_capacity = chunks;
-      }
+      hold_statuses(s, chunks);
       cuda_decode(info, wire, bytes, dst, count * dtype_size(dtype), s.status_dev, stream_);
-      if (chunks > 0)
-        COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.status_host, s.status_dev, chunks * sizeof(int32_t),
-                                            cudaMemcpyDeviceToHost, stream_));
-      s.status_chunks = chunks;
-      s.codec = info.codec;
-      COMPCOLL_CUDA_CHECK(cudaEventRecord(s.done, stream_));
-      COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
+      finish_with_statuses(s, chunks, info.codec);
     });
   }
   bool done(Completion c, double* /*host_seconds*/) override {
@@ -186,8 +204,9 @@ class CudaBackend final : public DataBackend {
     uint64_t* size_host = nullptr;  // pinned
     uint64_t* size_dev = nullptr;
     uint64_t* dest = nullptr;
-    // A decompression's per-chunk statuses (pinned mirror of the device array), kept and grown
-    // with the slot: a slot allocates only when a call has more chunks than it held before.
+    // A decompression's (or nvcomp-ans's compression's) per-chunk statuses (pinned mirror of
+    // the device array), kept and grown with the slot: a slot allocates only when a call has
+    // more chunks than it held before.
     int32_t* status_host = nullptr;
     int32_t* status_dev = nullptr;
     size_t status_capacity = 0;
@@ -220,6 +239,43 @@ class CudaBackend final : public DataBackend {
       throw;
     }
     return c;
+  }
+  // The scratch of the codec calls, grown to `need` bytes in stream order: the kernels before
+  // still use the old one.
+  void grow_scratch(size_t need) {
+    if (need <= scratch_bytes_) return;
+    if (scratch_) COMPCOLL_CUDA_CHECK(cudaFreeAsync(scratch_, stream_));
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    COMPCOLL_CUDA_CHECK(cudaMallocAsync(&scratch_, need, stream_));
+    scratch_bytes_ = need;
+  }
+  // Slot s's status arrays, grown to `chunks` (the slot is free: nothing reads its old ones).
+  void hold_statuses(Slot& s, size_t chunks) {
+    if (chunks <= s.status_capacity) return;
+    if (s.status_host) retired_pinned_.push_back(s.status_host);
+    if (s.status_dev) COMPCOLL_CUDA_CHECK(cudaFreeAsync(s.status_dev, stream_));
+    s.status_host = nullptr;
+    s.status_dev = nullptr;
+    s.status_capacity = 0;
+    COMPCOLL_CUDA_CHECK(cudaMallocHost(&s.status_host, chunks * sizeof(int32_t)));
+    COMPCOLL_CUDA_CHECK(cudaMallocAsync(&s.status_dev, chunks * sizeof(int32_t), stream_));
+    s.status_capacity = chunks;
+  }
+  // After a codec call on slot s: its `chunks` statuses back to pinned memory behind it, for
+  // done() to check once the slot's event has passed; then the event.
+  void finish_with_statuses(Slot& s, size_t chunks, CodecId codec) {
+    if (chunks > 0)
+      COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.status_host, s.status_dev, chunks * sizeof(int32_t),
+                                          cudaMemcpyDeviceToHost, stream_));
+    s.status_chunks = chunks;
+    s.codec = codec;
+    COMPCOLL_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+    COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
+  }
+  static size_t library_chunks(DType dtype, uint64_t count) {
+    const LibraryCodec& lib = *find_library_codec(kNvcompAnsName);
+    return format::chunk_count_for(count, library_chunk_elements(lib, dtype));
   }
   void copy_waited(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (!bytes) return;

@@ -52,7 +52,7 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
     if (!opt_.codec) throw ScheduleError(where + ": the schedule compresses but no codec was given");
     const uint64_t elements = codec_op ? (op.kind == OpKind::Compress ? op.src : op.dst).count : wire.count;
     wire_capacity_.at(wire.index) =
-        std::max(wire_capacity_[wire.index], max_encoded_size(*opt_.codec, dtype_, elements, opt_.encode));
+        std::max(wire_capacity_[wire.index], b_.max_encoded_size(*opt_.codec, dtype_, elements, opt_.encode));
   }
   for (uint32_t w = 0; w < prog_.wire_buffers; ++w)
     if (wire_capacity_[w] == 0)

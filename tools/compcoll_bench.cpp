@@ -533,10 +533,10 @@ int run_codec_bench(int argc, char** argv) {
         device_json = ", \"cuda_encoder\": \"" + value + "\"";
       }
 #ifdef COMPCOLL_HAVE_NVCOMP
-    if (const std::string why = bench::nvcomp_unavailable(); !why.empty())
+    if (const std::string why = nvcomp_unavailable(); !why.empty())
       notes.push_back("yardsticks: none (nvCOMP: " + why + ")");
     else
-      notes.push_back("yardsticks: " + bench::nvcomp_version() + " nvcomp-ans, nvcomp-bitcomp (batched API, " +
+      notes.push_back("yardsticks: " + nvcomp_version() + " nvcomp-ans, nvcomp-bitcomp (batched API, " +
                       std::to_string(kNvcompChunkBytes / 1024) + " KiB chunks; ratio counts 8 bytes per chunk for its size)");
 #else
     notes.push_back("yardsticks: none (this compcoll-bench was built without nvCOMP; docs/compcoll-bench.md)");
@@ -580,10 +580,10 @@ int run_version() {
   std::printf("cuda: built without CUDA\n");
 #endif
 #ifdef COMPCOLL_HAVE_NVCOMP
-  if (const std::string why = bench::nvcomp_unavailable(); !why.empty())
+  if (const std::string why = nvcomp_unavailable(); !why.empty())
     std::printf("nvcomp: not loadable: %s\n", why.c_str());
   else
-    std::printf("nvcomp: loaded %s from %s\n", bench::nvcomp_version().c_str(), bench::nvcomp_library_file().c_str());
+    std::printf("nvcomp: loaded %s from %s\n", nvcomp_version().c_str(), nvcomp_library_file().c_str());
 #else
   std::printf("nvcomp: built without nvCOMP (docs/compcoll-bench.md)\n");
 #endif

@@ -20,10 +20,6 @@
 // backend to nvCOMP (NVCOMP_DECOMPRESS_BACKEND_DEFAULT).
 #include "nvcomp_peer.h"
 
-#include <dlfcn.h>
-#include <nvcomp.h>
-#include <nvcomp/ans.h>
-#include <nvcomp/bitcomp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -33,69 +29,14 @@
 #include <type_traits>
 
 #include "codec/cuda/check.h"
+#include "codec/cuda/nvcomp_api.h"
 
 namespace compcoll::bench {
 
 namespace {
 
-// libnvcomp.so.6, opened at run time (dlopen), so that a bench built with nvCOMP's headers
-// starts where the library is absent (a bundle, docs/BUNDLE.md) and only its rows go missing.
-// Found through the loader's path: the build's RPATH (the wheel's folder), LD_LIBRARY_PATH
-// (the bundle's env.sh adds the wheel's), or the system.
-struct Api {
-  decltype(&::nvcompBatchedANSCompressAsync) nvcompBatchedANSCompressAsync = nullptr;
-  decltype(&::nvcompBatchedANSCompressGetMaxOutputChunkSize) nvcompBatchedANSCompressGetMaxOutputChunkSize = nullptr;
-  decltype(&::nvcompBatchedANSCompressGetRequiredAlignments) nvcompBatchedANSCompressGetRequiredAlignments = nullptr;
-  decltype(&::nvcompBatchedANSCompressGetTempSize) nvcompBatchedANSCompressGetTempSize = nullptr;
-  decltype(&::nvcompBatchedANSDecompressAsync) nvcompBatchedANSDecompressAsync = nullptr;
-  decltype(&::nvcompBatchedANSDecompressGetRequiredAlignments) nvcompBatchedANSDecompressGetRequiredAlignments = nullptr;
-  decltype(&::nvcompBatchedANSDecompressGetTempSize) nvcompBatchedANSDecompressGetTempSize = nullptr;
-  decltype(&::nvcompBatchedBitcompCompressAsync) nvcompBatchedBitcompCompressAsync = nullptr;
-  decltype(&::nvcompBatchedBitcompCompressGetMaxOutputChunkSize) nvcompBatchedBitcompCompressGetMaxOutputChunkSize = nullptr;
-  decltype(&::nvcompBatchedBitcompCompressGetRequiredAlignments) nvcompBatchedBitcompCompressGetRequiredAlignments = nullptr;
-  decltype(&::nvcompBatchedBitcompCompressGetTempSize) nvcompBatchedBitcompCompressGetTempSize = nullptr;
-  decltype(&::nvcompBatchedBitcompDecompressAsync) nvcompBatchedBitcompDecompressAsync = nullptr;
-  decltype(&::nvcompBatchedBitcompDecompressGetRequiredAlignments) nvcompBatchedBitcompDecompressGetRequiredAlignments = nullptr;
-  decltype(&::nvcompBatchedBitcompDecompressGetTempSize) nvcompBatchedBitcompDecompressGetTempSize = nullptr;
-  decltype(&::nvcompGetProperties) nvcompGetProperties = nullptr;
-  decltype(&::nvcompGetStatusString) nvcompGetStatusString = nullptr;
-  std::string error;  // why the library or one of its functions is missing ("" when loaded)
-};
-
-const Api& api() {
-  static const Api loaded = [] {
-    Api a;
-    void* lib = dlopen("libnvcomp.so.6", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* e = dlerror();
-      a.error = std::string("libnvcomp.so.6 not loadable (") + (e ? e : "?") +
-                "): pip install nvidia-libnvcomp-cu13, or put its lib64 folder on LD_LIBRARY_PATH";
-      return a;
-    }
-    auto load = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      if (!fn && a.error.empty()) a.error = std::string("libnvcomp.so.6 has no ") + name;
-    };
-    load(a.nvcompBatchedANSCompressAsync, "nvcompBatchedANSCompressAsync");
-    load(a.nvcompBatchedANSCompressGetMaxOutputChunkSize, "nvcompBatchedANSCompressGetMaxOutputChunkSize");
-    load(a.nvcompBatchedANSCompressGetRequiredAlignments, "nvcompBatchedANSCompressGetRequiredAlignments");
-    load(a.nvcompBatchedANSCompressGetTempSize, "nvcompBatchedANSCompressGetTempSize");
-    load(a.nvcompBatchedANSDecompressAsync, "nvcompBatchedANSDecompressAsync");
-    load(a.nvcompBatchedANSDecompressGetRequiredAlignments, "nvcompBatchedANSDecompressGetRequiredAlignments");
-    load(a.nvcompBatchedANSDecompressGetTempSize, "nvcompBatchedANSDecompressGetTempSize");
-    load(a.nvcompBatchedBitcompCompressAsync, "nvcompBatchedBitcompCompressAsync");
-    load(a.nvcompBatchedBitcompCompressGetMaxOutputChunkSize, "nvcompBatchedBitcompCompressGetMaxOutputChunkSize");
-    load(a.nvcompBatchedBitcompCompressGetRequiredAlignments, "nvcompBatchedBitcompCompressGetRequiredAlignments");
-    load(a.nvcompBatchedBitcompCompressGetTempSize, "nvcompBatchedBitcompCompressGetTempSize");
-    load(a.nvcompBatchedBitcompDecompressAsync, "nvcompBatchedBitcompDecompressAsync");
-    load(a.nvcompBatchedBitcompDecompressGetRequiredAlignments, "nvcompBatchedBitcompDecompressGetRequiredAlignments");
-    load(a.nvcompBatchedBitcompDecompressGetTempSize, "nvcompBatchedBitcompDecompressGetTempSize");
-    load(a.nvcompGetProperties, "nvcompGetProperties");
-    load(a.nvcompGetStatusString, "nvcompGetStatusString");
-    return a;
-  }();
-  return loaded;
-}
+// The library's functions, opened at run time (codec/cuda/nvcomp_api.h).
+const NvcompApi& api() { return nvcomp_api(); }
 
 // A peer's failure: its message becomes the result's error.
 class PeerFailure : public std::runtime_error {
@@ -362,23 +303,6 @@ void run_one(const Algorithm& algo, const CudaPeerContext& ctx, const std::vecto
 }
 
 }  // namespace
-
-std::string nvcomp_unavailable() { return api().error; }
-
-std::string nvcomp_version() {
-  if (!api().error.empty()) return "nvCOMP (not loaded)";
-  nvcompProperties_t p{};
-  if (api().nvcompGetProperties(&p) != nvcompSuccess) return "nvCOMP (version unknown)";
-  return "nvCOMP " + std::to_string(p.version / 1000) + "." + std::to_string(p.version % 1000 / 100) + "." +
-         std::to_string(p.version % 100);
-}
-
-std::string nvcomp_library_file() {
-  if (!api().error.empty()) return "";
-  Dl_info info{};
-  if (!dladdr(reinterpret_cast<const void*>(api().nvcompGetProperties), &info) || !info.dli_fname) return "";
-  return info.dli_fname;
-}
 
 std::vector<std::string> nvcomp_peer_names() { return {std::string(kNvcompAnsName), "nvcomp-bitcomp"}; }
 

@@ -6,7 +6,7 @@
 // --device cuda` runs ANS alone on each prefix of its input (run_nvcomp_peer).
 // Host header; CUDA builds only. CudaPeerContext comes from calibrate_cuda.cpp (every CUDA
 // build); run_nvcomp_peer(s) from nvcomp_peer.cpp, built only where CMake found nvCOMP
-// (COMPCOLL_HAVE_NVCOMP, tools/CMakeLists.txt).
+// (COMPCOLL_HAVE_NVCOMP, the top CMakeLists.txt).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,6 +18,7 @@
 
 #include "calibrate.h"
 #include "codec/codec.h"
+#include "codec/cuda/nvcomp.h"
 
 namespace compcoll::bench {
 
@@ -51,14 +52,8 @@ struct PeerResult {
 // Uncompressed bytes per chunk of nvCOMP's batched API in these runs (the last chunk is the
 // rest): compcoll::kNvcompChunkBytes (codec/codec.h), the chunk the simulator prices.
 
-// "" when libnvcomp.so.6 was loaded (at the first call, dlopen), else why not, one line.
-std::string nvcomp_unavailable();
-
-// "nvCOMP 6.0.0" as the loaded library reports it.
-std::string nvcomp_version();
-
-// The file the loader took libnvcomp.so.6 from ("" when not loaded). Needs no GPU.
-std::string nvcomp_library_file();
+// Whether libnvcomp.so.6 loads, its version and file: nvcomp_unavailable(), nvcomp_version(),
+// nvcomp_library_file() of codec/cuda/nvcomp.h.
 
 // The peer codecs run_nvcomp_peers runs, in its order: "nvcomp-ans", "nvcomp-bitcomp".
 std::vector<std::string> nvcomp_peer_names();

@@ -184,6 +184,7 @@ const Codec& codec_by_id(CodecId id) {
     case CodecId::GaussExp: return detail::gauss_exp_codec();
     case CodecId::EntropyExp: return detail::entropy_exp_codec();
     case CodecId::Fp8Hadamard: return detail::fp8_hadamard_codec_default();
+    case CodecId::NvcompAns: return detail::nvcomp_ans_host_codec();
   }
   throw CodecError("unknown codec id " + std::to_string(static_cast<int>(id)), 0);
 }
@@ -196,10 +197,37 @@ const Codec* find_codec(std::string_view name) {
 }
 
 const LibraryCodec* find_library_codec(std::string_view name) {
-  static constexpr LibraryCodec kCodecs[] = {{kNvcompAnsName, "nvCOMP", kNvcompChunkBytes}};
+  static constexpr LibraryCodec kCodecs[] = {{kNvcompAnsName, "nvCOMP", kNvcompChunkBytes, CodecId::NvcompAns}};
   for (const LibraryCodec& c : kCodecs)
     if (c.name == name) return &c;
   return nullptr;
+}
+
+uint32_t library_chunk_elements(const LibraryCodec& codec, DType dtype) {
+  return static_cast<uint32_t>(codec.chunk_bytes / dtype_size(dtype));
+}
+
+size_t library_max_encoded_size(const LibraryCodec& codec, DType dtype, uint64_t elements,
+                                uint64_t max_chunk_bytes) {
+  const uint32_t chunks = chunk_count_for(elements, library_chunk_elements(codec, dtype));
+  return kHeaderBytes + size_t{kOffsetEntryBytes} * chunks + chunks * library_chunk_bytes(chunks, max_chunk_bytes);
+}
+
+StreamInfo library_stream_info(const LibraryCodec& codec, DType dtype, uint64_t elements, uint64_t stream_bytes) {
+  StreamInfo info{};
+  info.codec = codec.id;
+  info.dtype = dtype;
+  info.elements = elements;
+  info.chunk_elements = library_chunk_elements(codec, dtype);
+  info.chunk_count = chunk_count_for(elements, info.chunk_elements);
+  const uint64_t table_end = kHeaderBytes + uint64_t{kOffsetEntryBytes} * info.chunk_count;
+  if (stream_bytes < table_end)
+    throw CodecError(stream_prefix(info) + ": a stream of " + std::to_string(stream_bytes) +
+                         " bytes cannot hold its header and offset table (" + std::to_string(table_end) + " bytes)",
+                     stream_bytes);
+  info.payload_bytes = stream_bytes - table_end;
+  info.total_bytes = stream_bytes;
+  return info;
 }
 
 std::vector<std::string_view> codec_names() {
@@ -291,7 +319,7 @@ StreamInfo read_stream_info(const void* stream, size_t bytes) {
                          " at byte offset " + std::to_string(kOffVersion) + " (this build reads " +
                          std::to_string(kVersion) + ")",
                      kOffVersion);
-  if (p[kOffCodec] > static_cast<uint8_t>(CodecId::Fp8Hadamard))
+  if (p[kOffCodec] > static_cast<uint8_t>(CodecId::NvcompAns))
     throw CodecError("unknown codec id " + std::to_string(p[kOffCodec]) + " at byte offset " +
                          std::to_string(kOffCodec),
                      kOffCodec);

@@ -18,7 +18,9 @@
 
 namespace compcoll {
 
-enum class CodecId : uint8_t { Identity = 0, GaussExp = 1, EntropyExp = 2, Fp8Hadamard = 3 };
+// NvcompAns: nvCOMP's batched ANS in the compcoll container (docs/FORMAT.md); coded and decoded
+// on a GPU only (codec/cuda/nvcomp.h). codec_by_id gives its name; its host functions refuse.
+enum class CodecId : uint8_t { Identity = 0, GaussExp = 1, EntropyExp = 2, Fp8Hadamard = 3, NvcompAns = 4 };
 
 // A damaged, truncated or hostile stream, or a caller error (buffer too small).
 class CodecError : public std::runtime_error {
@@ -95,8 +97,9 @@ const Codec* find_codec(std::string_view name);
 std::vector<std::string_view> codec_names();
 
 // nvCOMP's chunk: its batched API's usual size (its headers advise 64 KiB for ANS decode speed),
-// in which compcoll-bench runs it and the simulator sizes its messages.
-inline constexpr uint64_t kNvcompChunkBytes = 64 * 1024;
+// in which compcoll-bench runs it, the GPU backend of compcoll-run codes messages and the
+// simulator sizes them.
+inline constexpr uint64_t kNvcompChunkBytes = format::kLibraryChunkBytes;
 // The name of nvCOMP's ANS as a codec of compcoll's files: the library codec below, the
 // calibration's curves and ratios, compcoll-bench's rows.
 inline constexpr std::string_view kNvcompAnsName = "nvcomp-ans";
@@ -105,15 +108,26 @@ inline constexpr std::string_view kNvcompAnsName = "nvcomp-ans";
 // ratio come from a calibration measured on a GPU (`compcoll-bench calibrate --device cuda`:
 // the file's curves and `ratios`, docs/CALIBRATION.md), since it has no host implementation
 // here. "nvcomp-ans": nvCOMP's batched ANS over 64 KiB chunks. A message of one is priced as the
-// compcoll container would carry its chunks: the stream header, an offset entry per chunk and
-// the compressed chunks (docs/FORMAT.md).
+// compcoll container carries its chunks (docs/FORMAT.md, codec 4): the stream header, an offset
+// entry per chunk and each compressed chunk behind its size prefix, padded to 16 bytes.
 struct LibraryCodec {
   std::string_view name;     // "nvcomp-ans"
   std::string_view library;  // "nvCOMP"
   uint64_t chunk_bytes;      // uncompressed bytes per chunk
+  CodecId id;                // its container's codec id (codec_by_id: the host's stand-in)
 };
 // nullptr if `name` is not one.
 const LibraryCodec* find_library_codec(std::string_view name);
+// Upper bound of a library codec's stream of `elements` elements, its chunks of at most
+// `max_chunk_bytes` compressed bytes each (the library's bound; docs/FORMAT.md, "nvcomp-ans").
+size_t library_max_encoded_size(const LibraryCodec& codec, DType dtype, uint64_t elements,
+                                uint64_t max_chunk_bytes);
+// Its chunk in elements: chunk_bytes / the element size.
+uint32_t library_chunk_elements(const LibraryCodec& codec, DType dtype);
+// What a receiver expects a library codec's stream of stream_bytes bytes to say (as
+// expected_stream_info: the payload is what follows the offset table). Throws CodecError for a
+// size too small for the header and offset table.
+StreamInfo library_stream_info(const LibraryCodec& codec, DType dtype, uint64_t elements, uint64_t stream_bytes);
 // compcoll's own (find_codec) or a library codec.
 inline bool known_codec(std::string_view name) { return find_codec(name) || find_library_codec(name); }
 

@@ -72,6 +72,19 @@ constexpr uint32_t kFp8DefaultGroup = 128;
 constexpr uint32_t kFp8ScaleBytes = 8;      // s1, s2: fp32 each
 constexpr uint32_t kFp8MaxGroup = 1u << kFp8MaxLog2Group;
 
+// nvcomp-ans chunks (docs/FORMAT.md "nvcomp-ans"): a library's compressed chunk at a
+// kLibraryAlign-aligned stream offset, after a prefix holding its exact size (u32, then zeros),
+// and zero bytes up to a multiple of kLibraryAlign. The payload starts at 32 + 8K, a multiple
+// of 16 when K is even and of 8 when it is odd; every chunk's size is a multiple of 16, so the
+// prefix is 16 bytes for an even K and 8 for an odd one, and every chunk's data is aligned.
+constexpr uint32_t kLibraryAlign = 16;  // nvCOMP's ANS input alignment (nvcompANSRequiredDecompressionAlignment)
+constexpr uint32_t kLibraryChunkBytes = 64 * 1024;  // uncompressed bytes per chunk
+COMPCOLL_HD constexpr uint32_t library_prefix_bytes(uint64_t chunk_count) { return chunk_count % 2 ? 8 : 16; }
+// A chunk's size in the stream for `compressed` bytes of the library's.
+COMPCOLL_HD constexpr uint64_t library_chunk_bytes(uint64_t chunk_count, uint64_t compressed) {
+  return (library_prefix_bytes(chunk_count) + compressed + kLibraryAlign - 1) / kLibraryAlign * kLibraryAlign;
+}
+
 COMPCOLL_HD constexpr uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 COMPCOLL_HD constexpr uint64_t align_up64(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 

@@ -60,9 +60,16 @@ SharedWork shared_work(double seconds, double alone_seconds, int concurrent) {
 
 uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio) {
   const uint64_t raw = elements * dtype_size(dtype);
-  const LibraryCodec* lib = find_library_codec(codec);
-  const uint64_t chunks = lib ? (raw + lib->chunk_bytes - 1) / lib->chunk_bytes
-                              : (elements + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
+  if (const LibraryCodec* lib = find_library_codec(codec)) {
+    // Each chunk at the ratio, behind its size prefix and padded to 16 bytes (FORMAT.md).
+    const uint64_t full = raw / lib->chunk_bytes, tail = raw % lib->chunk_bytes, chunks = full + (tail > 0);
+    const auto chunk = [&](uint64_t bytes) {
+      return format::library_chunk_bytes(chunks, static_cast<uint64_t>(ratio * static_cast<double>(bytes) + 0.5));
+    };
+    return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + full * chunk(lib->chunk_bytes) +
+           (tail > 0 ? chunk(tail) : 0);
+  }
+  const uint64_t chunks = (elements + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
   const double payload = codec == "identity" ? static_cast<double>(raw) : ratio * static_cast<double>(raw);
   return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
 }

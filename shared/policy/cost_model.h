@@ -111,7 +111,8 @@ std::vector<int> rank_endpoints(const sched::Schedule& s, const topo::Topology& 
 // The bytes a message of `elements` elements compressed by `codec` carries: its payload at
 // `ratio` (compressed / uncompressed; identity: the elements as they are) plus the stream's
 // header and an offset entry per chunk (docs/FORMAT.md): chunks of the default chunk size for
-// compcoll's codecs, of the library's chunk size for a library codec (codec/codec.h). The
+// compcoll's codecs; for a library codec (codec/codec.h) chunks of the library's size, each at
+// `ratio` behind its size prefix and padded to 16 bytes, as the container carries them. The
 // simulator and the cost model size every compressed message with it.
 uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio);
 

@@ -192,14 +192,18 @@ TEST_CASE("direct allreduce: batched codec launches, simulator and cost model wi
 
 // A GPU library's codec (nvcomp-ans: nvCOMP's batched ANS, codec/codec.h) is priced as any
 // codec: its calibration curves for its kernels, its messages sized in the library's 64 KiB
-// chunks (an offset entry each) around the payload at its ratio; simulator and cost model alike.
+// chunks (an offset entry each), each at its ratio behind its size prefix (16 bytes for an even
+// chunk count, 8 for an odd one) and padded to 16 bytes; simulator and cost model alike.
 TEST_CASE("a library codec: its curves and its chunks, simulator and cost model within 0.2%", "[sim][cost-model][library-codec]") {
   // 4 MiB of bf16: 64 chunks of 64 KiB for nvCOMP, 128 of compcoll's 16,384 elements.
   const uint64_t elements = uint64_t{2} << 20;
-  CHECK(policy::wire_message_bytes("nvcomp-ans", DType::BF16, elements, 0.5) == 32 + 8 * 64 + (uint64_t{2} << 20));
+  CHECK(policy::wire_message_bytes("nvcomp-ans", DType::BF16, elements, 0.5) == 32 + 8 * 64 + 64 * (16 + 32768));
+  // 3 chunks (the last of 4 KiB): 8-byte prefixes; 0.3 x 65,536 = 19,660.8 -> 19,661 bytes + 8 -> 19,680.
+  CHECK(policy::wire_message_bytes("nvcomp-ans", DType::BF16, 2 * 32768 + 2048, 0.3) ==
+        32 + 8 * 3 + 2 * 19680 + 1248);  // 0.3 x 4,096 = 1,228.8 -> 1,229 + 8 -> 1,248
   CHECK(policy::wire_message_bytes("gauss-exp", DType::BF16, elements, 0.5) == 32 + 8 * 128 + (uint64_t{2} << 20));
   CHECK(policy::wire_message_bytes("identity", DType::BF16, elements, 0.5) == 32 + 8 * 128 + (uint64_t{4} << 20));
-  CHECK(policy::wire_message_bytes("nvcomp-ans", DType::FP32, 1, 1.0) == 32 + 8 + 4);  // one partial chunk
+  CHECK(policy::wire_message_bytes("nvcomp-ans", DType::FP32, 1, 1.0) == 32 + 8 + 16);  // one partial chunk
 
   const calib::Calibration derived = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
   // nvcomp-ans given gauss-exp's curves, then slower made-up ones (20 / 16 us a launch against

@@ -13,6 +13,7 @@
 #include "codec/cuda/element_add.cuh"
 #include "codec/cuda/exponent_kernels.cuh"
 #include "codec/cuda/fp8_kernels.cuh"
+#include "codec/cuda/library_kernels.cuh"
 
 namespace compcoll {
 namespace {
@@ -128,6 +129,8 @@ size_t cuda_encode_scratch_bytes(CodecId codec, DType dtype, uint64_t elements,
       return gpu::scratch_layout(exponent_kind(codec),
                                  format::chunk_count_for(elements, opt.chunk_elements))
           .total;
+    case CodecId::NvcompAns:  // max_encoded_size refused it above (codec/cuda/nvcomp.h codes it)
+      break;
   }
   throw CodecError(
       "cuda_encode_scratch_bytes: unknown codec id " + std::to_string(static_cast<int>(codec)), 0);
@@ -270,6 +273,11 @@ std::string cuda_chunk_status_message(int32_t status) {
     case CudaChunkStatus::BadHeader:
       return "the stream's header is not the expected one (codec, dtype, elements, chunk size or "
              "payload size)";
+    case CudaChunkStatus::LibraryFailed:
+      if (((u >> 8) & 0x7FFFFFu) == 0x7FFFFFu) return "the library's chunk is empty or larger than its slot";
+      return "the library failed on it (its status " + std::to_string((u >> 8) & 0x7FFFFFu) + ")";
+    case CudaChunkStatus::LibraryBadChunk:
+      return "size prefix or padding bytes are not zero";
   }
   return "unknown chunk status " + std::to_string(status);
 }
@@ -414,6 +422,99 @@ StreamInfo cuda_decode_checked(const void* stream_dev, size_t stream_bytes, void
                      payload_at + begin);
   }
   return info;
+}
+
+// ---- library codecs ------------------------------------------------------------------------
+
+void cuda_library_chunk_table(void* base_dev, uint64_t bytes, uint64_t chunk_bytes, void** ptrs_dev,
+                              size_t* sizes_dev, cudaStream_t stream) {
+  if (chunk_bytes == 0) throw CodecError("cuda_library_chunk_table: chunk_bytes is 0", 0);
+  const uint64_t chunks = (bytes + chunk_bytes - 1) / chunk_bytes;
+  if (chunks == 0) return;
+  if (base_dev == nullptr || ptrs_dev == nullptr)
+    throw CodecError("cuda_library_chunk_table: a device pointer is null", 0);
+  gpu::library_table_kernel<<<gpu::library_blocks(chunks, gpu::kLibraryThreads), gpu::kLibraryThreads, 0, stream>>>(
+      static_cast<uint8_t*>(base_dev), bytes, chunk_bytes, chunks, ptrs_dev, sizes_dev);
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+size_t cuda_library_pack_scratch_bytes(uint32_t chunks) { return gpu::library_pack_scratch_bytes(chunks); }
+
+void cuda_library_pack(CodecId codec, DType dtype, uint64_t elements, uint32_t chunk_elements,
+                       const void* slots_dev, uint64_t slot_bytes, const size_t* compressed_bytes_dev,
+                       const int32_t* library_status_dev, void* out_dev, size_t out_capacity,
+                       uint64_t* out_size_dev, int32_t* status_dev, void* scratch_dev, size_t scratch_bytes,
+                       cudaStream_t stream) {
+  const gpu::Geometry g = geometry(elements, chunk_elements);
+  const size_t need = format::kHeaderBytes + size_t{format::kOffsetEntryBytes} * g.chunks +
+                      size_t{g.chunks} * format::library_chunk_bytes(g.chunks, slot_bytes);
+  if (chunk_elements == 0 || out_dev == nullptr || out_size_dev == nullptr)
+    throw CodecError("cuda_library_pack: no chunk size, or a null output", 0);
+  if (!aligned(out_dev, format::kLibraryAlign) || (g.chunks > 0 && !aligned(slots_dev, format::kLibraryAlign)) ||
+      slot_bytes % format::kLibraryAlign != 0)
+    throw CodecError("cuda_library_pack: the stream, the slots and their size must be 16-byte aligned", 0);
+  if (out_capacity < need)
+    throw CodecError("cuda_library_pack: output capacity " + std::to_string(out_capacity) + " < " +
+                         std::to_string(need) + " bytes needed",
+                     0);
+  if (g.chunks > 0 && (compressed_bytes_dev == nullptr || status_dev == nullptr ||
+                       scratch_bytes < gpu::library_pack_scratch_bytes(g.chunks) || scratch_dev == nullptr))
+    throw CodecError("cuda_library_pack: null sizes or statuses, or scratch under " +
+                         std::to_string(gpu::library_pack_scratch_bytes(g.chunks)) + " bytes",
+                     0);
+  auto* out = static_cast<uint8_t*>(out_dev);
+  const gpu::HeaderPrefix header = gpu::make_header_prefix(codec, dtype, g);
+  if (g.chunks == 0) return gpu::launch_finish(out, header, g, nullptr, 0, out_size_dev, stream);
+  const gpu::LibraryPackScratch s = gpu::bind_library_scratch(scratch_dev, g.chunks);
+  const uint32_t blocks = gpu::library_blocks(g.chunks, gpu::kLibraryThreads);
+  gpu::library_sizes_kernel<<<blocks, gpu::kLibraryThreads, 0, stream>>>(compressed_bytes_dev, library_status_dev,
+                                                                         g.chunks, slot_bytes, s.chunk_bytes, status_dev);
+  size_t temp = s.scan_temp_bytes;
+  COMPCOLL_CUDA_CHECK(cub::DeviceScan::InclusiveSum(s.scan_temp, temp, s.chunk_bytes, s.chunk_end, g.chunks, stream));
+  const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
+  gpu::library_pack_kernel<<<std::min<uint32_t>(g.chunks, 65535), gpu::kLibraryThreads, 0, stream>>>(
+      static_cast<const uint8_t*>(slots_dev), slot_bytes, compressed_bytes_dev, status_dev, s.chunk_end, g.chunks,
+      payload_at, out);
+  gpu::launch_finish(out, header, g, s.chunk_end, 0, out_size_dev, stream);
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+void cuda_library_unpack(const StreamInfo& info, const void* stream_dev, size_t stream_bytes, void** chunks_dev,
+                         size_t* compressed_bytes_dev, int32_t* status_dev, cudaStream_t stream) {
+  const uint32_t c = info.chunk_elements;
+  if (c == 0 || info.chunk_count != format::chunk_count_for(info.elements, c))
+    throw CodecError("cuda_library_unpack: chunk_count " + std::to_string(info.chunk_count) +
+                         " does not match elements " + std::to_string(info.elements),
+                     0);
+  const uint64_t table_end = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * info.chunk_count;
+  if (table_end > stream_bytes || info.payload_bytes != stream_bytes - table_end)
+    throw CodecError("cuda_library_unpack: header, offset table and payload of " + std::to_string(info.payload_bytes) +
+                         " bytes are not the stream's " + std::to_string(stream_bytes) + " bytes",
+                     stream_bytes);
+  if (info.chunk_count == 0) return;
+  if (stream_dev == nullptr || chunks_dev == nullptr || compressed_bytes_dev == nullptr || status_dev == nullptr)
+    throw CodecError("cuda_library_unpack: a device pointer is null", 0);
+  if (!aligned(stream_dev, format::kLibraryAlign))
+    throw CodecError("cuda_library_unpack: the stream must be 16-byte aligned", 0);
+  gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes, {}};
+  const gpu::HeaderPrefix prefix = gpu::make_header_prefix(info.codec, info.dtype, d.g);
+  std::memcpy(d.header, prefix.bytes, format::kOffPayloadBytes);
+  format::store_u64(d.header + format::kOffPayloadBytes, info.payload_bytes);
+  gpu::library_unpack_kernel<<<gpu::library_blocks(info.chunk_count, gpu::kLibraryThreads), gpu::kLibraryThreads, 0,
+                               stream>>>(static_cast<const uint8_t*>(stream_dev), d, chunks_dev, compressed_bytes_dev,
+                                         status_dev);
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+void cuda_library_finish(uint32_t chunks, const int32_t* library_status_dev, const size_t* decoded_bytes_dev,
+                         const size_t* expected_bytes_dev, int32_t* status_dev, cudaStream_t stream) {
+  if (chunks == 0) return;
+  if (library_status_dev == nullptr || decoded_bytes_dev == nullptr || expected_bytes_dev == nullptr ||
+      status_dev == nullptr)
+    throw CodecError("cuda_library_finish: a device pointer is null", 0);
+  gpu::library_finish_kernel<<<gpu::library_blocks(chunks, gpu::kLibraryThreads), gpu::kLibraryThreads, 0, stream>>>(
+      chunks, library_status_dev, decoded_bytes_dev, expected_bytes_dev, status_dev);
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
 }  // namespace compcoll

@@ -90,6 +90,8 @@ enum class CudaChunkStatus : uint8_t {
   Fp8BadHeader,      // fp8-hadamard: group size, fp8 format or reserved byte 3 invalid
   Fp8BadScale,       // fp8-hadamard: a scale is negative or not finite; bits 8..30: the group
   BadHeader,         // the stream's header is not the one `info` describes (every chunk says so)
+  LibraryFailed,     // a library codec (nvcomp-ans) failed on the chunk; bits 8..30: its status
+  LibraryBadChunk,   // a library codec's chunk: size prefix or padding bytes are not zero
 };
 
 // What a status word means, one line in the host decoder's words
@@ -129,5 +131,49 @@ void cuda_decode_add(const StreamInfo& info, const void* stream_dev, size_t stre
 // Allocates its status array stream-ordered (cudaMallocAsync) and frees it.
 StreamInfo cuda_decode_checked(const void* stream_dev, size_t stream_bytes, void* out_dev,
                                size_t out_capacity, cudaStream_t stream);
+
+// ---- library codecs: the compcoll container around a library's chunks -------------------
+// A library codec (nvcomp-ans: codec/cuda/nvcomp.h) compresses a message's 64 KiB chunks in one
+// batched call into slots of its own; these kernels put them into the container of
+// docs/FORMAT.md ("nvcomp-ans") and find them in it again, on the device: nothing is read back
+// to the host, allocated or synchronised, and the library's per-chunk status becomes the
+// chunk's CudaChunkStatus. The stream (out_dev, stream_dev) must be 16-byte aligned
+// (format::kLibraryAlign), so that every chunk's data is where the library may read it.
+
+// ptrs_dev[j] = base_dev + j * chunk_bytes and, when sizes_dev is not null, sizes_dev[j] =
+// min(chunk_bytes, bytes - j * chunk_bytes), for the ceil(bytes / chunk_bytes) chunks: the
+// arrays of a batched call over `bytes` bytes at base_dev (or over slots of chunk_bytes each).
+void cuda_library_chunk_table(void* base_dev, uint64_t bytes, uint64_t chunk_bytes, void** ptrs_dev,
+                              size_t* sizes_dev, cudaStream_t stream);
+
+// Device scratch bytes cuda_library_pack needs for `chunks` chunks.
+size_t cuda_library_pack_scratch_bytes(uint32_t chunks);
+
+// Writes the stream of `elements` elements of `dtype` in chunks of chunk_elements, coded by the
+// library codec `codec`: chunk j is compressed_bytes_dev[j] bytes at slots_dev + j * slot_bytes
+// (16-byte aligned, at most slot_bytes). *out_size_dev receives the stream's size. Where
+// library_status_dev[j] (the library's status, 0: success; may be null) is not 0, or the size
+// exceeds the slot, the chunk is written empty and status_dev[j] says so (LibraryFailed);
+// otherwise status_dev[j] = 0. out_capacity must be library_max_encoded_size(...) for slot_bytes
+// (codec.h) or more.
+void cuda_library_pack(CodecId codec, DType dtype, uint64_t elements, uint32_t chunk_elements,
+                       const void* slots_dev, uint64_t slot_bytes, const size_t* compressed_bytes_dev,
+                       const int32_t* library_status_dev, void* out_dev, size_t out_capacity,
+                       uint64_t* out_size_dev, int32_t* status_dev, void* scratch_dev, size_t scratch_bytes,
+                       cudaStream_t stream);
+
+// Reads the stream a receiver expects (`info`: library_stream_info(), codec.h): checks its
+// header against `info` byte for byte, and each chunk's offsets, size prefix and padding. For a
+// sound chunk: chunks_dev[j] its data, compressed_bytes_dev[j] the library's size of it and
+// status_dev[j] = 0; for a damaged one, chunks_dev[j] = stream_dev, compressed_bytes_dev[j] = 0
+// and status_dev[j] says what is wrong (the library is then handed an empty chunk).
+void cuda_library_unpack(const StreamInfo& info, const void* stream_dev, size_t stream_bytes, void** chunks_dev,
+                         size_t* compressed_bytes_dev, int32_t* status_dev, cudaStream_t stream);
+
+// After the library's decompression of `chunks` chunks: status_dev[j], where still 0, becomes
+// LibraryFailed (library_status_dev[j] is not 0) or SizeMismatch (decoded_bytes_dev[j] is not
+// expected_bytes_dev[j]).
+void cuda_library_finish(uint32_t chunks, const int32_t* library_status_dev, const size_t* decoded_bytes_dev,
+                         const size_t* expected_bytes_dev, int32_t* status_dev, cudaStream_t stream);
 
 }  // namespace compcoll

@@ -1,0 +1,147 @@
+// shared/codec/cuda/library_kernels.cuh — the compcoll container around a library codec's
+// chunks (codec_cuda.h, "library codecs"; docs/FORMAT.md, "nvcomp-ans"), on the device: the
+// chunk tables of a batched call, the packing of the library's slots into the stream (sizes,
+// CUB's scan, the chunks behind their size prefixes, then finish_kernel's offset table and
+// header), and on the receiving side the check of the stream and of every chunk before the
+// library reads it. Included by codec_cuda.cu after exponent_kernels.cuh, whose container
+// helpers it uses.
+#pragma once
+
+#include <cub/device/device_scan.cuh>
+
+#include <cstdint>
+
+#include "codec/cuda/check.h"
+#include "codec/cuda/codec_cuda.h"
+#include "codec/format.h"
+
+namespace compcoll::gpu {
+
+constexpr uint32_t kLibraryThreads = 128;
+
+inline uint32_t library_blocks(uint64_t items, uint32_t per_block) {
+  return static_cast<uint32_t>(std::clamp<uint64_t>((items + per_block - 1) / per_block, 1, 65535));
+}
+
+__global__ void library_table_kernel(uint8_t* base, uint64_t bytes, uint64_t chunk_bytes, uint64_t chunks,
+                                     void** ptrs, size_t* sizes) {
+  for (uint64_t j = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < chunks; j += uint64_t{gridDim.x} * blockDim.x) {
+    const uint64_t at = j * chunk_bytes;
+    ptrs[j] = base + at;
+    if (sizes != nullptr) sizes[j] = static_cast<size_t>(bytes - at < chunk_bytes ? bytes - at : chunk_bytes);
+  }
+}
+
+__device__ inline int32_t library_failed(int32_t library_status) {
+  return static_cast<int32_t>(static_cast<uint32_t>(CudaChunkStatus::LibraryFailed) |
+                              ((static_cast<uint32_t>(library_status) & 0x7FFFFFu) << 8));
+}
+
+// Each chunk's size in the stream, and its status: a chunk the library failed on (or whose size
+// is past its slot) is written without data.
+__global__ void library_sizes_kernel(const size_t* compressed, const int32_t* library_status, uint32_t chunks,
+                                     uint64_t slot_bytes, uint64_t* chunk_bytes, int32_t* status) {
+  for (uint64_t j = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < chunks; j += uint64_t{gridDim.x} * blockDim.x) {
+    const int32_t lib = library_status != nullptr ? library_status[j] : 0;
+    const bool ok = lib == 0 && compressed[j] > 0 && compressed[j] <= slot_bytes;
+    status[j] = ok ? 0 : library_failed(lib != 0 ? lib : -1);
+    chunk_bytes[j] = format::library_chunk_bytes(chunks, ok ? compressed[j] : 0);
+  }
+}
+
+// One block a chunk (grid-stride): its size prefix (u32, then zeros), its data (whole 16-byte
+// words from its slot where they lie inside the library's bytes), then zeros to its end.
+__global__ void library_pack_kernel(const uint8_t* slots, uint64_t slot_bytes, const size_t* compressed,
+                                    const int32_t* status, const uint64_t* chunk_end, uint32_t chunks,
+                                    uint64_t payload_at, uint8_t* out) {
+  const uint32_t prefix = format::library_prefix_bytes(chunks);
+  for (uint64_t j = blockIdx.x; j < chunks; j += gridDim.x) {
+    const uint64_t begin = j == 0 ? 0 : chunk_end[j - 1];
+    const uint64_t size = chunk_end[j] - begin;
+    const uint64_t c = status[j] == 0 ? compressed[j] : 0;
+    uint8_t* o = out + payload_at + begin;
+    const uint8_t* in = slots + j * slot_bytes;
+    for (uint32_t b = threadIdx.x; b < prefix; b += blockDim.x)
+      o[b] = b < 4 ? static_cast<uint8_t>(c >> (8 * b)) : 0;
+    uint8_t* data = o + prefix;  // 16-byte aligned (the stream is)
+    const uint64_t words = (size - prefix) / 16;
+    for (uint64_t w = threadIdx.x; w < words; w += blockDim.x) {
+      if (16 * w + 16 <= c) {
+        reinterpret_cast<uint4*>(data)[w] = reinterpret_cast<const uint4*>(in)[w];
+      } else {
+        for (uint32_t i = 0; i < 16; ++i) data[16 * w + i] = 16 * w + i < c ? in[16 * w + i] : 0;
+      }
+    }
+    for (uint64_t b = 16 * words + threadIdx.x; b < size - prefix; b += blockDim.x) data[b] = b < c ? in[b] : 0;
+  }
+}
+
+// One thread a chunk: the stream's header against the expected one, the chunk's offsets, its
+// size prefix and padding; then its data and size for the library, or an empty chunk.
+__global__ void library_unpack_kernel(const uint8_t* stream, DecodeGeometry d, void** chunks_out,
+                                      size_t* compressed, int32_t* status) {
+  const uint32_t chunks = d.g.chunks;
+  const uint32_t prefix = format::library_prefix_bytes(chunks);
+  for (uint64_t j = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < chunks; j += uint64_t{gridDim.x} * blockDim.x) {
+    int32_t st = 0;
+    for (uint32_t i = 0; i < format::kHeaderBytes && st == 0; ++i)
+      if (stream[i] != d.header[i]) st = status_of(CudaChunkStatus::BadHeader);
+    uint64_t begin = 0, end = 0, c = 0;
+    const uint8_t* o = stream;
+    if (st == 0) {
+      const uint8_t* table = stream + format::kHeaderBytes;
+      begin = j == 0 ? 0 : format::load_u64(table + format::kOffsetEntryBytes * (j - 1));
+      end = format::load_u64(table + format::kOffsetEntryBytes * j);
+      if (begin > end || end > d.payload_bytes || begin % format::kLibraryAlign != 0 ||
+          end % format::kLibraryAlign != 0 || (j + 1 == chunks && end != d.payload_bytes) || end - begin < prefix)
+        st = status_of(CudaChunkStatus::BadOffsets);
+    }
+    if (st == 0) {
+      o = stream + d.payload_at + begin;
+      c = format::load_u32(o);
+      if (c == 0 || format::library_chunk_bytes(chunks, c) != end - begin) st = status_of(CudaChunkStatus::SizeMismatch);
+      for (uint32_t b = 4; b < prefix && st == 0; ++b)
+        if (o[b] != 0) st = status_of(CudaChunkStatus::LibraryBadChunk);
+      for (uint64_t b = prefix + c; b < end - begin && st == 0; ++b)
+        if (o[b] != 0) st = status_of(CudaChunkStatus::LibraryBadChunk);
+    }
+    chunks_out[j] = const_cast<uint8_t*>(st == 0 ? o + prefix : stream);
+    compressed[j] = st == 0 ? static_cast<size_t>(c) : 0;
+    status[j] = st;
+  }
+}
+
+__global__ void library_finish_kernel(uint32_t chunks, const int32_t* library_status, const size_t* decoded,
+                                      const size_t* expected, int32_t* status) {
+  for (uint64_t j = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < chunks; j += uint64_t{gridDim.x} * blockDim.x) {
+    if (status[j] != 0) continue;
+    if (library_status[j] != 0) status[j] = library_failed(library_status[j]);
+    else if (decoded[j] != expected[j]) status[j] = status_of(CudaChunkStatus::SizeMismatch);
+  }
+}
+
+// cuda_library_pack's scratch: each chunk's size in the stream, their inclusive sums, CUB's
+// scan storage; each at a 256-byte boundary of the (aligned) base.
+struct LibraryPackScratch {
+  uint64_t* chunk_bytes;
+  uint64_t* chunk_end;
+  void* scan_temp;
+  size_t scan_temp_bytes;
+};
+
+inline size_t library_pack_scratch_bytes(uint32_t chunks) {
+  if (chunks == 0) return 0;
+  constexpr size_t kAlign = 256;
+  const size_t array = format::align_up64(sizeof(uint64_t) * chunks, kAlign);
+  return kAlign + 2 * array + cub_scan_temp_bytes(chunks);
+}
+
+inline LibraryPackScratch bind_library_scratch(void* scratch, uint32_t chunks) {
+  constexpr size_t kAlign = 256;
+  const size_t array = format::align_up64(sizeof(uint64_t) * chunks, kAlign);
+  auto* base = reinterpret_cast<uint8_t*>(format::align_up64(reinterpret_cast<uintptr_t>(scratch), kAlign));
+  return {reinterpret_cast<uint64_t*>(base), reinterpret_cast<uint64_t*>(base + array), base + 2 * array,
+          cub_scan_temp_bytes(chunks)};
+}
+
+}  // namespace compcoll::gpu
