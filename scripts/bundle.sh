@@ -24,9 +24,8 @@
 # driver (libcuda, loaded by the CUDA runtime), and without --with-nvidia-libs NCCL (its library
 # alone is about 210 MB): env.sh finds it in COMPCOLL_NCCL_LIB, the system (ldconfig), the
 # nvidia-nccl-cu13 wheel of python3, or /usr/local/cuda/lib{,64}; and nvCOMP (25 MB, opened at
-# run time by compcoll-bench when present): COMPCOLL_NVCOMP_LIB or the nvidia-libnvcomp-cu13
-# wheel. Needs patchelf
-# (scripts/setup.sh installs it).
+# run time by compcoll-bench and compcoll-run when present): COMPCOLL_NVCOMP_LIB or the
+# nvidia-libnvcomp-cu13 wheel. Needs patchelf (scripts/setup.sh installs it).
 # `tar -C OUT/.. -czf compcoll.tar.gz $(basename OUT)` packs it (docs/BUNDLE.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -199,7 +198,8 @@ elif [ "$nccl_dir" != system ]; then
   export LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 export COMPCOLL_NCCL_DIR=$nccl_dir
-# nvCOMP (compcoll-bench codec --device cuda opens libnvcomp.so.6 at run time, when it is there):
+# nvCOMP (compcoll-bench codec --device cuda and compcoll-run's nvcomp-ans open libnvcomp.so.6 at
+# run time, when it is there):
 # COMPCOLL_NVCOMP_LIB, the bundle's own (lib/nvidia), or the nvidia-libnvcomp-cu13 wheel of python3.
 if [ -n "${COMPCOLL_NVCOMP_LIB:-}" ]; then
   nvcomp_dir=$COMPCOLL_NVCOMP_LIB

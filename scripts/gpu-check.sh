@@ -14,7 +14,7 @@
 #   3. the NCCL transport on one rank: CUDA codecs inside the executor, ncclAllReduce
 #      (compcoll_real_tests "[nccl]" under mpirun -np 1);
 #   4. compcoll-run with the nccl backend on one GPU (experiments/smoke-cpu.yaml, every row
-#      checked);
+#      checked), and again with nvCOMP's ANS as its codec (nvcomp-ans) where libnvcomp.so.6 loads;
 #   5. compcoll-bench calibrate --device cuda --data <the bundle's or repository's tests/data>
 #      -> OUT_DIR/calibration/<gpu>.yaml (h100.yaml on an H100; copy it to calibration/ to feed
 #      the simulator);
@@ -43,7 +43,7 @@
 # and identity encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
 # the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
 # calibration).
-# Each step runs under `timeout` (the limits below: 21 minutes in all, --quick 13.5; the repository's build gets
+# Each step runs under `timeout` (the limits below: 22 minutes in all, --quick 13.5; the repository's build gets
 # 30 more). From a bundle on one H200 the whole check took 6.4 minutes, 6 of them calibrate
 # (calibration/logs/h200-2026-11-26/). A step counts as failed when it exits non-zero
 # (the summary included), runs out of time, or has a test that reports SKIPPED (here a skip
@@ -134,7 +134,7 @@ mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
 [ $quick = 1 ] && cal="$out/calibration/$slug-bf16-quick.yaml"
 codec_rows="$out/codec-cuda.jsonl"
-# The limits, in seconds, together 21 minutes (--quick: 13.5; compute-sanitizer's two cases
+# The limits, in seconds, together 22 minutes (--quick: 13.5; compute-sanitizer's two cases
 # 2 of them). calibrate took 360 s on one
 # H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
 step cuda-tests 150 "$tests" "[cuda]"
@@ -208,6 +208,12 @@ else
   step nccl-tests 90 mpirun -np 1 "$real_tests" "[nccl]"
   step run-nccl 90 bash -c "mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
     --set run.gpus_per_node=1 --out '$out/run-nccl' | tee /dev/stderr | grep -qx '# OK'"
+  # nvcomp-ans inside the same plans (its ratio fixed: the model column only needs one).
+  if grep -q '^nvcomp: loaded' "$out/nvcomp.log"; then
+    step run-nccl-nvcomp 60 bash -c "mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
+      --set run.gpus_per_node=1 --set 'codecs=[identity, nvcomp-ans]' --set 'ratios.fixed={nvcomp-ans: 0.7}' \
+      --out '$out/run-nccl-nvcomp' | tee /dev/stderr | grep -qx '# OK'"
+  fi
   step calibrate 480 "$bench" calibrate --device cuda --data "$here/tests/data" --out "$cal"
   step codec-cuda 150 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
     tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:32M >'$codec_rows' && \

@@ -986,14 +986,15 @@ int run_calibrate(int argc, char** argv) {
       statement << " " << kNvcompAns << ": nvCOMP's batched ANS (" << nvcomp_version_text
                 << ", libnvcomp.so.6 opened at run time; data_type FLOAT16 for bf16 and fp16, FLOAT32 for fp32, "
                 << "otherwise its default options) on the same prefixes, on the same stream and with the same "
-                << "CUDA-event timing, each prefix cut into " << (kNvcompChunkBytes / 1024)
-                << " KiB chunks read in place (the last holds the rest). compress times one "
+                << "CUDA-event timing, as compcoll-run's GPU backend runs it (nvcomp_ans_encode and "
+                << "nvcomp_ans_decode, codec/cuda/nvcomp.h), each prefix cut into " << (kNvcompChunkBytes / 1024)
+                << " KiB chunks read in place (the last holds the rest). compress times the chunk tables, one "
                 << "nvcompBatchedANSCompressAsync over all the chunks into slots of the API's maximum compressed "
-                << "chunk size each; decompress times one nvcompBatchedANSDecompressAsync of those chunks into a "
-                << "buffer of the prefix's size. Each curve times nvCOMP's batched call alone, not packing the "
-                << "compressed chunks (and their sizes) into one message. Each point is checked by one more, "
-                << "untimed decompress into a poisoned buffer: every chunk's status, its decoded size and every "
-                << "byte against the input. ratios: " << kNvcompAns << "'s compressed payload (the chunks' "
+                << "chunk size each and their packing into compcoll's container (docs/FORMAT.md); decompress "
+                << "the container's check, one nvcompBatchedANSDecompressAsync into a buffer of the prefix's size "
+                << "and the chunks' statuses. Each point is checked as compcoll's codecs are: one more, untimed "
+                << "round trip into a poisoned buffer, every chunk's status and every byte against the input. "
+                << "ratios: " << kNvcompAns << "'s compressed payload (the chunks' "
                 << "compressed bytes, without their sizes) over the uncompressed bytes, per dtype and tensor kind "
                 << "of the inputs (a file's kind is its name up to the first '.'), each kind's tensors concatenated "
                 << "in file-name order, not tiled, and checked the same way; bytes: the uncompressed bytes "
@@ -1111,25 +1112,13 @@ int run_calibrate(int argc, char** argv) {
         finish();
       }
 #ifdef COMPCOLL_HAVE_NVCOMP
-      // nvcomp-ans on the same prefixes of the same input on the device: one run of nvCOMP's
-      // batched compress and decompress per size, timed as the kernels are, then checked.
+      // nvcomp-ans on the same prefixes of the same input on the device, as compcoll-run's GPU
+      // backend runs it (codec/cuda/nvcomp.h: nvCOMP's batched calls and the container), timed
+      // and checked as compcoll's codecs are.
       if (opt.nvcomp) {
-        for (uint64_t b : sizes) {
-          CudaPeerContext ctx = cuda_peer_context(*device, timing);
-          ctx.bytes = b;
-          const PeerResult r = run_nvcomp_peer(kNvcompAns, ctx, input);
-          for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress}) {
-            if (!has_op(op)) continue;
-            Measurement m;
-            m.seconds = op == calib::Op::Compress ? r.encode_seconds : r.decode_seconds;
-            m.samples = op == calib::Op::Compress ? r.encode_samples : r.decode_samples;
-            m.wrong = r.ok ? 0 : 1;
-            record(op, kNvcompAns, dtype, dt, b, m, r.ok ? "0" : "FAIL");
-          }
-          if (!r.ok)
-            std::printf("# %s %s %llu bytes: FAILED: %s\n", kNvcompAns.c_str(), dt.c_str(),
-                        static_cast<unsigned long long>(b), r.error.c_str());
-        }
+        for (uint64_t b : sizes)
+          for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress})
+            if (has_op(op)) row(op, &codec_by_id(CodecId::NvcompAns), dtype, dt, b);
         finish();
       }
 #endif

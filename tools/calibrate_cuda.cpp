@@ -5,6 +5,8 @@
 // Checks are separate, untimed passes against the host input and the host reduce_add.
 // `codec --device cuda` (compcoll_bench.cpp) times the codecs through the same device, and
 // peers (nvCOMP, tools/nvcomp_peer.h) through cuda_peer_context: its input, stream and timing.
+// Where nvCOMP loads, the device also runs nvcomp-ans as compcoll-run's GPU backend does
+// (codec/cuda/nvcomp.h): calibrate's curves of it.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -18,6 +20,9 @@
 #include "codec/cuda/check.h"
 #include "codec/cuda/codec_cuda.h"
 #include "codec/cuda/reduce_cuda.h"
+#ifdef COMPCOLL_HAVE_NVCOMP
+#include "codec/cuda/nvcomp.h"
+#endif
 #include "codec/reduce.h"
 #include "nvcomp_peer.h"
 
@@ -77,6 +82,13 @@ class CudaDevice : public CalibrationDevice {
       stream_cap = std::max(stream_cap, max_encoded_size(c, dtype, elements, encode_));
       scratch = std::max(scratch, cuda_encode_scratch_bytes(c.id(), dtype, elements, encode_));
     }
+#ifdef COMPCOLL_HAVE_NVCOMP
+    if (nvcomp_unavailable().empty()) {  // nvcomp-ans as compcoll-run runs it (calibrate's curves)
+      stream_cap = std::max(stream_cap, nvcomp_ans_max_encoded_size(dtype, elements));
+      scratch = std::max({scratch, nvcomp_ans_encode_scratch_bytes(dtype, elements),
+                          nvcomp_ans_decode_scratch_bytes(dtype, elements)});
+    }
+#endif
     in_.allocate(input.size());
     out_.allocate(input.size());
     stream_buf_.allocate(stream_cap);
@@ -207,9 +219,19 @@ class CudaDevice : public CalibrationDevice {
   }
 
  private:
+  // nvcomp-ans through codec/cuda/nvcomp.h (its encode's per-chunk statuses go to status_,
+  // which the decode that every check runs after it overwrites); compcoll's codecs through
+  // cuda_encode / cuda_decode.
   void encode_prefix(const Codec& codec, uint64_t elements) {
-    cuda_encode(codec.id(), dtype_, in_.get(), elements, stream_buf_.get(), stream_buf_.bytes(),
-                static_cast<uint64_t*>(size_dev_.get()), scratch_.get(), scratch_.bytes(), encode_, stream_);
+#ifdef COMPCOLL_HAVE_NVCOMP
+    if (codec.id() == CodecId::NvcompAns)
+      nvcomp_ans_encode(dtype_, in_.get(), elements, stream_buf_.get(), stream_buf_.bytes(),
+                        static_cast<uint64_t*>(size_dev_.get()), static_cast<int32_t*>(status_.get()), scratch_.get(),
+                        scratch_.bytes(), stream_);
+    else
+#endif
+      cuda_encode(codec.id(), dtype_, in_.get(), elements, stream_buf_.get(), stream_buf_.bytes(),
+                  static_cast<uint64_t*>(size_dev_.get()), scratch_.get(), scratch_.bytes(), encode_, stream_);
     encoded_.codec = &codec;
     encoded_.elements = elements;
     encoded_.info_valid = false;
@@ -224,6 +246,11 @@ class CudaDevice : public CalibrationDevice {
     encoded_.info_valid = true;
   }
   void decode_prefix(uint64_t bytes) {
+#ifdef COMPCOLL_HAVE_NVCOMP
+    if (encoded_.info.codec == CodecId::NvcompAns)
+      return nvcomp_ans_decode(dtype_, encoded_.elements, stream_buf_.get(), encoded_.size, out_.get(),
+                               static_cast<int32_t*>(status_.get()), scratch_.get(), scratch_.bytes(), stream_);
+#endif
     cuda_decode(encoded_.info, stream_buf_.get(), encoded_.size, out_.get(), bytes,
                 static_cast<int32_t*>(status_.get()), stream_);
   }

@@ -285,8 +285,18 @@ TEST_CASE("cuda: damaged library containers give per-chunk errors, never a crash
 
 #ifdef COMPCOLL_HAVE_NVCOMP
 
+// Where libnvcomp.so.6 does not load (a bundle without it), the nvCOMP cases say so and stop;
+// in the build tree it must load (ctest bench_nvcomp_loads fails otherwise).
+#define SKIP_WITHOUT_NVCOMP()                                            \
+  do {                                                                   \
+    if (const std::string why = nvcomp_unavailable(); !why.empty()) {    \
+      WARN("SKIPPED: " << why);                                          \
+      return;                                                            \
+    }                                                                    \
+  } while (0)
+
 TEST_CASE("nvcomp: the library loads and bounds nvcomp-ans without a GPU", "[nvcomp]") {
-  REQUIRE(nvcomp_unavailable().empty());
+  SKIP_WITHOUT_NVCOMP();
   CHECK_THAT(nvcomp_version(), Catch::StartsWith("nvCOMP 6."));
   // nvCOMP's bound for a 64 KiB chunk exceeds it (ANS may expand), in the container.
   const size_t most = nvcomp_ans_max_encoded_size(DType::BF16, 3 * 32768 + 5);
@@ -296,7 +306,7 @@ TEST_CASE("nvcomp: the library loads and bounds nvcomp-ans without a GPU", "[nvc
 
 TEST_CASE("cuda: nvcomp-ans round trips bit-exact from aligned and unaligned buffers", "[cuda][nvcomp]") {
   SKIP_WITHOUT_CUDA();
-  REQUIRE(nvcomp_unavailable().empty());
+  SKIP_WITHOUT_NVCOMP();
   for (DType dtype : {DType::BF16, DType::FP16, DType::FP32}) {
     const uint64_t per_chunk = library_chunk_elements(ans(), dtype);
     for (uint64_t elements : {uint64_t{1}, per_chunk, 2 * per_chunk, 3 * per_chunk + 5, 40 * per_chunk + 1}) {

@@ -1,7 +1,8 @@
 // tests/real/test_nccl.cpp — the GPU side of the real executor with one rank: an NCCL
 // communicator of size 1 (bootstrapped over MPI_COMM_SELF), the CUDA backend with the codec
-// kernels inside the executor, and NCCL's own allreduce. Prints "SKIPPED" (a Catch2 warning)
-// and checks nothing where no GPU is present; built only with CUDA and NCCL.
+// kernels (and, where the build has nvCOMP, nvcomp-ans) inside the executor, and NCCL's own
+// allreduce. Prints "SKIPPED" (a Catch2 warning) and checks nothing where no GPU is present;
+// built only with CUDA and NCCL.
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
@@ -37,7 +38,11 @@ TEST_CASE("nccl: CUDA codecs inside the executor round-trip real gradients bit-e
   SKIP_WITHOUT_GPU();
   NcclSetup g = make_nccl_backend(MPI_COMM_SELF, 0);
   REQUIRE(g.transport->size() == 1);
-  for (const char* codec_name : {"gauss-exp", "entropy-exp"}) {
+  std::vector<std::string> codecs = {"gauss-exp", "entropy-exp"};
+#ifdef COMPCOLL_HAVE_NVCOMP
+  codecs.push_back(std::string(kNvcompAnsName));  // nvCOMP's batched ANS through the backend
+#endif
+  for (const std::string& codec_name : codecs) {
     INFO(codec_name);
     // compress input -> wire0 -> decompress -> output: one rank, no transfers.
     sched::Schedule s;
@@ -50,7 +55,8 @@ TEST_CASE("nccl: CUDA codecs inside the executor round-trip real gradients bit-e
     p.ops = {{sched::OpKind::Compress, -1, {sched::BufKind::Input, 0, 0, s.count}, sched::wire_slice(0), {}, 0},
              {sched::OpKind::Decompress, -1, sched::wire_slice(0), {sched::BufKind::Output, 0, 0, s.count}, {0}, 0}};
     ExecutorOptions opt;
-    opt.codec = find_codec(codec_name);
+    const LibraryCodec* lib = find_library_codec(codec_name);
+    opt.codec = lib ? &codec_by_id(lib->id) : find_codec(codec_name);
     Executor ex(s, 0, *g.transport, *g.backend, opt);
     const auto in = timing_input(DType::BF16, s.count, 0, COMPCOLL_TEST_DATA_DIR, "grad");
     g.backend->upload(ex.input(), in.data(), in.size());
