@@ -357,11 +357,11 @@ Schedule nccl_alltoall(const std::vector<std::vector<uint64_t>>& counts, DType d
   // NCCL_P2P_NET_CHUNKSIZE = 128 KiB): at most 8 pieces of at least 128 KiB (the block itself
   // where it is smaller), so that the relay's hop across nodes overlaps its hop inside the node.
   const auto pieces = [&](const Slice& block) {
-    const uint64_t k = nccl_relay_pieces(block.count * dtype_size(dtype));
+    const auto k = static_cast<int>(nccl_relay_pieces(block.count * dtype_size(dtype)));
     std::vector<Slice> out;
-    for (uint64_t j = 0; j < k; ++j) {
-      const uint64_t begin = block.count * j / k, end = block.count * (j + 1) / k;
-      out.push_back(Slice{block.buf, block.index, block.offset + begin, end - begin});
+    for (int j = 0; j < k; ++j) {
+      const Block b = block_of(block.count, k, j);
+      out.push_back(Slice{block.buf, block.index, block.offset + b.begin, b.count()});
     }
     return out;
   };

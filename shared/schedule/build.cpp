@@ -148,13 +148,13 @@ Schedule dispatch(const BuildSpec& s) {
         if (s.placement != Placement::None) fail("all-to-all " + a + " as NCCL's exchange: placement must be none");
         if (a == "pxn") nodes_of(s);  // whole nodes
         const int g = a == "pxn" ? s.gpus_per_node : 1;
-        std::vector<int> node_of = s.nccl_nodes;
-        if (node_of.empty())
-          for (int r = 0; r < s.nranks; ++r) node_of.push_back(r / std::max(s.gpus_per_node, 1));
-        if (static_cast<int>(node_of.size()) != s.nranks)
-          fail("all-to-all as NCCL's exchange: " + std::to_string(node_of.size()) + " nodes given for " +
+        if (s.nccl_nodes.empty())
+          return nccl_alltoall(a2a_counts(s), s.dtype,
+                               NcclP2pRounds::node_major(s.nranks, std::max(s.gpus_per_node, 1), s.nccl_p2p_channels), g);
+        if (static_cast<int>(s.nccl_nodes.size()) != s.nranks)
+          fail("all-to-all as NCCL's exchange: " + std::to_string(s.nccl_nodes.size()) + " nodes given for " +
                std::to_string(s.nranks) + " ranks");
-        return nccl_alltoall(a2a_counts(s), s.dtype, NcclP2pRounds(node_of, s.nccl_p2p_channels), g);
+        return nccl_alltoall(a2a_counts(s), s.dtype, NcclP2pRounds(s.nccl_nodes, s.nccl_p2p_channels), g);
       }
       if (a == "direct") return alltoall(a2a_counts(s), s.dtype, AllToAllOrder::Direct, s.placement);
       if (a == "pairwise") return alltoall(a2a_counts(s), s.dtype, AllToAllOrder::Pairwise, s.placement);

@@ -53,10 +53,10 @@ NcclP2pRounds::NcclP2pRounds(const std::vector<int>& node_of, int p2p_channels) 
   local_pos_ = positions(local_);
 }
 
-NcclP2pRounds NcclP2pRounds::whole_nodes(int nodes, int local_ranks, int p2p_channels) {
-  if (nodes < 1 || local_ranks < 1)
+NcclP2pRounds NcclP2pRounds::node_major(int ranks, int local_ranks, int p2p_channels) {
+  if (ranks < 1 || local_ranks < 1)
     throw std::invalid_argument("NcclP2pRounds: at least one node of at least one rank");
-  std::vector<int> node_of(static_cast<size_t>(nodes) * static_cast<size_t>(local_ranks));
+  std::vector<int> node_of(static_cast<size_t>(ranks));
   for (size_t r = 0; r < node_of.size(); ++r) node_of[r] = static_cast<int>(r / static_cast<size_t>(local_ranks));
   return NcclP2pRounds(node_of, p2p_channels);
 }

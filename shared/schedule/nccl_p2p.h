@@ -23,8 +23,8 @@ class NcclP2pRounds {
  public:
   // node_of[r]: the node of rank r (any labels).
   NcclP2pRounds(const std::vector<int>& node_of, int p2p_channels);
-  // `nodes` whole nodes of `local_ranks`, ranks node-major.
-  static NcclP2pRounds whole_nodes(int nodes, int local_ranks, int p2p_channels);
+  // `ranks` ranks node-major in nodes of `local_ranks` (the last node may hold fewer).
+  static NcclP2pRounds node_major(int ranks, int local_ranks, int p2p_channels);
   int ranks() const { return static_cast<int>(node_.size()); }
   int node(int rank) const { return node_[static_cast<size_t>(rank)]; }    // as the rounds take it
   int local(int rank) const { return local_of_[static_cast<size_t>(rank)]; }

@@ -259,7 +259,7 @@ TEST_CASE("NCCL's own exchange in its work batches equals the direct one", "[sch
     const auto [counts, inputs] = random_alltoall(n, rng, 500);
     const auto want = run_reference(alltoall(counts, DType::BF16, AllToAllOrder::Direct), inputs);
     for (int channels : {1, 2, 16}) {
-      const auto rounds = NcclP2pRounds::whole_nodes(nodes, g, channels);
+      const auto rounds = NcclP2pRounds::node_major(nodes * g, g, channels);
       for (int relay_g : {1, g}) {  // pairwise, and PXN where it relays
         const Schedule s = nccl_alltoall(counts, DType::BF16, rounds, relay_g);
         CAPTURE(nodes, g, channels, relay_g);
@@ -279,14 +279,14 @@ TEST_CASE("NCCL's own exchange in its work batches equals the direct one", "[sch
   CHECK(run_reference(s, inputs) == run_reference(alltoall(counts, DType::BF16, AllToAllOrder::Direct), inputs));
   // PXN needs node-major whole nodes.
   CHECK_THROWS_AS(nccl_alltoall(counts, DType::BF16, NcclP2pRounds({0, 1, 2, 0, 1, 2}, 4), 2), ScheduleError);
-  CHECK_THROWS_AS(nccl_alltoall(counts, DType::BF16, NcclP2pRounds::whole_nodes(1, 4, 4), 1), ScheduleError);
+  CHECK_THROWS_AS(nccl_alltoall(counts, DType::BF16, NcclP2pRounds::node_major(4, 4, 4), 1), ScheduleError);
 }
 
 TEST_CASE("NCCL's exchange on 1,024 ranks: 8 batches one after the other on each of 16 channels",
           "[schedule][alltoall][nccl][p2p]") {
   const int nodes = 128, g = 8, n = nodes * g;
   const std::vector<std::vector<uint64_t>> counts(n, std::vector<uint64_t>(n, 1));
-  const Schedule s = nccl_alltoall(counts, DType::BF16, NcclP2pRounds::whole_nodes(nodes, g, 16), g);
+  const Schedule s = nccl_alltoall(counts, DType::BF16, NcclP2pRounds::node_major(nodes * g, g, 16), g);
   for (int r : {0, 5, 1023}) {
     const auto& ops = s.ranks[r].ops;
     // Joins (copies of nothing): one between consecutive batches of a channel, 7 on each of 16.

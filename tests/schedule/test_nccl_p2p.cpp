@@ -14,7 +14,7 @@ using namespace compcoll::sched;
 TEST_CASE("NCCL's point-to-point rounds and batches, by hand", "[schedule][nccl][p2p]") {
   SECTION("the rounds of a rank's sends are its peers' rounds of receiving from it") {
     for (auto [nodes, local] : {std::pair{1, 8}, std::pair{3, 8}, std::pair{5, 3}, std::pair{6, 1}}) {
-      const auto rounds = NcclP2pRounds::whole_nodes(nodes, local, 16);
+      const auto rounds = NcclP2pRounds::node_major(nodes * local, local, 16);
       const int n = rounds.ranks();
       for (int r = 0; r < n; ++r) {
         std::set<int> seen;
@@ -28,7 +28,7 @@ TEST_CASE("NCCL's point-to-point rounds and batches, by hand", "[schedule][nccl]
       }
     }
     // 2 nodes of 8: node deltas 0, 1; local deltas 0, 1, 3, 6, 2, 7, 5, 4 (NCCL's quadratic order).
-    const auto r2 = NcclP2pRounds::whole_nodes(2, 8, 16);
+    const auto r2 = NcclP2pRounds::node_major(16, 8, 16);
     CHECK(r2.send_round(0, 1) == 1);
     CHECK(r2.send_round(0, 3) == 2);
     CHECK(r2.send_round(0, 4) == 7);
@@ -38,16 +38,16 @@ TEST_CASE("NCCL's point-to-point rounds and batches, by hand", "[schedule][nccl]
     CHECK(r2.recv_round(0, 9) == 13);  // (0, 0) from (1, 1): (0 - 1, 0 - 1), the same deltas
   }
   SECTION("channels: rounds of one node delta share one on several nodes, each round its own on one") {
-    const auto multi = NcclP2pRounds::whole_nodes(4, 8, 16), one = NcclP2pRounds::whole_nodes(1, 8, 32),
-               wide = NcclP2pRounds::whole_nodes(4, 16, 16);
+    const auto multi = NcclP2pRounds::node_major(32, 8, 16), one = NcclP2pRounds::node_major(8, 8, 32),
+               wide = NcclP2pRounds::node_major(64, 16, 16);
     for (int i = 0; i < 32; ++i) CHECK(multi.channel(i) == i / 8);
     for (int i = 0; i < 8; ++i) CHECK(one.channel(i) == i);
     CHECK(wide.channel(7) == 0);  // 16 local ranks: divUp(16, 8) = 2 channels a node delta
     CHECK(wide.channel(8) == 1);
     CHECK(wide.channel(16) == 2);
-    const auto many = NcclP2pRounds::whole_nodes(128, 8, 16);
+    const auto many = NcclP2pRounds::node_major(1024, 8, 16);
     CHECK(many.channel(8 * 17) == 1);  // node delta place 17: channel 17 mod 16
-    CHECK_THROWS(NcclP2pRounds::whole_nodes(4, 8, 12));
+    CHECK_THROWS(NcclP2pRounds::node_major(32, 8, 12));
   }
   auto all_to_all = [](int n, int me) {
     std::vector<std::pair<int, bool>> t;
@@ -57,11 +57,11 @@ TEST_CASE("NCCL's point-to-point rounds and batches, by hand", "[schedule][nccl]
   };
   SECTION("an all-to-all: 8 works a batch, a channel's batches one after the other") {
     // 8 nodes of 8, 16 channels: every node delta's 8 rounds fill one batch of its own channel.
-    const auto r64 = NcclP2pRounds::whole_nodes(8, 8, 16);
+    const auto r64 = NcclP2pRounds::node_major(64, 8, 16);
     const auto s64 = nccl_p2p_batches(r64, 11, all_to_all(64, 11));
     for (const auto& slot : s64) CHECK(slot.batch == 0);
     // 128 nodes of 8 (1,024 ranks), 16 channels: 8 node deltas a channel, so 8 batches of 8.
-    const auto r1k = NcclP2pRounds::whole_nodes(128, 8, 16);
+    const auto r1k = NcclP2pRounds::node_major(1024, 8, 16);
     const auto t1k = all_to_all(1024, 5);
     const auto s1k = nccl_p2p_batches(r1k, 5, t1k);
     std::vector<std::vector<uint32_t>> works(16, std::vector<uint32_t>(8, 0));
@@ -81,7 +81,7 @@ TEST_CASE("NCCL's point-to-point rounds and batches, by hand", "[schedule][nccl]
     CHECK(s1k[0].channel == s1k[1].channel);
   }
   SECTION("a second send to the same peer is a second pass: a batch of its own") {
-    const auto r = NcclP2pRounds::whole_nodes(1, 8, 32);
+    const auto r = NcclP2pRounds::node_major(8, 8, 32);
     const auto s = nccl_p2p_batches(r, 0, {{1, true}, {7, false}, {1, true}, {2, true}});
     CHECK(s[0].channel == 1);
     CHECK(s[0].batch == 0);
