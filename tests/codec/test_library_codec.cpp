@@ -1,10 +1,12 @@
 // tests/codec/test_library_codec.cpp — nvcomp-ans, a library's chunks in the compcoll container
 // (docs/FORMAT.md, "nvcomp-ans"). On the host: the layout (every chunk's data 16-byte aligned,
 // whatever the chunk count), the host's stand-in that refuses to code, a stream the host reads
-// but cannot decode. With CUDA: the container kernels of codec_cuda.h against a stream built
-// here byte by byte, and their per-chunk errors on damaged streams. With nvCOMP: the library
-// loads and gives its bound (no GPU needed), and on a GPU nvcomp-ans round trips bit-exact,
-// from aligned and unaligned buffers. Without a device the GPU cases say "SKIPPED".
+// but cannot decode, and the chunk checks and bytes the kernels share (library_bits.h) on
+// damaged streams. With CUDA: the container kernels of codec_cuda.h against a stream built
+// here byte by byte, and their per-chunk errors on the same damaged streams. With nvCOMP: the
+// library loads and gives its bound (no GPU needed), and on a GPU nvcomp-ans round trips
+// bit-exact, from aligned and unaligned buffers, also captured in a CUDA graph and replayed.
+// Without a device the GPU cases say "SKIPPED".
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -13,6 +15,7 @@
 
 #include "codec/codec.h"
 #include "codec/format.h"
+#include "codec/library_bits.h"
 #include "test_util.h"
 
 #ifdef COMPCOLL_HAVE_CUDA
@@ -64,6 +67,62 @@ std::vector<uint8_t> library_stream(DType dtype, uint64_t elements, const std::v
 std::vector<std::vector<uint8_t>> fake_chunks(const std::vector<size_t>& sizes, uint64_t seed) {
   std::vector<std::vector<uint8_t>> out;
   for (size_t k = 0; k < sizes.size(); ++k) out.push_back(test::random_bytes(sizes[k], seed + k));
+  return out;
+}
+
+// The stream of the damage cases: 3 chunks of bf16 (8-byte prefixes).
+const std::vector<size_t> kDamageSizes = {100, 37, 5000};
+constexpr uint64_t kDamageElements = 2 * 32768 + 9;
+
+// A damaged copy of that stream and what each chunk's check finds in it (`header`: the
+// stream's header is damaged, which the GPU finds before any chunk: BadHeader everywhere).
+struct Damage {
+  const char* what;
+  std::vector<uint8_t> stream;
+  std::vector<libbits::ChunkCheck> want;
+  bool header = false;
+};
+
+std::vector<Damage> damages(const std::vector<uint8_t>& good) {
+  using C = libbits::ChunkCheck;
+  const uint64_t payload_at = format::kHeaderBytes + 3 * format::kOffsetEntryBytes;
+  const uint32_t prefix = format::library_prefix_bytes(3);
+  const uint64_t chunk1 = payload_at + format::library_chunk_bytes(3, kDamageSizes[0]);  // chunk 1 in the stream
+  std::vector<Damage> d;
+  d.push_back({"none", good, {C::Ok, C::Ok, C::Ok}});
+  d.push_back({"a reserved prefix byte", good, {C::Ok, C::BadPrefix, C::Ok}});
+  d.back().stream[chunk1 + 5] = 1;
+  d.push_back({"a padding byte after the data", good, {C::Ok, C::BadPrefix, C::Ok}});
+  d.back().stream[chunk1 + prefix + kDamageSizes[1]] = 1;
+  d.push_back({"a size past its chunk", good, {C::Ok, C::SizeMismatch, C::Ok}});
+  format::store_u32(d.back().stream.data() + chunk1, 4000);
+  d.push_back({"a size of 0", good, {C::Ok, C::SizeMismatch, C::Ok}});
+  format::store_u32(d.back().stream.data() + chunk1, 0);
+  d.push_back({"an end offset out of order", good, {C::BadOffsets, C::BadOffsets, C::Ok}});
+  format::store_u64(d.back().stream.data() + format::kHeaderBytes, 1u << 20);
+  d.push_back({"an end offset off the 16-byte grid", good, {C::BadOffsets, C::BadOffsets, C::Ok}});
+  format::store_u64(d.back().stream.data() + format::kHeaderBytes, format::library_chunk_bytes(3, kDamageSizes[0]) + 8);
+  // Cut short: the last chunk ends past the payload the receiver has.
+  d.push_back({"16 bytes short", good, {C::Ok, C::Ok, C::BadOffsets}});
+  d.back().stream.resize(good.size() - 16);
+  format::store_u64(d.back().stream.data() + format::kOffPayloadBytes, good.size() - 16 - payload_at);
+  d.push_back({"the header", good, {}, true});
+  d.back().stream[format::kOffElements] ^= 1;
+  return d;
+}
+
+// What each chunk's check finds in a container of `chunks` chunks, on the host (library_bits.h,
+// which the GPU kernel calls too).
+std::vector<libbits::ChunkCheck> host_checks(const std::vector<uint8_t>& s, uint32_t chunks) {
+  const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * chunks;
+  std::vector<libbits::ChunkCheck> out;
+  for (uint32_t j = 0; j < chunks; ++j) {
+    uint64_t begin = 0, end = 0, c = 0;
+    libbits::ChunkCheck r =
+        libbits::chunk_range(s.data() + format::kHeaderBytes, chunks, j, s.size() - payload_at, begin, end);
+    if (r == libbits::ChunkCheck::Ok) r = libbits::check_chunk(s.data() + payload_at + begin, end - begin, chunks, &c);
+    out.push_back(r);
+  }
   return out;
 }
 
@@ -125,6 +184,26 @@ TEST_CASE("nvcomp-ans on the host: named, read, never coded", "[codec][library][
   std::vector<uint8_t> bad = s;
   bad[format::kOffCodec] = 5;
   CHECK_THROWS_WITH(read_stream_info(bad.data(), bad.size()), Catch::Contains("unknown codec id 5"));
+}
+
+TEST_CASE("nvcomp-ans chunks: the checks the GPU runs find every damage on the host", "[codec][library][bad-input]") {
+  const std::vector<uint8_t> good = library_stream(DType::BF16, kDamageElements, fake_chunks(kDamageSizes, 3));
+  for (const Damage& d : damages(good)) {
+    if (d.header) continue;  // the header is the kernel's check, before these
+    INFO(d.what);
+    CHECK(host_checks(d.stream, 3) == d.want);
+  }
+  // The packer's bytes are the format's: chunk_byte over a chunk rebuilds it.
+  const auto chunks = fake_chunks(kDamageSizes, 3);
+  const uint64_t payload_at = format::kHeaderBytes + 3 * format::kOffsetEntryBytes;
+  uint64_t at = payload_at;
+  for (size_t j = 0; j < 3; ++j) {
+    const uint64_t size = format::library_chunk_bytes(3, kDamageSizes[j]);
+    for (uint64_t b = 0; b < size; ++b)
+      REQUIRE(libbits::chunk_byte(format::library_prefix_bytes(3), chunks[j].data(), kDamageSizes[j], b) == good[at + b]);
+    at += size;
+  }
+  CHECK(at == good.size());
 }
 
 #ifdef COMPCOLL_HAVE_CUDA
@@ -234,50 +313,24 @@ TEST_CASE("cuda: a chunk the library failed on is packed empty and reported", "[
 
 TEST_CASE("cuda: damaged library containers give per-chunk errors, never a crash", "[cuda][library][bad-input]") {
   SKIP_WITHOUT_CUDA();
-  const std::vector<size_t> sizes = {100, 37, 5000};
-  const uint64_t elements = 2 * 32768 + 9;
-  const std::vector<uint8_t> good = library_stream(DType::BF16, elements, fake_chunks(sizes, 3));
-  const uint64_t payload_at = format::kHeaderBytes + 3 * format::kOffsetEntryBytes;
-  const uint32_t prefix = format::library_prefix_bytes(3);
-  const uint64_t chunk1 = format::library_chunk_bytes(3, sizes[0]);  // chunk 1's start in the payload
-  auto expect = [&](const std::vector<uint8_t>& s, const std::vector<CudaChunkStatus>& want) {
-    const Unpacked u = unpack(s, DType::BF16, elements);
-    for (size_t j = 0; j < want.size(); ++j) {
-      CHECK(kind(u.status[j]) == static_cast<uint8_t>(want[j]));
-      if (want[j] != CudaChunkStatus::Ok) CHECK(u.bytes[j] == 0);
+  const std::vector<uint8_t> good = library_stream(DType::BF16, kDamageElements, fake_chunks(kDamageSizes, 3));
+  const auto status_of = [](libbits::ChunkCheck c) {
+    switch (c) {
+      case libbits::ChunkCheck::Ok: return CudaChunkStatus::Ok;
+      case libbits::ChunkCheck::BadOffsets: return CudaChunkStatus::BadOffsets;
+      case libbits::ChunkCheck::SizeMismatch: return CudaChunkStatus::SizeMismatch;
+      case libbits::ChunkCheck::BadPrefix: return CudaChunkStatus::LibraryBadChunk;
     }
+    return CudaChunkStatus::BadHeader;
   };
-  expect(good, {CudaChunkStatus::Ok, CudaChunkStatus::Ok, CudaChunkStatus::Ok});
-  {  // a reserved prefix byte
-    auto s = good;
-    s[payload_at + chunk1 + 5] = 1;
-    expect(s, {CudaChunkStatus::Ok, CudaChunkStatus::LibraryBadChunk, CudaChunkStatus::Ok});
-  }
-  {  // a padding byte after the data
-    auto s = good;
-    s[payload_at + chunk1 + prefix + sizes[1]] = 1;
-    expect(s, {CudaChunkStatus::Ok, CudaChunkStatus::LibraryBadChunk, CudaChunkStatus::Ok});
-  }
-  {  // a size past its chunk
-    auto s = good;
-    format::store_u32(s.data() + payload_at + chunk1, 4000);
-    expect(s, {CudaChunkStatus::Ok, CudaChunkStatus::SizeMismatch, CudaChunkStatus::Ok});
-  }
-  {  // an offset out of order: chunks 0 and 1 lose their range
-    auto s = good;
-    format::store_u64(s.data() + format::kHeaderBytes, 1u << 20);
-    expect(s, {CudaChunkStatus::BadOffsets, CudaChunkStatus::BadOffsets, CudaChunkStatus::Ok});
-  }
-  {  // the header: every chunk
-    auto s = good;
-    s[format::kOffElements] ^= 1;
-    expect(s, {CudaChunkStatus::BadHeader, CudaChunkStatus::BadHeader, CudaChunkStatus::BadHeader});
-  }
-  {  // cut short: the last chunk ends past the payload the receiver has
-    auto s = good;
-    s.resize(s.size() - 16);
-    format::store_u64(s.data() + format::kOffPayloadBytes, s.size() - payload_at);
-    expect(s, {CudaChunkStatus::Ok, CudaChunkStatus::Ok, CudaChunkStatus::BadOffsets});
+  for (const Damage& d : damages(good)) {
+    INFO(d.what);
+    const Unpacked u = unpack(d.stream, DType::BF16, kDamageElements);
+    for (size_t j = 0; j < 3; ++j) {
+      const CudaChunkStatus want = d.header ? CudaChunkStatus::BadHeader : status_of(d.want[j]);
+      CHECK(kind(u.status[j]) == static_cast<uint8_t>(want));
+      if (want != CudaChunkStatus::Ok) CHECK(u.bytes[j] == 0);
+    }
   }
 }
 
@@ -346,6 +399,49 @@ TEST_CASE("cuda: nvcomp-ans round trips bit-exact from aligned and unaligned buf
       }
     }
   }
+}
+
+TEST_CASE("cuda: nvcomp-ans encode and decode captured in a CUDA graph, replayed", "[cuda][nvcomp][graph]") {
+  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_NVCOMP();
+  const DType dtype = DType::BF16;
+  const uint64_t elements = 5 * 32768 + 3;
+  const size_t bytes = elements * 2, most = nvcomp_ans_max_encoded_size(dtype, elements);
+  const uint32_t n = 6;
+  const size_t scratch_bytes =
+      std::max(nvcomp_ans_encode_scratch_bytes(dtype, elements), nvcomp_ans_decode_scratch_bytes(dtype, elements));
+  const std::vector<uint8_t> in = test::gaussian_bytes(dtype, elements, 0.02, 42);
+  Dev src(bytes), dst(bytes), wire(most), size(sizeof(uint64_t)), enc_status(n * sizeof(int32_t)),
+      dec_status(n * sizeof(int32_t)), enc_scratch(scratch_bytes), dec_scratch(scratch_bytes);
+  up(src.p, in.data(), bytes);
+  // The receiver's size is the sender's bound here: a graph fixes its arguments when captured,
+  // so the decode is given the stream's size from an eager run first.
+  cudaStream_t stream = nullptr;
+  COMPCOLL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  nvcomp_ans_encode(dtype, src.p, elements, wire.p, most, size.as<uint64_t>(), enc_status.as<int32_t>(), enc_scratch.p,
+                    scratch_bytes, stream);
+  COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const uint64_t stream_bytes = down<uint64_t>(size.p, 1)[0];
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  COMPCOLL_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  nvcomp_ans_encode(dtype, src.p, elements, wire.p, most, size.as<uint64_t>(), enc_status.as<int32_t>(), enc_scratch.p,
+                    scratch_bytes, stream);
+  nvcomp_ans_decode(dtype, elements, wire.p, stream_bytes, dst.p, dec_status.as<int32_t>(), dec_scratch.p,
+                    scratch_bytes, stream);
+  COMPCOLL_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  COMPCOLL_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    COMPCOLL_CUDA_CHECK(cudaMemset(dst.p, 0x5A, bytes));
+    COMPCOLL_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    CHECK(down<uint64_t>(size.p, 1)[0] == stream_bytes);  // the same bytes each time
+    for (int32_t st : down<int32_t>(dec_status.p, n)) CHECK(st == 0);
+    CHECK(down<uint8_t>(dst.p, bytes) == in);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 #endif  // COMPCOLL_HAVE_NVCOMP

@@ -14,6 +14,7 @@
 #include "codec/cuda/check.h"
 #include "codec/cuda/codec_cuda.h"
 #include "codec/format.h"
+#include "codec/library_bits.h"
 
 namespace compcoll::gpu {
 
@@ -61,23 +62,36 @@ __global__ void library_pack_kernel(const uint8_t* slots, uint64_t slot_bytes, c
     const uint64_t c = status[j] == 0 ? compressed[j] : 0;
     uint8_t* o = out + payload_at + begin;
     const uint8_t* in = slots + j * slot_bytes;
-    for (uint32_t b = threadIdx.x; b < prefix; b += blockDim.x)
-      o[b] = b < 4 ? static_cast<uint8_t>(c >> (8 * b)) : 0;
-    uint8_t* data = o + prefix;  // 16-byte aligned (the stream is)
+    for (uint32_t b = threadIdx.x; b < prefix; b += blockDim.x) o[b] = libbits::chunk_byte(prefix, in, c, b);
+    // The data in 16-byte words (the stream is 16-byte aligned, so is o + prefix), those that
+    // hold the data's end or padding byte by byte.
     const uint64_t words = (size - prefix) / 16;
     for (uint64_t w = threadIdx.x; w < words; w += blockDim.x) {
+      const uint64_t at = prefix + 16 * w;
       if (16 * w + 16 <= c) {
-        reinterpret_cast<uint4*>(data)[w] = reinterpret_cast<const uint4*>(in)[w];
+        reinterpret_cast<uint4*>(o + prefix)[w] = reinterpret_cast<const uint4*>(in)[w];
       } else {
-        for (uint32_t i = 0; i < 16; ++i) data[16 * w + i] = 16 * w + i < c ? in[16 * w + i] : 0;
+        for (uint32_t i = 0; i < 16; ++i) o[at + i] = libbits::chunk_byte(prefix, in, c, at + i);
       }
     }
-    for (uint64_t b = 16 * words + threadIdx.x; b < size - prefix; b += blockDim.x) data[b] = b < c ? in[b] : 0;
+    for (uint64_t b = prefix + 16 * words + threadIdx.x; b < size; b += blockDim.x)
+      o[b] = libbits::chunk_byte(prefix, in, c, b);
   }
 }
 
-// One thread a chunk: the stream's header against the expected one, the chunk's offsets, its
-// size prefix and padding; then its data and size for the library, or an empty chunk.
+__device__ inline int32_t library_status(libbits::ChunkCheck check) {
+  switch (check) {
+    case libbits::ChunkCheck::Ok: return 0;
+    case libbits::ChunkCheck::BadOffsets: return status_of(CudaChunkStatus::BadOffsets);
+    case libbits::ChunkCheck::SizeMismatch: return status_of(CudaChunkStatus::SizeMismatch);
+    case libbits::ChunkCheck::BadPrefix: return status_of(CudaChunkStatus::LibraryBadChunk);
+  }
+  return status_of(CudaChunkStatus::LibraryBadChunk);
+}
+
+// One thread a chunk: the stream's header against the expected one, then the chunk's offsets,
+// size prefix and padding (codec/library_bits.h); its data and size for the library, or an
+// empty chunk.
 __global__ void library_unpack_kernel(const uint8_t* stream, DecodeGeometry d, void** chunks_out,
                                       size_t* compressed, int32_t* status) {
   const uint32_t chunks = d.g.chunks;
@@ -88,22 +102,12 @@ __global__ void library_unpack_kernel(const uint8_t* stream, DecodeGeometry d, v
       if (stream[i] != d.header[i]) st = status_of(CudaChunkStatus::BadHeader);
     uint64_t begin = 0, end = 0, c = 0;
     const uint8_t* o = stream;
-    if (st == 0) {
-      const uint8_t* table = stream + format::kHeaderBytes;
-      begin = j == 0 ? 0 : format::load_u64(table + format::kOffsetEntryBytes * (j - 1));
-      end = format::load_u64(table + format::kOffsetEntryBytes * j);
-      if (begin > end || end > d.payload_bytes || begin % format::kLibraryAlign != 0 ||
-          end % format::kLibraryAlign != 0 || (j + 1 == chunks && end != d.payload_bytes) || end - begin < prefix)
-        st = status_of(CudaChunkStatus::BadOffsets);
-    }
+    if (st == 0)
+      st = library_status(
+          libbits::chunk_range(stream + format::kHeaderBytes, chunks, j, d.payload_bytes, begin, end));
     if (st == 0) {
       o = stream + d.payload_at + begin;
-      c = format::load_u32(o);
-      if (c == 0 || format::library_chunk_bytes(chunks, c) != end - begin) st = status_of(CudaChunkStatus::SizeMismatch);
-      for (uint32_t b = 4; b < prefix && st == 0; ++b)
-        if (o[b] != 0) st = status_of(CudaChunkStatus::LibraryBadChunk);
-      for (uint64_t b = prefix + c; b < end - begin && st == 0; ++b)
-        if (o[b] != 0) st = status_of(CudaChunkStatus::LibraryBadChunk);
+      st = library_status(libbits::check_chunk(o, end - begin, chunks, &c));
     }
     chunks_out[j] = const_cast<uint8_t*>(st == 0 ? o + prefix : stream);
     compressed[j] = st == 0 ? static_cast<size_t>(c) : 0;
