@@ -38,10 +38,13 @@ void recv_block(RankProgram& p, bool compressed, int peer, const Slice& dst, uin
 // and each decompression follows its own receive. `ends`: the step's sends and receive-side
 // ends (receives, or decompressions), for what must wait for all of them.
 struct GroupedStep {
+  GroupedStep(RankProgram& program, bool compress, uint32_t step_index, int64_t after = -1)
+      : p(program), compressed(compress), step(step_index), work(after) {}
+
   RankProgram& p;
   bool compressed;
   uint32_t step;
-  int64_t work = -1;  // the chain's last computation (-1: none yet)
+  int64_t work;  // the chain's last computation (-1: none yet)
   int64_t last_send = -1, recv_chain = -1;
   std::vector<uint32_t> ends;
 
