@@ -26,7 +26,7 @@
 #      ratio); the rows in OUT_DIR/codec-cuda.jsonl;
 #   7. compcoll-bench pipeline: 4, 16, 64 and 256 MiB of Gaussian bf16 moved between two buffers
 #      of the GPU over PCIe through pinned host memory, uncompressed and with gauss-exp and
-#      entropy-exp in 1, 4 and 16 pieces, each row beside the model's time from step 5's
+#      entropy-exp (and nvcomp-ans where libnvcomp.so.6 loads) in 1, 4 and 16 pieces, each row beside the model's time from step 5's
 #      calibration (pipeline.log);
 #   8. a summary: GB/s of every codec at 256 MiB from the calibration file, against the
 #      device-to-device copy of the same run and the targets for gauss-exp bf16 (encode >= 600,
@@ -225,7 +225,9 @@ fi
 # compressed rows have no model figure).
 pipeline_cal=()
 [ -s "$cal" ] && pipeline_cal=(--calibration "$cal")
-step pipeline 120 "$bench" pipeline --dtype bf16 --codec gauss-exp,entropy-exp --pieces 1,4,16 \
+pipeline_codecs=gauss-exp,entropy-exp
+grep -q '^nvcomp: loaded' "$out/nvcomp.log" && pipeline_codecs+=,nvcomp-ans
+step pipeline 120 "$bench" pipeline --dtype bf16 --codec "$pipeline_codecs" --pieces 1,4,16 \
   ${pipeline_cal[@]+"${pipeline_cal[@]}"} synthetic:gaussian:2M synthetic:gaussian:8M synthetic:gaussian:32M synthetic:gaussian:128M
 if ! grep -q '"codec": "nvcomp-' "$codec_rows" 2>/dev/null; then
   echo "   WARNING: no nvCOMP rows from codec-cuda ($(grep -m1 '^nvcomp:' "$out/nvcomp.log" || echo "compcoll-bench version failed; $out/nvcomp.log"))"

@@ -24,6 +24,9 @@
 #ifdef COMPCOLL_HAVE_CUDA
 #include "codec/cuda/codec_cuda.h"
 #endif
+#ifdef COMPCOLL_HAVE_NVCOMP
+#include "codec/cuda/nvcomp.h"
+#endif
 
 namespace compcoll::bench {
 namespace {
@@ -47,7 +50,7 @@ struct PipelineOptions {
   FILE* out = msg.empty() ? stdout : stderr;
   if (!msg.empty()) std::fprintf(stderr, "compcoll-bench pipeline: %s\n", msg.c_str());
   std::fprintf(out,
-               "usage: compcoll-bench pipeline [--device cuda] [--codec gauss-exp,entropy-exp,identity]\n"
+               "usage: compcoll-bench pipeline [--device cuda] [--codec gauss-exp,entropy-exp,identity,nvcomp-ans]\n"
                "         [--dtype bf16|fp16|fp32] [--pieces 1,4,16] [--slot BYTES] [--chunk ELEMENTS]\n"
                "         [--calibration FILE.yaml] [--link-bytes BYTES] [--min-time SECONDS] [--json] PATH...\n"
                "  PATH as for `compcoll-bench codec`: file.npy | file.safetensors | synthetic:gaussian:N\n");
@@ -83,10 +86,19 @@ PipelineOptions parse_pipeline_args(int argc, char** argv) {
     } else if (a == "--codec") {
       opt.codecs.clear();
       for (const std::string& name : comma_items(value())) {
+        if (name == kNvcompAnsName) {  // nvCOMP's ANS, as compcoll-run's GPU backend runs it
+#ifdef COMPCOLL_HAVE_NVCOMP
+          if (const std::string why = nvcomp_unavailable(); !why.empty()) pipeline_usage("--codec nvcomp-ans: " + why);
+          opt.codecs.push_back(&codec_by_id(CodecId::NvcompAns));
+          continue;
+#else
+          pipeline_usage("--codec nvcomp-ans: this compcoll-bench was built without nvCOMP");
+#endif
+        }
         const Codec* c = find_codec(name);
         if (!c || !(name == "identity" || name == "gauss-exp" || name == "entropy-exp"))
-          pipeline_usage("--codec: expected gauss-exp, entropy-exp or identity (lossless codecs with CUDA kernels), got \"" +
-                         name + "\"");
+          pipeline_usage("--codec: expected gauss-exp, entropy-exp, identity (lossless codecs with CUDA kernels) or "
+                         "nvcomp-ans, got \"" + name + "\"");
         opt.codecs.push_back(c);
       }
     } else if (a == "--dtype") {

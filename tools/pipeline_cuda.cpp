@@ -7,7 +7,9 @@
 // stream; the host learns a piece's stream size when its encode is done (the one thing it waits
 // for), queues its copies, and the decode stream decodes it once its last slot has arrived,
 // while later pieces are still being encoded or copied. Timed with CUDA events from the first
-// encode or copy to the last decode or copy. Built only with CUDA.
+// encode or copy to the last decode or copy. nvcomp-ans (where the build has nvCOMP) runs as
+// compcoll-run's GPU backend runs it (codec/cuda/nvcomp.h), with a scratch of its own for the
+// decode stream. Built only with CUDA.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -19,6 +21,9 @@
 #include "calibrate.h"
 #include "codec/cuda/check.h"
 #include "codec/cuda/codec_cuda.h"
+#ifdef COMPCOLL_HAVE_NVCOMP
+#include "codec/cuda/nvcomp.h"
+#endif
 #include "cuda_memory.h"
 #include "pipeline.h"
 #include "schedule/algorithms.h"
@@ -168,7 +173,7 @@ class CudaLinkDevice final : public LinkDevice {
     // The pieces: element ranges as the model's schedule splits them, and where each piece's
     // stream goes in the near and far stream buffers and in host memory.
     std::vector<Piece> plan(pieces);
-    size_t stream_bytes = 0, scratch_bytes = 0;
+    size_t stream_bytes = 0, scratch_bytes = 0, decode_scratch_bytes = 0;
     uint32_t chunks = 0;
     for (uint32_t p = 0; p < pieces; ++p) {
       const sched::Block b = sched::block_of(count, static_cast<int>(pieces), static_cast<int>(p));
@@ -176,18 +181,24 @@ class CudaLinkDevice final : public LinkDevice {
       x.begin = b.begin;
       x.elements = b.count();
       if (!codec) continue;
-      x.capacity = align_up(max_encoded_size(*codec, t.dtype, x.elements, opt));
+      x.capacity = align_up(library(codec) ? library_max(t.dtype, x.elements)
+                                           : max_encoded_size(*codec, t.dtype, x.elements, opt));
       x.offset = stream_bytes;
       stream_bytes += x.capacity;
       x.first_chunk = chunks;
-      chunks += static_cast<uint32_t>((x.elements + opt.chunk_elements - 1) / opt.chunk_elements);
-      scratch_bytes = std::max(scratch_bytes, cuda_encode_scratch_bytes(codec->id(), t.dtype, x.elements, opt));
+      const uint32_t chunk = library(codec) ? library_chunk_elements(*find_library_codec(codec->name()), t.dtype)
+                                            : opt.chunk_elements;
+      chunks += static_cast<uint32_t>((x.elements + chunk - 1) / chunk);
+      scratch_bytes = std::max(scratch_bytes, library(codec) ? library_scratch(true, t.dtype, x.elements)
+                                                             : cuda_encode_scratch_bytes(codec->id(), t.dtype, x.elements, opt));
+      decode_scratch_bytes = std::max(decode_scratch_bytes, library(codec) ? library_scratch(false, t.dtype, x.elements) : 0);
     }
     grow(staging_, codec ? stream_bytes : t.bytes.size());
     if (codec) {
       grow(near_, stream_bytes);
       grow(far_, stream_bytes);
       grow(scratch_, scratch_bytes);
+      grow(decode_scratch_, decode_scratch_bytes);  // the decode stream runs beside the encode stream
       grow(sizes_dev_, pieces * sizeof(uint64_t));
       grow(sizes_host_, pieces * sizeof(uint64_t));
       grow(status_, chunks * sizeof(int32_t));
@@ -217,8 +228,7 @@ class CudaLinkDevice final : public LinkDevice {
       auto* sizes_host = sizes_host_.as<uint64_t>();
       for (uint32_t p = 0; p < pieces; ++p) {
         const Piece& x = plan[p];
-        cuda_encode(codec->id(), t.dtype, in + x.begin * esize, x.elements, near_.as<uint8_t>() + x.offset, x.capacity,
-                    sizes_dev_.as<uint64_t>() + p, scratch_.get(), scratch_.bytes(), opt, s.enc);
+        encode(*codec, t.dtype, in + x.begin * esize, x, sizes_dev_.as<uint64_t>() + p, opt);
         COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(sizes_host + p, sizes_dev_.as<uint64_t>() + p, sizeof(uint64_t),
                                             cudaMemcpyDeviceToHost, s.enc));
         COMPCOLL_CUDA_CHECK(cudaEventRecord(*encoded_[p], s.enc));
@@ -236,9 +246,7 @@ class CudaLinkDevice final : public LinkDevice {
                     staging_.as<uint8_t>() + x.offset);
         COMPCOLL_CUDA_CHECK(cudaEventRecord(*arrived_[p], s.in));
         COMPCOLL_CUDA_CHECK(cudaStreamWaitEvent(s.dec, *arrived_[p]));
-        const StreamInfo info = expected_stream_info(*codec, t.dtype, x.elements, opt, n);
-        cuda_decode(info, far_.as<uint8_t>() + x.offset, n, out + x.begin * esize, x.elements * esize,
-                    status_.as<int32_t>() + x.first_chunk, s.dec);
+        decode(*codec, t.dtype, x, n, out + x.begin * esize, opt);
         link_bytes += n;
       }
       COMPCOLL_CUDA_CHECK(cudaEventRecord(s.end, s.dec));
@@ -291,6 +299,44 @@ class CudaLinkDevice final : public LinkDevice {
     uint32_t first_chunk = 0;          // its chunks' place in the status array
   };
 
+  // nvcomp-ans (codec/cuda/nvcomp.h) where the build has nvCOMP; compcoll's kernels otherwise.
+  static bool library(const Codec* codec) { return codec && codec->id() == CodecId::NvcompAns; }
+#ifdef COMPCOLL_HAVE_NVCOMP
+  static size_t library_max(DType dtype, uint64_t elements) { return nvcomp_ans_max_encoded_size(dtype, elements); }
+  static size_t library_scratch(bool encode, DType dtype, uint64_t elements) {
+    return encode ? nvcomp_ans_encode_scratch_bytes(dtype, elements) : nvcomp_ans_decode_scratch_bytes(dtype, elements);
+  }
+#else
+  [[noreturn]] static void no_library() { throw std::runtime_error("nvcomp-ans: this build has no nvCOMP"); }
+  static size_t library_max(DType, uint64_t) { no_library(); }
+  static size_t library_scratch(bool, DType, uint64_t) { no_library(); }
+#endif
+  // Piece x's encode on the encode stream, its stream's size to size_dev.
+  void encode(const Codec& codec, DType dtype, const uint8_t* in, const Piece& x, uint64_t* size_dev,
+              const EncodeOptions& opt) {
+    Streams& s = *streams_;
+#ifdef COMPCOLL_HAVE_NVCOMP
+    if (library(&codec))
+      return nvcomp_ans_encode(dtype, in, x.elements, near_.as<uint8_t>() + x.offset, x.capacity, size_dev,
+                               status_.as<int32_t>() + x.first_chunk, scratch_.get(), scratch_.bytes(), s.enc);
+#endif
+    cuda_encode(codec.id(), dtype, in, x.elements, near_.as<uint8_t>() + x.offset, x.capacity, size_dev,
+                scratch_.get(), scratch_.bytes(), opt, s.enc);
+  }
+  // Piece x's decode of its n stream bytes in the far buffer, on the decode stream.
+  void decode(const Codec& codec, DType dtype, const Piece& x, uint64_t n, uint8_t* out, const EncodeOptions& opt) {
+    Streams& s = *streams_;
+#ifdef COMPCOLL_HAVE_NVCOMP
+    if (library(&codec))
+      return nvcomp_ans_decode(dtype, x.elements, far_.as<uint8_t>() + x.offset, n, out,
+                               status_.as<int32_t>() + x.first_chunk, decode_scratch_.get(), decode_scratch_.bytes(),
+                               s.dec);
+#endif
+    const StreamInfo info = expected_stream_info(codec, dtype, x.elements, opt, n);
+    cuda_decode(info, far_.as<uint8_t>() + x.offset, n, out, x.elements * dtype_size(dtype),
+                status_.as<int32_t>() + x.first_chunk, s.dec);
+  }
+
   template <bool kPinned>
   static void grow(CudaMemory<kPinned>& m, size_t bytes) {
     if (m.bytes() < bytes) m.allocate(bytes);
@@ -316,7 +362,7 @@ class CudaLinkDevice final : public LinkDevice {
   cudaDeviceProp prop_{};
   std::unique_ptr<Streams> streams_;
   const TensorData* message_ = nullptr;
-  DeviceMemory in_, out_, near_, far_, scratch_, sizes_dev_, status_;
+  DeviceMemory in_, out_, near_, far_, scratch_, decode_scratch_, sizes_dev_, status_;
   PinnedMemory staging_, sizes_host_;
   std::vector<std::unique_ptr<Event>> encoded_, arrived_;
 };
