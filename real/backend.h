@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "codec/codec.h"
@@ -67,6 +68,20 @@ class DataBackend {
   // CodecError (from done(), where the check runs on the device).
   virtual Completion decompress(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes,
                                 DType dtype, void* dst, uint64_t count) = 0;
+  // Whether decompress_add runs for `codec` here; false (the default): the executor decodes,
+  // then reduces.
+  virtual bool decompress_adds(const Codec& codec) const {
+    (void)codec;
+    return false;
+  }
+  // acc += the stream decoded (`count` elements at acc), in one operation, the bits a decompress
+  // then a reduce would leave; the stream as for decompress. Only where decompress_adds(codec).
+  virtual Completion decompress_add(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes,
+                                    DType dtype, void* acc, uint64_t count) {
+    (void)opt, (void)wire, (void)bytes, (void)dtype, (void)acc, (void)count;
+    throw std::logic_error("decompress_add: this backend does not decode and add " + std::string(codec.name()) +
+                           " in one operation");
+  }
   // True once c finished (c is then released); an error the operation raised (a CodecError)
   // is thrown here. host_seconds, if given, gets how long a host operation run on the compute
   // thread took (the executor times those it runs itself).
@@ -85,6 +100,10 @@ class DataBackend {
 // codec_threads: threads coding (and decoding) each stream's chunks (EncodeOptions::threads).
 // compute_thread: kernels (codecs, reduce, copy) on a worker thread of their own, so that a
 // rank's receive copies (MPI's progress, on the rank's thread) run beside its kernels.
-std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads = 1, bool compute_thread = false);
+// decode_add: decompress_add for every codec (a decode into a buffer of its own, then the
+// reduce), so that the executor's fused path runs on hosts too (the tests); compcoll-run's MPI
+// backend leaves it off.
+std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads = 1, bool compute_thread = false,
+                                               bool decode_add = false);
 
 }  // namespace compcoll::real

@@ -776,7 +776,8 @@ void start_output(Session& s) {
                         {"environment", environment}}},
            {"command", s.args.command},
            {"host", report::host_json()},
-           {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}, {"compute_thread", exp.run.compute_thread}}},
+           {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}, {"compute_thread", exp.run.compute_thread},
+                    {"fused_decode", exp.run.fused_decode}}},
            {"topology", {{"file", exp.topologies[0]}, {"name", s.st.topo.name}}},
            {"rows", json::array()}};
   if (!s.transport_start.points.is_null()) s.doc["transport_check"] = s.transport_start.points;
@@ -963,6 +964,7 @@ ExecutorOptions options(const Session& s, const std::string& codec) {
   ExecutorOptions opt;
   opt.codec = plan_codec(codec);
   opt.lockstep = s.args.lockstep;
+  opt.fuse_decode_add = s.st.exp.run.fused_decode;
   return opt;
 }
 

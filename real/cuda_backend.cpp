@@ -161,6 +161,24 @@ class CudaBackend final : public DataBackend {
       finish_with_statuses(s, chunks, info.codec);
     });
   }
+  // cuda_decode_add: the decode and the reduction of a reduce-scatter or allreduce step in one
+  // pass (identity, gauss-exp, entropy-exp), the decoded block never written out.
+  bool decompress_adds(const Codec& codec) const override {
+    return codec.id() == CodecId::Identity || codec.id() == CodecId::GaussExp || codec.id() == CodecId::EntropyExp;
+  }
+  Completion decompress_add(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes, DType dtype,
+                            void* acc, uint64_t count) override {
+    if (!decompress_adds(codec)) return DataBackend::decompress_add(codec, opt, wire, bytes, dtype, acc, count);
+    const StreamInfo info = expected_stream_info(codec, dtype, count, opt, bytes);
+    const int c = take_slot();
+    return with_slot(c, [&] {
+      Slot& s = slots_[static_cast<size_t>(c)];
+      const size_t chunks = info.chunk_count;
+      hold_statuses(s, chunks);
+      cuda_decode_add(info, wire, bytes, acc, count * dtype_size(dtype), s.status_dev, stream_);
+      finish_with_statuses(s, chunks, info.codec);
+    });
+  }
   bool done(Completion c, double* /*host_seconds*/) override {
     if (c < 0) return true;
     Slot& s = slots_.at(static_cast<size_t>(c));

@@ -91,6 +91,41 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
     dependents_ = std::move(plan.dependents);
     dep_count_ = std::move(plan.dep_count);
   }
+  fused_into_.assign(n, kNotFused);
+  absorbed_.assign(n, 0);
+  if (opt_.fuse_decode_add && opt_.codec && b_.decompress_adds(*opt_.codec)) fuse_decode_add();
+}
+
+void Executor::fuse_decode_add() {
+  const auto& ops = prog_.ops;
+  const auto n = static_cast<uint32_t>(ops.size());
+  std::vector<std::vector<uint32_t>> deps_of(n);  // as the run counts them (lockstep's too)
+  for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t d : dependents_[i]) deps_of[d].push_back(i);
+  const auto same = [](const sched::Slice& a, const sched::Slice& b) {
+    return a.buf == b.buf && a.index == b.index && a.offset == b.offset && a.count == b.count;
+  };
+  for (uint32_t d = 0; d < n; ++d) {
+    // A block decoded into scratch (never part of the output) that nothing but the reduce
+    // waits for, so nothing else reads it.
+    if (ops[d].kind != OpKind::Decompress || ops[d].dst.buf != BufKind::Scratch || dependents_[d].size() != 1)
+      continue;
+    const uint32_t r = dependents_[d][0];
+    if (ops[r].kind != OpKind::Reduce || !same(ops[r].src, ops[d].dst) || absorbed_[r]) continue;
+    // The fused op writes the reduce's destination: it waits for the reduce's other
+    // dependencies too (none of which waits for d, whose one dependent is r: no cycle).
+    for (uint32_t x : deps_of[r])
+      if (x != d) dependents_[x].push_back(d), ++dep_count_[d];
+    fused_into_[d] = r;
+    absorbed_[r] = 1;
+  }
+}
+
+Executor::Access Executor::access(uint32_t i) const {
+  const sched::Op& op = prog_.ops[i];
+  if (absorbed_[i]) return {};
+  if (fused_into_[i] != kNotFused) return {&op.src, &prog_.ops[fused_into_[i]].dst};
+  return {reads_src(op) ? &op.src : nullptr, written(op)};
 }
 
 Executor::~Executor() {
@@ -112,15 +147,15 @@ void* Executor::slice_ptr(const sched::Slice& s) const {
 }
 
 bool Executor::conflicts_inflight(uint32_t i) const {
-  const sched::Op& op = prog_.ops[i];
-  const sched::Slice* w = written(op);
+  const Access a = access(i);
+  if (!a.reads && !a.writes) return false;
   for (const Running& r : running_) {
-    const sched::Op& o = prog_.ops[r.op];
-    const sched::Slice* ow = written(o);
+    const Access o = access(r.op);
     // What op i writes, another still reads (a send's buffer, a kernel's source) or writes; or
     // what op i reads, a kernel or receive still writes.
-    if (w && ((reads_src(o) && overlap(o.src, *w)) || (ow && overlap(*ow, *w)))) return true;
-    if (ow && reads_src(op) && overlap(op.src, *ow)) return true;
+    if (a.writes && ((o.reads && overlap(*o.reads, *a.writes)) || (o.writes && overlap(*o.writes, *a.writes))))
+      return true;
+    if (o.writes && a.reads && overlap(*a.reads, *o.writes)) return true;
   }
   return false;
 }
@@ -151,13 +186,21 @@ void Executor::start(uint32_t i, RunStats& st) {
       running_.push_back({i, true, t_.post_recv(slice_ptr(op.dst), bytes, op.peer, recv_base_[op.peer] + msg_index_[i], !wire)});
       return;
     }
-    case OpKind::Reduce: return timed(b_.reduce(dtype_, slice_ptr(op.dst), slice_ptr(op.src), op.src.count));
+    case OpKind::Reduce:
+      if (absorbed_[i]) return running_.push_back({i, false, -1});  // its decompression added it
+      return timed(b_.reduce(dtype_, slice_ptr(op.dst), slice_ptr(op.src), op.src.count));
     case OpKind::Copy: return timed(b_.copy(slice_ptr(op.dst), slice_ptr(op.src), op.src.count * es_));
     case OpKind::Compress:
       st.compress_in += op.src.count * es_;
       return timed(b_.compress(*opt_.codec, dtype_, slice_ptr(op.src), op.src.count, wire_[op.dst.index],
                                wire_capacity_[op.dst.index], opt_.encode, &stream_bytes_[i]));
     case OpKind::Decompress:
+      if (fused_into_[i] != kNotFused) {
+        const sched::Op& r = prog_.ops[fused_into_[i]];
+        ++st.fused;
+        return timed(b_.decompress_add(*opt_.codec, opt_.encode, wire_[op.src.index], wire_size_[op.src.index], dtype_,
+                                       slice_ptr(r.dst), r.dst.count));
+      }
       return timed(b_.decompress(*opt_.codec, opt_.encode, wire_[op.src.index], wire_size_[op.src.index], dtype_,
                                  slice_ptr(op.dst), op.dst.count));
   }

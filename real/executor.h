@@ -25,6 +25,11 @@ struct ExecutorOptions {
   // (step, program) order. Forced on when the transport's sends wait for their receives
   // (NCCL); optional otherwise (to run that mode on MPI). Computation is never held back.
   bool lockstep = false;
+  // Where the backend decodes and adds in one operation (DataBackend::decompress_adds), a
+  // decompression whose block only one reduce reads, and that reduce, run as that one
+  // operation (decompress_add into the reduce's destination, once both ops' dependencies are
+  // done): the bits are the same, the decoded block is never written out.
+  bool fuse_decode_add = true;
 };
 
 // What one run of the program did on this rank.
@@ -33,6 +38,7 @@ struct RunStats {
   uint64_t sent_bytes = 0;     // bytes sent (compressed streams at their real size)
   uint64_t compress_in = 0;    // bytes given to compress ops
   uint64_t compress_out = 0;   // stream bytes they produced
+  uint64_t fused = 0;          // decompress-and-reduce pairs run as one decode-and-add
   double codec_s = 0, reduce_s = 0, copy_s = 0;  // host backend only: time in (de)compress, reduce, copy ops
 };
 
@@ -75,6 +81,15 @@ class Executor {
   // True when op i writes memory that an op still in flight reads or writes (a send, a kernel
   // on the compute thread, a receive), or reads memory one still writes.
   bool conflicts_inflight(uint32_t i) const;
+  // What op i reads and writes as it runs here (a fused decompression: the wire and its
+  // reduce's destination; the reduce it absorbed: nothing).
+  struct Access {
+    const sched::Slice* reads = nullptr;
+    const sched::Slice* writes = nullptr;
+  };
+  Access access(uint32_t i) const;
+  // Pairs a decompression with the one reduce that reads its block, where the backend fuses.
+  void fuse_decode_add();
   static void add_kernel_time(RunStats& st, sched::OpKind kind, double seconds);
 
   const sched::RankProgram& prog_;
@@ -95,6 +110,11 @@ class Executor {
   std::vector<uint64_t> msgs_to_, msgs_from_;  // per peer
   std::vector<uint32_t> group_of_;    // lockstep: the step group of a transfer
   std::vector<std::vector<uint32_t>> groups_;  // lockstep: transfers per step, in (step, index) order
+  // fused_into_[d]: the reduce a decompression d adds into (kNotFused: none); absorbed_[r]: a
+  // reduce whose work its decompression does (it then only marks that op's end).
+  static constexpr uint32_t kNotFused = UINT32_MAX;
+  std::vector<uint32_t> fused_into_;
+  std::vector<uint8_t> absorbed_;
 
   // Per run.
   std::vector<uint64_t> send_base_, recv_base_;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "codec/reduce.h"
 #include "real/backend.h"
@@ -27,7 +28,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 class HostBackend final : public DataBackend {
  public:
-  HostBackend(uint32_t codec_threads, bool compute_thread) : codec_threads_(codec_threads) {
+  HostBackend(uint32_t codec_threads, bool compute_thread, bool decode_add)
+      : codec_threads_(codec_threads), decode_add_(decode_add) {
     if (compute_thread) worker_ = std::thread([this] { work(); });
   }
   ~HostBackend() override {
@@ -80,6 +82,19 @@ class HostBackend final : public DataBackend {
     return run([=] {
       const StreamInfo info = decode(wire, bytes, dst, count * dtype_size(dtype), threads);
       check_decoded(info, *c, opt, dtype, count);
+    });
+  }
+  bool decompress_adds(const Codec&) const override { return decode_add_; }
+  Completion decompress_add(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes, DType dtype,
+                            void* acc, uint64_t count) override {
+    if (!decode_add_) return DataBackend::decompress_add(codec, opt, wire, bytes, dtype, acc, count);
+    const uint32_t threads = codec_threads_;
+    const Codec* c = &codec;
+    return run([=] {
+      std::vector<uint8_t> decoded(count * dtype_size(dtype));
+      const StreamInfo info = decode(wire, bytes, decoded.data(), decoded.size(), threads);
+      check_decoded(info, *c, opt, dtype, count);
+      reduce_add(dtype, acc, decoded.data(), count);
     });
   }
   bool done(Completion c, double* host_seconds) override {
@@ -162,6 +177,7 @@ class HostBackend final : public DataBackend {
 
   static constexpr Completion kMaxId = 1 << 30;
   uint32_t codec_threads_;
+  bool decode_add_;
   double t0_ = 0;
   std::thread worker_;
   std::mutex m_;
@@ -175,8 +191,8 @@ class HostBackend final : public DataBackend {
 
 }  // namespace
 
-std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads, bool compute_thread) {
-  return std::make_unique<HostBackend>(codec_threads, compute_thread);
+std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads, bool compute_thread, bool decode_add) {
+  return std::make_unique<HostBackend>(codec_threads, compute_thread, decode_add);
 }
 
 }  // namespace compcoll::real

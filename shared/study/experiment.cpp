@@ -370,6 +370,7 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     if (!(e.run.timeout_s > 0)) run.opt("timeout_s").fail("expected a positive number of seconds");
     e.run.codec_threads = static_cast<uint32_t>(run.get_int("codec_threads", 1, 0, 1024));
     if (run.has("compute_thread")) e.run.compute_thread = run.get("compute_thread").as_bool();
+    if (run.has("fused_decode")) e.run.fused_decode = run.get("fused_decode").as_bool();
     const Node en = run.opt("entropy");
     if (en.defined()) e.run.entropy = parse_entropy_run(en, dir);
     run.check_no_unknown_keys();

@@ -1,6 +1,7 @@
 // tests/real/test_executor.cpp — the real executor on real MPI (any number of ranks): its
 // output is bitwise the reference executor's for every algorithm, codec and both posting
-// modes, on real tensor data and on the integer inputs of the correctness pass; the closed-form
+// modes, with and without its fused decompress-and-reduce, on real tensor data and on the
+// integer inputs of the correctness pass; the closed-form
 // expected outputs equal the reference executor's; a wrong element is counted; lockstep refuses
 // a program it cannot run; the MPI transport matches variable-length messages by number.
 #include <catch2/catch.hpp>
@@ -113,11 +114,15 @@ TEST_CASE("integer inputs sum exactly for the group size", "[real][verify]") {
 TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real][executor][mpi]") {
   const int n = world_size(), rank = world_rank();
   MpiTransport t(MPI_COMM_WORLD);
-  // Posted as ready, in lockstep, and with the kernels on a compute thread (as ready).
+  // Posted as ready, in lockstep, and with the kernels on a compute thread (as ready); then with
+  // a backend that decodes and adds in one operation, on a compute thread and in lockstep (the
+  // executor's fused decompress-and-reduce, as on the nccl backend).
   auto host = make_host_backend();
   auto threaded = make_host_backend(1, true);
+  auto fusing = make_host_backend(1, false, true), fusing_threaded = make_host_backend(1, true, true);
   const std::string data_dir = COMPCOLL_TEST_DATA_DIR;
-  for (const char* mode : {"as ready", "lockstep", "compute thread"})
+  uint64_t fused = 0, fused_elsewhere = 0;
+  for (const std::string mode : {"as ready", "lockstep", "compute thread", "fused, compute thread", "fused, lockstep"})
     for (const char* codec_name : {"identity", "gauss-exp", "entropy-exp"})
       for (DType dt : {DType::BF16, DType::FP32})
         for (const Case& c : kCases) {
@@ -125,8 +130,11 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           // Odd sizes: uneven blocks, partial codec chunks.
           const uint64_t count = std::string(c.collective) == "all-to-all" ? 333 : 4099;
           const sched::Schedule s = sched::build_schedule(spec(c, codec_name, n, dt, count));
-          const bool lockstep = std::string(mode) == "lockstep";
-          DataBackend& backend = std::string(mode) == "compute thread" ? *threaded : *host;
+          const bool lockstep = mode == "lockstep" || mode == "fused, lockstep";
+          DataBackend& backend = mode == "compute thread"          ? *threaded
+                                 : mode == "fused, compute thread" ? *fusing_threaded
+                                 : mode == "fused, lockstep"       ? *fusing
+                                                                   : *host;
           INFO(c.collective << " " << c.algorithm << (c.intra ? " intra " : "") << (c.intra ? c.intra : "") << " "
                             << codec_name << " " << dtype_name(dt) << " " << mode << " n=" << n << " rank " << rank);
           ExecutorOptions opt;
@@ -155,6 +163,7 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           for (int r = 0; r < n; ++r) in.push_back(timing_input(dt, s.ranks[r].input_count, r, data_dir, "grad"));
           std::memcpy(ex.input(), in[rank].data(), in[rank].size());
           const RunStats st = ex.run();
+          (mode.rfind("fused", 0) == 0 ? fused : fused_elsewhere) += st.fused;
           const auto ref = sched::run_reference(s, in, ropt);
           std::vector<uint8_t> got(ex.output_bytes());
           std::memcpy(got.data(), ex.output(), got.size());
@@ -171,6 +180,10 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           CHECK(count_wrong(dt, got, expected_output(s, rank)) == 0);
           t.barrier();
         }
+  // Reduce-scatters and allreduces decode a received block and add it (with 2 ranks and more):
+  // fused where the backend can, never where it cannot.
+  if (n > 1) CHECK(fused > 0);
+  CHECK(fused_elsewhere == 0);
 }
 
 TEST_CASE("the host backend's compute thread runs kernels in order and reports a damaged stream at done()",
