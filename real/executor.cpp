@@ -199,7 +199,7 @@ void Executor::start(uint32_t i, RunStats& st) {
         const sched::Op& r = prog_.ops[fused_into_[i]];
         ++st.fused;
         return timed(b_.decompress_add(*opt_.codec, opt_.encode, wire_[op.src.index], wire_size_[op.src.index], dtype_,
-                                       slice_ptr(r.dst), r.dst.count));
+                                       slice_ptr(r.dst), r.src.count));  // the block it decodes
       }
       return timed(b_.decompress(*opt_.codec, opt_.encode, wire_[op.src.index], wire_size_[op.src.index], dtype_,
                                  slice_ptr(op.dst), op.dst.count));
