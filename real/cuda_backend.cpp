@@ -101,15 +101,10 @@ class CudaBackend final : public DataBackend {
     // nvCOMP's batched ANS: a status per chunk comes back with the size, checked in done().
     if (codec.id() == CodecId::NvcompAns) {
       grow_scratch(nvcomp_ans_encode_scratch_bytes(dtype, count));
-      const int c = take_slot();
-      return with_slot(c, [&] {
-        Slot& s = slots_[static_cast<size_t>(c)];
-        const size_t chunks = library_chunks(dtype, count);
-        hold_statuses(s, chunks);
+      return on_status_slot(library_chunks(dtype, count), codec.id(), [&](Slot& s) {
         nvcomp_ans_encode(dtype, src, count, wire, capacity, s.size_dev, s.status_dev, scratch_, scratch_bytes_,
                           stream_);
         COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.size_host, s.size_dev, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream_));
-        finish_with_statuses(s, chunks, codec.id());
         s.dest = stream_bytes;
       });
     }
@@ -141,25 +136,12 @@ class CudaBackend final : public DataBackend {
 #ifdef COMPCOLL_HAVE_NVCOMP
     if (codec.id() == CodecId::NvcompAns) {
       grow_scratch(nvcomp_ans_decode_scratch_bytes(dtype, count));
-      const int c = take_slot();
-      return with_slot(c, [&] {
-        Slot& s = slots_[static_cast<size_t>(c)];
-        const size_t chunks = library_chunks(dtype, count);
-        hold_statuses(s, chunks);
+      return on_status_slot(library_chunks(dtype, count), codec.id(), [&](Slot& s) {
         nvcomp_ans_decode(dtype, count, wire, bytes, dst, s.status_dev, scratch_, scratch_bytes_, stream_);
-        finish_with_statuses(s, chunks, codec.id());
       });
     }
 #endif
-    const StreamInfo info = expected_stream_info(codec, dtype, count, opt, bytes);
-    const int c = take_slot();
-    return with_slot(c, [&] {
-      Slot& s = slots_[static_cast<size_t>(c)];
-      const size_t chunks = info.chunk_count;
-      hold_statuses(s, chunks);
-      cuda_decode(info, wire, bytes, dst, count * dtype_size(dtype), s.status_dev, stream_);
-      finish_with_statuses(s, chunks, info.codec);
-    });
+    return decode_stream(cuda_decode, codec, opt, wire, bytes, dtype, dst, count);
   }
   // cuda_decode_add: the decode and the reduction of a reduce-scatter or allreduce step in one
   // pass (identity, gauss-exp, entropy-exp), the decoded block never written out.
@@ -169,15 +151,7 @@ class CudaBackend final : public DataBackend {
   Completion decompress_add(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes, DType dtype,
                             void* acc, uint64_t count) override {
     if (!decompress_adds(codec)) return DataBackend::decompress_add(codec, opt, wire, bytes, dtype, acc, count);
-    const StreamInfo info = expected_stream_info(codec, dtype, count, opt, bytes);
-    const int c = take_slot();
-    return with_slot(c, [&] {
-      Slot& s = slots_[static_cast<size_t>(c)];
-      const size_t chunks = info.chunk_count;
-      hold_statuses(s, chunks);
-      cuda_decode_add(info, wire, bytes, acc, count * dtype_size(dtype), s.status_dev, stream_);
-      finish_with_statuses(s, chunks, info.codec);
-    });
+    return decode_stream(cuda_decode_add, codec, opt, wire, bytes, dtype, acc, count);
   }
   bool done(Completion c, double* /*host_seconds*/) override {
     if (c < 0) return true;
@@ -267,6 +241,28 @@ class CudaBackend final : public DataBackend {
     scratch_bytes_ = 0;
     COMPCOLL_CUDA_CHECK(cudaMallocAsync(&scratch_, need, stream_));
     scratch_bytes_ = need;
+  }
+  // Runs `launch(slot)` on a free slot whose status arrays hold `chunks` chunks, then queues
+  // the statuses back behind it and the slot's event (finish_with_statuses).
+  template <typename F>
+  Completion on_status_slot(size_t chunks, CodecId codec, F&& launch) {
+    const int c = take_slot();
+    return with_slot(c, [&] {
+      Slot& s = slots_[static_cast<size_t>(c)];
+      hold_statuses(s, chunks);
+      launch(s);
+      finish_with_statuses(s, chunks, codec);
+    });
+  }
+  // cuda_decode or cuda_decode_add (`kernel`) of the plan's stream into `out` (count elements),
+  // on a slot of its own.
+  template <typename Kernel>
+  Completion decode_stream(Kernel kernel, const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes,
+                           DType dtype, void* out, uint64_t count) {
+    const StreamInfo info = expected_stream_info(codec, dtype, count, opt, bytes);
+    return on_status_slot(info.chunk_count, info.codec, [&](Slot& s) {
+      kernel(info, wire, bytes, out, count * dtype_size(dtype), s.status_dev, stream_);
+    });
   }
   // Slot s's status arrays, grown to `chunks` (the slot is free: nothing reads its old ones).
   void hold_statuses(Slot& s, size_t chunks) {
