@@ -26,8 +26,8 @@
 #      ratio); the rows in OUT_DIR/codec-cuda.jsonl;
 #   7. compcoll-bench pipeline: 4, 16, 64 and 256 MiB of Gaussian bf16 moved between two buffers
 #      of the GPU over PCIe through pinned host memory, uncompressed and with gauss-exp and
-#      entropy-exp (and nvcomp-ans where libnvcomp.so.6 loads) in 1, 4 and 16 pieces, each row beside the model's time from step 5's
-#      calibration (pipeline.log);
+#      entropy-exp (and nvcomp-ans where libnvcomp.so.6 loads) in 1, 4 and 16 pieces, each row
+#      beside the model's time from step 5's calibration (pipeline.log);
 #   8. a summary: GB/s of every codec at 256 MiB from the calibration file, against the
 #      device-to-device copy of the same run and the targets for gauss-exp bf16 (encode >= 600,
 #      decode >= 800), and the rows of step 6, as OUT_DIR/summary.txt and OUT_DIR/summary.json;
