@@ -28,8 +28,9 @@ struct ExecutorOptions {
   // Where the backend decodes and adds in one operation (DataBackend::decompress_adds), a
   // decompression whose block only one reduce reads, and that reduce, run as that one
   // operation (decompress_add into the reduce's destination, once both ops' dependencies are
-  // done): the bits are the same, the decoded block is never written out.
-  bool fuse_decode_add = true;
+  // done): the bits are the same, the decoded block is never written out. Off by default: the
+  // simulator and the cost model price the two ops.
+  bool fuse_decode_add = false;
 };
 
 // What one run of the program did on this rank.

@@ -66,9 +66,9 @@ struct RunSpec {
   // (topo::Topology::compute_thread, set by study::load_topology).
   bool compute_thread = false;
   // nccl backend: a decompression whose block only one reduce reads runs with that reduce as
-  // one decode-and-add kernel (real::ExecutorOptions::fuse_decode_add); false: two kernels, as
-  // compcoll-sim and the model column price them.
-  bool fused_decode = true;
+  // one decode-and-add kernel (real::ExecutorOptions::fuse_decode_add); false (the default):
+  // two kernels, as compcoll-sim and the model column price them.
+  bool fused_decode = false;
   // EDGC for real (run.entropy, docs/compcoll-run.md): the entropy policy over a gradient trace,
   // its lowrank steps allreduced by the executor.
   std::optional<EntropyRunSpec> entropy;

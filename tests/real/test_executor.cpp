@@ -141,6 +141,8 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           opt.codec = find_codec(codec_name);
           opt.encode.chunk_elements = 1024;
           opt.lockstep = lockstep;
+          // The fusing backends with the option on; the host backend, able or not, with it off.
+          opt.fuse_decode_add = mode.rfind("fused", 0) == 0;
           if (lockstep && !lockstep_problem(s).empty()) {
             // Some schedules wait within a step (the double binary tree forwards; the compressed
             // recursive allgather compresses between transfers of one step): refused, with the

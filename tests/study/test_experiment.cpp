@@ -255,11 +255,12 @@ TEST_CASE("run.compute_thread reaches the topologies its runs use", "[config][ex
   }
 }
 
-// run.fused_decode: on by default (the nccl executor's decode-and-add kernel); a boolean.
-TEST_CASE("run.fused_decode is on unless the experiment turns it off", "[config][experiment]") {
+// run.fused_decode: off unless asked for (the nccl executor's decode-and-add kernel, which the
+// model does not price); a boolean.
+TEST_CASE("run.fused_decode is off unless the experiment turns it on", "[config][experiment]") {
   const std::string calls = "sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring}\ncodecs: [identity]\n";
-  CHECK(load_experiment(write_experiment("fused", calls)).run.fused_decode);
-  CHECK_FALSE(load_experiment(write_experiment("unfused", calls + "run: {fused_decode: false}\n")).run.fused_decode);
+  CHECK_FALSE(load_experiment(write_experiment("unfused", calls)).run.fused_decode);
+  CHECK(load_experiment(write_experiment("fused", calls + "run: {fused_decode: true}\n")).run.fused_decode);
   const std::string bad = write_experiment("fused-bad", calls + "run: {fused_decode: maybe}\n");
   CHECK_THROWS_WITH(load_experiment(bad), bad + ": run.fused_decode: expected true or false, got 'maybe'");
 }
