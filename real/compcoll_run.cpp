@@ -953,16 +953,9 @@ void library_row(Session& s, const Cell& cell, const Entry* entry = nullptr) {
   emit(s, w);
 }
 
-// A plan's codec: compcoll's own, or the stand-in of a library codec (nvcomp-ans), which the
-// CUDA backend runs through the library.
-const Codec* plan_codec(const std::string& name) {
-  if (const LibraryCodec* lib = find_library_codec(name)) return &codec_by_id(lib->id);
-  return find_codec(name);
-}
-
 ExecutorOptions options(const Session& s, const std::string& codec) {
   ExecutorOptions opt;
-  opt.codec = plan_codec(codec);
+  opt.codec = find_plan_codec(codec);
   opt.lockstep = s.args.lockstep;
   opt.fuse_decode_add = s.st.exp.run.fused_decode;
   return opt;
@@ -1098,7 +1091,7 @@ void run_cell(Session& s, const Cell& cell) {
   guarded("the library's collective", [&] { library_row(s, cell); });
   std::vector<uint8_t> reference;
   if (std::any_of(cell.entries.begin(), cell.entries.end(),
-                  [](const Entry& e) { return e.lowrank || !plan_codec(e.codec)->lossless(); }))
+                  [](const Entry& e) { return e.lowrank || !find_plan_codec(e.codec)->lossless(); }))
     guarded("the uncompressed reference for lossy rows", [&] { reference = reference_output(s, cell); }, false);
   for (const Entry& entry : cell.entries) {
     guarded(entry.policy + " " + entry.algorithm + " " + entry.codec, [&] {

@@ -10,9 +10,9 @@
 // timed. The chunk pointer and size arrays are built once, before timing.
 //
 // Data types, matched to the tensor's dtype where the API has one:
-//   ANS      data_type NVCOMP_TYPE_FLOAT16 for bf16 and fp16 (the header: "applicable to all
-//            half-precision data formats"), NVCOMP_TYPE_FLOAT32 for fp32; everything else
-//            the default options (rANS, 8 sub-chunks, exact histograms).
+//   ANS      nvcomp-ans's options (codec/cuda/nvcomp_api.h: data_type NVCOMP_TYPE_FLOAT16 for
+//            bf16 and fp16, NVCOMP_TYPE_FLOAT32 for fp32; everything else the default options:
+//            rANS, 8 sub-chunks, exact histograms).
 //   Bitcomp  lossless, algorithm 0 (default), data_type NVCOMP_TYPE_FLOAT16 for fp16,
 //            NVCOMP_TYPE_FLOAT32 for fp32 and NVCOMP_TYPE_USHORT for bf16 (no bf16 type: the
 //            16-bit words as unsigned integers).
@@ -95,10 +95,8 @@ struct Algorithm {
 };
 
 Algorithm ans(DType dtype) {
-  nvcompBatchedANSCompressOpts_t c = nvcompBatchedANSCompressDefaultOpts;
-  c.data_type = dtype == DType::FP32 ? NVCOMP_TYPE_FLOAT32 : NVCOMP_TYPE_FLOAT16;
-  nvcompBatchedANSDecompressOpts_t d = nvcompBatchedANSDecompressDefaultOpts;
-  d.data_type = c.data_type;
+  const nvcompBatchedANSCompressOpts_t c = nvcomp_ans_compress_opts(dtype);  // as nvcomp-ans runs it
+  const nvcompBatchedANSDecompressOpts_t d = nvcomp_ans_decompress_opts(dtype);
   Algorithm a;
   a.name = kNvcompAnsName;
   a.alignments = [c, d](nvcompAlignmentRequirements_t& ca, nvcompAlignmentRequirements_t& da) {

@@ -89,7 +89,7 @@ PipelineOptions parse_pipeline_args(int argc, char** argv) {
         if (name == kNvcompAnsName) {  // nvCOMP's ANS, as compcoll-run's GPU backend runs it
 #ifdef COMPCOLL_HAVE_NVCOMP
           if (const std::string why = nvcomp_unavailable(); !why.empty()) pipeline_usage("--codec nvcomp-ans: " + why);
-          opt.codecs.push_back(&codec_by_id(CodecId::NvcompAns));
+          opt.codecs.push_back(find_plan_codec(name));
           continue;
 #else
           pipeline_usage("--codec nvcomp-ans: this compcoll-bench was built without nvCOMP");

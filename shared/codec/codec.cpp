@@ -209,8 +209,7 @@ uint32_t library_chunk_elements(const LibraryCodec& codec, DType dtype) {
 
 size_t library_max_encoded_size(const LibraryCodec& codec, DType dtype, uint64_t elements,
                                 uint64_t max_chunk_bytes) {
-  const uint32_t chunks = chunk_count_for(elements, library_chunk_elements(codec, dtype));
-  return kHeaderBytes + size_t{kOffsetEntryBytes} * chunks + chunks * library_chunk_bytes(chunks, max_chunk_bytes);
+  return library_stream_bound(chunk_count_for(elements, library_chunk_elements(codec, dtype)), max_chunk_bytes);
 }
 
 StreamInfo library_stream_info(const LibraryCodec& codec, DType dtype, uint64_t elements, uint64_t stream_bytes) {

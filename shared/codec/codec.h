@@ -130,6 +130,12 @@ uint32_t library_chunk_elements(const LibraryCodec& codec, DType dtype);
 StreamInfo library_stream_info(const LibraryCodec& codec, DType dtype, uint64_t elements, uint64_t stream_bytes);
 // compcoll's own (find_codec) or a library codec.
 inline bool known_codec(std::string_view name) { return find_codec(name) || find_library_codec(name); }
+// The codec a plan names: compcoll's own (find_codec), or a library codec's stand-in
+// (codec_by_id of its id), which a GPU backend runs through the library; nullptr if neither.
+inline const Codec* find_plan_codec(std::string_view name) {
+  if (const LibraryCodec* lib = find_library_codec(name)) return &codec_by_id(lib->id);
+  return find_codec(name);
+}
 
 // Upper bound of encode()'s output for `elements` elements.
 size_t max_encoded_size(const Codec& codec, DType dtype, uint64_t elements,

@@ -84,6 +84,12 @@ COMPCOLL_HD constexpr uint32_t library_prefix_bytes(uint64_t chunk_count) { retu
 COMPCOLL_HD constexpr uint64_t library_chunk_bytes(uint64_t chunk_count, uint64_t compressed) {
   return (library_prefix_bytes(chunk_count) + compressed + kLibraryAlign - 1) / kLibraryAlign * kLibraryAlign;
 }
+// The most a stream of chunk_count chunks takes, each of at most max_compressed bytes of the
+// library's (header, offset table, chunks).
+COMPCOLL_HD constexpr uint64_t library_stream_bound(uint64_t chunk_count, uint64_t max_compressed) {
+  return kHeaderBytes + kOffsetEntryBytes * chunk_count +
+         chunk_count * library_chunk_bytes(chunk_count, max_compressed);
+}
 
 COMPCOLL_HD constexpr uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 COMPCOLL_HD constexpr uint64_t align_up64(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }

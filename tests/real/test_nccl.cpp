@@ -60,8 +60,7 @@ TEST_CASE("nccl: CUDA codecs inside the executor round-trip real gradients bit-e
     p.ops = {{sched::OpKind::Compress, -1, {sched::BufKind::Input, 0, 0, s.count}, sched::wire_slice(0), {}, 0},
              {sched::OpKind::Decompress, -1, sched::wire_slice(0), {sched::BufKind::Output, 0, 0, s.count}, {0}, 0}};
     ExecutorOptions opt;
-    const LibraryCodec* lib = find_library_codec(codec_name);
-    opt.codec = lib ? &codec_by_id(lib->id) : find_codec(codec_name);
+    opt.codec = find_plan_codec(codec_name);
     Executor ex(s, 0, *g.transport, *g.backend, opt);
     const auto in = timing_input(DType::BF16, s.count, 0, COMPCOLL_TEST_DATA_DIR, "grad");
     g.backend->upload(ex.input(), in.data(), in.size());

@@ -438,7 +438,7 @@ void cuda_library_chunk_table(void* base_dev, uint64_t bytes, uint64_t chunk_byt
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
-size_t cuda_library_pack_scratch_bytes(uint32_t chunks) { return gpu::library_pack_scratch_bytes(chunks); }
+size_t cuda_library_pack_scratch_bytes(uint32_t chunks) { return gpu::library_pack_layout(chunks).total; }
 
 void cuda_library_pack(CodecId codec, DType dtype, uint64_t elements, uint32_t chunk_elements,
                        const void* slots_dev, uint64_t slot_bytes, const size_t* compressed_bytes_dev,
@@ -446,8 +446,7 @@ void cuda_library_pack(CodecId codec, DType dtype, uint64_t elements, uint32_t c
                        uint64_t* out_size_dev, int32_t* status_dev, void* scratch_dev, size_t scratch_bytes,
                        cudaStream_t stream) {
   const gpu::Geometry g = geometry(elements, chunk_elements);
-  const size_t need = format::kHeaderBytes + size_t{format::kOffsetEntryBytes} * g.chunks +
-                      size_t{g.chunks} * format::library_chunk_bytes(g.chunks, slot_bytes);
+  const uint64_t need = format::library_stream_bound(g.chunks, slot_bytes);
   if (chunk_elements == 0 || out_dev == nullptr || out_size_dev == nullptr)
     throw CodecError("cuda_library_pack: no chunk size, or a null output", 0);
   if (!aligned(out_dev, format::kLibraryAlign) || (g.chunks > 0 && !aligned(slots_dev, format::kLibraryAlign)) ||
@@ -457,15 +456,16 @@ void cuda_library_pack(CodecId codec, DType dtype, uint64_t elements, uint32_t c
     throw CodecError("cuda_library_pack: output capacity " + std::to_string(out_capacity) + " < " +
                          std::to_string(need) + " bytes needed",
                      0);
-  if (g.chunks > 0 && (compressed_bytes_dev == nullptr || status_dev == nullptr ||
-                       scratch_bytes < gpu::library_pack_scratch_bytes(g.chunks) || scratch_dev == nullptr))
-    throw CodecError("cuda_library_pack: null sizes or statuses, or scratch under " +
-                         std::to_string(gpu::library_pack_scratch_bytes(g.chunks)) + " bytes",
+  const gpu::LibraryPackLayout layout = gpu::library_pack_layout(g.chunks);
+  if (g.chunks > 0 && (compressed_bytes_dev == nullptr || status_dev == nullptr || scratch_bytes < layout.total ||
+                       scratch_dev == nullptr))
+    throw CodecError("cuda_library_pack: null sizes or statuses, or scratch under " + std::to_string(layout.total) +
+                         " bytes",
                      0);
   auto* out = static_cast<uint8_t*>(out_dev);
   const gpu::HeaderPrefix header = gpu::make_header_prefix(codec, dtype, g);
   if (g.chunks == 0) return gpu::launch_finish(out, header, g, nullptr, 0, out_size_dev, stream);
-  const gpu::LibraryPackScratch s = gpu::bind_library_scratch(scratch_dev, g.chunks);
+  const gpu::LibraryPackScratch s = gpu::bind_library_scratch(layout, scratch_dev);
   const uint32_t blocks = gpu::library_blocks(g.chunks, gpu::kLibraryThreads);
   gpu::library_sizes_kernel<<<blocks, gpu::kLibraryThreads, 0, stream>>>(compressed_bytes_dev, library_status_dev,
                                                                          g.chunks, slot_bytes, s.chunk_bytes, status_dev);

@@ -125,7 +125,13 @@ __global__ void library_finish_kernel(uint32_t chunks, const int32_t* library_st
 }
 
 // cuda_library_pack's scratch: each chunk's size in the stream, their inclusive sums, CUB's
-// scan storage; each at a 256-byte boundary of the (aligned) base.
+// scan storage; each at a 256-byte boundary of the (aligned) base. The layout is computed once
+// a call (CUB's storage size is a query), then bound to the base.
+constexpr size_t kLibraryScratchAlign = 256;
+struct LibraryPackLayout {
+  size_t array = 0, scan_temp_bytes = 0;
+  size_t total = 0;  // with the slack that aligns the base
+};
 struct LibraryPackScratch {
   uint64_t* chunk_bytes;
   uint64_t* chunk_end;
@@ -133,19 +139,20 @@ struct LibraryPackScratch {
   size_t scan_temp_bytes;
 };
 
-inline size_t library_pack_scratch_bytes(uint32_t chunks) {
-  if (chunks == 0) return 0;
-  constexpr size_t kAlign = 256;
-  const size_t array = format::align_up64(sizeof(uint64_t) * chunks, kAlign);
-  return kAlign + 2 * array + cub_scan_temp_bytes(chunks);
+inline LibraryPackLayout library_pack_layout(uint32_t chunks) {
+  LibraryPackLayout l;
+  if (chunks == 0) return l;
+  l.array = format::align_up64(sizeof(uint64_t) * chunks, kLibraryScratchAlign);
+  l.scan_temp_bytes = cub_scan_temp_bytes(chunks);
+  l.total = kLibraryScratchAlign + 2 * l.array + l.scan_temp_bytes;
+  return l;
 }
 
-inline LibraryPackScratch bind_library_scratch(void* scratch, uint32_t chunks) {
-  constexpr size_t kAlign = 256;
-  const size_t array = format::align_up64(sizeof(uint64_t) * chunks, kAlign);
-  auto* base = reinterpret_cast<uint8_t*>(format::align_up64(reinterpret_cast<uintptr_t>(scratch), kAlign));
-  return {reinterpret_cast<uint64_t*>(base), reinterpret_cast<uint64_t*>(base + array), base + 2 * array,
-          cub_scan_temp_bytes(chunks)};
+inline LibraryPackScratch bind_library_scratch(const LibraryPackLayout& l, void* scratch) {
+  const uintptr_t at = format::align_up64(reinterpret_cast<uintptr_t>(scratch), kLibraryScratchAlign);
+  auto* base = reinterpret_cast<uint8_t*>(at);
+  return {reinterpret_cast<uint64_t*>(base), reinterpret_cast<uint64_t*>(base + l.array), base + 2 * l.array,
+          l.scan_temp_bytes};
 }
 
 }  // namespace compcoll::gpu

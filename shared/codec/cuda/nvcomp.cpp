@@ -66,6 +66,18 @@ std::string nvcomp_library_file() {
   return info.dli_fname;
 }
 
+nvcompBatchedANSCompressOpts_t nvcomp_ans_compress_opts(DType dtype) {
+  nvcompBatchedANSCompressOpts_t c = nvcompBatchedANSCompressDefaultOpts;
+  c.data_type = dtype == DType::FP32 ? NVCOMP_TYPE_FLOAT32 : NVCOMP_TYPE_FLOAT16;
+  return c;
+}
+
+nvcompBatchedANSDecompressOpts_t nvcomp_ans_decompress_opts(DType dtype) {
+  nvcompBatchedANSDecompressOpts_t d = nvcompBatchedANSDecompressDefaultOpts;
+  d.data_type = nvcomp_ans_compress_opts(dtype).data_type;
+  return d;
+}
+
 namespace {
 
 static_assert(sizeof(nvcompStatus_t) == sizeof(int32_t), "the container kernels read nvCOMP's statuses as int32");
@@ -85,18 +97,6 @@ void check(nvcompStatus_t status, const char* call) {
 
 const LibraryCodec& ans_codec() { return *find_library_codec(kNvcompAnsName); }
 
-nvcompBatchedANSCompressOpts_t compress_opts(DType dtype) {
-  nvcompBatchedANSCompressOpts_t c = nvcompBatchedANSCompressDefaultOpts;
-  c.data_type = dtype == DType::FP32 ? NVCOMP_TYPE_FLOAT32 : NVCOMP_TYPE_FLOAT16;
-  return c;
-}
-
-nvcompBatchedANSDecompressOpts_t decompress_opts(DType dtype) {
-  nvcompBatchedANSDecompressOpts_t d = nvcompBatchedANSDecompressDefaultOpts;
-  d.data_type = compress_opts(dtype).data_type;
-  return d;
-}
-
 bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
 // A message: its bytes, chunks and nvCOMP's largest compressed chunk, rounded to the container's
@@ -115,7 +115,8 @@ Message message(DType dtype, uint64_t elements) {
   m.chunks = format::chunk_count_for(elements, m.chunk_elements);
   m.max_chunk = static_cast<size_t>(std::min<uint64_t>(m.bytes, kNvcompChunkBytes));
   size_t most = 0;
-  check(api().nvcompBatchedANSCompressGetMaxOutputChunkSize(kNvcompChunkBytes, compress_opts(dtype), &most),
+  check(api().nvcompBatchedANSCompressGetMaxOutputChunkSize(kNvcompChunkBytes, nvcomp_ans_compress_opts(dtype),
+                                                            &most),
         "nvcompBatchedANSCompressGetMaxOutputChunkSize");
   m.slot = format::align_up64(most, format::kLibraryAlign);
   return m;
@@ -145,12 +146,12 @@ Scratch layout(bool encode, DType dtype, const Message& m, void* base) {
   Scratch s;
   if (m.chunks == 0) return s;
   if (encode)
-    check(api().nvcompBatchedANSCompressGetTempSize(m.chunks, m.max_chunk, compress_opts(dtype), &s.temp_bytes, m.bytes,
-                                                    nullptr),
+    check(api().nvcompBatchedANSCompressGetTempSize(m.chunks, m.max_chunk, nvcomp_ans_compress_opts(dtype),
+                                                    &s.temp_bytes, m.bytes, nullptr),
           "nvcompBatchedANSCompressGetTempSize");
   else
-    check(api().nvcompBatchedANSDecompressGetTempSize(m.chunks, m.max_chunk, decompress_opts(dtype), &s.temp_bytes,
-                                                      m.bytes, nullptr),
+    check(api().nvcompBatchedANSDecompressGetTempSize(m.chunks, m.max_chunk, nvcomp_ans_decompress_opts(dtype),
+                                                      &s.temp_bytes, m.bytes, nullptr),
           "nvcompBatchedANSDecompressGetTempSize");
   if (encode) s.pack_bytes = cuda_library_pack_scratch_bytes(m.chunks);
   // Offsets from the aligned base; pointers only where there is a base (the sizes are asked
@@ -226,7 +227,8 @@ void nvcomp_ans_encode(DType dtype, const void* in_dev, uint64_t elements, void*
     cuda_library_chunk_table(const_cast<void*>(in), m.bytes, kNvcompChunkBytes, s.data_ptrs, s.data_bytes, stream);
     cuda_library_chunk_table(s.slots, uint64_t{m.chunks} * m.slot, m.slot, s.comp_ptrs, nullptr, stream);
     check(api().nvcompBatchedANSCompressAsync(s.data_ptrs, s.data_bytes, m.max_chunk, m.chunks, s.temp, s.temp_bytes,
-                                              s.comp_ptrs, s.comp_bytes, compress_opts(dtype), s.status, stream),
+                                              s.comp_ptrs, s.comp_bytes, nvcomp_ans_compress_opts(dtype), s.status,
+                                              stream),
           "nvcompBatchedANSCompressAsync");
   }
   cuda_library_pack(CodecId::NvcompAns, dtype, elements, m.chunk_elements, s.slots, m.slot, s.comp_bytes,
@@ -247,7 +249,7 @@ void nvcomp_ans_decode(DType dtype, uint64_t elements, const void* stream_dev, s
   cuda_library_unpack(info, stream_dev, stream_bytes, s.comp_ptrs, s.comp_bytes, status_dev, stream);
   cuda_library_chunk_table(out, m.bytes, kNvcompChunkBytes, s.data_ptrs, s.data_bytes, stream);
   check(api().nvcompBatchedANSDecompressAsync(s.comp_ptrs, s.comp_bytes, s.data_bytes, s.decoded_bytes, m.chunks,
-                                              s.temp, s.temp_bytes, s.data_ptrs, decompress_opts(dtype), s.status,
+                                              s.temp, s.temp_bytes, s.data_ptrs, nvcomp_ans_decompress_opts(dtype), s.status,
                                               stream),
         "nvcompBatchedANSDecompressAsync");
   cuda_library_finish(m.chunks, reinterpret_cast<const int32_t*>(s.status), s.decoded_bytes, s.data_bytes, status_dev,

@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include "util/dtype.h"
+
 namespace compcoll {
 
 struct NvcompApi {
@@ -36,5 +38,11 @@ struct NvcompApi {
 
 // The library, opened at the first call (thread-safe); check `error` before calling anything.
 const NvcompApi& nvcomp_api();
+
+// nvCOMP's ANS options for a tensor of `dtype`, as nvcomp-ans and compcoll-bench's nvCOMP rows
+// run it: data_type NVCOMP_TYPE_FLOAT16 for bf16 and fp16 (its header: "applicable to all
+// half-precision data formats"), NVCOMP_TYPE_FLOAT32 for fp32; otherwise nvCOMP's defaults.
+nvcompBatchedANSCompressOpts_t nvcomp_ans_compress_opts(DType dtype);
+nvcompBatchedANSDecompressOpts_t nvcomp_ans_decompress_opts(DType dtype);
 
 }  // namespace compcoll
