@@ -63,9 +63,11 @@ class DataBackend {
   // the stream's size is in *stream_bytes (host) once the completion is done.
   virtual Completion compress(const Codec& codec, DType dtype, const void* src, uint64_t count, void* wire,
                               size_t capacity, const EncodeOptions& opt, uint64_t* stream_bytes) = 0;
-  // Decodes the stream of `bytes` bytes at `wire`, which `codec` wrote with `opt`, into
-  // exactly `count` elements at dst; damage, or a stream that is not such a one, throws
-  // CodecError (from done(), where the check runs on the device).
+  // Decodes the stream at `wire`, which `codec` wrote with `opt`, into exactly `count`
+  // elements at dst. The stream lies within the `bytes` bytes at wire: its own header says
+  // where it ends (docs/FORMAT.md), and bytes after that are not read (a stream sent within a
+  // wire budget, executor.h). Damage, a stream cut short, or a stream that is not such a one
+  // throws CodecError (from done(), where the check runs on the device).
   virtual Completion decompress(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes,
                                 DType dtype, void* dst, uint64_t count) = 0;
   // Whether decompress_add runs for `codec` here; false (the default): the executor decodes,

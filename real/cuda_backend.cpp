@@ -259,7 +259,7 @@ class CudaBackend final : public DataBackend {
   template <typename Kernel>
   Completion decode_stream(Kernel kernel, const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes,
                            DType dtype, void* out, uint64_t count) {
-    const StreamInfo info = expected_stream_info(codec, dtype, count, opt, bytes);
+    const StreamInfo info = expected_stream_info(codec, dtype, count, opt, bytes, /*within=*/true);
     return on_status_slot(info.chunk_count, info.codec, [&](Slot& s) {
       kernel(info, wire, bytes, out, count * dtype_size(dtype), s.status_dev, stream_);
     });

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <numeric>
 #include <thread>
 
@@ -59,6 +60,16 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
       throw ScheduleError(where + ": wire buffer " + std::to_string(w) +
                           " is never compressed into nor decompressed from, so its size has no bound");
 
+  if (opt_.wire_budget) {
+    if (!(opt_.wire_budget_margin > -1) || !std::isfinite(opt_.wire_budget_margin))
+      throw ScheduleError(where + ": a wire budget margin of " + std::to_string(opt_.wire_budget_margin) +
+                          " (expected a number above -1)");
+    // A budget is a stream's size grown by the margin: every wire buffer holds its largest
+    // stream's bound grown so too, at both ends.
+    if (opt_.wire_budget_margin > 0)
+      for (size_t& c : wire_capacity_) c = grown(c);
+  }
+
   input_ = b_.alloc(prog_.input_count * es_);
   output_ = b_.alloc(prog_.output_count * es_);
   for (uint64_t c : prog_.scratch_counts) scratch_.push_back(b_.alloc(c * es_));
@@ -94,6 +105,8 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
   fused_into_.assign(n, kNotFused);
   absorbed_.assign(n, 0);
   if (opt_.fuse_decode_add && opt_.codec && b_.decompress_adds(*opt_.codec)) fuse_decode_add();
+
+  if (opt_.wire_budget) learned_.assign(n, 0), budget_.assign(n, 0);
 }
 
 void Executor::fuse_decode_add() {
@@ -172,9 +185,11 @@ void Executor::start(uint32_t i, RunStats& st) {
   };
   switch (op.kind) {
     case OpKind::Send: {
+      // A stream goes at its size, or (budgeted) as an exact message of its budget.
       const bool wire = op.src.buf == BufKind::Wire;
       const size_t bytes = wire ? wire_size_[op.src.index] : op.src.count * es_;
-      const Request r = t_.post_send(slice_ptr(op.src), bytes, op.peer, send_base_[op.peer] + msg_index_[i], !wire);
+      const Request r =
+          t_.post_send(slice_ptr(op.src), bytes, op.peer, send_base_[op.peer] + msg_index_[i], !wire || budgeted_);
       ++st.messages;
       st.sent_bytes += bytes;
       running_.push_back({i, true, r});
@@ -182,8 +197,9 @@ void Executor::start(uint32_t i, RunStats& st) {
     }
     case OpKind::Recv: {
       const bool wire = op.dst.buf == BufKind::Wire;
-      const size_t bytes = wire ? wire_capacity_[op.dst.index] : op.dst.count * es_;
-      running_.push_back({i, true, t_.post_recv(slice_ptr(op.dst), bytes, op.peer, recv_base_[op.peer] + msg_index_[i], !wire)});
+      const size_t bytes = !wire ? op.dst.count * es_ : budgeted_ ? budget_[i] : wire_capacity_[op.dst.index];
+      const uint64_t seq = recv_base_[op.peer] + msg_index_[i];
+      running_.push_back({i, true, t_.post_recv(slice_ptr(op.dst), bytes, op.peer, seq, !wire || budgeted_)});
       return;
     }
     case OpKind::Reduce:
@@ -194,15 +210,27 @@ void Executor::start(uint32_t i, RunStats& st) {
       st.compress_in += op.src.count * es_;
       return timed(b_.compress(*opt_.codec, dtype_, slice_ptr(op.src), op.src.count, wire_[op.dst.index],
                                wire_capacity_[op.dst.index], opt_.encode, &stream_bytes_[i]));
-    case OpKind::Decompress:
-      if (fused_into_[i] != kNotFused) {
-        const sched::Op& r = prog_.ops[fused_into_[i]];
-        ++st.fused;
-        return timed(b_.decompress_add(*opt_.codec, opt_.encode, wire_[op.src.index], wire_size_[op.src.index], dtype_,
-                                       slice_ptr(r.dst), r.src.count));  // the block it decodes
+    case OpKind::Decompress: {
+      // Budgeted, a stream may have been cut (its sender's overflow): its error waits for the
+      // run's end, where the run is redone (run()).
+      Completion c = -1;
+      try {
+        if (fused_into_[i] != kNotFused) {
+          const sched::Op& r = prog_.ops[fused_into_[i]];
+          ++st.fused;
+          c = b_.decompress_add(*opt_.codec, opt_.encode, wire_[op.src.index], wire_size_[op.src.index], dtype_,
+                                slice_ptr(r.dst), r.src.count);  // the block it decodes
+        } else {
+          c = b_.decompress(*opt_.codec, opt_.encode, wire_[op.src.index], wire_size_[op.src.index], dtype_,
+                            slice_ptr(op.dst), op.dst.count);
+        }
+      } catch (const CodecError&) {
+        if (!budgeted_) throw;
+        if (!decode_error_) decode_error_ = std::current_exception();
+        c = -1;
       }
-      return timed(b_.decompress(*opt_.codec, opt_.encode, wire_[op.src.index], wire_size_[op.src.index], dtype_,
-                                 slice_ptr(op.dst), op.dst.count));
+      return timed(c);
+    }
   }
 }
 
@@ -228,10 +256,19 @@ void Executor::make_ready(Pass& p, uint32_t i) {
 
 void Executor::finish(Pass& p, uint32_t i, size_t received) {
   const sched::Op& op = prog_.ops[i];
-  if (op.kind == OpKind::Recv && op.dst.buf == BufKind::Wire) wire_size_[op.dst.index] = received;
+  if (op.kind == OpKind::Recv && op.dst.buf == BufKind::Wire) {
+    wire_size_[op.dst.index] = received;  // budgeted: the budget
+    if (opt_.wire_budget && !budgeted_) learned_[i] = received;
+  }
   if (op.kind == OpKind::Compress) {
-    wire_size_[op.dst.index] = stream_bytes_[i];
     p.st.compress_out += stream_bytes_[i];
+    if (budgeted_) {
+      wire_size_[op.dst.index] = budget_[i];
+      if (stream_bytes_[i] > budget_[i]) ++p.st.overflows;
+    } else {
+      wire_size_[op.dst.index] = stream_bytes_[i];
+      if (opt_.wire_budget) learned_[i] = stream_bytes_[i];
+    }
   }
   ++p.done;
   heartbeat();  // the watchdog's sign of life (real/watchdog.h)
@@ -252,7 +289,14 @@ bool Executor::poll_running(Pass& p) {
     const Running r = running_[k];
     size_t received = 0;
     double seconds = 0;
-    const bool fin = r.transfer ? t_.test(r.handle, &received) : b_.done(r.handle, &seconds);
+    bool fin = false;
+    try {
+      fin = r.transfer ? t_.test(r.handle, &received) : b_.done(r.handle, &seconds);
+    } catch (const CodecError&) {  // a decompression's, on the device or the compute thread
+      if (!budgeted_ || prog_.ops[r.op].kind != OpKind::Decompress) throw;
+      if (!decode_error_) decode_error_ = std::current_exception();
+      fin = true;
+    }
     if (!fin) {
       ++k;
       continue;
@@ -316,6 +360,44 @@ bool Executor::start_compute(Pass& p) {
 }
 
 RunStats Executor::run() {
+  if (!opt_.wire_budget) return run_pass(false);
+  if (!budgets_ready_) {
+    RunStats st = run_pass(false);
+    learn_budgets();
+    return st;
+  }
+  RunStats st = run_pass(true);
+  const std::exception_ptr error = decode_error_;
+  decode_error_ = nullptr;
+  if (!t_.any(st.overflows > 0 || error)) {
+    // No stream was cut anywhere, so a stream that failed to decode was damaged.
+    if (error) std::rethrow_exception(error);
+    return st;
+  }
+  // A stream outgrew its budget somewhere: every rank redoes the run at exact sizes.
+  const RunStats again = run_pass(false);
+  learn_budgets();
+  st.messages += again.messages, st.sent_bytes += again.sent_bytes;
+  st.compress_in += again.compress_in, st.compress_out += again.compress_out, st.fused += again.fused;
+  st.codec_s += again.codec_s, st.reduce_s += again.reduce_s, st.copy_s += again.copy_s;
+  st.reruns = 1;
+  return st;
+}
+
+// Each message's budget from its size at exact sizes: the same function of the same number at
+// both ends (the sender's stream, the receiver's message; a relay forwards what it received).
+void Executor::learn_budgets() {
+  for (size_t i = 0; i < learned_.size(); ++i) budget_[i] = grown(learned_[i]);
+  budgets_ready_ = true;
+}
+
+uint64_t Executor::grown(uint64_t bytes) const {
+  return static_cast<uint64_t>(std::max(0.0, std::ceil(static_cast<double>(bytes) * (1 + opt_.wire_budget_margin))));
+}
+
+RunStats Executor::run_pass(bool budgeted) {
+  budgeted_ = budgeted;
+  decode_error_ = nullptr;
   const size_t n = prog_.ops.size();
   const int np = t_.size();
   send_base_.assign(np, 0);

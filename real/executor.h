@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,18 @@ struct ExecutorOptions {
   // done): the bits are the same, the decoded block is never written out. Off by default: the
   // simulator and the cost model price the two ops.
   bool fuse_decode_add = false;
+  // Compressed messages within a wire budget, so that no stream's size is needed on the host
+  // before its transfer is posted (docs/compcoll-run.md, "Variable-length messages"). A run
+  // that sends every stream at its exact size (the first, and any redone) teaches each message
+  // its size; from then on the message goes as an exact transfer of its budget: that size plus
+  // wire_budget_margin of it, the same on both ends (the wire buffers grow by the margin too).
+  // A receive is then posted at once with its size (NCCL needs no size exchange, MPI no
+  // probe), the stream followed by bytes its decoder does not read. A stream longer than its
+  // budget goes cut; the run ends with Transport::any on every rank, and where any stream
+  // anywhere outgrew its budget the whole run is redone with exact sizes and its budgets
+  // learned anew (RunStats::reruns). Off: every stream at its exact size, every run.
+  bool wire_budget = false;
+  double wire_budget_margin = 0;  // > -1; below 0 only to force overflows (the tests)
 };
 
 // What one run of the program did on this rank.
@@ -40,6 +53,9 @@ struct RunStats {
   uint64_t compress_in = 0;    // bytes given to compress ops
   uint64_t compress_out = 0;   // stream bytes they produced
   uint64_t fused = 0;          // decompress-and-reduce pairs run as one decode-and-add
+  uint64_t overflows = 0;      // wire budget: this rank's streams longer than their budget
+  uint64_t reruns = 0;         // wire budget: 1 when the run was redone with exact sizes (then
+                               // every other count is of both passes)
   double codec_s = 0, reduce_s = 0, copy_s = 0;  // host backend only: time in (de)compress, reduce, copy ops
 };
 
@@ -66,13 +82,18 @@ class Executor {
   size_t input_bytes() const { return prog_.input_count * es_; }
   size_t output_bytes() const { return prog_.output_count * es_; }
 
-  // Runs the program once; returns when every op of this rank is done.
+  // Runs the program once; returns when every op of this rank is done. With a wire budget,
+  // collective (Transport::any) once the budgets are learned.
   RunStats run();
 
  private:
   void* slice_ptr(const sched::Slice& s) const;
   void start(uint32_t i, RunStats& st);
   struct Pass;  // one run's progress (executor.cpp)
+  RunStats run_pass(bool budgeted);
+  void learn_budgets();
+  // ceil(bytes x (1 + the budget's margin)): a budget from a size, a capacity from a bound.
+  uint64_t grown(uint64_t bytes) const;
   void make_ready(Pass& p, uint32_t i);
   void finish(Pass& p, uint32_t i, size_t received);
   void launch(Pass& p, uint32_t i);
@@ -117,7 +138,14 @@ class Executor {
   std::vector<uint32_t> fused_into_;
   std::vector<uint8_t> absorbed_;
 
+  // Wire budget: per compress op and per receive into a wire buffer, the stream's size in the
+  // last run at exact sizes (learned_) and its budget (budget_).
+  std::vector<uint64_t> learned_, budget_;
+  bool budgets_ready_ = false;
+
   // Per run.
+  bool budgeted_ = false;
+  std::exception_ptr decode_error_;  // budgeted: the first decompression that failed
   std::vector<uint64_t> send_base_, recv_base_;
   std::vector<uint64_t> stream_bytes_;  // compress ops: the stream's size once done
   // A send counts as done for its dependents once posted (sends are buffered in the

@@ -127,4 +127,12 @@ bool MpiTransport::test(Request r, size_t* received) {
 
 void MpiTransport::barrier() { mpi_check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
+bool mpi_any(MPI_Comm comm, bool flag) {
+  int in = flag ? 1 : 0, out = 0;
+  mpi_check(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LOR, comm), "MPI_Allreduce(any)");
+  return out != 0;
+}
+
+bool MpiTransport::any(bool flag) { return mpi_any(comm_, flag); }
+
 }  // namespace compcoll::real

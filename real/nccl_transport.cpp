@@ -210,6 +210,8 @@ void NcclTransport::barrier() {
   mpi_check(MPI_Barrier(mpi_), "MPI_Barrier");
 }
 
+bool NcclTransport::any(bool flag) { return mpi_any(mpi_, flag); }
+
 NcclSetup make_nccl_backend(MPI_Comm comm, int local_rank, int channels_per_net_peer) {
   int devices = 0;
   COMPCOLL_CUDA_CHECK(cudaGetDeviceCount(&devices));

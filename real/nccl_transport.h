@@ -7,7 +7,8 @@
 //
 // Variable-length messages: NCCL has no probe and a receive must name the sender's count, so
 // the size of each compressed stream goes first over MPI (tagged by its message number), and
-// the group's NCCL calls are issued once the sizes are in. docs/compcoll-run.md: the cost.
+// the group's NCCL calls are issued once the sizes are in. docs/compcoll-run.md: the cost. A
+// stream within a wire budget (real/executor.h) is an exact message and needs no exchange.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -70,6 +71,7 @@ class NcclTransport final : public Transport {
   Request post_recv(void* buf, size_t bytes, int peer, uint64_t seq, bool exact) override;
   bool test(Request r, size_t* received = nullptr) override;
   void barrier() override;
+  bool any(bool flag) override;
 
   ncclComm_t comm() const { return comm_; }
   ncclComm_t baseline_comm() const { return baseline_ ? baseline_ : comm_; }

@@ -12,6 +12,8 @@
 //
 // Variable-length messages (compressed streams): a post with exact == false names an upper
 // bound on the receive side; the receiver learns the size from the transport (test()/wait()).
+// A compressed stream sent within a wire budget (executor.h) is an exact message of the
+// budget's size.
 #pragma once
 
 #include <mpi.h>
@@ -66,6 +68,9 @@ class Transport {
   virtual bool test(Request r, size_t* received = nullptr) = 0;
   size_t wait(Request r);  // spins on test()
   virtual void barrier() = 0;
+  // Collective: true on every rank when `flag` is true on any (a logical-or allreduce over the
+  // host's MPI communicator, whatever the transport moves data with).
+  virtual bool any(bool flag) = 0;
 
  protected:
   void init_seqs(int n) { next_seq_[0].assign(n, 0), next_seq_[1].assign(n, 0); }
@@ -94,6 +99,7 @@ class MpiTransport final : public Transport {
   Request post_recv(void* buf, size_t bytes, int peer, uint64_t seq, bool exact) override;
   bool test(Request r, size_t* received = nullptr) override;
   void barrier() override;
+  bool any(bool flag) override;
   MPI_Comm comm() const { return comm_; }
 
  private:
@@ -116,5 +122,8 @@ class MpiTransport final : public Transport {
 
 // Throws TransportError("CALL failed: MPI's error string") unless rc is MPI_SUCCESS.
 void mpi_check(int rc, const char* call);
+
+// Transport::any over an MPI communicator.
+bool mpi_any(MPI_Comm comm, bool flag);
 
 }  // namespace compcoll::real

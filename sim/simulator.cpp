@@ -532,7 +532,9 @@ void RankState::run_op(uint32_t i) {
       return;
     case OpKind::Compress:
       wire_[op.dst.index] =
-          Payload{policy::wire_message_bytes(run_.call->codec, dtype_, op.src.count, run_.call->ratio), op.src.count * dsize_};
+          Payload{policy::wire_message_bytes(run_.call->codec, dtype_, op.src.count, run_.call->ratio,
+                                             run_.topology->wire_budget_margin),
+                  op.src.count * dsize_};
       if (!op.batched || !run_.cal->batch_launch) k = kernel(i, calib::Op::Compress, codec_bytes(i));
       break;
     case OpKind::Decompress:

@@ -286,7 +286,7 @@ std::vector<uint8_t> encode(const Codec& codec, DType dtype, const void* in, uin
 }
 
 StreamInfo expected_stream_info(const Codec& codec, DType dtype, uint64_t elements,
-                                const EncodeOptions& opt, uint64_t stream_bytes) {
+                                const EncodeOptions& opt, uint64_t stream_bytes, bool within) {
   const size_t most = max_encoded_size(codec, dtype, elements, opt);  // checks the options
   StreamInfo info{};
   info.codec = codec.id();
@@ -302,6 +302,7 @@ StreamInfo expected_stream_info(const Codec& codec, DType dtype, uint64_t elemen
                      std::min<uint64_t>(stream_bytes, table_end));
   info.payload_bytes = stream_bytes - table_end;
   info.total_bytes = stream_bytes;
+  info.payload_at_most = within;
   return info;
 }
 

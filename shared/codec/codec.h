@@ -52,6 +52,10 @@ struct StreamInfo {
   uint32_t chunk_count;
   uint64_t payload_bytes;
   uint64_t total_bytes;  // header + offset table + payload: the stream's exact size
+  // Only in what a receiver expects (expected_stream_info with `within`): the stream lies
+  // within total_bytes, followed by bytes it does not own, and payload_bytes is the most its
+  // header may state (the GPU decoder then reads the stream's own payload size).
+  bool payload_at_most = false;
 };
 
 // One codec: a way of coding a chunk. The container (header, offset table) is common and
@@ -156,9 +160,10 @@ StreamInfo read_stream_info(const void* stream, size_t bytes);
 // options) and its size expects its header to say, without reading it: the GPU decoder checks
 // the stream's own header against this on the device (cuda_decode), so no header crosses to
 // the host. Throws CodecError for bad options, or a size too small for the header and offset
-// table, or one past what the codec can write for those elements.
+// table, or one past what the codec can write for those elements. within: the stream lies
+// within stream_bytes (a stream sent within a wire budget: StreamInfo::payload_at_most).
 StreamInfo expected_stream_info(const Codec& codec, DType dtype, uint64_t elements,
-                                const EncodeOptions& opt, uint64_t stream_bytes);
+                                const EncodeOptions& opt, uint64_t stream_bytes, bool within = false);
 
 // Decodes a whole stream into `out` (host, out_capacity bytes, at least
 // elements * dtype_size). Throws CodecError naming the chunk and byte offset of any damage

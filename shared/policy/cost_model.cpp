@@ -58,7 +58,8 @@ SharedWork shared_work(double seconds, double alone_seconds, int concurrent) {
   return w;
 }
 
-uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio) {
+namespace {
+uint64_t stream_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio) {
   const uint64_t raw = elements * dtype_size(dtype);
   if (const LibraryCodec* lib = find_library_codec(codec)) {
     // Each chunk at the ratio, behind its size prefix and padded to 16 bytes (FORMAT.md).
@@ -72,6 +73,14 @@ uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elem
   const uint64_t chunks = (elements + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
   const double payload = codec == "identity" ? static_cast<double>(raw) : ratio * static_cast<double>(raw);
   return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
+}
+}  // namespace
+
+uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio,
+                            double budget_margin) {
+  const uint64_t bytes = stream_bytes(codec, dtype, elements, ratio);
+  if (budget_margin == 0) return bytes;
+  return static_cast<uint64_t>(std::ceil(static_cast<double>(bytes) * (1 + budget_margin)));
 }
 
 std::vector<int> rank_endpoints(const sched::Schedule& s, const topo::Topology& t) {
@@ -807,7 +816,7 @@ void PlanRun::run_op(int r, uint32_t i) {
     case OpKind::Compress:
     case OpKind::Decompress: {
       if (op.kind == OpKind::Compress)
-        st.wire[op.dst.index] = wire_message_bytes(codec_, s_.dtype, op.src.count, ratio_);
+        st.wire[op.dst.index] = wire_message_bytes(codec_, s_.dtype, op.src.count, ratio_, t_.wire_budget_margin);
       if (op.batched && cal_.batch_launch) {  // run in its batch's first op's launch
         finish_op(r, i, now);
         break;

@@ -112,9 +112,13 @@ std::vector<int> rank_endpoints(const sched::Schedule& s, const topo::Topology& 
 // `ratio` (compressed / uncompressed; identity: the elements as they are) plus the stream's
 // header and an offset entry per chunk (docs/FORMAT.md): chunks of the default chunk size for
 // compcoll's codecs; for a library codec (codec/codec.h) chunks of the library's size, each at
-// `ratio` behind its size prefix and padded to 16 bytes, as the container carries them. The
-// simulator and the cost model size every compressed message with it.
-uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio);
+// `ratio` behind its size prefix and padded to 16 bytes, as the container carries them.
+// budget_margin: the stream is sent within a wire budget that much over its size
+// (topo::Topology::wire_budget_margin: real::ExecutorOptions::wire_budget), as compcoll-run's
+// executor sizes it: ceil(bytes x (1 + margin)). The simulator and the cost model size every
+// compressed message with it.
+uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio,
+                            double budget_margin = 0);
 
 // Whether rank `rank`'s reduce and copy ops are kernels of their own, at the calibration's
 // times: not where NCCL's kernels run the call (they reduce inside the kernel that moves the

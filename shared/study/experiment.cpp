@@ -371,6 +371,10 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     e.run.codec_threads = static_cast<uint32_t>(run.get_int("codec_threads", 1, 0, 1024));
     if (run.has("compute_thread")) e.run.compute_thread = run.get("compute_thread").as_bool();
     if (run.has("fused_decode")) e.run.fused_decode = run.get("fused_decode").as_bool();
+    if (run.has("wire_budget")) e.run.wire_budget = run.get("wire_budget").as_bool();
+    e.run.wire_budget_margin = run.get_double("wire_budget_margin", 0);
+    if (!(e.run.wire_budget_margin >= 0 && e.run.wire_budget_margin <= 1))
+      run.opt("wire_budget_margin").fail("expected a fraction from 0 to 1 (0.01: budgets 1% over the learned sizes)");
     const Node en = run.opt("entropy");
     if (en.defined()) e.run.entropy = parse_entropy_run(en, dir);
     run.check_no_unknown_keys();
@@ -399,6 +403,7 @@ topo::Topology load_topology(const Experiment& e, const std::string& path, int r
                                "with the ranks' receive copies, which the model shares through node.shared_memory: true");
     t.compute_thread = true;
   }
+  if (e.run.wire_budget) t.wire_budget_margin = e.run.wire_budget_margin;
   return t;
 }
 

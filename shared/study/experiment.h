@@ -69,6 +69,12 @@ struct RunSpec {
   // one decode-and-add kernel (real::ExecutorOptions::fuse_decode_add); false (the default):
   // two kernels, as compcoll-sim and the model column price them.
   bool fused_decode = false;
+  // Compressed messages as exact transfers of a learned budget (real::ExecutorOptions::wire_budget):
+  // no stream size crosses to the host before its transfer is posted (on NCCL, no size
+  // exchange per step); a stream that outgrows its budget makes every rank redo that run at
+  // exact sizes. wire_budget_margin: the budget over the size learned (0.01: 1% more).
+  bool wire_budget = false;
+  double wire_budget_margin = 0;
   // EDGC for real (run.entropy, docs/compcoll-run.md): the entropy policy over a gradient trace,
   // its lowrank steps allreduced by the executor.
   std::optional<EntropyRunSpec> entropy;

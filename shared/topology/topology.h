@@ -127,6 +127,11 @@ struct Topology {
   // progress, on the rank's thread) run beside them instead of in turn: the model puts them in
   // a second queue per rank, both sharing the node (needs receive_copy and shared_memory).
   bool compute_thread = false;
+  // Not a file key: the experiment's run.wire_budget_margin where run.wire_budget is on
+  // (study::load_topology), else 0. compcoll-run's executor sends each compressed stream
+  // within a budget that much over its size; the model sizes the messages so
+  // (policy::wire_message_bytes).
+  double wire_budget_margin = 0;
   LinkSpec gpu_link;       // GPU <-> node switch
   int nics_per_gpu = 1;
   LinkSpec network_link;   // every network port (NIC <-> switch, switch <-> switch)

@@ -647,6 +647,42 @@ TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][
     }
 }
 
+TEST_CASE("cuda: a stream within more bytes decodes, a cut one says so in every chunk", "[cuda][bad-input][budget]") {
+  SKIP_WITHOUT_CUDA();
+  // A stream sent within a wire budget (real/executor.h): the receiver knows only the budget
+  // (expected_stream_info with `within`), the stream's own header says where it ends; as the
+  // host's decode() reads a stream followed by bytes it does not own.
+  Stream s;
+  for (CodecId codec : kCodecs)
+    for (DType dtype : kDTypes) {
+      CAPTURE(codec_name(codec), dtype_name(dtype));
+      const size_t n = 3000;  // chunks of 1024, 1024, 952
+      const auto in = test::gaussian_bytes(dtype, n, 0.5, 37);
+      EncodeOptions opt;
+      opt.chunk_elements = 1024;
+      const auto stream = encode(codec_of(codec), dtype, in.data(), n, opt);
+      auto padded = stream;
+      padded.resize(stream.size() + 100, 0xA7);
+      const StreamInfo within = expected_stream_info(codec_of(codec), dtype, n, opt, padded.size(), true);
+      {
+        DeviceBuffer<uint8_t> din(padded.size()), dout(in.size());
+        DeviceBuffer<int32_t> dstatus(within.chunk_count);
+        to_device(s, din.get(), padded.data(), padded.size());
+        cuda_decode(within, din.get(), padded.size(), dout.get(), in.size(), dstatus.get(), s.get());
+        CHECK(to_host(s, dstatus.get(), within.chunk_count) == std::vector<int32_t>{0, 0, 0});
+        CHECK(to_host(s, dout.get(), in.size()) == in);
+      }
+      // Without `within` the same bytes are a stream whose header disagrees with its size.
+      const StreamInfo exact = expected_stream_info(codec_of(codec), dtype, n, opt, padded.size());
+      for (const int32_t st : gpu_statuses(s, exact, padded)) CHECK(kind_of(st) == CudaChunkStatus::BadHeader);
+      // Cut 40 bytes short of its end (a stream that outgrew its budget): every chunk says so.
+      const std::vector<uint8_t> cut(stream.begin(), stream.end() - 40);
+      const StreamInfo cut_info = expected_stream_info(codec_of(codec), dtype, n, opt, cut.size(), true);
+      for (const int32_t st : gpu_statuses(s, cut_info, cut)) CHECK(kind_of(st) == CudaChunkStatus::Truncated);
+      CHECK_THROWS_AS(decode(cut.data(), cut.size(), std::vector<uint8_t>(in.size()).data(), in.size()), CodecError);
+    }
+}
+
 TEST_CASE("cuda: bit flips are caught or decoded exactly as the host does", "[cuda][bad-input]") {
   SKIP_WITHOUT_CUDA();
   Stream s;

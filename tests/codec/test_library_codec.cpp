@@ -241,8 +241,10 @@ struct Unpacked {
   std::vector<size_t> bytes;
 };
 
-Unpacked unpack(const std::vector<uint8_t>& stream, DType dtype, uint64_t elements) {
-  const StreamInfo info = library_stream_info(ans(), dtype, elements, stream.size());
+// within: the receiver knows only that the stream lies within its bytes (a wire budget).
+Unpacked unpack(const std::vector<uint8_t>& stream, DType dtype, uint64_t elements, bool within = false) {
+  StreamInfo info = library_stream_info(ans(), dtype, elements, stream.size());
+  info.payload_at_most = within;
   const uint32_t n = info.chunk_count;
   Dev s(stream.size()), ptrs(n * sizeof(void*)), sizes(n * sizeof(size_t)), status(n * sizeof(int32_t));
   up(s.p, stream.data(), stream.size());
@@ -287,6 +289,28 @@ TEST_CASE("cuda: the library container is packed as the format says and unpacked
       CHECK(u.bytes[j] == sizes[j]);
     }
   }
+}
+
+TEST_CASE("cuda: a library container within more bytes unpacks, a cut one says so in every chunk",
+          "[cuda][library][budget]") {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<size_t> sizes = {100, 37, 5000};
+  const uint64_t elements = 2 * 32768 + 11;
+  const std::vector<uint8_t> good = library_stream(DType::BF16, elements, fake_chunks(sizes, 7));
+  auto padded = good;
+  padded.resize(good.size() + 48, 0xC3);
+  const Unpacked u = unpack(padded, DType::BF16, elements, true);
+  for (uint32_t j = 0; j < 3; ++j) {
+    CHECK(u.status[j] == 0);
+    CHECK(u.offset[j] == data_offset(3, sizes, j));
+    CHECK(u.bytes[j] == sizes[j]);
+  }
+  // Without `within`, the same bytes disagree with the header's payload size.
+  for (int32_t st : unpack(padded, DType::BF16, elements).status)
+    CHECK(kind(st) == static_cast<uint8_t>(CudaChunkStatus::BadHeader));
+  const std::vector<uint8_t> cut(good.begin(), good.end() - 32);
+  for (int32_t st : unpack(cut, DType::BF16, elements, true).status)
+    CHECK(kind(st) == static_cast<uint8_t>(CudaChunkStatus::Truncated));
 }
 
 TEST_CASE("cuda: a chunk the library failed on is packed empty and reported", "[cuda][library]") {

@@ -290,3 +290,97 @@ TEST_CASE("MpiTransport matches variable-length messages by number, whatever the
   }
   t.barrier();
 }
+
+TEST_CASE("a wire budget sends streams as exact messages and redoes a run whose stream outgrew it",
+          "[real][executor][mpi][budget]") {
+  const int n = world_size(), rank = world_rank();
+  MpiTransport t(MPI_COMM_WORLD);
+  auto host = make_host_backend();
+  auto threaded = make_host_backend(1, true);
+  const std::string data_dir = COMPCOLL_TEST_DATA_DIR;
+  // Streams relayed as received (allgather), recompressed each hop (ring, recursive), packed
+  // (all-to-all), in two phases (hierarchical, rail rings).
+  const Case cases[] = {{"allreduce", "ring", "zipccl"},          {"allgather", "ring", "compress-once"},
+                        {"reduce-scatter", "recursive", "per-hop"}, {"allreduce", "hierarchical", "zipccl"},
+                        {"all-to-all", "pairwise", "per-hop"},     {"allreduce", "rail-ring", "zipccl", "none"},
+                        {"broadcast", "chain", "per-hop"}};
+  const auto same_everywhere = [](uint64_t v) {
+    uint64_t lo = 0, hi = 0;
+    MPI_Allreduce(&v, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&v, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi;
+  };
+  uint64_t overflowed = 0;
+  for (const std::string mode : {"as ready", "lockstep", "compute thread"})
+    for (const char* codec_name : {"gauss-exp", "entropy-exp"})
+      for (DType dt : {DType::BF16, DType::FP32})
+        for (const Case& c : cases) {
+          if (std::string(c.algorithm) == "hierarchical" && n % 2) continue;
+          const uint64_t count = std::string(c.collective) == "all-to-all" ? 333 : 4099;
+          const sched::Schedule s = sched::build_schedule(spec(c, codec_name, n, dt, count));
+          if (mode == "lockstep" && !lockstep_problem(s).empty()) continue;
+          for (double margin : {0.0, 0.05, -0.25}) {
+            INFO(c.collective << " " << c.algorithm << " " << codec_name << " " << dtype_name(dt) << " " << mode
+                              << " margin " << margin << " n=" << n << " rank " << rank);
+            ExecutorOptions opt;
+            opt.codec = find_codec(codec_name);
+            opt.encode.chunk_elements = 1024;
+            opt.lockstep = mode == "lockstep";
+            opt.wire_budget = true;
+            opt.wire_budget_margin = margin;
+            Executor ex(s, rank, t, mode == "compute thread" ? *threaded : *host, opt);
+            sched::ReferenceOptions ropt;
+            ropt.codec = opt.codec;
+            ropt.encode = opt.encode;
+            std::vector<std::vector<uint8_t>> in;
+            for (int r = 0; r < n; ++r) in.push_back(timing_input(dt, s.ranks[r].input_count, r, data_dir, "grad"));
+            const auto ref = sched::run_reference(s, in, ropt);
+            std::vector<uint8_t> got(ex.output_bytes());
+            const auto run_checked = [&] {
+              std::memcpy(ex.input(), in[rank].data(), in[rank].size());
+              std::memset(ex.output(), 0xff, ex.output_bytes());
+              const RunStats st = ex.run();
+              std::memcpy(got.data(), ex.output(), got.size());
+              CHECK(count_wrong(dt, got, ref[rank]) == 0);
+              CHECK(same_everywhere(st.reruns));
+              return st;
+            };
+            // The first run learns each message's size at exact sizes; the second sends each
+            // within its budget, on the same data.
+            const RunStats exact = run_checked();
+            CHECK(exact.reruns == 0);
+            CHECK(exact.overflows == 0);
+            const RunStats budgeted = run_checked();
+            // Redone, every count is of both passes (the cut pass compressed blocks that cut
+            // streams left wrong, of other sizes).
+            CHECK(budgeted.compress_in == (budgeted.reruns ? 2 : 1) * exact.compress_in);
+            if (budgeted.reruns == 0) CHECK(budgeted.compress_out == exact.compress_out);
+            if (margin == 0) {  // the budgets are the sizes: the same bytes go, nothing is redone
+              CHECK(budgeted.reruns == 0);
+              CHECK(budgeted.sent_bytes == exact.sent_bytes);
+            } else if (margin > 0) {  // up to 5% more bytes, nothing redone
+              CHECK(budgeted.reruns == 0);
+              CHECK(budgeted.sent_bytes >= exact.sent_bytes);
+              CHECK(budgeted.sent_bytes <= exact.sent_bytes + exact.sent_bytes / 20 + budgeted.messages);
+            } else {
+              // Budgets a quarter short: every compressed stream outgrows its own, and every rank
+              // redoes the run at exact sizes (a rank that compresses nothing too).
+              uint64_t compressed = 0;  // anywhere (rail rings on one node compress nothing)
+              MPI_Allreduce(&exact.compress_in, &compressed, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+              if (exact.compress_in > 0) CHECK(budgeted.overflows > 0);
+              CHECK(budgeted.reruns == (compressed > 0 ? 1u : 0u));
+              overflowed += budgeted.overflows;
+            }
+            // Other data (the correctness pass's integers) within the same budgets: right
+            // either way, redone where a stream outgrew its budget.
+            const auto ints = integer_input(s, rank);
+            std::memcpy(ex.input(), ints.data(), ints.size());
+            const RunStats other = ex.run();
+            std::memcpy(got.data(), ex.output(), got.size());
+            CHECK(count_wrong(dt, got, expected_output(s, rank)) == 0);
+            CHECK(same_everywhere(other.reruns));
+            t.barrier();
+          }
+        }
+  if (n > 1) CHECK(overflowed > 0);
+}

@@ -204,6 +204,10 @@ TEST_CASE("a library codec: its curves and its chunks, simulator and cost model 
   CHECK(policy::wire_message_bytes("gauss-exp", DType::BF16, elements, 0.5) == 32 + 8 * 128 + (uint64_t{2} << 20));
   CHECK(policy::wire_message_bytes("identity", DType::BF16, elements, 0.5) == 32 + 8 * 128 + (uint64_t{4} << 20));
   CHECK(policy::wire_message_bytes("nvcomp-ans", DType::FP32, 1, 1.0) == 32 + 8 + 16);  // one partial chunk
+  // Within a wire budget 2% over the stream (run.wire_budget): ceil(bytes x 1.02), as the
+  // executor sizes its budgets.
+  CHECK(policy::wire_message_bytes("gauss-exp", DType::BF16, elements, 0.5, 0.02) ==
+        static_cast<uint64_t>(std::ceil((32 + 8 * 128 + (uint64_t{2} << 20)) * 1.02)));
 
   const calib::Calibration derived = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
   // nvcomp-ans given gauss-exp's curves, then slower made-up ones (20 / 16 us a launch against

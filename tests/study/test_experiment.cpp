@@ -265,6 +265,24 @@ TEST_CASE("run.fused_decode is off unless the experiment turns it on", "[config]
   CHECK_THROWS_WITH(load_experiment(bad), bad + ": run.fused_decode: expected true or false, got 'maybe'");
 }
 
+// run.wire_budget: off unless asked for; its margin a fraction from 0 to 1.
+TEST_CASE("run.wire_budget is off unless the experiment turns it on and its margin is a fraction",
+          "[config][experiment]") {
+  const std::string calls = "sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring}\ncodecs: [identity]\n";
+  const auto off = load_experiment(write_experiment("exact-sizes", calls)).run;
+  CHECK_FALSE(off.wire_budget);
+  CHECK(off.wire_budget_margin == 0);
+  const auto on =
+      load_experiment(write_experiment("budget", calls + "run: {wire_budget: true, wire_budget_margin: 0.02}\n")).run;
+  CHECK(on.wire_budget);
+  CHECK(on.wire_budget_margin == 0.02);
+  const std::string bad = write_experiment("budget-bad", calls + "run: {wire_budget: true, wire_budget_margin: 2}\n");
+  CHECK_THROWS_WITH(load_experiment(bad),
+                    Catch::Contains(bad + ": run.wire_budget_margin: expected a fraction from 0 to 1"));
+  const std::string negative = write_experiment("budget-negative", calls + "run: {wire_budget_margin: -0.1}\n");
+  CHECK_THROWS_WITH(load_experiment(negative), Catch::Contains("run.wire_budget_margin: expected a fraction"));
+}
+
 // topology_set changes every topology as it loads (NVLink SHARP off, as NCCL_NVLS_ENABLE=0);
 // nccl_algo restricts what nccl-like's NCCL picks (NCCL_ALGO): on one H100 node a 1 GB
 // allreduce is NVLS by default, a ring either way.

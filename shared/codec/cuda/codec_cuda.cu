@@ -278,6 +278,8 @@ std::string cuda_chunk_status_message(int32_t status) {
       return "the library failed on it (its status " + std::to_string((u >> 8) & 0x7FFFFFu) + ")";
     case CudaChunkStatus::LibraryBadChunk:
       return "size prefix or padding bytes are not zero";
+    case CudaChunkStatus::Truncated:
+      return "the stream is cut short: its header states a payload past the bytes received";
   }
   return "unknown chunk status " + std::to_string(status);
 }
@@ -322,7 +324,7 @@ void decode_into(const char* entry, const StreamInfo& info, const void* stream_d
                      0);
   if (info.chunk_count > 0 && status_dev == nullptr)
     throw CodecError(std::string(entry) + ": status_dev is null", 0);
-  gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes, {}};
+  gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes, {}, info.payload_at_most};
   const gpu::HeaderPrefix prefix = gpu::make_header_prefix(info.codec, info.dtype, d.g);
   std::memcpy(d.header, prefix.bytes, format::kOffPayloadBytes);
   format::store_u64(d.header + format::kOffPayloadBytes, info.payload_bytes);
@@ -496,7 +498,7 @@ void cuda_library_unpack(const StreamInfo& info, const void* stream_dev, size_t 
     throw CodecError("cuda_library_unpack: a device pointer is null", 0);
   if (!aligned(stream_dev, format::kLibraryAlign))
     throw CodecError("cuda_library_unpack: the stream must be 16-byte aligned", 0);
-  gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes, {}};
+  gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes, {}, info.payload_at_most};
   const gpu::HeaderPrefix prefix = gpu::make_header_prefix(info.codec, info.dtype, d.g);
   std::memcpy(d.header, prefix.bytes, format::kOffPayloadBytes);
   format::store_u64(d.header + format::kOffPayloadBytes, info.payload_bytes);

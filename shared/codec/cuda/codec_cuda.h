@@ -92,6 +92,7 @@ enum class CudaChunkStatus : uint8_t {
   BadHeader,         // the stream's header is not the one `info` describes (every chunk says so)
   LibraryFailed,     // a library codec (nvcomp-ans) failed on the chunk; bits 8..30: its status
   LibraryBadChunk,   // a library codec's chunk: size prefix or padding bytes are not zero
+  Truncated,         // StreamInfo::payload_at_most: the header's payload runs past the bytes given
 };
 
 // What a status word means, one line in the host decoder's words

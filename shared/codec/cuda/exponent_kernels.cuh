@@ -839,7 +839,21 @@ struct DecodeGeometry {
   // The stream's header as the caller expects it, byte for byte (cuda_decode's info): every
   // chunk checks the stream's own header against it on the device.
   uint8_t header[format::kHeaderBytes];
+  // StreamInfo::payload_at_most: the header's payload size is the stream's own, at most
+  // payload_bytes (bytes after the stream are not its own), instead of payload_bytes itself.
+  bool payload_at_most;
 };
+
+// The payload size chunk c checks its offsets against: payload_bytes, or (payload_at_most)
+// the stream's own header's, 0 when that exceeds payload_bytes (*truncated: the stream was cut
+// short). Host and device code alike read it (the header's bytes).
+__host__ __device__ inline uint64_t stream_payload(const uint8_t* stream, const DecodeGeometry& d, bool* truncated) {
+  *truncated = false;
+  if (!d.payload_at_most) return d.payload_bytes;
+  const uint64_t own = format::load_u64(stream + format::kOffPayloadBytes);
+  *truncated = own > d.payload_bytes;
+  return *truncated ? 0 : own;
+}
 
 __device__ inline int32_t status_of(CudaChunkStatus s) { return static_cast<int32_t>(s); }
 
@@ -872,14 +886,19 @@ __device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometr
                                       uint64_t& begin, uint64_t& end) {
   static_assert(format::kHeaderBytes == kWarp, "one header byte a lane");
   const uint32_t lane = lane_id();
-  if (__ballot_sync(kFullMask, stream[lane] != d.header[lane]) != 0)
+  // The payload size's bytes are compared only where the caller knows it (not payload_at_most).
+  const bool own_payload = d.payload_at_most && lane >= format::kOffPayloadBytes;
+  if (__ballot_sync(kFullMask, !own_payload && stream[lane] != d.header[lane]) != 0)
     return status_of(CudaChunkStatus::BadHeader);
+  bool truncated = false;
+  const uint64_t payload = stream_payload(stream, d, &truncated);
+  if (truncated) return status_of(CudaChunkStatus::Truncated);
   const uint8_t* table = stream + format::kHeaderBytes;
   begin = c == 0 ? 0 : format::load_u64(table + format::kOffsetEntryBytes * (c - 1));
   end = format::load_u64(table + format::kOffsetEntryBytes * c);
   // As read_stream_info: the last chunk ends where the payload does.
-  if (begin > end || end > d.payload_bytes || begin % format::kChunkAlign != 0 ||
-      end % format::kChunkAlign != 0 || (c + 1 == d.g.chunks && end != d.payload_bytes))
+  if (begin > end || end > payload || begin % format::kChunkAlign != 0 || end % format::kChunkAlign != 0 ||
+      (c + 1 == d.g.chunks && end != payload))
     return status_of(CudaChunkStatus::BadOffsets);
   return 0;
 }

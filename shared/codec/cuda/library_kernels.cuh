@@ -98,13 +98,17 @@ __global__ void library_unpack_kernel(const uint8_t* stream, DecodeGeometry d, v
   const uint32_t prefix = format::library_prefix_bytes(chunks);
   for (uint64_t j = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < chunks; j += uint64_t{gridDim.x} * blockDim.x) {
     int32_t st = 0;
-    for (uint32_t i = 0; i < format::kHeaderBytes && st == 0; ++i)
+    // The payload size's bytes are compared only where the caller knows it (stream_payload).
+    const uint32_t compared = d.payload_at_most ? format::kOffPayloadBytes : format::kHeaderBytes;
+    for (uint32_t i = 0; i < compared && st == 0; ++i)
       if (stream[i] != d.header[i]) st = status_of(CudaChunkStatus::BadHeader);
+    bool truncated = false;
+    const uint64_t payload = st == 0 ? stream_payload(stream, d, &truncated) : 0;
+    if (truncated) st = status_of(CudaChunkStatus::Truncated);
     uint64_t begin = 0, end = 0, c = 0;
     const uint8_t* o = stream;
     if (st == 0)
-      st = library_status(
-          libbits::chunk_range(stream + format::kHeaderBytes, chunks, j, d.payload_bytes, begin, end));
+      st = library_status(libbits::chunk_range(stream + format::kHeaderBytes, chunks, j, payload, begin, end));
     if (st == 0) {
       o = stream + d.payload_at + begin;
       st = library_status(libbits::check_chunk(o, end - begin, chunks, &c));

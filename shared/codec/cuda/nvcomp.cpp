@@ -238,7 +238,8 @@ void nvcomp_ans_encode(DType dtype, const void* in_dev, uint64_t elements, void*
 
 void nvcomp_ans_decode(DType dtype, uint64_t elements, const void* stream_dev, size_t stream_bytes, void* out_dev,
                        int32_t* status_dev, void* scratch_dev, size_t scratch_bytes, cudaStream_t stream) {
-  const StreamInfo info = library_stream_info(ans_codec(), dtype, elements, stream_bytes);
+  StreamInfo info = library_stream_info(ans_codec(), dtype, elements, stream_bytes);
+  info.payload_at_most = true;  // the stream within stream_bytes, as decode() reads a stream
   const Message m = message(dtype, elements);
   if (m.chunks == 0) return;
   if (out_dev == nullptr || !aligned(out_dev, dtype_size(dtype)))
