@@ -281,6 +281,12 @@ TEST_CASE("run.wire_budget is off unless the experiment turns it on and its marg
                     Catch::Contains(bad + ": run.wire_budget_margin: expected a fraction from 0 to 1"));
   const std::string negative = write_experiment("budget-negative", calls + "run: {wire_budget_margin: -0.1}\n");
   CHECK_THROWS_WITH(load_experiment(negative), Catch::Contains("run.wire_budget_margin: expected a fraction"));
+  // The model sizes budgeted messages through the topology (policy::wire_message_bytes); a margin
+  // without run.wire_budget changes nothing.
+  const std::string dgx = kRoot + "/topologies/dgx-h100.yaml";
+  const std::string budget = write_experiment("budget-model", calls + "run: {wire_budget: true, wire_budget_margin: 0.02}\n");
+  CHECK(study::load_topology(load_experiment(budget), dgx).wire_budget_margin == 0.02);
+  CHECK(study::load_topology(load_experiment(budget, {"run.wire_budget=false"}), dgx).wire_budget_margin == 0);
 }
 
 // topology_set changes every topology as it loads (NVLink SHARP off, as NCCL_NVLS_ENABLE=0);

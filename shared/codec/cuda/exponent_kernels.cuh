@@ -844,10 +844,10 @@ struct DecodeGeometry {
   bool payload_at_most;
 };
 
-// The payload size chunk c checks its offsets against: payload_bytes, or (payload_at_most)
-// the stream's own header's, 0 when that exceeds payload_bytes (*truncated: the stream was cut
-// short). Host and device code alike read it (the header's bytes).
-__host__ __device__ inline uint64_t stream_payload(const uint8_t* stream, const DecodeGeometry& d, bool* truncated) {
+// The payload size a chunk checks its offsets against: payload_bytes, or (payload_at_most)
+// the stream's own header's; 0 and *truncated where that exceeds payload_bytes (the stream was
+// cut short: its table and chunks run past the bytes given, and nothing more is read).
+__device__ inline uint64_t stream_payload(const uint8_t* stream, const DecodeGeometry& d, bool* truncated) {
   *truncated = false;
   if (!d.payload_at_most) return d.payload_bytes;
   const uint64_t own = format::load_u64(stream + format::kOffPayloadBytes);
