@@ -93,6 +93,21 @@ class DataBackend {
   virtual bool wait_any() { return false; }
   virtual void synchronize() = 0;
 
+  // Queued mode (ExecutorOptions::queue_ahead): operations run in submission order on one
+  // queue (a CUDA stream; the host's compute thread), and can be made to wait there for a
+  // transport's mark without the host waiting. false: neither.
+  virtual bool queues() const { return false; }
+  // The end of operation c (submitted, not yet done()) as a mark.
+  virtual QueueMark mark(Completion c) {
+    (void)c;
+    throw std::logic_error("mark: " + describe() + " has no queued mode");
+  }
+  // The next operation submitted starts once `m` (a transport's) has passed.
+  virtual void queue_after(const QueueMark& m) {
+    (void)m;
+    throw std::logic_error("queue_after: " + describe() + " has no queued mode");
+  }
+
   // Seconds between timer_start() and timer_stop() of the work submitted in between (CUDA
   // events on the device; the wall clock on the host).
   virtual void timer_start() = 0;

@@ -778,7 +778,7 @@ void start_output(Session& s) {
            {"host", report::host_json()},
            {"run", {{"warmup", exp.run.warmup}, {"iterations", exp.run.iterations}, {"compute_thread", exp.run.compute_thread},
                     {"fused_decode", exp.run.fused_decode}, {"wire_budget", exp.run.wire_budget},
-                    {"wire_budget_margin", exp.run.wire_budget_margin}}},
+                    {"wire_budget_margin", exp.run.wire_budget_margin}, {"queue_ahead", exp.run.queue_ahead}}},
            {"topology", {{"file", exp.topologies[0]}, {"name", s.st.topo.name}}},
            {"rows", json::array()}};
   if (!s.transport_start.points.is_null()) s.doc["transport_check"] = s.transport_start.points;
@@ -823,6 +823,20 @@ void start_output(Session& s) {
                                : "")
               << "\n";
   }
+  if (exp.run.wire_budget)
+    std::cout << "# wire budget: compressed messages as exact transfers of their size in the run before"
+              << (exp.run.wire_budget_margin > 0 ? " plus " + report::fixed(100 * exp.run.wire_budget_margin, 1) + "%" : "")
+              << "; a run where a stream outgrows its budget is redone at exact sizes\n";
+  if (exp.run.queue_ahead)
+    std::cout << "# queued: "
+              << (s.backend->queues() && s.transport->queues()
+                      ? "each op submitted once what it depends on is submitted, kernels and transfers ordered on their "
+                        "queues, in runs where no transfer needs a size from the host (within wire budgets, or "
+                        "nothing compressed)"
+                      : "asked for, but " + s.backend->describe() +
+                            " has no queue of its own (the host backend queues with run.compute_thread): ops start "
+                            "once what they depend on is done")
+              << "\n";
   for (const auto& k : s.st.skipped) std::cout << "# skipped: " << k << "\n";
   std::cout << "# model(us): what compcoll-sim predicts for the row's plan (the cost model, shared/policy/cost_model.h) on "
             << exp.topologies[0] << ", " << s.st.cal.label() << ", network model " << exp.network.model << " (from "
@@ -962,6 +976,7 @@ ExecutorOptions options(const Session& s, const std::string& codec) {
   opt.fuse_decode_add = s.st.exp.run.fused_decode;
   opt.wire_budget = s.st.exp.run.wire_budget;
   opt.wire_budget_margin = s.st.exp.run.wire_budget_margin;
+  opt.queue_ahead = s.st.exp.run.queue_ahead;
   return opt;
 }
 

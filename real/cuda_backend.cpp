@@ -175,6 +175,16 @@ class CudaBackend final : public DataBackend {
     COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
     COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(comm_));
   }
+  // Queued mode: the compute stream is the queue; a mark is an operation's event, and a wait
+  // is cudaStreamWaitEvent (the transport's events), taken at once.
+  bool queues() const override { return true; }
+  QueueMark mark(Completion c) override {
+    if (c < 0) return {};
+    return QueueMark{slots_.at(static_cast<size_t>(c)).done, nullptr};
+  }
+  void queue_after(const QueueMark& m) override {
+    if (m.event) COMPCOLL_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(m.event), 0));
+  }
   // CUDA events on the compute stream, joined with the transfer stream at both ends.
   void timer_start() override {
     COMPCOLL_CUDA_CHECK(cudaEventRecord(t0_, stream_));

@@ -103,10 +103,14 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
     dep_count_ = std::move(plan.dep_count);
   }
   fused_into_.assign(n, kNotFused);
+  fused_from_.assign(n, kNotFused);
   absorbed_.assign(n, 0);
   if (opt_.fuse_decode_add && opt_.codec && b_.decompress_adds(*opt_.codec)) fuse_decode_add();
 
   if (opt_.wire_budget) learned_.assign(n, 0), budget_.assign(n, 0);
+  deps_of_.assign(n, {});
+  for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t d : dependents_[i]) deps_of_[d].push_back(i);
 }
 
 void Executor::fuse_decode_add() {
@@ -130,6 +134,7 @@ void Executor::fuse_decode_add() {
     for (uint32_t x : deps_of[r])
       if (x != d) dependents_[x].push_back(d), ++dep_count_[d];
     fused_into_[d] = r;
+    fused_from_[r] = d;
     absorbed_[r] = 1;
   }
 }
@@ -159,22 +164,39 @@ void* Executor::slice_ptr(const sched::Slice& s) const {
   return nullptr;
 }
 
+bool Executor::conflicts(uint32_t i, uint32_t other) const {
+  const Access a = access(i), o = access(other);
+  // What op i writes, another still reads (a send's buffer, a kernel's source) or writes; or
+  // what op i reads, a kernel or receive still writes.
+  if (a.writes && ((o.reads && overlap(*o.reads, *a.writes)) || (o.writes && overlap(*o.writes, *a.writes))))
+    return true;
+  return o.writes && a.reads && overlap(*a.reads, *o.writes);
+}
+
 bool Executor::conflicts_inflight(uint32_t i) const {
-  const Access a = access(i);
-  if (!a.reads && !a.writes) return false;
-  for (const Running& r : running_) {
-    const Access o = access(r.op);
-    // What op i writes, another still reads (a send's buffer, a kernel's source) or writes; or
-    // what op i reads, a kernel or receive still writes.
-    if (a.writes && ((o.reads && overlap(*o.reads, *a.writes)) || (o.writes && overlap(*o.writes, *a.writes))))
-      return true;
-    if (o.writes && a.reads && overlap(*a.reads, *o.writes)) return true;
+  return std::any_of(running_.begin(), running_.end(), [&](const Running& r) { return conflicts(i, r.op); });
+}
+
+void Executor::queue_waits(uint32_t i) {
+  const bool transfer = is_transfer(prog_.ops[i].kind);
+  const auto follow = [&](bool o_transfer, int handle) {
+    if (o_transfer == transfer && (!transfer || t_.runs_in_order())) return;  // its own queue runs in order
+    const QueueMark m = o_transfer ? t_.mark(handle) : b_.mark(handle);
+    if (transfer) t_.queue_after(m);
+    else b_.queue_after(m);
+  };
+  for (uint32_t d : deps_of_[i]) {
+    const uint32_t w = absorbed_[d] ? fused_from_[d] : d;  // an absorbed reduce's work is its decompression's
+    if (op_state_[w] == kRunning) follow(is_transfer(prog_.ops[w].kind), op_handle_[w]);
   }
-  return false;
+  for (const Running& r : running_)
+    if (conflicts(i, r.op)) follow(r.transfer, r.handle);
 }
 
 void Executor::start(uint32_t i, RunStats& st) {
   const sched::Op& op = prog_.ops[i];
+  if (queued_ && !absorbed_[i]) queue_waits(i);  // an absorbed reduce submits nothing
+  op_state_[i] = kRunning;
   const bool host = b_.memory() == MemorySpace::Host;
   const auto t0 = host ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   // A host kernel run on this thread (completion -1) is timed here; one on the compute thread
@@ -182,6 +204,7 @@ void Executor::start(uint32_t i, RunStats& st) {
   auto timed = [&](Completion c) {
     if (host && c < 0) add_kernel_time(st, op.kind, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     running_.push_back({i, false, c});
+    op_handle_[i] = c;
   };
   switch (op.kind) {
     case OpKind::Send: {
@@ -193,13 +216,17 @@ void Executor::start(uint32_t i, RunStats& st) {
       ++st.messages;
       st.sent_bytes += bytes;
       running_.push_back({i, true, r});
+      op_handle_[i] = r;
       return;
     }
     case OpKind::Recv: {
       const bool wire = op.dst.buf == BufKind::Wire;
       const size_t bytes = !wire ? op.dst.count * es_ : budgeted_ ? budget_[i] : wire_capacity_[op.dst.index];
       const uint64_t seq = recv_base_[op.peer] + msg_index_[i];
-      running_.push_back({i, true, t_.post_recv(slice_ptr(op.dst), bytes, op.peer, seq, !wire || budgeted_)});
+      const Request r = t_.post_recv(slice_ptr(op.dst), bytes, op.peer, seq, !wire || budgeted_);
+      running_.push_back({i, true, r});
+      op_handle_[i] = r;
+      if (wire && budgeted_) wire_size_[op.dst.index] = bytes;  // known now: queued ops read it at once
       return;
     }
     case OpKind::Reduce:
@@ -208,6 +235,7 @@ void Executor::start(uint32_t i, RunStats& st) {
     case OpKind::Copy: return timed(b_.copy(slice_ptr(op.dst), slice_ptr(op.src), op.src.count * es_));
     case OpKind::Compress:
       st.compress_in += op.src.count * es_;
+      if (budgeted_) wire_size_[op.dst.index] = budget_[i];  // known now: queued ops read it at once
       return timed(b_.compress(*opt_.codec, dtype_, slice_ptr(op.src), op.src.count, wire_[op.dst.index],
                                wire_capacity_[op.dst.index], opt_.encode, &stream_bytes_[i]));
     case OpKind::Decompress: {
@@ -270,8 +298,14 @@ void Executor::finish(Pass& p, uint32_t i, size_t received) {
       if (opt_.wire_budget) learned_[i] = stream_bytes_[i];
     }
   }
+  op_state_[i] = kFinished;
   ++p.done;
   heartbeat();  // the watchdog's sign of life (real/watchdog.h)
+  if (!released_[i]) release(p, i);
+}
+
+void Executor::release(Pass& p, uint32_t i) {
+  released_[i] = 1;
   for (uint32_t d : dependents_[i])
     if (--p.waiting[d] == 0) make_ready(p, d);
 }
@@ -280,6 +314,7 @@ void Executor::finish(Pass& p, uint32_t i, size_t received) {
 void Executor::launch(Pass& p, uint32_t i) {
   start(i, p.st);
   if (prog_.ops[i].kind == OpKind::Send) finish(p, i, 0);
+  else if (queued_) release(p, i);  // its dependents may be submitted behind it
 }
 
 // Completes what has finished; true when anything did.
@@ -318,12 +353,13 @@ bool Executor::start_transfers(Pass& p) {
   if (opt_.lockstep) {
     while (p.next_group < groups_.size() && p.group_ready[p.next_group] == groups_[p.next_group].size()) {
       const auto& g = groups_[p.next_group];
-      if (std::any_of(g.begin(), g.end(), [&](uint32_t i) { return conflicts_inflight(i); })) break;
+      if (!queued_ && std::any_of(g.begin(), g.end(), [&](uint32_t i) { return conflicts_inflight(i); })) break;
       t_.group_start();
       for (uint32_t i : g) start(i, p.st);
       t_.group_end();
       for (uint32_t i : g)
         if (prog_.ops[i].kind == OpKind::Send) finish(p, i, 0);
+        else if (queued_) release(p, i);  // its group ended: its mark is recorded
       ++p.next_group;
       progress = true;
     }
@@ -334,7 +370,7 @@ bool Executor::start_transfers(Pass& p) {
   std::vector<uint32_t> held;
   for (size_t k = 0; k < p.ready_transfer.size(); ++k) {  // launch() may append to it
     const uint32_t i = p.ready_transfer[k];
-    if (conflicts_inflight(i)) {
+    if (!queued_ && conflicts_inflight(i)) {
       held.push_back(i);
     } else {
       launch(p, i);
@@ -348,6 +384,16 @@ bool Executor::start_transfers(Pass& p) {
 // Starts the first ready computation in program order: the computations a schedule lists
 // first are on the critical path of the transfers after them.
 bool Executor::start_compute(Pass& p) {
+  if (queued_) {  // every ready one, in program order, each behind what it must follow
+    if (p.ready_compute.empty()) return false;
+    while (!p.ready_compute.empty()) {
+      std::vector<uint32_t> now;
+      now.swap(p.ready_compute);
+      std::sort(now.begin(), now.end());
+      for (uint32_t i : now) launch(p, i);  // may make more ready
+    }
+    return true;
+  }
   uint32_t pick = UINT32_MAX;
   size_t at = 0;
   for (size_t k = 0; k < p.ready_compute.size(); ++k)
@@ -380,6 +426,7 @@ RunStats Executor::run() {
   st.messages += again.messages, st.sent_bytes += again.sent_bytes;
   st.compress_in += again.compress_in, st.compress_out += again.compress_out, st.fused += again.fused;
   st.codec_s += again.codec_s, st.reduce_s += again.reduce_s, st.copy_s += again.copy_s;
+  st.queued += again.queued;
   st.reruns = 1;
   return st;
 }
@@ -397,6 +444,9 @@ uint64_t Executor::grown(uint64_t bytes) const {
 
 RunStats Executor::run_pass(bool budgeted) {
   budgeted_ = budgeted;
+  // Queued where no transfer needs a size from the host (exact sizes: a stream's, after its
+  // compress op is done).
+  queued_ = opt_.queue_ahead && b_.queues() && t_.queues() && (budgeted || prog_.wire_buffers == 0);
   decode_error_ = nullptr;
   const size_t n = prog_.ops.size();
   const int np = t_.size();
@@ -408,7 +458,11 @@ RunStats Executor::run_pass(bool budgeted) {
   }
   stream_bytes_.assign(n, 0);
   running_.clear();
+  op_state_.assign(n, kWaiting);
+  released_.assign(n, 0);
+  op_handle_.assign(n, -1);
   Pass p;
+  p.st.queued = queued_ ? 1 : 0;
   p.waiting = dep_count_;
   p.group_ready.assign(groups_.size(), 0);
   for (uint32_t i = 0; i < n; ++i)

@@ -44,6 +44,14 @@ struct ExecutorOptions {
   // learned anew (RunStats::reruns). Off: every stream at its exact size, every run.
   bool wire_budget = false;
   double wire_budget_margin = 0;  // > -1; below 0 only to force overflows (the tests)
+  // Queued mode, where the backend and the transport both have one (DataBackend::queues,
+  // Transport::queues: CUDA and NCCL; the host's compute thread and MPI) and no transfer needs a
+  // size from the host (a run within wire budgets, or a schedule that compresses nothing): an
+  // op is submitted as soon as everything it depends on is submitted, and waits for what it
+  // must follow on its queue (a kernel for a transfer's end, a transfer for a kernel's:
+  // QueueMark) instead of the host waiting for it. On a GPU no host poll stands between a
+  // step's kernels and its transfers. Off: an op starts once its dependencies are done.
+  bool queue_ahead = false;
 };
 
 // What one run of the program did on this rank.
@@ -56,6 +64,7 @@ struct RunStats {
   uint64_t overflows = 0;      // wire budget: this rank's streams longer than their budget
   uint64_t reruns = 0;         // wire budget: 1 when the run was redone with exact sizes (then
                                // every other count is of both passes)
+  uint64_t queued = 0;         // passes run in queued mode (ExecutorOptions::queue_ahead)
   double codec_s = 0, reduce_s = 0, copy_s = 0;  // host backend only: time in (de)compress, reduce, copy ops
 };
 
@@ -103,6 +112,12 @@ class Executor {
   // True when op i writes memory that an op still in flight reads or writes (a send, a kernel
   // on the compute thread, a receive), or reads memory one still writes.
   bool conflicts_inflight(uint32_t i) const;
+  bool conflicts(uint32_t i, uint32_t o) const;  // op i against op o in flight, as above
+  // Queued mode: op i, about to be submitted, waits on its queue for each dependency still
+  // running and each op in flight it conflicts with, where that op is on the other queue (or
+  // on the transport's, where transfers may run out of order).
+  void queue_waits(uint32_t i);
+  void release(Pass& p, uint32_t i);  // op i's dependents: one dependency fewer each
   // What op i reads and writes as it runs here (a fused decompression: the wire and its
   // reduce's destination; the reduce it absorbed: nothing).
   struct Access {
@@ -135,7 +150,7 @@ class Executor {
   // fused_into_[d]: the reduce a decompression d adds into (kNotFused: none); absorbed_[r]: a
   // reduce whose work its decompression does (it then only marks that op's end).
   static constexpr uint32_t kNotFused = UINT32_MAX;
-  std::vector<uint32_t> fused_into_;
+  std::vector<uint32_t> fused_into_, fused_from_;  // fused_from_[r]: the decompression r's work is done by
   std::vector<uint8_t> absorbed_;
 
   // Wire budget: per compress op and per receive into a wire buffer, the stream's size in the
@@ -143,8 +158,15 @@ class Executor {
   std::vector<uint64_t> learned_, budget_;
   bool budgets_ready_ = false;
 
+  // Per op, as the run counts them (lockstep's and fused dependencies too): what it depends on.
+  std::vector<std::vector<uint32_t>> deps_of_;
+
   // Per run.
   bool budgeted_ = false;
+  bool queued_ = false;
+  enum : uint8_t { kWaiting, kRunning, kFinished };
+  std::vector<uint8_t> op_state_, released_;
+  std::vector<int> op_handle_;  // while kRunning: its Request or Completion
   std::exception_ptr decode_error_;  // budgeted: the first decompression that failed
   std::vector<uint64_t> send_base_, recv_base_;
   std::vector<uint64_t> stream_bytes_;  // compress ops: the stream's size once done

@@ -3,6 +3,7 @@
 // worker thread per rank in submission order while the rank's thread drives MPI.
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -109,6 +110,17 @@ class HostBackend final : public DataBackend {
     if (host_seconds) *host_seconds = f.seconds;
     return true;
   }
+  // Queued mode with a compute thread: its queue is the rank's kernels in submission order, and
+  // a kernel can wait there for a transfer's mark (set by the rank's thread as MPI completes it).
+  bool queues() const override { return worker_.joinable(); }
+  QueueMark mark(Completion c) override {
+    std::lock_guard<std::mutex> lock(m_);
+    if (c < 0 || finished_.count(c)) return QueueMark{nullptr, std::make_shared<std::atomic<bool>>(true)};
+    auto& flag = marks_[c];  // one flag per operation, however often asked for
+    if (!flag) flag = std::make_shared<std::atomic<bool>>(false);
+    return QueueMark{nullptr, flag};
+  }
+  void queue_after(const QueueMark& m) override { waits_.push_back(m); }
   bool wait_any() override {
     if (!worker_.joinable()) return false;
     std::unique_lock<std::mutex> lock(m_);
@@ -117,10 +129,15 @@ class HostBackend final : public DataBackend {
     done_cv_.wait(lock, [&] { return completions_ != seen; });
     return true;
   }
+  // After a run that ended in an error, a kernel may still wait for a transfer's mark that no
+  // one will set (the rank's thread no longer tests transfers): it then runs without it, on
+  // data no one reads, so that this returns. A run that ends normally leaves no such wait.
   void synchronize() override {
     if (!worker_.joinable()) return;
     std::unique_lock<std::mutex> lock(m_);
+    release_waits_ = true;
     done_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    release_waits_ = false;
   }
   void timer_start() override { t0_ = MPI_Wtime(); }
   double timer_stop() override {
@@ -145,7 +162,8 @@ class HostBackend final : public DataBackend {
       std::lock_guard<std::mutex> lock(m_);
       c = next_id_;
       next_id_ = next_id_ == kMaxId ? 0 : next_id_ + 1;  // far more ids than tasks in flight
-      queue_.push_back({c, std::move(fn)});
+      queue_.push_back({c, std::move(fn), std::move(waits_)});
+      waits_.clear();
     }
     work_cv_.notify_one();
     return c;
@@ -155,20 +173,27 @@ class HostBackend final : public DataBackend {
     while (true) {
       work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, nothing left
-      auto task = std::move(queue_.front());
+      Task task = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
       lock.unlock();
+      // Marks it waits for (queued mode), untimed: the rank's thread sets them.
+      for (const QueueMark& m : task.waits)
+        while (!m.has_passed() && !release_waits_.load()) std::this_thread::yield();
       Finished f;
       const auto t0 = std::chrono::steady_clock::now();
       try {
-        task.second();
+        task.fn();
       } catch (...) {
         f.error = std::current_exception();
       }
       f.seconds = seconds_since(t0);
       lock.lock();
-      finished_[task.first] = f;
+      finished_[task.id] = f;
+      if (const auto it = marks_.find(task.id); it != marks_.end()) {
+        it->second->store(true, std::memory_order_release);
+        marks_.erase(it);
+      }
       busy_ = false;
       ++completions_;
       done_cv_.notify_all();
@@ -182,7 +207,15 @@ class HostBackend final : public DataBackend {
   std::thread worker_;
   std::mutex m_;
   std::condition_variable work_cv_, done_cv_;
-  std::deque<std::pair<Completion, std::function<void()>>> queue_;
+  struct Task {
+    Completion id;
+    std::function<void()> fn;
+    std::vector<QueueMark> waits;
+  };
+  std::deque<Task> queue_;
+  std::unordered_map<Completion, std::shared_ptr<std::atomic<bool>>> marks_;  // asked for, not yet done
+  std::vector<QueueMark> waits_;  // for the next task
+  std::atomic<bool> release_waits_{false};
   std::unordered_map<Completion, Finished> finished_;
   Completion next_id_ = 0;
   uint64_t completions_ = 0;

@@ -1,4 +1,5 @@
 // real/mpi_transport.cpp — Transport over MPI point-to-point on host buffers (transport.h).
+#include <algorithm>
 #include <climits>
 #include <thread>
 
@@ -75,9 +76,13 @@ int mpi_count(size_t bytes, const char* what, int peer) {
 Request MpiTransport::post_send(const void* buf, size_t bytes, int peer, uint64_t seq, bool /*exact*/) {
   const Request r = slot();
   Pending& p = pending_[static_cast<size_t>(r)];
+  p.send = true;
   p.peer = peer;
   p.tag = tag_of(seq);
-  mpi_check(MPI_Isend(buf, mpi_count(bytes, "MPI_Isend", peer), MPI_BYTE, peer, p.tag, comm_, &p.req), "MPI_Isend");
+  p.buf = const_cast<void*>(buf);
+  p.capacity = bytes;
+  p.waits.swap(waits_);
+  start(p);
   return r;
 }
 
@@ -88,18 +93,42 @@ Request MpiTransport::post_recv(void* buf, size_t bytes, int peer, uint64_t seq,
   p.tag = tag_of(seq);
   p.buf = buf;
   p.capacity = bytes;
-  if (exact) {
-    p.received = bytes;
-    mpi_check(MPI_Irecv(buf, mpi_count(bytes, "MPI_Irecv", peer), MPI_BYTE, peer, p.tag, comm_, &p.req), "MPI_Irecv");
+  p.exact = exact;
+  p.waits.swap(waits_);
+  start(p);
+  return r;
+}
+
+void MpiTransport::start(Pending& p) {
+  p.held = !std::all_of(p.waits.begin(), p.waits.end(), [](const QueueMark& m) { return m.has_passed(); });
+  if (p.held) return;
+  p.waits.clear();
+  if (p.send) {
+    mpi_check(MPI_Isend(p.buf, mpi_count(p.capacity, "MPI_Isend", p.peer), MPI_BYTE, p.peer, p.tag, comm_, &p.req),
+              "MPI_Isend");
+  } else if (p.exact) {
+    p.received = p.capacity;
+    mpi_check(MPI_Irecv(p.buf, mpi_count(p.capacity, "MPI_Irecv", p.peer), MPI_BYTE, p.peer, p.tag, comm_, &p.req),
+              "MPI_Irecv");
   } else {
     p.probing = true;  // test() matches it with MPI_Improbe, then receives with MPI_Imrecv
   }
-  return r;
+}
+
+QueueMark MpiTransport::mark(Request r) {
+  Pending& p = pending_.at(static_cast<size_t>(r));
+  if (!p.in_use) throw TransportError("mark: request " + std::to_string(r) + " is not pending");
+  if (!p.passed) p.passed = std::make_shared<std::atomic<bool>>(false);
+  return QueueMark{nullptr, p.passed};
 }
 
 bool MpiTransport::test(Request r, size_t* received) {
   Pending& p = pending_.at(static_cast<size_t>(r));
   if (!p.in_use) throw TransportError("test: request " + std::to_string(r) + " is not pending");
+  if (p.held) {
+    start(p);
+    if (p.held) return false;
+  }
   if (p.probing) {
     int found = 0;
     MPI_Message msg;
@@ -120,6 +149,7 @@ bool MpiTransport::test(Request r, size_t* received) {
   mpi_check(MPI_Test(&p.req, &done, MPI_STATUS_IGNORE), "MPI_Test");
   if (!done) return false;
   if (received) *received = p.received;
+  if (p.passed) p.passed->store(true, std::memory_order_release);
   p.in_use = false;
   free_.push_back(r);
   return true;

@@ -212,6 +212,17 @@ void NcclTransport::barrier() {
 
 bool NcclTransport::any(bool flag) { return mpi_any(mpi_, flag); }
 
+QueueMark NcclTransport::mark(Request r) {
+  const Pending& p = pending_.at(static_cast<size_t>(r));
+  if (!p.in_use || !p.flushed)
+    throw TransportError("nccl: mark of request " + std::to_string(r) + ", which is not posted in an ended group");
+  return QueueMark{p.done, nullptr};
+}
+
+void NcclTransport::queue_after(const QueueMark& m) {
+  if (m.event) COMPCOLL_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(m.event), 0));
+}
+
 NcclSetup make_nccl_backend(MPI_Comm comm, int local_rank, int channels_per_net_peer) {
   int devices = 0;
   COMPCOLL_CUDA_CHECK(cudaGetDeviceCount(&devices));

@@ -72,6 +72,12 @@ class NcclTransport final : public Transport {
   bool test(Request r, size_t* received = nullptr) override;
   void barrier() override;
   bool any(bool flag) override;
+  // Queued mode: the transfer stream is the queue (groups run in posting order); a mark is a
+  // request's event (recorded when its group ended), a wait cudaStreamWaitEvent, taken at once.
+  bool queues() const override { return true; }
+  bool runs_in_order() const override { return true; }
+  QueueMark mark(Request r) override;
+  void queue_after(const QueueMark& m) override;
 
   ncclComm_t comm() const { return comm_; }
   ncclComm_t baseline_comm() const { return baseline_ ? baseline_ : comm_; }

@@ -18,8 +18,10 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -37,6 +39,18 @@ class TransportError : public std::runtime_error {
 };
 
 using Request = int;  // index into the transport's table; valid until test() returns true
+
+// A point in a queue of work (a backend's kernels, a transport's transfers) that work on the
+// other queue can be made to wait for without the host waiting (the executor's queued mode,
+// ExecutorOptions::queue_ahead). On a GPU a CUDA event recorded there; on a host a flag set
+// once the work before it is done.
+struct QueueMark {
+  void* event = nullptr;                      // cudaEvent_t
+  std::shared_ptr<std::atomic<bool>> passed;  // host
+  // Host marks: whether the work has passed it. A mark of neither kind (work already done
+  // when it was asked for) has.
+  bool has_passed() const { return passed ? passed->load(std::memory_order_acquire) : event == nullptr; }
+};
 
 class Transport {
  public:
@@ -72,6 +86,23 @@ class Transport {
   // host's MPI communicator, whatever the transport moves data with).
   virtual bool any(bool flag) = 0;
 
+  // Queued mode: a transfer can be posted to wait for a mark of the backend's (its data's
+  // kernel) without the host waiting, and a transfer's end is a mark. false: neither.
+  virtual bool queues() const { return false; }
+  // Whether posted transfers run one after the other (NCCL: one stream), so that a transfer
+  // needs no mark of one posted before it.
+  virtual bool runs_in_order() const { return false; }
+  // The end of request r (posted, its group ended, not yet tested done).
+  virtual QueueMark mark(Request r) {
+    (void)r;
+    throw TransportError(std::string(name()) + ": no queued mode");
+  }
+  // The next transfers posted (the next group) start once `m` has passed.
+  virtual void queue_after(const QueueMark& m) {
+    (void)m;
+    throw TransportError(std::string(name()) + ": no queued mode");
+  }
+
  protected:
   void init_seqs(int n) { next_seq_[0].assign(n, 0), next_seq_[1].assign(n, 0); }
 
@@ -83,6 +114,9 @@ class Transport {
 // The tag of a message is its number modulo MPI_TAG_UB + 1: messages between a pair match by
 // number whatever order they are posted in. Variable-length receives use MPI_Improbe and
 // MPI_Imrecv with the size MPI_Get_count reports (docs/compcoll-run.md: what that costs).
+// Queued mode: a post that must wait for marks is held here and handed to MPI by the test()
+// that finds them passed (MPI has no queue to put it on); a transfer's mark is set by the
+// test() that finds it done.
 class MpiTransport final : public Transport {
  public:
   explicit MpiTransport(MPI_Comm comm);
@@ -100,6 +134,9 @@ class MpiTransport final : public Transport {
   bool test(Request r, size_t* received = nullptr) override;
   void barrier() override;
   bool any(bool flag) override;
+  bool queues() const override { return true; }
+  QueueMark mark(Request r) override;
+  void queue_after(const QueueMark& m) override { waits_.push_back(m); }
   MPI_Comm comm() const { return comm_; }
 
  private:
@@ -110,8 +147,14 @@ class MpiTransport final : public Transport {
     size_t capacity = 0, received = 0;
     int peer = -1, tag = 0;
     bool in_use = false;
+    // Queued mode: not yet handed to MPI until these marks have passed.
+    bool send = false, exact = true, held = false;
+    std::vector<QueueMark> waits;
+    std::shared_ptr<std::atomic<bool>> passed;  // its mark, once asked for
   };
   Request slot();
+  void start(Pending& p);  // hands the post to MPI
+  std::vector<QueueMark> waits_;  // for the next post
   int tag_of(uint64_t seq) const { return static_cast<int>(seq % (static_cast<uint64_t>(tag_ub_) + 1)); }
 
   MPI_Comm comm_ = MPI_COMM_NULL;

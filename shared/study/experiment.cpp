@@ -372,6 +372,7 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
     if (run.has("compute_thread")) e.run.compute_thread = run.get("compute_thread").as_bool();
     if (run.has("fused_decode")) e.run.fused_decode = run.get("fused_decode").as_bool();
     if (run.has("wire_budget")) e.run.wire_budget = run.get("wire_budget").as_bool();
+    if (run.has("queue_ahead")) e.run.queue_ahead = run.get("queue_ahead").as_bool();
     e.run.wire_budget_margin = run.get_double("wire_budget_margin", 0);
     if (!(e.run.wire_budget_margin >= 0 && e.run.wire_budget_margin <= 1))
       run.opt("wire_budget_margin").fail("expected a fraction from 0 to 1 (0.01: budgets 1% over the learned sizes)");

@@ -75,6 +75,11 @@ struct RunSpec {
   // exact sizes. wire_budget_margin: the budget over the size learned (0.01: 1% more).
   bool wire_budget = false;
   double wire_budget_margin = 0;
+  // Queued mode (real::ExecutorOptions::queue_ahead): each rank submits an op as soon as what
+  // it depends on is submitted, kernels and transfers ordered on their queues (CUDA streams
+  // and events; the host's compute thread and MPI) instead of by the host, in runs where no
+  // transfer needs a size from the host (within wire budgets, or nothing compressed).
+  bool queue_ahead = false;
   // EDGC for real (run.entropy, docs/compcoll-run.md): the entropy policy over a gradient trace,
   // its lowrank steps allreduced by the executor.
   std::optional<EntropyRunSpec> entropy;

@@ -122,7 +122,11 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
   auto fusing = make_host_backend(1, false, true), fusing_threaded = make_host_backend(1, true, true);
   const std::string data_dir = COMPCOLL_TEST_DATA_DIR;
   uint64_t fused = 0, fused_elsewhere = 0;
-  for (const std::string mode : {"as ready", "lockstep", "compute thread", "fused, compute thread", "fused, lockstep"})
+  // Queued (ExecutorOptions::queue_ahead) on the compute thread's queue and MPI's held posts:
+  // the schedules that compress nothing (identity); the others run as ready, as their
+  // transfers need the streams' sizes (queued with wire budgets: the next case).
+  for (const std::string mode : {"as ready", "lockstep", "compute thread", "fused, compute thread", "fused, lockstep",
+                                 "queued", "queued, lockstep"})
     for (const char* codec_name : {"identity", "gauss-exp", "entropy-exp"})
       for (DType dt : {DType::BF16, DType::FP32})
         for (const Case& c : kCases) {
@@ -130,11 +134,12 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           // Odd sizes: uneven blocks, partial codec chunks.
           const uint64_t count = std::string(c.collective) == "all-to-all" ? 333 : 4099;
           const sched::Schedule s = sched::build_schedule(spec(c, codec_name, n, dt, count));
-          const bool lockstep = mode == "lockstep" || mode == "fused, lockstep";
-          DataBackend& backend = mode == "compute thread"          ? *threaded
-                                 : mode == "fused, compute thread" ? *fusing_threaded
-                                 : mode == "fused, lockstep"       ? *fusing
-                                                                   : *host;
+          const bool lockstep = mode == "lockstep" || mode == "fused, lockstep" || mode == "queued, lockstep";
+          const bool queued = mode.rfind("queued", 0) == 0;
+          DataBackend& backend = mode == "compute thread" || queued ? *threaded
+                                 : mode == "fused, compute thread"  ? *fusing_threaded
+                                 : mode == "fused, lockstep"        ? *fusing
+                                                                    : *host;
           INFO(c.collective << " " << c.algorithm << (c.intra ? " intra " : "") << (c.intra ? c.intra : "") << " "
                             << codec_name << " " << dtype_name(dt) << " " << mode << " n=" << n << " rank " << rank);
           ExecutorOptions opt;
@@ -143,6 +148,7 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           opt.lockstep = lockstep;
           // The fusing backends with the option on; the host backend, able or not, with it off.
           opt.fuse_decode_add = mode.rfind("fused", 0) == 0;
+          opt.queue_ahead = queued;
           if (lockstep && !lockstep_problem(s).empty()) {
             // Some schedules wait within a step (the double binary tree forwards; the compressed
             // recursive allgather compresses between transfers of one step): refused, with the
@@ -166,6 +172,7 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           std::memcpy(ex.input(), in[rank].data(), in[rank].size());
           const RunStats st = ex.run();
           (mode.rfind("fused", 0) == 0 ? fused : fused_elsewhere) += st.fused;
+          CHECK(st.queued == (queued && s.ranks[rank].wire_buffers == 0 ? 1u : 0u));
           const auto ref = sched::run_reference(s, in, ropt);
           std::vector<uint8_t> got(ex.output_bytes());
           std::memcpy(got.data(), ex.output(), got.size());
@@ -311,24 +318,34 @@ TEST_CASE("a wire budget sends streams as exact messages and redoes a run whose 
     return lo == hi;
   };
   uint64_t overflowed = 0;
-  for (const std::string mode : {"as ready", "lockstep", "compute thread"})
+  // Queued (ExecutorOptions::queue_ahead): the runs within budgets need no size from the host.
+  auto fusing_threaded = make_host_backend(1, true, true);
+  for (const std::string mode : {"as ready", "lockstep", "compute thread", "queued", "queued, lockstep", "queued, fused"})
     for (const char* codec_name : {"gauss-exp", "entropy-exp"})
       for (DType dt : {DType::BF16, DType::FP32})
         for (const Case& c : cases) {
           if (std::string(c.algorithm) == "hierarchical" && n % 2) continue;
           const uint64_t count = std::string(c.collective) == "all-to-all" ? 333 : 4099;
           const sched::Schedule s = sched::build_schedule(spec(c, codec_name, n, dt, count));
-          if (mode == "lockstep" && !lockstep_problem(s).empty()) continue;
+          const bool lockstep = mode == "lockstep" || mode == "queued, lockstep";
+          const bool queued = mode.rfind("queued", 0) == 0;
+          if (lockstep && !lockstep_problem(s).empty()) continue;
           for (double margin : {0.0, 0.05, -0.25}) {
             INFO(c.collective << " " << c.algorithm << " " << codec_name << " " << dtype_name(dt) << " " << mode
                               << " margin " << margin << " n=" << n << " rank " << rank);
             ExecutorOptions opt;
             opt.codec = find_codec(codec_name);
             opt.encode.chunk_elements = 1024;
-            opt.lockstep = mode == "lockstep";
+            opt.lockstep = lockstep;
             opt.wire_budget = true;
             opt.wire_budget_margin = margin;
-            Executor ex(s, rank, t, mode == "compute thread" ? *threaded : *host, opt);
+            opt.queue_ahead = queued;
+            // Fused: an absorbed reduce's dependents follow its decompression's mark.
+            opt.fuse_decode_add = mode == "queued, fused";
+            DataBackend& backend = mode == "queued, fused" ? *fusing_threaded
+                                   : mode == "compute thread" || queued ? *threaded
+                                                                        : *host;
+            Executor ex(s, rank, t, backend, opt);
             sched::ReferenceOptions ropt;
             ropt.codec = opt.codec;
             ropt.encode = opt.encode;
@@ -350,7 +367,9 @@ TEST_CASE("a wire budget sends streams as exact messages and redoes a run whose 
             const RunStats exact = run_checked();
             CHECK(exact.reruns == 0);
             CHECK(exact.overflows == 0);
+            CHECK(exact.queued == (queued && s.ranks[rank].wire_buffers == 0 ? 1u : 0u));  // no sizes needed
             const RunStats budgeted = run_checked();
+            CHECK(budgeted.queued == (queued ? 1u : 0u));  // a redone pass at exact sizes is not
             // Redone, every count is of both passes (the cut pass compressed blocks that cut
             // streams left wrong, of other sizes).
             CHECK(budgeted.compress_in == (budgeted.reruns ? 2 : 1) * exact.compress_in);

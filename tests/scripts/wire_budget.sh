@@ -2,7 +2,8 @@
 # tests/scripts/wire_budget.sh BUILD_DIR MPIRUN... — compcoll-run's wire budget on the smoke
 # experiment (8 MPI ranks, in lockstep groups, as the nccl backend posts): every row checked
 # and right, with budgets of the learned sizes (margin 0: each row's wire bytes are those of
-# the run at exact sizes) and 5% over them (wire bytes up to 5% more, never fewer).
+# the run at exact sizes), 5% over them (wire bytes up to 5% more, never fewer), and queued
+# (run.queue_ahead, on the compute thread's queue: the bytes of exact sizes again).
 set -u
 build=$1
 shift
@@ -22,21 +23,28 @@ run() {  # name, then compcoll-run's --set arguments
 run exact
 run budget --set run.wire_budget=true
 run margin --set run.wire_budget=true --set run.wire_budget_margin=0.05
+run queued --set run.wire_budget=true --set run.queue_ahead=true --set run.compute_thread=true
+if ! grep -q '^# queued: each op submitted' "$out/queued.txt"; then
+  cat "$out/queued.txt"
+  echo "FAILED: compcoll-run did not say it runs queued"
+  exit 1
+fi
 python3 - "$out" <<'PY'
 import json, sys
 d = sys.argv[1]
-rows = {k: json.load(open(f"{d}/{k}/results.json"))["rows"] for k in ("exact", "budget", "margin")}
+rows = {k: json.load(open(f"{d}/{k}/results.json"))["rows"] for k in ("exact", "budget", "margin", "queued")}
 bad = []
-if not (len(rows["exact"]) == len(rows["budget"]) == len(rows["margin"]) >= 40):
+if len({len(r) for r in rows.values()}) != 1 or len(rows["exact"]) < 40:
     bad.append(f"row counts {[len(r) for r in rows.values()]}")
 budgeted = 0
-for e, b, m in zip(rows["exact"], rows["budget"], rows["margin"]):
+for e, b, m, q in zip(rows["exact"], rows["budget"], rows["margin"], rows["queued"]):
     name = f'{e["collective"]} {e["algorithm"]} {e["codec"]} {e["size_bytes"]}'
-    for k, r in (("exact", e), ("budget", b), ("margin", m)):
+    for k, r in (("exact", e), ("budget", b), ("margin", m), ("queued", q)):
         if r["wrong"] != 0:
             bad.append(f"{k}: {name}: {r['wrong']} wrong elements")
-    if b["wire_bytes"] != e["wire_bytes"]:
-        bad.append(f"budget: {name}: {b['wire_bytes']} wire bytes where exact sizes sent {e['wire_bytes']}")
+    for k, r in (("budget", b), ("queued", q)):
+        if r["wire_bytes"] != e["wire_bytes"]:
+            bad.append(f"{k}: {name}: {r['wire_bytes']} wire bytes where exact sizes sent {e['wire_bytes']}")
     if not (e["wire_bytes"] <= m["wire_bytes"] <= e["wire_bytes"] * 1.05 + m["messages"]):
         bad.append(f"margin: {name}: {m['wire_bytes']} wire bytes against {e['wire_bytes']} at exact sizes")
     budgeted += m["wire_bytes"] > e["wire_bytes"]

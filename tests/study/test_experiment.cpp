@@ -287,6 +287,9 @@ TEST_CASE("run.wire_budget is off unless the experiment turns it on and its marg
   const std::string budget = write_experiment("budget-model", calls + "run: {wire_budget: true, wire_budget_margin: 0.02}\n");
   CHECK(study::load_topology(load_experiment(budget), dgx).wire_budget_margin == 0.02);
   CHECK(study::load_topology(load_experiment(budget, {"run.wire_budget=false"}), dgx).wire_budget_margin == 0);
+  // Queued mode: off unless asked for.
+  CHECK_FALSE(off.queue_ahead);
+  CHECK(load_experiment(budget, {"run.queue_ahead=true"}).run.queue_ahead);
 }
 
 // topology_set changes every topology as it loads (NVLink SHARP off, as NCCL_NVLS_ENABLE=0);
