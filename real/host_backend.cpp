@@ -115,10 +115,10 @@ class HostBackend final : public DataBackend {
   bool queues() const override { return worker_.joinable(); }
   QueueMark mark(Completion c) override {
     std::lock_guard<std::mutex> lock(m_);
-    if (c < 0 || finished_.count(c)) return QueueMark{nullptr, std::make_shared<std::atomic<bool>>(true)};
-    auto& flag = marks_[c];  // one flag per operation, however often asked for
-    if (!flag) flag = std::make_shared<std::atomic<bool>>(false);
-    return QueueMark{nullptr, flag};
+    if (c < 0 || finished_.count(c)) return QueueMark{nullptr, std::make_shared<HostSignal>(true)};
+    auto& signal = marks_[c];  // one per operation, however often asked for
+    if (!signal) signal = std::make_shared<HostSignal>();
+    return QueueMark{nullptr, signal};
   }
   void queue_after(const QueueMark& m) override { waits_.push_back(m); }
   bool wait_any() override {
@@ -177,9 +177,9 @@ class HostBackend final : public DataBackend {
       queue_.pop_front();
       busy_ = true;
       lock.unlock();
-      // Marks it waits for (queued mode), untimed: the rank's thread sets them.
+      // Marks it waits for (queued mode), untimed and asleep: the rank's thread sets them.
       for (const QueueMark& m : task.waits)
-        while (!m.has_passed() && !release_waits_.load()) std::this_thread::yield();
+        if (m.passed) m.passed->wait(release_waits_);
       Finished f;
       const auto t0 = std::chrono::steady_clock::now();
       try {
@@ -191,7 +191,7 @@ class HostBackend final : public DataBackend {
       lock.lock();
       finished_[task.id] = f;
       if (const auto it = marks_.find(task.id); it != marks_.end()) {
-        it->second->store(true, std::memory_order_release);
+        it->second->set();
         marks_.erase(it);
       }
       busy_ = false;
@@ -213,7 +213,7 @@ class HostBackend final : public DataBackend {
     std::vector<QueueMark> waits;
   };
   std::deque<Task> queue_;
-  std::unordered_map<Completion, std::shared_ptr<std::atomic<bool>>> marks_;  // asked for, not yet done
+  std::unordered_map<Completion, std::shared_ptr<HostSignal>> marks_;  // asked for, not yet done
   std::vector<QueueMark> waits_;  // for the next task
   std::atomic<bool> release_waits_{false};
   std::unordered_map<Completion, Finished> finished_;

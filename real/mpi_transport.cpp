@@ -118,7 +118,7 @@ void MpiTransport::start(Pending& p) {
 QueueMark MpiTransport::mark(Request r) {
   Pending& p = pending_.at(static_cast<size_t>(r));
   if (!p.in_use) throw TransportError("mark: request " + std::to_string(r) + " is not pending");
-  if (!p.passed) p.passed = std::make_shared<std::atomic<bool>>(false);
+  if (!p.passed) p.passed = std::make_shared<HostSignal>();
   return QueueMark{nullptr, p.passed};
 }
 
@@ -149,7 +149,7 @@ bool MpiTransport::test(Request r, size_t* received) {
   mpi_check(MPI_Test(&p.req, &done, MPI_STATUS_IGNORE), "MPI_Test");
   if (!done) return false;
   if (received) *received = p.received;
-  if (p.passed) p.passed->store(true, std::memory_order_release);
+  if (p.passed) p.passed->set();
   p.in_use = false;
   free_.push_back(r);
   return true;

@@ -19,9 +19,12 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -40,16 +43,42 @@ class TransportError : public std::runtime_error {
 
 using Request = int;  // index into the transport's table; valid until test() returns true
 
+// A host mark's flag: set once by one thread, waited for by another asleep (not spinning: on
+// a host whose cores the ranks already fill, a spinning waiter takes them from the threads
+// that move the data).
+class HostSignal {
+ public:
+  explicit HostSignal(bool set = false) : set_(set) {}
+  void set() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      set_.store(true, std::memory_order_release);
+    }
+    cv_.notify_all();
+  }
+  bool is_set() const { return set_.load(std::memory_order_acquire); }
+  // Until set, or until `give_up` is true (looked at every millisecond).
+  void wait(const std::atomic<bool>& give_up) {
+    std::unique_lock<std::mutex> lock(m_);
+    while (!is_set() && !give_up.load()) cv_.wait_for(lock, std::chrono::milliseconds(1));
+  }
+
+ private:
+  std::atomic<bool> set_;
+  std::mutex m_;
+  std::condition_variable cv_;
+};
+
 // A point in a queue of work (a backend's kernels, a transport's transfers) that work on the
 // other queue can be made to wait for without the host waiting (the executor's queued mode,
-// ExecutorOptions::queue_ahead). On a GPU a CUDA event recorded there; on a host a flag set
+// ExecutorOptions::queue_ahead). On a GPU a CUDA event recorded there; on a host a signal set
 // once the work before it is done.
 struct QueueMark {
-  void* event = nullptr;                      // cudaEvent_t
-  std::shared_ptr<std::atomic<bool>> passed;  // host
+  void* event = nullptr;               // cudaEvent_t
+  std::shared_ptr<HostSignal> passed;  // host
   // Host marks: whether the work has passed it. A mark of neither kind (work already done
   // when it was asked for) has.
-  bool has_passed() const { return passed ? passed->load(std::memory_order_acquire) : event == nullptr; }
+  bool has_passed() const { return passed ? passed->is_set() : event == nullptr; }
 };
 
 class Transport {
@@ -150,7 +179,7 @@ class MpiTransport final : public Transport {
     // Queued mode: not yet handed to MPI until these marks have passed.
     bool send = false, exact = true, held = false;
     std::vector<QueueMark> waits;
-    std::shared_ptr<std::atomic<bool>> passed;  // its mark, once asked for
+    std::shared_ptr<HostSignal> passed;  // its mark, once asked for
   };
   Request slot();
   void start(Pending& p);  // hands the post to MPI
