@@ -107,6 +107,9 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
   absorbed_.assign(n, 0);
   if (opt_.fuse_decode_add && opt_.codec && b_.decompress_adds(*opt_.codec)) fuse_decode_add();
 
+  // No rank compresses: nothing to budget, and no agreement to end the runs with.
+  if (std::none_of(s.ranks.begin(), s.ranks.end(), [](const sched::RankProgram& p) { return p.wire_buffers > 0; }))
+    opt_.wire_budget = false;
   if (opt_.wire_budget) learned_.assign(n, 0), budget_.assign(n, 0);
   deps_of_.assign(n, {});
   for (uint32_t i = 0; i < n; ++i)

@@ -141,6 +141,9 @@ struct CallRun {
   const Platform* platform = nullptr;
   policy::MessageCosts costs;    // NCCL's protocol costs of the call's messages (network.protocol_costs)
   int iterations = 1;            // the schedule is the call repeated this many times (sched::repeated)
+  // Back to back within wire budgets (topo::Topology::wire_budget), of a call that compresses:
+  // every rank starts its next iteration once all ranks are done with the last.
+  bool together = false;
   uint64_t messages = 0, wire_bytes = 0, raw_bytes = 0;
   double codec_s = 0, reduce_s = 0, end = 0;
   std::vector<double> rank_end;  // each rank's last op done, its last send delivered
@@ -234,6 +237,17 @@ class RankState {
   uint64_t codec_bytes(uint32_t i) const { return sched::launch_elements(p_.ops, i, run_.cal->batch_launch) * dsize_; }
   void complete(uint32_t i);
   void close(uint32_t i);
+
+ public:
+  // Back to back: iteration k's first ops become ready (the rank starts them at its next
+  // start_ready).
+  void begin_iteration(size_t k) {
+    if (k < roots_.size())
+      for (const uint32_t i : roots_[k]) make_ready(i);
+  }
+  bool has_ops() const { return per_iteration_ > 0; }
+
+ private:
   // Lockstep: a transfer of the posted group done (a receive: `receive`, else -1).
   void group_transfer_done(int64_t receive);
 
@@ -309,6 +323,10 @@ class Driver {
   // model's, computed with its own precision and lazy updates: docs/compcoll-sim.md).
   void start_kernel_timer(int rank, uint32_t op, double seconds);
   void start_ack(int receiver, int sender, uint32_t send_op);
+  // Back to back within wire budgets (topo::Topology::wire_budget): a rank is done with
+  // iteration k; once all are, every rank's iteration k + 1 begins (at the flush of this
+  // instant), as compcoll-run's ranks end each run together.
+  void iteration_done(size_t k);
   // NCCL's protocol costs: how long a message from rank src to rank dst waits, once posted,
   // before it joins its connection's queue (policy::MessageCosts; 0 without them).
   double message_delay(int src, int dst);
@@ -359,6 +377,8 @@ class Driver {
   std::vector<Event> events_;     // completions of this instant, not yet handed over
   std::vector<s4u::ActivityPtr> released_;  // finished activities, let go of at the next flush
   bool flush_set_ = false;
+  std::vector<int> iteration_done_;  // per iteration: the ranks done with it (wire budgets)
+  bool begun_ = false;               // an iteration began on every rank: start them all
   static Driver* current_;
 };
 
@@ -417,7 +437,8 @@ void RankState::group_transfer_done(int64_t receive) {
 void RankState::close(uint32_t i) {
   const uint32_t k = i / per_iteration_;
   if (--open_[k] > 0 || k + 1 >= roots_.size()) return;
-  for (const uint32_t i : roots_[k + 1]) make_ready(i);
+  if (run_.together) return d_.iteration_done(k);  // every rank's runs end together
+  begin_iteration(k + 1);
 }
 
 void RankState::start_kernel() {
@@ -779,6 +800,20 @@ void Driver::flush() {
     for (; e < events.size() && events[e].rank == r; ++e) rank.finished(events[e].op, events[e].conn);
     start_ready(r, now);
   }
+  if (begun_) {
+    begun_ = false;
+    for (uint32_t r = 0; r < ranks_.size(); ++r) start_ready(r, now);
+  }
+}
+
+void Driver::iteration_done(size_t k) {
+  if (iteration_done_.empty()) iteration_done_.assign(static_cast<size_t>(std::max(run_.iterations, 1)), 0);
+  const auto with_ops =
+      std::count_if(ranks_.begin(), ranks_.end(), [](const RankState& rank) { return rank.has_ops(); });
+  if (++iteration_done_[k] < with_ops) return;
+  for (RankState& rank : ranks_) rank.begin_iteration(k + 1);
+  begun_ = true;
+  flush_soon();
 }
 
 void Driver::start() {
@@ -896,6 +931,8 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     }
     CallRun run;
     run.iterations = iterations;
+    run.together = job.topology.wire_budget && std::any_of(schedule.ranks.begin(), schedule.ranks.end(),
+                                                           [](const auto& p) { return p.wire_buffers > 0; });
     run.footprint = policy::node_footprint_bytes(schedule, job.topology);
     run.endpoint = policy::rank_endpoints(schedule, job.topology);
     run.costs = policy::message_costs(schedule, job.topology, job.network.factors(), call.nccl_kernels, call.protocol);

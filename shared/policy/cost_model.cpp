@@ -598,6 +598,11 @@ class PlanRun {
   const bool nccl_kernels_;
   bool lockstep_ = false;
   const int n_;
+  // Back to back within wire budgets (topo::Topology::wire_budget): per iteration, the ranks
+  // done with it and when the last was.
+  std::vector<int> together_;
+  std::vector<double> together_at_;
+  int together_need_ = 0;  // the ranks with ops, where they end each run together; else 0
   const uint64_t dsize_;
   const bool shared_;
   const int kernels_at_once_;
@@ -626,6 +631,13 @@ class PlanRun {
 void PlanRun::setup() {
   lockstep_ = flows_.costs().lockstep;
   ranks_.resize(static_cast<size_t>(n_));
+  together_.assign(static_cast<size_t>(iterations_), 0);
+  together_at_.assign(static_cast<size_t>(iterations_), 0);
+  // Within wire budgets a compressing call's ranks end each run together (real::Executor);
+  // together_need_ stays 0 otherwise.
+  const bool together = t_.wire_budget && std::any_of(call_.ranks.begin(), call_.ranks.end(), [](const auto& p) {
+                          return p.wire_buffers > 0;
+                        });
   for (int r = 0; r < n_; ++r) {
     const auto& ops = s_.ranks[r].ops;
     Rank& st = ranks_[r];
@@ -637,6 +649,7 @@ void PlanRun::setup() {
     st.wire.assign(s_.ranks[r].wire_buffers, 0);
     std::unordered_map<uint64_t, uint32_t> sends, recvs;  // per connection
     st.per_iteration = static_cast<uint32_t>(call_.ranks[r].ops.size());
+    if (together && st.per_iteration > 0) ++together_need_;
     st.open.assign(static_cast<size_t>(iterations_), st.per_iteration);
     st.gate.assign(static_cast<size_t>(iterations_), 0);
     st.roots.resize(static_cast<size_t>(iterations_));
@@ -672,10 +685,19 @@ void PlanRun::close(int r, uint32_t i, double when) {
   const uint32_t k = i / st.per_iteration;
   st.gate[k] = std::max(st.gate[k], when);
   if (--st.open[k] > 0 || k + 1 >= st.roots.size()) return;
-  for (uint32_t root : st.roots[k + 1]) {
-    st.ready[root] = st.gate[k];
-    queue_.emplace(st.gate[k], r, root);
-  }
+  const auto begin = [&](int q, double at) {
+    for (uint32_t root : ranks_[q].roots[k + 1]) {
+      ranks_[q].ready[root] = at;
+      queue_.emplace(at, q, root);
+    }
+  };
+  if (!together_need_) return begin(r, st.gate[k]);
+  // Within wire budgets every rank ends a run with the others (real::Executor): the next
+  // iteration begins everywhere once the last rank is done with this one.
+  together_at_[k] = std::max(together_at_[k], st.gate[k]);
+  if (++together_[k] == together_need_)
+    for (int q = 0; q < n_; ++q)
+      if (ranks_[q].per_iteration > 0) begin(q, together_at_[k]);
 }
 
 void PlanRun::finish_op(int r, uint32_t i, double done) {

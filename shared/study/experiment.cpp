@@ -404,7 +404,7 @@ topo::Topology load_topology(const Experiment& e, const std::string& path, int r
                                "with the ranks' receive copies, which the model shares through node.shared_memory: true");
     t.compute_thread = true;
   }
-  if (e.run.wire_budget) t.wire_budget_margin = e.run.wire_budget_margin;
+  if (e.run.wire_budget) t.wire_budget = true, t.wire_budget_margin = e.run.wire_budget_margin;
   return t;
 }
 

@@ -127,10 +127,13 @@ struct Topology {
   // progress, on the rank's thread) run beside them instead of in turn: the model puts them in
   // a second queue per rank, both sharing the node (needs receive_copy and shared_memory).
   bool compute_thread = false;
-  // Not a file key: the experiment's run.wire_budget_margin where run.wire_budget is on
-  // (study::load_topology), else 0. compcoll-run's executor sends each compressed stream
-  // within a budget that much over its size; the model sizes the messages so
-  // (policy::wire_message_bytes).
+  // Not file keys: the experiment's run.wire_budget and its margin (study::load_topology; the
+  // margin 0 where wire_budget is off). compcoll-run's executor sends each compressed stream
+  // within a budget that much over its size, the model sizes the messages so
+  // (policy::wire_message_bytes); and every rank's run ends with an agreement of all ranks, so
+  // back to back calls start together: the model starts a call's next iteration on every rank
+  // once every rank is done with the last.
+  bool wire_budget = false;
   double wire_budget_margin = 0;
   LinkSpec gpu_link;       // GPU <-> node switch
   int nics_per_gpu = 1;

@@ -568,9 +568,29 @@ TEST_CASE("cost model within 0.2% of the simulator for calls back to back", "[si
         CHECK(three.time_s == Approx(got.time_s).epsilon(0.002));
         CHECK(three.kernel_s == Approx(one.kernel_s).epsilon(1e-9));  // per iteration
         CHECK(one.iteration_s <= one.time_s * (1 + 1e-12));           // the mean over ranks, not the last
+        // Within wire budgets (run.wire_budget) every rank's run ends with the others': the
+        // next iteration starts on every rank once all are done, in both, and a call back to
+        // back takes no less than one alone.
+        topo::Topology together = *topo;
+        together.wire_budget = true;
+        sim::CallResult got_together;
+        sim::Job job_together{together, *cal, *net, {call}};
+        REQUIRE(sim::simulate(job_together, [&](const sim::CallResult& r) { got_together = r; }).error.empty());
+        REQUIRE(got_together.error.empty());
+        const auto three_together =
+            policy::predict(s, together, *cal, k.codec, call.ratio, net->factors(), routes, 3);
+        CAPTURE(got_together.iteration_s, three_together.iteration_s);
+        CHECK(three_together.iteration_s == Approx(got_together.iteration_s).epsilon(0.002));
+        CHECK(three_together.iteration_s >= three.iteration_s * (1 - 1e-9));
+        CHECK(three_together.iteration_s >= one.iteration_s * (1 - 1e-9));
         if (net == &costs) continue;
         if (std::string(k.name) == "ring") CHECK(three.iteration_s == Approx(one.time_s).epsilon(0.02));
-        if (std::string(k.name) == "chain compress-once") CHECK(three.iteration_s < 0.9 * one.time_s);
+        if (std::string(k.name) == "chain compress-once") {
+          CHECK(three.iteration_s < 0.9 * one.time_s);
+          // No overlap left: two whole calls, then each rank's own end of the third (the mean
+          // over ranks per iteration).
+          CHECK(three_together.iteration_s == Approx((2 * one.time_s + one.iteration_s) / 3).epsilon(0.01));
+        }
       }
     }
   }
