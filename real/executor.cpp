@@ -192,8 +192,13 @@ void Executor::queue_waits(uint32_t i) {
     const uint32_t w = absorbed_[d] ? fused_from_[d] : d;  // an absorbed reduce's work is its decompression's
     if (op_state_[w] == kRunning) follow(is_transfer(prog_.ops[w].kind), op_handle_[w]);
   }
+  // Not the transfers of its own step group (posted with it, ordered by nothing; lockstep
+  // posts a group whole, as without queues).
+  const auto same_group = [&](const Running& r) {
+    return opt_.lockstep && transfer && r.transfer && group_of_[r.op] == group_of_[i];
+  };
   for (const Running& r : running_)
-    if (conflicts(i, r.op)) follow(r.transfer, r.handle);
+    if (!same_group(r) && conflicts(i, r.op)) follow(r.transfer, r.handle);
 }
 
 void Executor::start(uint32_t i, RunStats& st) {

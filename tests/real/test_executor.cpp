@@ -320,7 +320,8 @@ TEST_CASE("a wire budget sends streams as exact messages and redoes a run whose 
   uint64_t overflowed = 0;
   // Queued (ExecutorOptions::queue_ahead): the runs within budgets need no size from the host.
   auto fusing_threaded = make_host_backend(1, true, true);
-  for (const std::string mode : {"as ready", "lockstep", "compute thread", "queued", "queued, lockstep", "queued, fused"})
+  for (const std::string mode :
+       {"as ready", "lockstep", "compute thread", "queued", "queued, lockstep", "queued, fused"})
     for (const char* codec_name : {"gauss-exp", "entropy-exp"})
       for (DType dt : {DType::BF16, DType::FP32})
         for (const Case& c : cases) {

@@ -284,7 +284,8 @@ TEST_CASE("run.wire_budget is off unless the experiment turns it on and its marg
   // The model sizes budgeted messages through the topology (policy::wire_message_bytes); a margin
   // without run.wire_budget changes nothing.
   const std::string dgx = kRoot + "/topologies/dgx-h100.yaml";
-  const std::string budget = write_experiment("budget-model", calls + "run: {wire_budget: true, wire_budget_margin: 0.02}\n");
+  const std::string budget =
+      write_experiment("budget-model", calls + "run: {wire_budget: true, wire_budget_margin: 0.02}\n");
   CHECK(study::load_topology(load_experiment(budget), dgx).wire_budget_margin == 0.02);
   CHECK(study::load_topology(load_experiment(budget, {"run.wire_budget=false"}), dgx).wire_budget_margin == 0);
   // Queued mode: off unless asked for.
