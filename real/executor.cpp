@@ -423,6 +423,15 @@ RunStats Executor::run() {
   RunStats st = run_pass(true);
   const std::exception_ptr error = decode_error_;
   decode_error_ = nullptr;
+  // A codec whose streams are sized by their elements never outgrows a budget of at least
+  // their size: no agreement, and a failed decode is damage.
+  const bool agree = !(opt_.codec->sized_by_elements() && opt_.wire_budget_margin >= 0);
+  if (!agree) {
+    if (st.overflows > 0) throw std::logic_error("executor: a " + std::string(opt_.codec->name()) +
+                                                 " stream outgrew its budget, which its size cannot");
+    if (error) std::rethrow_exception(error);
+    return st;
+  }
   if (!t_.any(st.overflows > 0 || error)) {
     // No stream was cut anywhere, so a stream that failed to decode was damaged.
     if (error) std::rethrow_exception(error);

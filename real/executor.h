@@ -42,7 +42,9 @@ struct ExecutorOptions {
   // budget goes cut; the run ends with Transport::any on every rank, and where any stream
   // anywhere outgrew its budget the whole run is redone with exact sizes and its budgets
   // learned anew (RunStats::reruns). Off: every stream at its exact size, every run. A
-  // schedule no rank of which compresses runs as with it off.
+  // schedule no rank of which compresses runs as with it off; a codec whose streams are sized
+  // by their elements (Codec::sized_by_elements: identity) cannot outgrow its budgets, so its
+  // runs end without the agreement.
   bool wire_budget = false;
   double wire_budget_margin = 0;  // > -1; below 0 only to force overflows (the tests)
   // Queued mode, where the backend and the transport both have one (DataBackend::queues,

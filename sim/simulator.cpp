@@ -931,8 +931,7 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
     }
     CallRun run;
     run.iterations = iterations;
-    run.together = job.topology.wire_budget && std::any_of(schedule.ranks.begin(), schedule.ranks.end(),
-                                                           [](const auto& p) { return p.wire_buffers > 0; });
+    run.together = policy::wire_budget_agreement(schedule, job.topology, call.codec);
     run.footprint = policy::node_footprint_bytes(schedule, job.topology);
     run.endpoint = policy::rank_endpoints(schedule, job.topology);
     run.costs = policy::message_costs(schedule, job.topology, job.network.factors(), call.nccl_kernels, call.protocol);

@@ -66,6 +66,10 @@ class Codec {
   virtual CodecId id() const = 0;
   virtual std::string_view name() const = 0;
   virtual bool lossless() const = 0;
+  // Whether every chunk of n elements codes to exactly max_chunk_bytes(dtype, n), so that a
+  // stream's size is a function of its elements alone (identity): a stream of it never outgrows
+  // a wire budget learned from one of the same elements.
+  virtual bool sized_by_elements() const { return false; }
   // Upper bound of one coded chunk of n elements.
   virtual size_t max_chunk_bytes(DType dtype, uint32_t n) const = 0;
   // Codes n elements at `in` into `out` (at least max_chunk_bytes); returns bytes written,
@@ -139,6 +143,13 @@ inline bool known_codec(std::string_view name) { return find_codec(name) || find
 inline const Codec* find_plan_codec(std::string_view name) {
   if (const LibraryCodec* lib = find_library_codec(name)) return &codec_by_id(lib->id);
   return find_codec(name);
+}
+
+// Codec::sized_by_elements of the plan codec `name` (false for a library codec or an unknown
+// name).
+inline bool stream_sized_by_elements(std::string_view name) {
+  const Codec* c = find_codec(name);
+  return c && c->sized_by_elements();
 }
 
 // Upper bound of encode()'s output for `elements` elements.

@@ -12,6 +12,7 @@ class IdentityCodec final : public Codec {
   CodecId id() const override { return CodecId::Identity; }
   std::string_view name() const override { return "identity"; }
   bool lossless() const override { return true; }
+  bool sized_by_elements() const override { return true; }
   size_t max_chunk_bytes(DType dtype, uint32_t n) const override {
     return format::align_up(n * static_cast<uint32_t>(dtype_size(dtype)), format::kChunkAlign);
   }

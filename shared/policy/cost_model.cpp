@@ -76,6 +76,11 @@ uint64_t stream_bytes(const std::string& codec, DType dtype, uint64_t elements, 
 }
 }  // namespace
 
+bool wire_budget_agreement(const sched::Schedule& s, const topo::Topology& t, const std::string& codec) {
+  return t.wire_budget && !stream_sized_by_elements(codec) &&
+         std::any_of(s.ranks.begin(), s.ranks.end(), [](const sched::RankProgram& p) { return p.wire_buffers > 0; });
+}
+
 uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio,
                             double budget_margin) {
   const uint64_t bytes = stream_bytes(codec, dtype, elements, ratio);
@@ -635,9 +640,7 @@ void PlanRun::setup() {
   together_at_.assign(static_cast<size_t>(iterations_), 0);
   // Within wire budgets a compressing call's ranks end each run together (real::Executor);
   // together_need_ stays 0 otherwise.
-  const bool together = t_.wire_budget && std::any_of(call_.ranks.begin(), call_.ranks.end(), [](const auto& p) {
-                          return p.wire_buffers > 0;
-                        });
+  const bool together = wire_budget_agreement(call_, t_, codec_);
   for (int r = 0; r < n_; ++r) {
     const auto& ops = s_.ranks[r].ops;
     Rank& st = ranks_[r];

@@ -120,6 +120,12 @@ std::vector<int> rank_endpoints(const sched::Schedule& s, const topo::Topology& 
 uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio,
                             double budget_margin = 0);
 
+// Whether compcoll-run's ranks end each run of `s` with `codec` together (real::Executor's
+// agreement within wire budgets, topo::Topology::wire_budget): the schedule compresses and the
+// codec's streams are not sized by their elements alone. The simulator and the cost model then
+// start a call's next back-to-back iteration on every rank once all are done with the last.
+bool wire_budget_agreement(const sched::Schedule& s, const topo::Topology& t, const std::string& codec);
+
 // Whether rank `rank`'s reduce and copy ops are kernels of their own, at the calibration's
 // times: not where NCCL's kernels run the call (they reduce inside the kernel that moves the
 // data), not on a switch rank (the switch reduces at its ports' rate). The simulator and the

@@ -568,6 +568,11 @@ TEST_CASE("cost model within 0.2% of the simulator for calls back to back", "[si
         CHECK(three.time_s == Approx(got.time_s).epsilon(0.002));
         CHECK(three.kernel_s == Approx(one.kernel_s).epsilon(1e-9));  // per iteration
         CHECK(one.iteration_s <= one.time_s * (1 + 1e-12));           // the mean over ranks, not the last
+        topo::Topology plain = *topo;
+        CHECK_FALSE(policy::wire_budget_agreement(s, plain, k.codec));  // no run.wire_budget
+        plain.wire_budget = true;  // only a compressing plan whose streams' sizes vary agrees
+        CHECK(policy::wire_budget_agreement(s, plain, k.codec) ==
+              (k.placement != Placement::None && std::string(k.codec) != "identity"));
         // Within wire budgets (run.wire_budget) every rank's run ends with the others': the
         // next iteration starts on every rank once all are done, in both, and a call back to
         // back takes no less than one alone.
