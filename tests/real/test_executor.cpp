@@ -72,6 +72,22 @@ sched::BuildSpec spec(const Case& c, const std::string& codec, int n, DType dtyp
   return b;
 }
 
+// Every rank's real gradient values for `s` (the timed pass's inputs) and the reference
+// executor's outputs on them, with the executor's codec and options.
+struct Reference {
+  std::vector<std::vector<uint8_t>> in, out;
+};
+Reference reference_of(const sched::Schedule& s, const ExecutorOptions& opt) {
+  sched::ReferenceOptions ropt;
+  ropt.codec = opt.codec;
+  ropt.encode = opt.encode;
+  Reference r;
+  for (int k = 0; k < s.size(); ++k)
+    r.in.push_back(timing_input(s.dtype, s.ranks[k].input_count, k, COMPCOLL_TEST_DATA_DIR, "grad"));
+  r.out = sched::run_reference(s, r.in, ropt);
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("expected_output is what the reference executor computes on the integer inputs", "[real][verify]") {
@@ -120,7 +136,6 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
   auto host = make_host_backend();
   auto threaded = make_host_backend(1, true);
   auto fusing = make_host_backend(1, false, true), fusing_threaded = make_host_backend(1, true, true);
-  const std::string data_dir = COMPCOLL_TEST_DATA_DIR;
   uint64_t fused = 0, fused_elsewhere = 0;
   // Queued (ExecutorOptions::queue_ahead) on the compute thread's queue and MPI's held posts:
   // the schedules that compress nothing (identity); the others run as ready, as their
@@ -163,20 +178,16 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
             continue;
           }
           Executor ex(s, rank, t, backend, opt);
-          sched::ReferenceOptions ropt;
-          ropt.codec = opt.codec;
-          ropt.encode = opt.encode;
           // Real gradient values (the timed pass's inputs), then the correctness pass's integers.
-          std::vector<std::vector<uint8_t>> in;
-          for (int r = 0; r < n; ++r) in.push_back(timing_input(dt, s.ranks[r].input_count, r, data_dir, "grad"));
+          const Reference reference = reference_of(s, opt);
+          const auto& in = reference.in;
           std::memcpy(ex.input(), in[rank].data(), in[rank].size());
           const RunStats st = ex.run();
           (mode.rfind("fused", 0) == 0 ? fused : fused_elsewhere) += st.fused;
           CHECK(st.queued == (queued && s.ranks[rank].wire_buffers == 0 ? 1u : 0u));
-          const auto ref = sched::run_reference(s, in, ropt);
           std::vector<uint8_t> got(ex.output_bytes());
           std::memcpy(got.data(), ex.output(), got.size());
-          CHECK(count_wrong(dt, got, ref[rank]) == 0);
+          CHECK(count_wrong(dt, got, reference.out[rank]) == 0);
           if (std::string(codec_name) != "identity" && st.compress_in > 0) {
             CHECK(st.compress_out > 0);
             CHECK(st.codec_s > 0);  // timed where it ran, on the compute thread too
@@ -304,7 +315,6 @@ TEST_CASE("a wire budget sends streams as exact messages and redoes a run whose 
   MpiTransport t(MPI_COMM_WORLD);
   auto host = make_host_backend();
   auto threaded = make_host_backend(1, true);
-  const std::string data_dir = COMPCOLL_TEST_DATA_DIR;
   // Streams relayed as received (allgather), recompressed each hop (ring, recursive), packed
   // (all-to-all), in two phases (hierarchical, rail rings).
   const Case cases[] = {{"allreduce", "ring", "zipccl"},          {"allgather", "ring", "compress-once"},
@@ -347,12 +357,9 @@ TEST_CASE("a wire budget sends streams as exact messages and redoes a run whose 
                                    : mode == "compute thread" || queued ? *threaded
                                                                         : *host;
             Executor ex(s, rank, t, backend, opt);
-            sched::ReferenceOptions ropt;
-            ropt.codec = opt.codec;
-            ropt.encode = opt.encode;
-            std::vector<std::vector<uint8_t>> in;
-            for (int r = 0; r < n; ++r) in.push_back(timing_input(dt, s.ranks[r].input_count, r, data_dir, "grad"));
-            const auto ref = sched::run_reference(s, in, ropt);
+            const Reference reference = reference_of(s, opt);
+            const auto& in = reference.in;
+            const auto& ref = reference.out;
             std::vector<uint8_t> got(ex.output_bytes());
             const auto run_checked = [&] {
               std::memcpy(ex.input(), in[rank].data(), in[rank].size());
