@@ -1020,10 +1020,7 @@ void entry_row(Session& s, const Cell& cell, const Entry& entry, const std::vect
   s.backend->timer_start();
   for (int i = 0; i < exp.run.iterations; ++i) {
     const RunStats r = ex.run();
-    total.messages += r.messages, total.sent_bytes += r.sent_bytes;
-    total.compress_in += r.compress_in, total.compress_out += r.compress_out;
-    total.codec_s += r.codec_s, total.reduce_s += r.reduce_s, total.copy_s += r.copy_s;
-    total.reruns += r.reruns;
+    total += r;
   }
   const double t = s.backend->timer_stop();
   const int it = exp.run.iterations;

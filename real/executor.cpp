@@ -102,6 +102,9 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
     dependents_ = std::move(plan.dependents);
     dep_count_ = std::move(plan.dep_count);
   }
+  deps_of_.assign(n, {});  // as the run counts them (lockstep's too; fusing adds some)
+  for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t d : dependents_[i]) deps_of_[d].push_back(i);
   fused_into_.assign(n, kNotFused);
   fused_from_.assign(n, kNotFused);
   absorbed_.assign(n, 0);
@@ -111,17 +114,11 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
   if (std::none_of(s.ranks.begin(), s.ranks.end(), [](const sched::RankProgram& p) { return p.wire_buffers > 0; }))
     opt_.wire_budget = false;
   if (opt_.wire_budget) learned_.assign(n, 0), budget_.assign(n, 0);
-  deps_of_.assign(n, {});
-  for (uint32_t i = 0; i < n; ++i)
-    for (uint32_t d : dependents_[i]) deps_of_[d].push_back(i);
 }
 
 void Executor::fuse_decode_add() {
   const auto& ops = prog_.ops;
   const auto n = static_cast<uint32_t>(ops.size());
-  std::vector<std::vector<uint32_t>> deps_of(n);  // as the run counts them (lockstep's too)
-  for (uint32_t i = 0; i < n; ++i)
-    for (uint32_t d : dependents_[i]) deps_of[d].push_back(i);
   const auto same = [](const sched::Slice& a, const sched::Slice& b) {
     return a.buf == b.buf && a.index == b.index && a.offset == b.offset && a.count == b.count;
   };
@@ -134,8 +131,8 @@ void Executor::fuse_decode_add() {
     if (ops[r].kind != OpKind::Reduce || !same(ops[r].src, ops[d].dst) || absorbed_[r]) continue;
     // The fused op writes the reduce's destination: it waits for the reduce's other
     // dependencies too (none of which waits for d, whose one dependent is r: no cycle).
-    for (uint32_t x : deps_of[r])
-      if (x != d) dependents_[x].push_back(d), ++dep_count_[d];
+    for (uint32_t x : deps_of_[r])
+      if (x != d) dependents_[x].push_back(d), deps_of_[d].push_back(x), ++dep_count_[d];
     fused_into_[d] = r;
     fused_from_[r] = d;
     absorbed_[r] = 1;
@@ -261,8 +258,7 @@ void Executor::start(uint32_t i, RunStats& st) {
                             slice_ptr(op.dst), op.dst.count);
         }
       } catch (const CodecError&) {
-        if (!budgeted_) throw;
-        if (!decode_error_) decode_error_ = std::current_exception();
+        hold_decode_error(i);
         c = -1;
       }
       return timed(c);
@@ -312,6 +308,13 @@ void Executor::finish(Pass& p, uint32_t i, size_t received) {
   if (!released_[i]) release(p, i);
 }
 
+// Called in a CodecError's handler: within budgets a decompression's error waits for the run's
+// end (a stream may have been cut: run()); any other is rethrown.
+void Executor::hold_decode_error(uint32_t i) {
+  if (!budgeted_ || prog_.ops[i].kind != OpKind::Decompress) throw;
+  if (!decode_error_) decode_error_ = std::current_exception();
+}
+
 void Executor::release(Pass& p, uint32_t i) {
   released_[i] = 1;
   for (uint32_t d : dependents_[i])
@@ -336,8 +339,7 @@ bool Executor::poll_running(Pass& p) {
     try {
       fin = r.transfer ? t_.test(r.handle, &received) : b_.done(r.handle, &seconds);
     } catch (const CodecError&) {  // a decompression's, on the device or the compute thread
-      if (!budgeted_ || prog_.ops[r.op].kind != OpKind::Decompress) throw;
-      if (!decode_error_) decode_error_ = std::current_exception();
+      hold_decode_error(r.op);
       fin = true;
     }
     if (!fin) {
@@ -438,12 +440,8 @@ RunStats Executor::run() {
     return st;
   }
   // A stream outgrew its budget somewhere: every rank redoes the run at exact sizes.
-  const RunStats again = run_pass(false);
+  st += run_pass(false);
   learn_budgets();
-  st.messages += again.messages, st.sent_bytes += again.sent_bytes;
-  st.compress_in += again.compress_in, st.compress_out += again.compress_out, st.fused += again.fused;
-  st.codec_s += again.codec_s, st.reduce_s += again.reduce_s, st.copy_s += again.copy_s;
-  st.queued += again.queued;
   st.reruns = 1;
   return st;
 }

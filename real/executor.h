@@ -60,7 +60,7 @@ struct ExecutorOptions {
 // What one run of the program did on this rank.
 struct RunStats {
   uint64_t messages = 0;       // sends
-  uint64_t sent_bytes = 0;     // bytes sent (compressed streams at their real size)
+  uint64_t sent_bytes = 0;     // bytes sent (compressed streams as they went: exact, or their budget)
   uint64_t compress_in = 0;    // bytes given to compress ops
   uint64_t compress_out = 0;   // stream bytes they produced
   uint64_t fused = 0;          // decompress-and-reduce pairs run as one decode-and-add
@@ -69,6 +69,14 @@ struct RunStats {
                                // every other count is of both passes)
   uint64_t queued = 0;         // passes run in queued mode (ExecutorOptions::queue_ahead)
   double codec_s = 0, reduce_s = 0, copy_s = 0;  // host backend only: time in (de)compress, reduce, copy ops
+
+  // Every count and time summed (several runs, or a run and its redone pass).
+  RunStats& operator+=(const RunStats& o) {
+    messages += o.messages, sent_bytes += o.sent_bytes, compress_in += o.compress_in;
+    compress_out += o.compress_out, fused += o.fused, overflows += o.overflows, reruns += o.reruns;
+    queued += o.queued, codec_s += o.codec_s, reduce_s += o.reduce_s, copy_s += o.copy_s;
+    return *this;
+  }
 };
 
 // Lockstep posting (the transfers of each step in one group): sched::plan_lockstep.
@@ -121,6 +129,7 @@ class Executor {
   // on the transport's, where transfers may run out of order).
   void queue_waits(uint32_t i);
   void release(Pass& p, uint32_t i);  // op i's dependents: one dependency fewer each
+  void hold_decode_error(uint32_t i);
   // What op i reads and writes as it runs here (a fused decompression: the wire and its
   // reduce's destination; the reduce it absorbed: nothing).
   struct Access {

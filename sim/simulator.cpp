@@ -378,6 +378,7 @@ class Driver {
   std::vector<s4u::ActivityPtr> released_;  // finished activities, let go of at the next flush
   bool flush_set_ = false;
   std::vector<int> iteration_done_;  // per iteration: the ranks done with it (wire budgets)
+  int ranks_with_ops_ = 0;
   bool begun_ = false;               // an iteration began on every rank: start them all
   static Driver* current_;
 };
@@ -807,10 +808,7 @@ void Driver::flush() {
 }
 
 void Driver::iteration_done(size_t k) {
-  if (iteration_done_.empty()) iteration_done_.assign(static_cast<size_t>(std::max(run_.iterations, 1)), 0);
-  const auto with_ops =
-      std::count_if(ranks_.begin(), ranks_.end(), [](const RankState& rank) { return rank.has_ops(); });
-  if (++iteration_done_[k] < with_ops) return;
+  if (++iteration_done_[k] < ranks_with_ops_) return;
   for (RankState& rank : ranks_) rank.begin_iteration(k + 1);
   begun_ = true;
   flush_soon();
@@ -821,6 +819,11 @@ void Driver::start() {
   const int n = run_.schedule->size();
   ranks_.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) ranks_.emplace_back(*this, run_, r);
+  if (run_.together) {
+    iteration_done_.assign(static_cast<size_t>(std::max(run_.iterations, 1)), 0);
+    ranks_with_ops_ = static_cast<int>(
+        std::count_if(ranks_.begin(), ranks_.end(), [](const RankState& rank) { return rank.has_ops(); }));
+  }
   auto go = [this, n] {
     const double now = s4u::Engine::get_clock();
     for (uint32_t r = 0; r < static_cast<uint32_t>(n); ++r) start_ready(r, now);
