@@ -206,6 +206,7 @@ void check_machine(Setup& st, const Args& args, int world, int local_size) {
                    std::to_string(world));
   st.topo = study::load_topology(exp, exp.topologies[0], world);
   st.backend = !args.backend.empty() ? args.backend : !exp.run.backend.empty() ? exp.run.backend : "mpi";
+  st.topo.fused_decode = st.topo.fused_decode && st.backend == "nccl";  // the host executor never fuses
   if (exp.run.gpus_per_node > 0) {
     st.gpus_per_node = std::min(exp.run.gpus_per_node, world);
   } else {
@@ -827,6 +828,11 @@ void start_output(Session& s) {
     std::cout << "# wire budget: compressed messages as exact transfers of their size in the run before"
               << (exp.run.wire_budget_margin > 0 ? " plus " + report::fixed(100 * exp.run.wire_budget_margin, 1) + "%" : "")
               << "; a run where a stream outgrows its budget is redone at exact sizes\n";
+  if (exp.run.fused_decode)
+    std::cout << "# " << (s.st.topo.fused_decode ? study::fused_decode_line(exp, s.st.cal)
+                                                   : "fused decode (run.fused_decode): asked for, but the " + s.st.backend +
+                                                         " backend runs a decompression and a reduce as two operations")
+              << "\n";
   if (exp.run.queue_ahead)
     std::cout << "# queued: "
               << (s.backend->queues() && s.transport->queues()

@@ -145,9 +145,7 @@ class CudaBackend final : public DataBackend {
   }
   // cuda_decode_add: the decode and the reduction of a reduce-scatter or allreduce step in one
   // pass (identity, gauss-exp, entropy-exp), the decoded block never written out.
-  bool decompress_adds(const Codec& codec) const override {
-    return codec.id() == CodecId::Identity || codec.id() == CodecId::GaussExp || codec.id() == CodecId::EntropyExp;
-  }
+  bool decompress_adds(const Codec& codec) const override { return gpu_decode_adds(codec.id()); }
   Completion decompress_add(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes, DType dtype,
                             void* acc, uint64_t count) override {
     if (!decompress_adds(codec)) return DataBackend::decompress_add(codec, opt, wire, bytes, dtype, acc, count);

@@ -117,18 +117,7 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
 }
 
 void Executor::fuse_decode_add() {
-  const auto& ops = prog_.ops;
-  const auto n = static_cast<uint32_t>(ops.size());
-  const auto same = [](const sched::Slice& a, const sched::Slice& b) {
-    return a.buf == b.buf && a.index == b.index && a.offset == b.offset && a.count == b.count;
-  };
-  for (uint32_t d = 0; d < n; ++d) {
-    // A block decoded into scratch (never part of the output) that nothing but the reduce
-    // waits for, so nothing else reads it.
-    if (ops[d].kind != OpKind::Decompress || ops[d].dst.buf != BufKind::Scratch || dependents_[d].size() != 1)
-      continue;
-    const uint32_t r = dependents_[d][0];
-    if (ops[r].kind != OpKind::Reduce || !same(ops[r].src, ops[d].dst) || absorbed_[r]) continue;
+  for (const auto& [d, r] : sched::decode_add_pairs(prog_.ops)) {
     // The fused op writes the reduce's destination: it waits for the reduce's other
     // dependencies too (none of which waits for d, whose one dependent is r: no cycle).
     for (uint32_t x : deps_of_[r])

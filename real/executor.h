@@ -27,10 +27,10 @@ struct ExecutorOptions {
   // (NCCL); optional otherwise (to run that mode on MPI). Computation is never held back.
   bool lockstep = false;
   // Where the backend decodes and adds in one operation (DataBackend::decompress_adds), a
-  // decompression whose block only one reduce reads, and that reduce, run as that one
-  // operation (decompress_add into the reduce's destination, once both ops' dependencies are
-  // done): the bits are the same, the decoded block is never written out. Off by default: the
-  // simulator and the cost model price the two ops.
+  // decompression whose block only one reduce reads, and that reduce (sched::decode_add_pairs),
+  // run as that one operation (decompress_add into the reduce's destination, once both ops'
+  // dependencies are done): the bits are the same, the decoded block is never written out.
+  // Off by default (run.fused_decode; the simulator and the cost model price what runs).
   bool fuse_decode_add = false;
   // Compressed messages within a wire budget, so that no stream's size is needed on the host
   // before its transfer is posted (docs/compcoll-run.md, "Variable-length messages"). A run

@@ -230,6 +230,7 @@ void start(Run& r) {
            {"topologies", json::array()},
            {"rows", json::array()}};
   if (!r.args.shard.all()) r.doc["shard"] = {{"index", r.args.shard.index + 1}, {"count", r.args.shard.count}};
+  if (const std::string fused = study::fused_decode_line(exp, r.cal); !fused.empty()) r.doc["fused_decode"] = fused;
   set_ratios(r);
   if (r.args.json) return;
   std::cout << "# compcoll-sim " << exp.name << " (" << exp.file << ")"
@@ -239,6 +240,7 @@ void start(Run& r) {
             << (r.cal.source == "derived" ? " -- DERIVED from stated figures, not measured" : "") << "\n";
   std::cout << ratio_lines(*r.ratios);
   std::cout << "# message sizes: ratio model (wire bytes = header + chunk table + ratio x uncompressed)\n";
+  if (r.doc.contains("fused_decode")) std::cout << "# " << r.doc["fused_decode"].get<std::string>() << "\n";
   if (!r.args.shard.all())
     std::cout << "# shard " << r.args.shard.index + 1 << " of " << r.args.shard.count << ": its cells only\n";
   if (r.args.back_to_back > 1)

@@ -281,6 +281,7 @@ class RankState {
   int kernels_at_once_ = 1;  // shared memory: policy::kernel_concurrency
   uint32_t in_flight_ = 0;   // kernels running or queued, receives and sends not finished, acks awaited
   double codec_s_ = 0, reduce_s_ = 0;
+  std::vector<policy::FusedOp> fused_;  // decode and add in one kernel (policy::fused_ops; empty: none)
   size_t done_ = 0;
   // Back to back (CallRun::iterations): iteration k's ops are [k x per_iteration_, (k+1) x
   // per_iteration_); open_[k] counts its ops not done and sends not delivered, and the last one
@@ -398,6 +399,7 @@ RankState::RankState(Driver& d, CallRun& run, int r)
       seq_(n_, 0),
       wire_(p_.wire_buffers),
       kernels_at_once_(policy::kernel_concurrency(*run.cal, *run.topology)),
+      fused_(policy::fused_ops(*run.schedule, r, *run.topology, *run.cal, run.call->codec, run.call->nccl_kernels)),
       lockstep_(run.costs.lockstep) {
   std::unordered_map<uint64_t, uint32_t> sends_to, recvs_from;
   const auto iterations = static_cast<size_t>(std::max(run.iterations, 1));
@@ -490,7 +492,7 @@ void RankState::start_send(uint64_t conn) {
 
 RankState::Kernel RankState::kernel(uint32_t i, calib::Op kind, uint64_t bytes) {
   Kernel k{i, run_.cal->seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes)), {}};
-  if (kind == calib::Op::Compress || kind == calib::Op::Decompress) codec_s_ += k.seconds;
+  if (kind == calib::Op::Compress || kind == calib::Op::Decompress || kind == calib::Op::DecodeAdd) codec_s_ += k.seconds;
   else reduce_s_ += k.seconds;
   if (run_.topology->shared_memory)
     k.w = policy::shared_work(k.seconds, run_.cal->alone_seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes)),
@@ -560,10 +562,13 @@ void RankState::run_op(uint32_t i) {
       if (!op.batched || !run_.cal->batch_launch) k = kernel(i, calib::Op::Compress, codec_bytes(i));
       break;
     case OpKind::Decompress:
+      if (!fused_.empty() && fused_[i] == policy::FusedOp::Absorbed) break;  // in its reduce's kernel
       if (!op.batched || !run_.cal->batch_launch) k = kernel(i, calib::Op::Decompress, codec_bytes(i));
       break;
     case OpKind::Reduce:
-      if (policy::charges_reduce_copy(*run_.schedule, r_, run_.call->nccl_kernels))
+      if (!fused_.empty() && fused_[i] == policy::FusedOp::DecodeAdd)  // its block decoded and added in one kernel
+        k = kernel(i, calib::Op::DecodeAdd, op.dst.count * dsize_);
+      else if (policy::charges_reduce_copy(*run_.schedule, r_, run_.call->nccl_kernels))
         k = kernel(i, calib::Op::Reduce, op.dst.count * dsize_);
       break;
     case OpKind::Copy:

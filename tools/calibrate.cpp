@@ -133,6 +133,7 @@ class Load {
             case calib::Op::Decompress: decode(b.stream[k].data(), b.encoded[k], b.out[k].data(), bytes); break;
             case calib::Op::Reduce: reduce_add(dtype, b.out[k].data(), b.in[k].data(), n); break;
             case calib::Op::Copy: std::memcpy(b.out[k].data(), b.in[k].data(), bytes); break;
+            case calib::Op::DecodeAdd: break;  // GPU only (parse_options refuses it here)
           }
         }
       });
@@ -239,6 +240,7 @@ class HostDevice : public CalibrationDevice {
           std::memcpy(out_.data(), in, bytes);
           return median_seconds([&] { reduce_add(dtype_, out_.data(), in, elements); }, opt);
         case calib::Op::Copy: break;
+        case calib::Op::DecodeAdd: throw std::logic_error("calibrate: decode_add is a GPU kernel");
       }
       return median_seconds([&] { std::memcpy(out_.data(), in, bytes); }, opt);
     };
@@ -294,6 +296,7 @@ class HostDevice : public CalibrationDevice {
         std::memcpy(out_.data(), in, bytes);
         m.wrong = count_wrong(dtype_, out_.data(), in, bytes);
         break;
+      case calib::Op::DecodeAdd: break;
     }
     return m;
   }
@@ -356,7 +359,10 @@ class HostDevice : public CalibrationDevice {
 
 // ---- the driver --------------------------------------------------------------------------
 
-constexpr calib::Op kOps[] = {calib::Op::Compress, calib::Op::Decompress, calib::Op::Reduce, calib::Op::Copy};
+// decode_add: the GPU decoder's decode-and-add (cuda_decode_add), for the codecs that have one
+// (codec::gpu_decode_adds); --device cuda only.
+constexpr calib::Op kOps[] = {calib::Op::Compress, calib::Op::Decompress, calib::Op::DecodeAdd, calib::Op::Reduce,
+                              calib::Op::Copy};
 
 struct Options {
   std::string device = "host";
@@ -403,11 +409,14 @@ const char* const kUsage =
     "               nvcomp-ans: nvCOMP's batched ANS in 64 KiB chunks, and its ratio per tensor kind of\n"
     "               the inputs; only with --device cuda, in a build with nvCOMP where libnvcomp.so.6\n"
     "               loads (all and the default take it there, and say why not elsewhere)\n"
-    "  --ops        only these ops: compress, decompress, reduce, copy (repeatable or a comma list;\n"
-    "               default all; --ops compress,decompress measures no reduce or copy curve)\n"
+    "  --ops        only these ops: compress, decompress, decode_add, reduce, copy (repeatable or a comma\n"
+    "               list; default all; --ops compress,decompress measures no reduce or copy curve).\n"
+    "               decode_add: a codec's decode and add in one kernel (cuda_decode_add; identity,\n"
+    "               gauss-exp, entropy-exp), with --device cuda only\n"
     "  Curves are measured in a fixed order whatever the order of the lists: per dtype (bf16, fp16,\n"
-    "  fp32) every selected codec (identity, gauss-exp, entropy-exp, fp8-hadamard, nvcomp-ans), then\n"
-    "  reduce; copy (dtype any) after the first dtype; nvcomp-ans's ratios after each dtype's curves.\n";
+    "  fp32) every selected codec (identity, gauss-exp, entropy-exp, fp8-hadamard, nvcomp-ans; a codec's\n"
+    "  decode_add after its compress and decompress), then reduce; copy (dtype any) after the first\n"
+    "  dtype; nvcomp-ans's ratios after each dtype's curves.\n";
 
 [[noreturn]] void fail(const std::string& msg) {
   std::fprintf(stderr, "compcoll-bench calibrate: %s\n", printable(msg).c_str());
@@ -512,7 +521,7 @@ Options parse_args(int argc, char** argv) {
       }
       any_codec = true;
     } else if (a == "--ops") {
-      const std::string expected = "compress, decompress, reduce or copy (or a comma list of them)";
+      const std::string expected = "compress, decompress, decode_add, reduce or copy (or a comma list of them)";
       for (const std::string& item : split_list(a, value(), expected)) {
         size_t k = 0;
         while (k < std::size(kOps) && item != calib::op_name(kOps[k])) ++k;
@@ -535,11 +544,16 @@ Options parse_args(int argc, char** argv) {
     if (!any_dtype || dtype_on[k]) opt.dtypes.push_back(kDTypes[k]);
   for (size_t k = 0; k < names.size(); ++k)
     if (!any_codec || codec_on[k]) opt.codecs.push_back(find_codec(names[k]));
-  for (size_t k = 0; k < std::size(kOps); ++k)
+  for (size_t k = 0; k < std::size(kOps); ++k) {
+    if (kOps[k] == calib::Op::DecodeAdd && opt.device != "cuda") {
+      if (op_on[k]) fail("--ops decode_add: a GPU kernel (cuda_decode_add): --device cuda only");
+      continue;
+    }
     if (!any_op || op_on[k]) opt.ops.push_back(kOps[k]);
+  }
   const auto has_op = [&](calib::Op op) { return std::find(opt.ops.begin(), opt.ops.end(), op) != opt.ops.end(); };
-  if (any_codec && !has_op(calib::Op::Compress) && !has_op(calib::Op::Decompress))
-    fail("--codec: --ops selects neither compress nor decompress, so no codec is measured");
+  if (any_codec && !has_op(calib::Op::Compress) && !has_op(calib::Op::Decompress) && !has_op(calib::Op::DecodeAdd))
+    fail("--codec: --ops selects none of compress, decompress and decode_add, so no codec is measured");
   // nvcomp-ans: named, it must run; taken by all or by default, it runs where it can.
   if (nvcomp_named) {
     if (const std::string why = nvcomp_not_here(opt.device); !why.empty()) fail("--codec " + kNvcompAns + ": " + why);
@@ -857,9 +871,12 @@ int run_calibrate(int argc, char** argv) {
   std::vector<CurveKey> wanted;
   for (DType dtype : opt.dtypes) {
     const std::string dt(dtype_name(dtype));
-    for (const Codec* codec : opt.codecs)
+    for (const Codec* codec : opt.codecs) {
       for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress})
         if (has_op(op)) wanted.push_back({op, std::string(codec->name()), dt});
+      if (has_op(calib::Op::DecodeAdd) && gpu_decode_adds(codec->id()))
+        wanted.push_back({calib::Op::DecodeAdd, std::string(codec->name()), dt});
+    }
     if (opt.nvcomp)
       for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress})
         if (has_op(op)) wanted.push_back({op, kNvcompAns, dt});
@@ -1105,11 +1122,15 @@ int run_calibrate(int argc, char** argv) {
       const std::vector<uint8_t> input = tile(pools[d].bytes, largest);
       device->load(dtype, input);
       for (const Codec* codec : opt.codecs) {
-        if (!has_op(calib::Op::Compress) && !has_op(calib::Op::Decompress)) break;
+        if (!has_op(calib::Op::Compress) && !has_op(calib::Op::Decompress) && !has_op(calib::Op::DecodeAdd)) break;
         for (uint64_t b : sizes)
           for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress})
             if (has_op(op)) row(op, codec, dtype, dt, b);
         finish();
+        if (has_op(calib::Op::DecodeAdd) && gpu_decode_adds(codec->id())) {
+          for (uint64_t b : sizes) row(calib::Op::DecodeAdd, codec, dtype, dt, b);
+          finish();
+        }
       }
 #ifdef COMPCOLL_HAVE_NVCOMP
       // nvcomp-ans on the same prefixes of the same input on the device, as compcoll-run's GPU

@@ -51,8 +51,9 @@ class CalibrationDevice {
   virtual std::string method() const = 0;
   // Makes `input` (host, the largest size) the data of every following measure().
   virtual void load(DType dtype, const std::vector<uint8_t>& input) = 0;
-  // Times `op` over the first `bytes` bytes of the loaded input (codec: compress and
-  // decompress only), then checks the result in a separate untimed pass. Compress and
+  // Times `op` over the first `bytes` bytes of the loaded input (codec: compress, decompress
+  // and decode_add only; decode_add on a GPU only), then checks the result in a separate
+  // untimed pass. Compress and
   // decompress of one codec and size share one check (an encode and a decode of that size):
   // the second of them reuses the first one's count.
   virtual Measurement measure(calib::Op op, const Codec* codec, uint64_t bytes, const TimingOptions& opt) = 0;
@@ -109,7 +110,8 @@ std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions& encode 
 // With a device of make_cuda_device(): cuda_decode_add (acc += decode(stream), codec/cuda/
 // codec_cuda.h) of the loaded input's first `bytes` as `codec` encodes them, timed as measure()
 // times, and checked against the host's decode then reduce_add. Nothing for another device or a
-// codec without the fused kernel (fp8-hadamard); a build without CUDA has none.
+// codec without the fused kernel (codec::gpu_decode_adds: not fp8-hadamard, not nvcomp-ans); a
+// build without CUDA has none. measure(calib::Op::DecodeAdd, ...) of such a device runs this.
 std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice& device, const Codec& codec, uint64_t bytes,
                                                    const TimingOptions& opt);
 

@@ -102,6 +102,7 @@ class CudaDevice : public CalibrationDevice {
     encoded_ = {};
   }
   Measurement measure(calib::Op op, const Codec* codec, uint64_t bytes, const TimingOptions& opt) override {
+    if (op == calib::Op::DecodeAdd) return measure_decode_add(*codec, bytes, opt);
     const uint64_t elements = bytes / dtype_size(dtype_);
     Measurement m;
     switch (op) {
@@ -122,6 +123,7 @@ class CudaDevice : public CalibrationDevice {
           COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out_.get(), in_.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
         }, opt);
         break;
+      case calib::Op::DecodeAdd: break;  // above
     }
     // The correctness pass, apart from the timing: results back to the host and compared.
     std::vector<uint8_t> got(bytes), want;
@@ -150,6 +152,7 @@ class CudaDevice : public CalibrationDevice {
       case calib::Op::Copy:
         COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out_.get(), in_.get(), bytes, cudaMemcpyDeviceToDevice, stream_));
         break;
+      case calib::Op::DecodeAdd: break;  // above
     }
     COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(got.data(), out_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
     COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -284,7 +287,7 @@ class CudaDevice : public CalibrationDevice {
 std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice& device, const Codec& codec, uint64_t bytes,
                                                    const TimingOptions& opt) {
   auto* cuda = dynamic_cast<CudaDevice*>(&device);
-  if (cuda == nullptr || !codec.lossless()) return std::nullopt;
+  if (cuda == nullptr || !gpu_decode_adds(codec.id())) return std::nullopt;
   return cuda->measure_decode_add(codec, bytes, opt);
 }
 

@@ -16,6 +16,7 @@ std::string_view op_name(Op op) {
     case Op::Decompress: return "decompress";
     case Op::Reduce: return "reduce";
     case Op::Copy: return "copy";
+    case Op::DecodeAdd: return "decode_add";
   }
   return "?";
 }
@@ -79,11 +80,15 @@ const Curve* Calibration::timed_curve(Op op, const std::string& codec, DType dty
 }
 
 double Calibration::seconds(Op op, const std::string& codec, DType dtype, double bytes) const {
+  if (op == Op::DecodeAdd && source != "zero" && !find(op, codec, dtype))
+    return seconds(Op::Decompress, codec, dtype, bytes) + seconds(Op::Reduce, codec, dtype, bytes);
   const Curve* c = timed_curve(op, codec, dtype);
   return c ? c->seconds(bytes) : 0;
 }
 
 double Calibration::alone_seconds(Op op, const std::string& codec, DType dtype, double bytes) const {
+  if (op == Op::DecodeAdd && source != "zero" && !find(op, codec, dtype))
+    return alone_seconds(Op::Decompress, codec, dtype, bytes) + alone_seconds(Op::Reduce, codec, dtype, bytes);
   const Curve* c = timed_curve(op, codec, dtype);
   return c ? c->alone_seconds(bytes) : 0;
 }
@@ -158,9 +163,13 @@ Calibration load_calibration(const std::string& path) {
   for (size_t i = 0; i < curves.size(); ++i) {
     const Node c = curves[i];
     Curve cv;
-    const std::string op = c.get("op").as_choice({"compress", "decompress", "reduce", "copy"});
-    cv.op = op == "compress" ? Op::Compress : op == "decompress" ? Op::Decompress : op == "reduce" ? Op::Reduce : Op::Copy;
-    if (cv.op == Op::Compress || cv.op == Op::Decompress) cv.codec = c.get("codec").as_string();
+    const std::string op = c.get("op").as_choice({"compress", "decompress", "decode_add", "reduce", "copy"});
+    cv.op = op == "compress"     ? Op::Compress
+            : op == "decompress" ? Op::Decompress
+            : op == "decode_add" ? Op::DecodeAdd
+            : op == "reduce"     ? Op::Reduce
+                                 : Op::Copy;
+    if (cv.op == Op::Compress || cv.op == Op::Decompress || cv.op == Op::DecodeAdd) cv.codec = c.get("codec").as_string();
     cv.dtype = c.get("dtype").as_choice({"bf16", "fp16", "fp32", "any"});
     const auto read_points = [](const Node& pts, std::vector<std::pair<double, double>>& out) {
       if (!pts.is_sequence()) pts.fail("expected a list of [bytes, seconds]");

@@ -1,5 +1,6 @@
 // shared/calibration/calibration.h — how long the kernels of a plan take on a device: for each
-// op (compress, decompress, reduce, copy), codec and dtype, a duration as a function of bytes.
+// op (compress, decompress, decode_add, reduce, copy), codec and dtype, a duration as a
+// function of bytes.
 // A calibration file is measured (`compcoll-bench calibrate`) or derived from stated
 // figures; `source` says which and every output that uses the file repeats it.
 //
@@ -17,6 +18,7 @@
 //     - {op: compress, codec: gauss-exp, dtype: bf16, latency: 6us, throughput: 350GB/s}
 //     - {op: reduce, dtype: bf16, points: [[4096, 3.1e-6], [1048576, 5.2e-6], ...]}
 //     - {op: copy, dtype: any, points: [...], alone: [[4096, 2.9e-6], ...]}   # with concurrent > 1
+//     - {op: decode_add, codec: gauss-exp, dtype: bf16, points: [...]}   # optional (below)
 // `bytes` is always the uncompressed size of the data the op touches. Between points the
 // duration is interpolated linearly; past the last point it grows at the last segment's rate.
 // A partial file (complete: false, written by a calibrate run that had not finished) loads
@@ -31,7 +33,10 @@
 
 namespace compcoll::calib {
 
-enum class Op : uint8_t { Compress, Decompress, Reduce, Copy };
+// DecodeAdd: a decompression and the reduce that adds its block to an accumulator, as one
+// kernel (cuda_decode_add; the nccl executor's run.fused_decode). Optional in a file: where a
+// codec has no such curve, seconds() gives the two kernels it replaces, one after the other.
+enum class Op : uint8_t { Compress, Decompress, Reduce, Copy, DecodeAdd };
 std::string_view op_name(Op op);
 
 struct Curve {
@@ -73,7 +78,8 @@ struct Calibration {
   const CalibratedRatio* find_ratio(const std::string& codec, DType dtype, const std::string& tensor) const;
 
   // The duration of `op` over `bytes` uncompressed bytes. Identity compress/decompress cost
-  // nothing (no kernel runs). Throws config::ConfigError naming the file and what is missing.
+  // nothing (no kernel runs). A decode_add without a curve of its own: the decompress's and
+  // the reduce's. Throws config::ConfigError naming the file and what is missing.
   double seconds(Op op, const std::string& codec, DType dtype, double bytes) const;
   // The same op alone on the host (Curve::alone; seconds() where the curve has none).
   double alone_seconds(Op op, const std::string& codec, DType dtype, double bytes) const;

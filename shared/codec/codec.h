@@ -152,6 +152,18 @@ inline bool stream_sized_by_elements(std::string_view name) {
   return c && c->sized_by_elements();
 }
 
+// Whether compcoll's GPU decoder of codec `id` has a decode-and-add kernel (cuda_decode_add:
+// identity, gauss-exp, entropy-exp), so that the nccl executor can run a reduce step's
+// decompression and reduce as one kernel (run.fused_decode). nvcomp-ans and fp8-hadamard have none.
+inline bool gpu_decode_adds(CodecId id) {
+  return id == CodecId::Identity || id == CodecId::GaussExp || id == CodecId::EntropyExp;
+}
+// The same for the plan codec `name` (false for a library codec or an unknown name).
+inline bool gpu_decode_adds(std::string_view name) {
+  const Codec* c = find_library_codec(name) ? nullptr : find_codec(name);
+  return c && gpu_decode_adds(c->id());
+}
+
 // Upper bound of encode()'s output for `elements` elements.
 size_t max_encoded_size(const Codec& codec, DType dtype, uint64_t elements,
                         const EncodeOptions& opt = {});

@@ -81,6 +81,21 @@ bool wire_budget_agreement(const sched::Schedule& s, const topo::Topology& t, co
          std::any_of(s.ranks.begin(), s.ranks.end(), [](const sched::RankProgram& p) { return p.wire_buffers > 0; });
 }
 
+std::vector<FusedOp> fused_ops(const sched::Schedule& s, int rank, const topo::Topology& t, const calib::Calibration& cal,
+                               const std::string& codec, bool nccl_kernels) {
+  const sched::RankProgram& p = s.ranks[static_cast<size_t>(rank)];
+  if (!t.fused_decode || p.wire_buffers == 0 || !gpu_decode_adds(codec) || !charges_reduce_copy(s, rank, nccl_kernels))
+    return {};
+  std::vector<FusedOp> tags;
+  for (const auto& [d, r] : sched::decode_add_pairs(p.ops)) {
+    if (cal.batch_launch && (p.ops[d].batched || sched::batch_end(p.ops, d) > d + 1)) continue;
+    if (tags.empty()) tags.assign(p.ops.size(), FusedOp::None);
+    tags[d] = FusedOp::Absorbed;
+    tags[r] = FusedOp::DecodeAdd;
+  }
+  return tags;
+}
+
 uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio,
                             double budget_margin) {
   const uint64_t bytes = stream_bytes(codec, dtype, elements, ratio);
@@ -534,6 +549,7 @@ class PlanRun {
     std::vector<double> ready, finish;
     std::vector<uint32_t> seq;                      // sends / receives: index among those of the connection
     std::vector<uint64_t> wire;                     // bytes of each wire buffer's message
+    std::vector<FusedOp> fused;                     // fused_ops (empty: none)
     double gpu_free = 0, codec_s = 0, kernel_s = 0;
     // Shared memory (topo::Topology::shared_memory): the kernels and receive copies waiting for
     // the rank's thread, in the order they became ready, and whether one is running; with a
@@ -650,6 +666,7 @@ void PlanRun::setup() {
     st.finish.assign(ops.size(), 0);
     st.seq.assign(ops.size(), 0);
     st.wire.assign(s_.ranks[r].wire_buffers, 0);
+    st.fused = fused_ops(s_, r, t_, cal_, codec_, nccl_kernels_);
     std::unordered_map<uint64_t, uint32_t> sends, recvs;  // per connection
     st.per_iteration = static_cast<uint32_t>(call_.ranks[r].ops.size());
     if (together && st.per_iteration > 0) ++together_need_;
@@ -842,7 +859,8 @@ void PlanRun::run_op(int r, uint32_t i) {
     case OpKind::Decompress: {
       if (op.kind == OpKind::Compress)
         st.wire[op.dst.index] = wire_message_bytes(codec_, s_.dtype, op.src.count, ratio_, t_.wire_budget_margin);
-      if (op.batched && cal_.batch_launch) {  // run in its batch's first op's launch
+      if ((op.batched && cal_.batch_launch) ||  // run in its batch's first op's launch
+          (!st.fused.empty() && st.fused[i] == FusedOp::Absorbed)) {  // or in its reduce's
         finish_op(r, i, now);
         break;
       }
@@ -856,7 +874,11 @@ void PlanRun::run_op(int r, uint32_t i) {
     }
     case OpKind::Reduce: {
       const double bytes = static_cast<double>(op.dst.count * dsize_);
-      if (!charges_reduce_copy(s_, r, nccl_kernels_)) finish_op(r, i, now);
+      if (!st.fused.empty() && st.fused[i] == FusedOp::DecodeAdd) {  // its block decoded and added in one kernel
+        const double d = cal_.seconds(calib::Op::DecodeAdd, codec_, s_.dtype, bytes);
+        st.codec_s += d;
+        kernel(r, i, calib::Op::DecodeAdd, bytes, d);
+      } else if (!charges_reduce_copy(s_, r, nccl_kernels_)) finish_op(r, i, now);
       else kernel(r, i, calib::Op::Reduce, bytes, cal_.seconds(calib::Op::Reduce, codec_, s_.dtype, bytes));
       break;
     }
@@ -936,6 +958,9 @@ double exposed_codec_s(const sched::Schedule& s, const topo::Topology& t, const 
       for (auto& p : c.points) p.second = 0;
       for (auto& p : c.alone) p.second = 0;
     }
+  // A fused decode-and-add without its decoding: the reduce (calib::Calibration::seconds of a
+  // decode_add without a curve: the decompress's time, now none, and the reduce's).
+  std::erase_if(free.curves, [](const calib::Curve& c) { return c.op == calib::Op::DecodeAdd; });
   const double with = predict(s, t, cal, codec, ratio, net, routes, 1, nccl_kernels, protocol).time_s;
   const double without = predict(s, t, free, codec, ratio, net, routes, 1, nccl_kernels, protocol).time_s;
   return std::max(0.0, with - without);

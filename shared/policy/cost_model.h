@@ -134,6 +134,18 @@ inline bool charges_reduce_copy(const sched::Schedule& s, int rank, bool nccl_ke
   return !nccl_kernels && !s.is_switch(rank);
 }
 
+// Decode and add in one kernel (topo::Topology::fused_decode: compcoll-run's run.fused_decode on
+// its nccl backend), as the executor runs it: per op of rank `rank`, None, Absorbed (a
+// decompression of a pair of sched::decode_add_pairs, in no time of its own) or DecodeAdd (the
+// pair's reduce, priced as the fused kernel over its block: calib::Op::DecodeAdd). Empty where
+// nothing fuses: fused_decode off, a codec without a decode-and-add kernel
+// (codec::gpu_decode_adds), reduces that are no kernels of their own (charges_reduce_copy).
+// With batch launches (calib::Calibration::batch_launch) a decompression of a batch stays in
+// its batch's launch. The simulator and the cost model both ask.
+enum class FusedOp : uint8_t { None, Absorbed, DecodeAdd };
+std::vector<FusedOp> fused_ops(const sched::Schedule& s, int rank, const topo::Topology& t, const calib::Calibration& cal,
+                               const std::string& codec, bool nccl_kernels);
+
 // The most bytes of typed buffers (input, output and scratch, in the schedule's dtype) that the
 // ranks placed on one node hold: the working set whose share of the node's cache sets how fast
 // its messages move on a host (topo::LinkSpec::by_footprint). Compressed messages' buffers are

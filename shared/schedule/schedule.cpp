@@ -108,6 +108,28 @@ uint32_t append_join(RankProgram& p, const std::vector<uint32_t>& deps, uint32_t
   return static_cast<uint32_t>(p.ops.size() - 1);
 }
 
+std::vector<std::pair<uint32_t, uint32_t>> decode_add_pairs(const std::vector<Op>& ops) {
+  constexpr uint32_t kNone = UINT32_MAX, kMany = UINT32_MAX - 1;
+  const auto n = static_cast<uint32_t>(ops.size());
+  std::vector<uint32_t> reader(n, kNone);  // a decompression's one dependent, or kMany
+  for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t d : ops[i].deps)
+      if (d < n && ops[d].kind == OpKind::Decompress) reader[d] = reader[d] == kNone ? i : kMany;
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  std::vector<uint8_t> taken(n, 0);
+  for (uint32_t d = 0; d < n; ++d) {
+    const uint32_t r = reader[d];
+    if (ops[d].kind != OpKind::Decompress || ops[d].dst.buf != BufKind::Scratch || r >= kMany) continue;
+    const Slice &a = ops[r].src, &b = ops[d].dst;
+    if (ops[r].kind != OpKind::Reduce || taken[r] || a.buf != b.buf || a.index != b.index || a.offset != b.offset ||
+        a.count != b.count)
+      continue;
+    taken[r] = 1;
+    pairs.emplace_back(d, r);
+  }
+  return pairs;
+}
+
 void validate(const Schedule& s) {
   const int n = s.size();
   if (s.switches < 0 || s.switches > n || (s.switches > 0 && (s.switch_span < 1 || s.switch_span * s.switches != s.gpu_ranks())))

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/dtype.h"
@@ -68,6 +69,15 @@ inline uint64_t launch_elements(const std::vector<Op>& ops, uint32_t i, bool bat
     n += ops[j].kind == OpKind::Compress ? ops[j].src.count : ops[j].dst.count;
   return n;
 }
+
+// Decode and add in one kernel (the nccl executor's run.fused_decode; docs/SCHEDULES.md): a
+// decompression into scratch whose one dependent is a reduce of exactly the block it wrote
+// (nothing else reads it), paired with that reduce. The pairs (decompress, reduce) in
+// decompress order; a reduce is in at most one. The executor runs a pair as one kernel that
+// starts once both ops' other dependencies are done and writes the reduce's destination; the
+// simulator and the cost model price it so (the decompression in no time, the reduce as the
+// fused kernel over the block, which starts at the same instant).
+std::vector<std::pair<uint32_t, uint32_t>> decode_add_pairs(const std::vector<Op>& ops);
 
 struct RankProgram {
   uint64_t input_count = 0, output_count = 0;  // elements

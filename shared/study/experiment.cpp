@@ -405,6 +405,8 @@ topo::Topology load_topology(const Experiment& e, const std::string& path, int r
     t.compute_thread = true;
   }
   if (e.run.wire_budget) t.wire_budget = true, t.wire_budget_margin = e.run.wire_budget_margin;
+  // The nccl executor fuses; the host executor (MPI, receive_copy) never does.
+  if (e.run.fused_decode && !t.receive_copy && !t.shared_memory) t.fused_decode = true;
   return t;
 }
 

@@ -54,7 +54,7 @@ struct EntropyRunSpec {
 };
 
 // How compcoll-run runs the calls for real (docs/compcoll-run.md); compcoll-sim ignores it but
-// for compute_thread, which changes what both model.
+// for compute_thread, fused_decode and the wire budget, which change what both model.
 struct RunSpec {
   int warmup = 2, iterations = 10;  // untimed runs, then timed runs, per row
   std::string backend;              // mpi | nccl; empty: compcoll-run's --backend or mpi
@@ -67,7 +67,7 @@ struct RunSpec {
   bool compute_thread = false;
   // nccl backend: a decompression whose block only one reduce reads runs with that reduce as
   // one decode-and-add kernel (real::ExecutorOptions::fuse_decode_add); false (the default):
-  // two kernels, as compcoll-sim and the model column price them.
+  // two kernels. compcoll-sim and the model column price what runs (topo::Topology::fused_decode).
   bool fused_decode = false;
   // Compressed messages as exact transfers of a learned budget (real::ExecutorOptions::wire_budget):
   // no stream size crosses to the host before its transfer is posted (on NCCL, no size

@@ -65,6 +65,33 @@ void check_curves(const Experiment& exp, const calib::Calibration& cal) {
     throw ConfigError(cal.file + ": curves: no reduce curve for dtype bf16 (the workload's gradients)");
 }
 
+std::string fused_decode_line(const Experiment& exp, const calib::Calibration& cal) {
+  if (!exp.run.fused_decode) return "";
+  std::vector<std::string> dtypes;
+  for (const auto& s : exp.calls)
+    if ((s.collective == "allreduce" || s.collective == "reduce-scatter") &&
+        std::find(dtypes.begin(), dtypes.end(), s.dtype) == dtypes.end())
+      dtypes.push_back(s.dtype);
+  if (!exp.workloads.empty() && std::find(dtypes.begin(), dtypes.end(), "bf16") == dtypes.end()) dtypes.push_back("bf16");
+  std::string curve, twice, none;
+  for (const auto& c : exp.codecs) {
+    if (!gpu_decode_adds(c)) {
+      if (known_codec(c)) none += (none.empty() ? "" : ", ") + c;
+      continue;
+    }
+    for (const auto& dt : dtypes) {
+      std::string& list = cal.source == "zero" || cal.has(calib::Op::DecodeAdd, c, *parse_dtype(dt)) ? curve : twice;
+      list += (list.empty() ? "" : ", ") + c + " " + dt;
+    }
+  }
+  std::string line = "fused decode (run.fused_decode): where a GPU runs it, a reduce step's decompression and reduce "
+                     "are one decode-and-add kernel";
+  if (!curve.empty()) line += "; at the calibration's decode_add curve: " + curve;
+  if (!twice.empty()) line += "; at its decompress and reduce curves together (no decode_add curve): " + twice;
+  if (!none.empty()) line += "; not fused (no such kernel): " + none;
+  return line;
+}
+
 calib::Calibration load_calibration(const Experiment& exp) {
   return exp.calibration == "zero" ? calib::zero_calibration() : calib::load_calibration(exp.calibration);
 }

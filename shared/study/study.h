@@ -36,6 +36,11 @@ void check_codecs(const Experiment& exp, bool allow_lowrank);
 // adaptive or the oracle, for every codec and every call's dtype), and a reduce curve for
 // every dtype a call reduces (none needed with the zero calibration).
 void check_curves(const Experiment& exp, const calib::Calibration& cal);
+// With run.fused_decode, one line (no newline) saying how the model prices each decode and
+// add in one kernel of the experiment (topo::Topology::fused_decode): per codec with such a
+// kernel (codec::gpu_decode_adds) and dtype a call reduces, at the calibration's decode_add
+// curve or, without one, at its decompress and reduce curves together; empty otherwise.
+std::string fused_decode_line(const Experiment& exp, const calib::Calibration& cal);
 // The experiment's calibration: its file, or the zero calibration.
 calib::Calibration load_calibration(const Experiment& exp);
 

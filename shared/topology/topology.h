@@ -135,6 +135,11 @@ struct Topology {
   // once every rank is done with the last.
   bool wire_budget = false;
   double wire_budget_margin = 0;
+  // Not a file key: the experiment's run.fused_decode where an executor fuses (study::
+  // load_topology: GPUs, not receive_copy hosts; compcoll-run: its nccl backend only). A reduce
+  // step's decompression and reduce run as one decode-and-add kernel, and the model prices them
+  // so (policy::fused_ops).
+  bool fused_decode = false;
   LinkSpec gpu_link;       // GPU <-> node switch
   int nics_per_gpu = 1;
   LinkSpec network_link;   // every network port (NIC <-> switch, switch <-> switch)

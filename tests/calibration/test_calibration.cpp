@@ -125,6 +125,35 @@ TEST_CASE("calibration: a second curve for the same op, codec and dtype is an er
   CHECK(cal.curves.size() == 5);
 }
 
+// decode_add (cuda_decode_add, run.fused_decode): a codec's curve where the file has one, else
+// the decompress's and the reduce's times together; a zero calibration charges nothing.
+TEST_CASE("calibration: decode_add at its curve, else decompress and reduce together", "[calibration]") {
+  const std::string curves =
+      "curves:\n"
+      "  - {op: decompress, codec: gauss-exp, dtype: bf16, latency: 10us, throughput: 100GB/s}\n"
+      "  - {op: decompress, codec: entropy-exp, dtype: bf16, latency: 12us, throughput: 100GB/s}\n"
+      "  - {op: decode_add, codec: gauss-exp, dtype: bf16, latency: 11us, throughput: 200GB/s}\n"
+      "  - {op: reduce, dtype: bf16, latency: 4us, throughput: 400GB/s}\n";
+  const calib::Calibration cal = calib::load_calibration(write_file("decode-add", std::string(kHeader) + curves));
+  const double mb = 1e6;
+  CHECK(cal.has(calib::Op::DecodeAdd, "gauss-exp", DType::BF16));
+  CHECK_FALSE(cal.has(calib::Op::DecodeAdd, "entropy-exp", DType::BF16));
+  CHECK(cal.seconds(calib::Op::DecodeAdd, "gauss-exp", DType::BF16, mb) == Approx(11e-6 + mb / 200e9));
+  CHECK(cal.seconds(calib::Op::DecodeAdd, "entropy-exp", DType::BF16, mb) ==
+        Approx(12e-6 + mb / 100e9 + 4e-6 + mb / 400e9));
+  CHECK(cal.alone_seconds(calib::Op::DecodeAdd, "entropy-exp", DType::BF16, mb) ==
+        Approx(cal.seconds(calib::Op::DecodeAdd, "entropy-exp", DType::BF16, mb)));
+  // identity decodes in no time: its fused op without a curve is the reduce.
+  CHECK(cal.seconds(calib::Op::DecodeAdd, "identity", DType::BF16, mb) == Approx(4e-6 + mb / 400e9));
+  // Without either curve, the missing one is named.
+  CHECK_THROWS_WITH(cal.seconds(calib::Op::DecodeAdd, "gauss-exp", DType::FP32, mb),
+                    Catch::Contains("no curve for op decompress, codec gauss-exp, dtype fp32"));
+  CHECK(calib::zero_calibration().seconds(calib::Op::DecodeAdd, "gauss-exp", DType::BF16, mb) == 0);
+  // A decode_add curve names its codec, as a decompress curve does.
+  CHECK_THAT(load_error("decode-add-nocodec", "curves:\n  - {op: decode_add, dtype: bf16, latency: 1us, throughput: 1GB/s}\n"),
+             Catch::Contains("decode-add-nocodec.yaml: curves.0: missing key 'codec'"));
+}
+
 TEST_CASE("calibration: ratios a GPU library codec reached, per dtype and tensor kind", "[calibration]") {
   const std::string curve = "curves:\n  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n";
   const calib::Calibration cal = calib::load_calibration(write_file(

@@ -184,6 +184,8 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
           std::memcpy(ex.input(), in[rank].data(), in[rank].size());
           const RunStats st = ex.run();
           (mode.rfind("fused", 0) == 0 ? fused : fused_elsewhere) += st.fused;
+          // The pairs the simulator and the cost model price as one kernel (run.fused_decode).
+          if (mode.rfind("fused", 0) == 0) CHECK(st.fused == sched::decode_add_pairs(s.ranks[rank].ops).size());
           CHECK(st.queued == (queued && s.ranks[rank].wire_buffers == 0 ? 1u : 0u));
           std::vector<uint8_t> got(ex.output_bytes());
           std::memcpy(got.data(), ex.output(), got.size());

@@ -190,6 +190,102 @@ TEST_CASE("direct allreduce: batched codec launches, simulator and cost model wi
   }
 }
 
+// Decode and add in one kernel (run.fused_decode, topo::Topology::fused_decode): each pair of
+// sched::decode_add_pairs runs as the executor runs it, the decompression in no time and the
+// reduce as the calibration's decode_add curve over the block (without one, the decompress's
+// and the reduce's times together), in SimGrid and the cost model alike. Fused without a curve
+// a call takes no less time than unfused (the pair starts once the reduce's other dependencies
+// are done); with an add that costs nothing, each ring step saves its reduce.
+TEST_CASE("fused decode and add: one kernel per pair, in SimGrid and the cost model", "[sim][cost-model][fused]") {
+  const auto h200 = calib::load_calibration(kRoot + "/calibration/h200.yaml");
+  REQUIRE_FALSE(h200.batch_launch);
+  REQUIRE_FALSE(h200.has(calib::Op::DecodeAdd, "gauss-exp", DType::BF16));
+  // The add costs nothing: decode_add at the decoder's curve (identity's, which the model
+  // charges no decoding: at the reduce's).
+  calib::Calibration free_add = h200;
+  for (const char* codec : {"gauss-exp", "identity"}) {
+    calib::Curve c = std::string(codec) == "identity" ? *h200.find(calib::Op::Reduce, "", DType::BF16)
+                                                      : *h200.find(calib::Op::Decompress, codec, DType::BF16);
+    c.op = calib::Op::DecodeAdd;
+    c.codec = codec;
+    free_add.curves.push_back(c);
+  }
+  const auto batched = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
+  REQUIRE(batched.batch_launch);
+  const auto dgx = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  const auto cluster = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml", 16);
+  const sim::NetworkModel net = test::rdma_network("lv08");
+  using sched::Collective;
+  using sched::Placement;
+  struct Case {
+    const topo::Topology* topo;
+    Collective c;
+    const char* algorithm;
+    const char* codec;
+  };
+  for (const Case& k : {Case{&dgx, Collective::AllReduce, "ring", "gauss-exp"},
+                        Case{&dgx, Collective::ReduceScatter, "ring", "gauss-exp"},
+                        Case{&dgx, Collective::AllReduce, "direct", "gauss-exp"},
+                        Case{&cluster, Collective::AllReduce, "hierarchical", "gauss-exp"},
+                        Case{&dgx, Collective::AllReduce, "ring", "identity"},
+                        Case{&dgx, Collective::AllReduce, "ring", "fp8-hadamard"}}) {
+    const Placement placement = k.c == Collective::ReduceScatter ? Placement::PerHop : Placement::ZipCCL;
+    sim::Call call = call_of(*k.topo, k.c, k.algorithm, placement, k.codec, 1, uint64_t{64} << 20);
+    call.build.inter = "direct";
+    call.build.nranks = std::min(call.build.nranks, 16);  // 2 nodes of the cluster
+    const sched::Schedule s = sched::build_schedule(call.build);
+    topo::Topology fused = *k.topo;
+    fused.fused_decode = true;
+    // Which ops fuse: the executor's pairs, where the codec has the kernel and the calibration
+    // does not launch the decompressions as one batch.
+    const bool kernel = std::string(k.codec) != "fp8-hadamard";
+    size_t pairs = 0, tagged = 0, tagged_batched = 0;
+    for (int r = 0; r < s.size(); ++r) {
+      const auto tags = policy::fused_ops(s, r, fused, h200, k.codec, false);
+      const auto want = sched::decode_add_pairs(s.ranks[r].ops);
+      pairs += want.size();
+      tagged += std::count(tags.begin(), tags.end(), policy::FusedOp::DecodeAdd);
+      for (const auto& [d, red] : want) {
+        REQUIRE(tags.size() == (kernel ? s.ranks[r].ops.size() : 0));
+        if (kernel) CHECK((tags[d] == policy::FusedOp::Absorbed && tags[red] == policy::FusedOp::DecodeAdd));
+      }
+      const auto in_batches = policy::fused_ops(s, r, fused, batched, k.codec, false);
+      tagged_batched += std::count(in_batches.begin(), in_batches.end(), policy::FusedOp::DecodeAdd);
+      CHECK(policy::fused_ops(s, r, *k.topo, h200, k.codec, false).empty());  // run.fused_decode off
+      CHECK(policy::fused_ops(s, r, fused, h200, k.codec, true).empty());     // NCCL's kernels reduce
+    }
+    CAPTURE(k.algorithm, k.codec, pairs, tagged, tagged_batched);
+    CHECK(pairs > 0);  // every reduce-scatter step decodes a block that one reduce adds
+    CHECK(tagged == (kernel ? pairs : 0));
+    // The direct allreduce decodes its blocks in batches: fused only where each is its own launch.
+    if (std::string(k.algorithm) == "direct") CHECK(tagged_batched == 0);
+    if (std::string(k.algorithm) == "ring") CHECK(tagged_batched == tagged);
+
+    auto run = [&](const topo::Topology& t, const calib::Calibration& cal) {
+      const double sim_s = simulated(t, call, net, cal);
+      policy::RouteCache routes(t);
+      const auto pred = policy::predict(s, t, cal, k.codec, call.ratio, net.factors(), routes);
+      CAPTURE(t.fused_decode, cal.curves.size(), sim_s, pred.time_s);
+      CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
+      return sim_s;
+    };
+    const double plain = run(*k.topo, h200), two = run(fused, h200), one = run(fused, free_add);
+    CAPTURE(plain, two, one);
+    CHECK(two >= plain * (1 - 1e-9));
+    if (!kernel) CHECK(one == plain);
+    if (std::string(k.codec) == "identity") {  // the fused kernel is the reduce: as unfused
+      CHECK(one == Approx(plain).epsilon(1e-9));
+      continue;
+    }
+    if (kernel && std::string(k.algorithm) == "ring" && k.c == Collective::AllReduce) {
+      // 7 reduce-scatter steps on the critical path, each its reduce of one 8 MiB block shorter.
+      const double reduce_s = h200.seconds(calib::Op::Reduce, "", DType::BF16, double(8 << 20));
+      CHECK(plain - one > 0.9 * 7 * reduce_s);
+    }
+    if (kernel) CHECK(one < plain);
+  }
+}
+
 // A GPU library's codec (nvcomp-ans: nvCOMP's batched ANS, codec/codec.h) is priced as any
 // codec: its calibration curves for its kernels, its messages sized in the library's 64 KiB
 // chunks (an offset entry each), each at its ratio behind its size prefix (16 bytes for an even

@@ -255,12 +255,18 @@ TEST_CASE("run.compute_thread reaches the topologies its runs use", "[config][ex
   }
 }
 
-// run.fused_decode: off unless asked for (the nccl executor's decode-and-add kernel, which the
-// model does not price); a boolean.
+// run.fused_decode: off unless asked for (the nccl executor's decode-and-add kernel); a
+// boolean. The model prices it on GPU topologies, where that executor runs, not on hosts over
+// MPI, whose executor never fuses.
 TEST_CASE("run.fused_decode is off unless the experiment turns it on", "[config][experiment]") {
   const std::string calls = "sizes: [1MB]\ncalls:\n  - {collective: allreduce, algorithm: ring}\ncodecs: [identity]\n";
-  CHECK_FALSE(load_experiment(write_experiment("unfused", calls)).run.fused_decode);
-  CHECK(load_experiment(write_experiment("fused", calls + "run: {fused_decode: true}\n")).run.fused_decode);
+  const Experiment unfused = load_experiment(write_experiment("unfused", calls));
+  CHECK_FALSE(unfused.run.fused_decode);
+  CHECK_FALSE(study::load_topology(unfused, kRoot + "/topologies/dgx-h100.yaml").fused_decode);
+  const Experiment fused = load_experiment(write_experiment("fused", calls + "run: {fused_decode: true}\n"));
+  CHECK(fused.run.fused_decode);
+  CHECK(study::load_topology(fused, kRoot + "/topologies/dgx-h100.yaml").fused_decode);
+  CHECK_FALSE(study::load_topology(fused, kRoot + "/topologies/host-mpi.yaml").fused_decode);
   const std::string bad = write_experiment("fused-bad", calls + "run: {fused_decode: maybe}\n");
   CHECK_THROWS_WITH(load_experiment(bad), bad + ": run.fused_decode: expected true or false, got 'maybe'");
 }
