@@ -438,7 +438,17 @@ RunStats Executor::run() {
 // Each message's budget from its size at exact sizes: the same function of the same number at
 // both ends (the sender's stream, the receiver's message; a relay forwards what it received).
 void Executor::learn_budgets() {
-  for (size_t i = 0; i < learned_.size(); ++i) budget_[i] = grown(learned_[i]);
+  for (size_t i = 0; i < learned_.size(); ++i) {
+    budget_[i] = grown(learned_[i]);
+    // A budget is never past its wire buffer (both grow from bounds of the same elements):
+    // NCCL, which checks no size, would write past it.
+    const sched::Op& op = prog_.ops[i];
+    if ((op.kind == OpKind::Recv || op.kind == OpKind::Compress) && op.dst.buf == BufKind::Wire &&
+        budget_[i] > wire_capacity_[op.dst.index])
+      throw ScheduleError("executor: op " + std::to_string(i) + ": a wire budget of " + std::to_string(budget_[i]) +
+                          " bytes past its wire buffer " + std::to_string(op.dst.index) + " of " +
+                          std::to_string(wire_capacity_[op.dst.index]) + " bytes (a message longer than its stream bound)");
+  }
   budgets_ready_ = true;
 }
 

@@ -134,12 +134,14 @@ Request NcclTransport::post_recv(void* buf, size_t bytes, int peer, uint64_t seq
 
 void NcclTransport::flush() {
   if (group_.empty()) return;
+  std::vector<Post> posted;
+  posted.swap(group_);  // whatever happens below, nothing of this group is posted again
   // 1. Sizes of variable-length messages, over MPI: the sender's host knows it (the executor
   //    waited for the compress op), the receiver needs it to name the count.
-  std::vector<uint64_t> sizes(group_.size());
+  std::vector<uint64_t> sizes(posted.size());
   std::vector<MPI_Request> reqs;
-  for (size_t i = 0; i < group_.size(); ++i) {
-    const Post& p = group_[i];
+  for (size_t i = 0; i < posted.size(); ++i) {
+    const Post& p = posted[i];
     if (p.exact) continue;
     const int tag = static_cast<int>(p.seq % (static_cast<uint64_t>(tag_ub_) + 1));
     reqs.emplace_back();
@@ -151,8 +153,8 @@ void NcclTransport::flush() {
     }
   }
   if (!reqs.empty()) mpi_check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall(sizes)");
-  for (size_t i = 0; i < group_.size(); ++i) {
-    Post& p = group_[i];
+  for (size_t i = 0; i < posted.size(); ++i) {
+    Post& p = posted[i];
     if (p.send || p.exact) continue;
     if (sizes[i] > p.bytes)
       throw TransportError("nccl: a " + std::to_string(sizes[i]) + "-byte message from rank " + std::to_string(p.peer) +
@@ -161,8 +163,6 @@ void NcclTransport::flush() {
   }
   // 2. The transfers, in posting order (NCCL matches a pair's messages in that order). A
   //    failing call closes NCCL's (thread-local) group before the error goes on.
-  std::vector<Post> posted;
-  posted.swap(group_);  // whatever happens below, nothing of this group is posted again
   COMPCOLL_NCCL_CHECK(ncclGroupStart());
   try {
     for (const Post& p : posted) {

@@ -295,6 +295,9 @@ StreamInfo expected_stream_info(const Codec& codec, DType dtype, uint64_t elemen
   info.chunk_elements = opt.chunk_elements;
   info.chunk_count = chunk_count_for(elements, opt.chunk_elements);
   const uint64_t table_end = kHeaderBytes + uint64_t{kOffsetEntryBytes} * info.chunk_count;
+  // Within a budget the bytes may run past the longest stream the codec writes (a budget of
+  // a stream at that bound, grown by its margin): the stream is at most that long.
+  if (within) stream_bytes = std::min<uint64_t>(stream_bytes, most);
   if (stream_bytes < table_end || stream_bytes > most)
     throw CodecError(stream_prefix(info) + ": a stream of " + std::to_string(stream_bytes) +
                          " bytes cannot hold it (" + std::to_string(table_end) + " to " +

@@ -525,9 +525,11 @@ TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][
       CHECK(gpu_statuses(s, expect, stream) == std::vector<int32_t>{0, 0, 0});
       // A stream sent within a wire budget (real/executor.h): the receiver knows only the
       // budget (expected_stream_info with `within`), the stream's own header says where it
-      // ends, as the host's decode() reads a stream followed by bytes it does not own. Without
-      // `within` the same bytes are a stream whose header disagrees with its size; cut 40
-      // bytes short (a stream that outgrew its budget), every chunk says so.
+      // ends, as the host's decode() reads a stream followed by bytes it does not own (also
+      // past the longest stream the codec writes: identity's streams are that long). Without
+      // `within` the same bytes are a stream whose header disagrees with its size (or one no
+      // stream can have: refused on the host); cut 40 bytes short (a stream that outgrew its
+      // budget), every chunk says so.
       auto padded = stream;
       padded.resize(stream.size() + 100, 0xA7);
       const StreamInfo within = expected_stream_info(codec_of(codec), dtype, n, opt, padded.size(), true);
@@ -539,8 +541,12 @@ TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][
         CHECK(to_host(s, dstatus.get(), within.chunk_count) == std::vector<int32_t>{0, 0, 0});
         CHECK(to_host(s, dout.get(), in.size()) == in);
       }
-      const StreamInfo padded_exact = expected_stream_info(codec_of(codec), dtype, n, opt, padded.size());
-      for (const int32_t st : gpu_statuses(s, padded_exact, padded)) CHECK(kind_of(st) == CudaChunkStatus::BadHeader);
+      if (padded.size() > max_encoded_size(codec_of(codec), dtype, n, opt)) {
+        CHECK_THROWS_AS(expected_stream_info(codec_of(codec), dtype, n, opt, padded.size()), CodecError);
+      } else {
+        const StreamInfo padded_exact = expected_stream_info(codec_of(codec), dtype, n, opt, padded.size());
+        for (const int32_t st : gpu_statuses(s, padded_exact, padded)) CHECK(kind_of(st) == CudaChunkStatus::BadHeader);
+      }
       const std::vector<uint8_t> short_of(stream.begin(), stream.end() - 40);
       const StreamInfo short_info = expected_stream_info(codec_of(codec), dtype, n, opt, short_of.size(), true);
       for (const int32_t st : gpu_statuses(s, short_info, short_of)) CHECK(kind_of(st) == CudaChunkStatus::Truncated);

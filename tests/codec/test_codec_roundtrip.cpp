@@ -540,6 +540,20 @@ TEST_CASE("expected_stream_info is what the stream's header says", "[codec]") {
         CHECK_THROWS_WITH(expected_stream_info(codec, dtype, n, opt, table_end - 1), Catch::Contains(name));
         CHECK_THROWS_AS(expected_stream_info(codec, dtype, n, opt, max_encoded_size(codec, dtype, n, opt) + 1),
                         CodecError);
+        // Within a wire budget (the receiver knows only the budget): bytes past the stream, even
+        // past the longest stream the codec writes (a budget grown from a stream at that bound,
+        // as identity's always are), hold at most that longest stream; too few to hold the
+        // header and table are still refused.
+        const uint64_t most = max_encoded_size(codec, dtype, n, opt);
+        for (const uint64_t budget : {uint64_t(stream.size()), stream.size() + 100, most, most + 1, most * 2}) {
+          CAPTURE(budget);
+          const StreamInfo within = expected_stream_info(codec, dtype, n, opt, budget, true);
+          CHECK(within.payload_at_most);
+          CHECK(within.total_bytes == std::min(budget, most));
+          CHECK(within.payload_bytes == within.total_bytes - table_end);
+          CHECK(within.payload_bytes >= read.payload_bytes);
+        }
+        CHECK_THROWS_AS(expected_stream_info(codec, dtype, n, opt, table_end - 1, true), CodecError);
       }
   EncodeOptions bad;
   bad.chunk_elements = 33;

@@ -15,6 +15,7 @@
 #include "real/verify.h"
 #include "schedule/build.h"
 #include "schedule/reference_executor.h"
+#include "self_send.h"
 
 using namespace compcoll;
 using namespace compcoll::real;
@@ -206,6 +207,14 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
   // fused where the backend can, never where it cannot.
   if (n > 1) CHECK(fused > 0);
   CHECK(fused_elsewhere == 0);
+}
+
+// The one-rank schedule the [nccl] test runs on one GPU (tests/real/self_send.h), here on the
+// host backend over MPI_COMM_SELF: a compute thread (so that it queues) and its decode-and-add.
+TEST_CASE("one rank sends to itself: sizes, budgets, queues and the fused pair over MPI", "[real][executor]") {
+  MpiTransport t(MPI_COMM_SELF);
+  const auto b = make_host_backend(1, true, true);
+  for (const char* codec : {"identity", "gauss-exp", "entropy-exp"}) real::test::check_self_send(t, *b, codec, true, true);
 }
 
 TEST_CASE("the host backend's compute thread runs kernels in order and reports a damaged stream at done()",

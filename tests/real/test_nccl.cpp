@@ -14,6 +14,7 @@
 #include "real/nccl_transport.h"
 #include "real/verify.h"
 #include "schedule/build.h"
+#include "self_send.h"
 
 using namespace compcoll;
 using namespace compcoll::real;
@@ -70,6 +71,21 @@ TEST_CASE("nccl: CUDA codecs inside the executor round-trip real gradients bit-e
     CHECK(st.compress_in == in.size());
     CHECK(st.compress_out < st.compress_in);  // real gradients compress
   }
+}
+
+// NCCL's transfers with one GPU: a rank that sends to itself (NCCL's send and receive to its own
+// rank in one group) at exact sizes (the size over MPI), within wire budgets (no size exchange),
+// queued on the streams and with the fused decode-and-add, bitwise (tests/real/self_send.h).
+TEST_CASE("nccl: one rank sends to itself: sizes, budgets, queues and the fused kernel", "[real][nccl][cuda]") {
+  SKIP_WITHOUT_GPU();
+  NcclSetup g = make_nccl_backend(MPI_COMM_SELF, 0);
+  std::vector<std::string> codecs = {"identity", "gauss-exp", "entropy-exp"};
+#ifdef COMPCOLL_HAVE_NVCOMP
+  if (nvcomp_unavailable().empty()) codecs.push_back(std::string(kNvcompAnsName));
+#endif
+  for (const std::string& codec : codecs)
+    real::test::check_self_send(*g.transport, *g.backend, codec, gpu_decode_adds(find_plan_codec(codec)->id()) &&
+                                                               !find_library_codec(codec), true);
 }
 
 TEST_CASE("nccl: a one-rank schedule and ncclAllReduce give the input back", "[real][nccl][cuda]") {
