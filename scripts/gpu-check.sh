@@ -11,7 +11,8 @@
 #      its own, PASS / FAIL / TIMEOUT per case in OUT_DIR/cuda-cases.log; then, where
 #      compute-sanitizer is on PATH, its memcheck and racecheck on two small cases (60 s
 #      each; OUT_DIR/sanitizer.log);
-#   3. the NCCL transport on one rank: CUDA codecs inside the executor, ncclAllReduce
+#   3. the NCCL transport on one rank: CUDA codecs inside the executor, a rank that sends to
+#      itself (sizes, wire budgets, queued mode, the fused decode-and-add), ncclAllReduce
 #      (compcoll_real_tests "[nccl]" under mpirun -np 1);
 #   4. compcoll-run with the nccl backend on one GPU (experiments/smoke-cpu.yaml, every row
 #      checked), and again with nvCOMP's ANS as its codec (nvcomp-ans) where libnvcomp.so.6 loads;
@@ -32,18 +33,19 @@
 #      device-to-device copy of the same run and the targets for gauss-exp bf16 (encode >= 600,
 #      decode >= 800), and the rows of step 6, as OUT_DIR/summary.txt and OUT_DIR/summary.json;
 #      a WARNING (here and in summary.json's "warnings") when step 6 has no nvCOMP rows.
-# --quick: the kernels only, in a few minutes: steps 0-2, then the codec bench at 1, 4, 16,
+# --quick: the kernels only, in a few minutes: steps 0-3, then the codec bench at 1, 4, 16,
 # 64 and 256 MiB of synthetic Gaussian bf16 (synthetic:gaussian:512k ... :128M) and on the
 # bundled tensor, nvCOMP beside them, and gauss-exp and entropy-exp at 1 and 4 MiB in chunks of
 # 4,096 and 8,192 elements (more warps on a small call, for 1.8% and 0.6% of ratio), and gauss-exp
-# with the one-launch encoder (COMPCOLL_CUDA_ENCODER=one-launch) at 1 to 256 MiB; calibrate of bf16 only (identity, gauss-exp, entropy-exp, reduce,
-# copy, and nvCOMP's ANS with its ratios where libnvcomp.so.6 loads; 4 KiB to 256 MiB, --quick)
+# with the one-launch encoder (COMPCOLL_CUDA_ENCODER=one-launch) at 1 to 256 MiB; calibrate of
+# bf16 only (identity, gauss-exp, entropy-exp with their decode_add curves, reduce, copy, and
+# nvCOMP's ANS with its ratios where libnvcomp.so.6 loads; 4 KiB to 256 MiB, --quick)
 # into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
 # Compute's `ncu` is on PATH, the GPU time of every kernel launch of one gauss-exp, entropy-exp
 # and identity encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
 # the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
 # calibration).
-# Each step runs under `timeout` (the limits below: 22 minutes in all, --quick 13.5; the repository's build gets
+# Each step runs under `timeout` (the limits below: 22 minutes in all, --quick 14.5; the repository's build gets
 # 30 more). From a bundle on one H200 the whole check took 6.4 minutes, 6 of them calibrate
 # (calibration/logs/h200-2026-11-26/). A step counts as failed when it exits non-zero
 # (the summary included), runs out of time, or has a test that reports SKIPPED (here a skip
@@ -134,7 +136,7 @@ mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
 [ $quick = 1 ] && cal="$out/calibration/$slug-bf16-quick.yaml"
 codec_rows="$out/codec-cuda.jsonl"
-# The limits, in seconds, together 22 minutes (--quick: 13.5; compute-sanitizer's two cases
+# The limits, in seconds, together 22 minutes (--quick: 14.5; compute-sanitizer's two cases
 # 2 of them). calibrate took 360 s on one
 # H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
 step cuda-tests 150 "$tests" "[cuda]"
@@ -185,6 +187,9 @@ fi
 timeout 30 "$bench" version >"$out/nvcomp.log" 2>&1
 grep '^nvcomp:' "$out/nvcomp.log" | sed 's/^/   /'
 if [ $quick = 1 ]; then
+  # NCCL's transfers on one GPU: the executor's one-rank cases, the rank sending to itself at
+  # exact sizes, within wire budgets, queued and fused (seconds).
+  step nccl-tests 60 mpirun -np 1 "$real_tests" "[nccl]"
   step codec-cuda 150 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
     tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:512k synthetic:gaussian:2M \
     synthetic:gaussian:8M synthetic:gaussian:32M synthetic:gaussian:128M >'$codec_rows' && \
