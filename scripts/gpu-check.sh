@@ -45,11 +45,16 @@
 # and identity encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
 # the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
 # calibration).
-# Each step runs under `timeout` (the limits below: 22 minutes in all, --quick 14.5; the repository's build gets
-# 30 more). From a bundle on one H200 the whole check took 6.4 minutes, 6 of them calibrate
-# (calibration/logs/h200-2026-11-26/). A step counts as failed when it exits non-zero
-# (the summary included), runs out of time, or has a test that reports SKIPPED (here a skip
-# means the GPU was not used).
+# Each step runs under `timeout` (the limits below: 22 minutes in all, --quick 14.5), and all
+# of them after the build (which gets 30 minutes) within GPU_CHECK_BUDGET seconds (default 540
+# with --quick, 1,500 without): a step's limit is cut to what is left of it, a step with
+# nothing left fails unrun, so a hang cannot take a short loan of a GPU whole (the summary
+# runs whatever is left). From a bundle on one H200 the whole check took 6.4 minutes, 6 of
+# them calibrate (calibration/logs/h200-2026-11-26/). A step counts as failed when it exits
+# non-zero (the summary included), runs out of time, or has a test that reports SKIPPED (here
+# a skip means the GPU was not used; the [cuda][nvcomp] cases are left out where
+# libnvcomp.so.6 does not load). Where no ssh or rsh is on PATH, mpirun runs with
+# OMPI_MCA_plm=isolated (Open MPI refuses to start otherwise, even one local rank).
 # Exit status: 0 every step passed, 1 some step failed, 2 no GPU (nothing run).
 #
 # What it needs beyond the repository's build or the bundle, on a machine with no network:
@@ -97,14 +102,28 @@ else
 fi
 echo "source: $(head -1 "$out/source.txt")"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI's mpirun refuses to start, even one local rank, where it finds no ssh or rsh to
+# launch remote ones with: all ranks here are local.
+command -v ssh >/dev/null 2>&1 || command -v rsh >/dev/null 2>&1 || export OMPI_MCA_plm=isolated
 failed=0
-# step NAME SECONDS COMMAND...: runs COMMAND under `timeout SECONDS`, its output in
-# $out/NAME.log (its stdin the step's); a non-zero exit, running out of time or a SKIPPED line
-# fails the step.
+# step NAME SECONDS COMMAND...: runs COMMAND under `timeout SECONDS` (at most what is left of
+# the check's budget, below), its output in $out/NAME.log (its stdin the step's); a non-zero
+# exit, running out of time or a SKIPPED line fails the step, and so does a step the budget
+# has no time left for (not run).
+deadline=
+left() { echo $((deadline - SECONDS)); }
 step() {
   local name=$1 limit=$2
   shift 2
   printf '== %-14s %s\n' "$name" "$*"
+  if [ -n "$deadline" ]; then
+    if [ "$(left)" -le 10 ]; then
+      echo "   FAILED (not run: the check's $budget s are spent)"
+      failed=$((failed + 1))
+      return
+    fi
+    [ "$limit" -gt "$(left)" ] && limit=$(left)
+  fi
   timeout -k 10 "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
@@ -129,6 +148,11 @@ if [ $mode = repository ]; then
     exit 1
   fi
 fi
+# Every step after the build within GPU_CHECK_BUDGET seconds (default 540 with --quick, 1,500
+# without), so that a hang cannot take a short loan of a GPU whole: each step's limit is cut to
+# what is left, and a step with nothing left fails unrun.
+budget=${GPU_CHECK_BUDGET:-$([ $quick = 1 ] && echo 540 || echo 1500)}
+deadline=$((SECONDS + budget))
 gpu=$(head -1 "$out/gpus.txt" | sed -n 's/^GPU [0-9]*: \(.*\) (UUID.*$/\1/p')
 slug=$(echo "$gpu" | grep -oiE 'gh200|h100|h200|b200|a100|l40s?' | head -1 | tr 'A-Z' 'a-z')
 slug=${slug:-gpu}
@@ -139,7 +163,18 @@ codec_rows="$out/codec-cuda.jsonl"
 # The limits, in seconds, together 22 minutes (--quick: 14.5; compute-sanitizer's two cases
 # 2 of them). calibrate took 360 s on one
 # H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
-step cuda-tests 150 "$tests" "[cuda]"
+# Whether nvCOMP loads (its cases of [cuda] and the yardstick rows need it): nvcomp.log.
+timeout 30 "$bench" version >"$out/nvcomp.log" 2>&1
+grep '^nvcomp:' "$out/nvcomp.log" | sed 's/^/   /'
+cuda_spec="[cuda]"
+if ! grep -q '^nvcomp: loaded' "$out/nvcomp.log"; then
+  cuda_spec="[cuda]~[nvcomp]"  # their SKIPPED would fail the step for want of a library, not of the GPU
+  echo "   (libnvcomp.so.6 does not load: the [cuda][nvcomp] cases are not run)"
+fi
+# A test spec for one case: Catch2 reads , [ ] * ~ " and \ in a spec; escaped, the name
+# matches itself only.
+spec_of() { printf '%s' "$1" | sed 's/[],[\\*~"]/\\&/g'; }
+step cuda-tests 150 "$tests" "$cuda_spec"
 # Where the [cuda] cases failed or hung, each case again in a process of its own (a kernel
 # fault poisons the CUDA context of every later case in its process; a hang takes the step's
 # whole time): OUT_DIR/cuda-cases.log names each case PASS, FAIL or TIMEOUT, and
@@ -149,15 +184,19 @@ if ! grep -q "^All tests passed" "$out/cuda-tests.log" 2>/dev/null; then
   n=0
   while IFS= read -r name; do
     n=$((n + 1))
-    # Catch2 reads , [ ] * ~ " and \ in a test spec: escaped, the name matches itself only.
-    spec=$(printf '%s' "$name" | sed 's/[],[\\*~"]/\\&/g')
-    timeout -k 5 45 "$tests" "$spec" >"$out/cuda-case-$n.log" 2>&1
+    limit=45
+    [ "$limit" -gt "$(left)" ] && limit=$(left)
+    if [ "$limit" -le 5 ]; then
+      printf '%-8s %2d  %s\n' "NOT RUN" "$n" "$name" >>"$out/cuda-cases.log"
+      continue
+    fi
+    timeout -k 5 "$limit" "$tests" -w NoTests "$(spec_of "$name")" >"$out/cuda-case-$n.log" 2>&1
     rc=$?
     if [ $rc -eq 0 ] && ! grep -q "SKIPPED" "$out/cuda-case-$n.log"; then verdict=PASS
     elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict=TIMEOUT
     else verdict=FAIL; fi
     printf '%-8s %2d  %s\n' "$verdict" "$n" "$name" >>"$out/cuda-cases.log"
-  done < <("$tests" "[cuda]" --list-test-names-only 2>/dev/null | grep -v '^$')
+  done < <(timeout 30 "$tests" "$cuda_spec" --list-test-names-only 2>/dev/null | grep -v '^$')
   sed 's/^/   /' "$out/cuda-cases.log"
 fi
 # compute-sanitizer (where it is on PATH), on two small [cuda] cases, 60 s each: memcheck on
@@ -170,7 +209,11 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
   for pair in "memcheck|cuda: damaged streams give per-chunk errors, never a crash" \
               "racecheck|cuda: element-aligned input, unaligned stream and output pointers"; do
     tool=${pair%%|*} name=${pair#*|}
-    timeout -k 5 60 compute-sanitizer --tool "$tool" --error-exitcode 3 "$tests" "$name" \
+    limit=60
+    [ "$limit" -gt "$(left)" ] && limit=$(left)
+    [ "$limit" -le 5 ] && { printf '%-11s %-9s %s\n' "NOT RUN" "$tool" "$name" >>"$out/sanitizer.log"; continue; }
+    # -w NoTests: a spec that matches no case fails (a clean verdict on nothing run is none).
+    timeout -k 5 "$limit" compute-sanitizer --tool "$tool" --error-exitcode 3 "$tests" -w NoTests "$(spec_of "$name")" \
       >"$out/sanitizer-$tool.log" 2>&1
     rc=$?
     if grep -q "Device not supported" "$out/sanitizer-$tool.log"; then verdict=UNSUPPORTED
@@ -184,8 +227,6 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
 else
   echo "   (no compute-sanitizer on PATH: no memory or race check)"
 fi
-timeout 30 "$bench" version >"$out/nvcomp.log" 2>&1
-grep '^nvcomp:' "$out/nvcomp.log" | sed 's/^/   /'
 if [ $quick = 1 ]; then
   # NCCL's transfers on one GPU: the executor's one-rank cases, the rank sending to itself at
   # exact sizes, within wire budgets, queued and fused (seconds).
@@ -211,13 +252,13 @@ if [ $quick = 1 ]; then
   fi
 else
   step nccl-tests 90 mpirun -np 1 "$real_tests" "[nccl]"
-  step run-nccl 90 bash -c "mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
-    --set run.gpus_per_node=1 --out '$out/run-nccl' | tee /dev/stderr | grep -qx '# OK'"
+  step run-nccl 90 bash -c "o=\$(mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
+    --set run.gpus_per_node=1 --out '$out/run-nccl' 2>&1); rc=\$?; echo \"\$o\"; [ \$rc = 0 ] && grep -qx '# OK' <<<\"\$o\""
   # nvcomp-ans inside the same plans (its ratio fixed: the model column only needs one).
   if grep -q '^nvcomp: loaded' "$out/nvcomp.log"; then
-    step run-nccl-nvcomp 60 bash -c "mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
+    step run-nccl-nvcomp 60 bash -c "o=\$(mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
       --set run.gpus_per_node=1 --set 'codecs=[identity, nvcomp-ans]' --set 'ratios.fixed={nvcomp-ans: 0.7}' \
-      --out '$out/run-nccl-nvcomp' | tee /dev/stderr | grep -qx '# OK'"
+      --out '$out/run-nccl-nvcomp' 2>&1); rc=\$?; echo \"\$o\"; [ \$rc = 0 ] && grep -qx '# OK' <<<\"\$o\""
   fi
   step calibrate 480 "$bench" calibrate --device cuda --data "$here/tests/data" --out "$cal"
   step codec-cuda 150 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
@@ -238,6 +279,7 @@ if ! grep -q '"codec": "nvcomp-' "$codec_rows" 2>/dev/null; then
   echo "   WARNING: no nvCOMP rows from codec-cuda ($(grep -m1 '^nvcomp:' "$out/nvcomp.log" || echo "compcoll-bench version failed; $out/nvcomp.log"))"
 fi
 
+deadline=  # the summary reads what the steps left, whatever the time
 step summary 60 python3 - "$cal" "$codec_rows" "$out/summary.json" "$out/summary.txt" "$gpu" <<'EOF'
 import json, os, re, sys
 cal, codec_rows, json_out, txt_out, gpu = sys.argv[1:6]
