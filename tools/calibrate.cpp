@@ -986,7 +986,8 @@ int run_calibrate(int argc, char** argv) {
               << ". Each point: one untimed warm-up, then the median of at least " << timing.min_samples
               << " samples and " << timing.min_time
               << " s of samples; a separate untimed pass checks every result (round trip bit-exact, lossy codecs "
-              << "against the host round trip, reduce x + x = 2x, copy). Sizes " << config::format_bytes(sizes.front()) << " to "
+              << "against the host round trip, decode_add against the host's decode then reduce, reduce x + x = 2x, "
+              << "copy). Sizes " << config::format_bytes(sizes.front()) << " to "
               << config::format_bytes(largest) << " in powers of " << (opt.quick ? 4 : 2)
               << (largest < (uint64_t{1} << 30) ? " (capped by --max-bytes below 1 GiB)" : "")
               << "; bytes are always the uncompressed bytes." << selection << " Inputs: the real training tensors of "
@@ -997,7 +998,11 @@ int run_calibrate(int argc, char** argv) {
               << " reduce: dst += src over the given bytes of each (16-bit types add in fp32 and round to nearest "
               << "even). copy: memcpy of the " << dtype_name(opt.dtypes.front())
               << " input, charged for any dtype. identity curves are measured for "
-              << "completeness; the simulator charges identity no time.";
+              << "completeness; the simulator charges identity compress and decompress no time."
+              << (has_op(calib::Op::DecodeAdd)
+                      ? " decode_add: the codec's decode of its stream added to an accumulator that holds the input, "
+                        "in one kernel (the fused decode-and-add of run.fused_decode)."
+                      : "");
 #ifdef COMPCOLL_HAVE_NVCOMP
     if (opt.nvcomp)
       statement << " " << kNvcompAns << ": nvCOMP's batched ANS (" << nvcomp_version_text

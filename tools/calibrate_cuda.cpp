@@ -69,8 +69,9 @@ class CudaDevice : public CalibrationDevice {
             {"compiler", __VERSION__}};
   }
   std::string method() const override {
-    return "CUDA kernels (cuda_encode, cuda_decode, cuda_reduce_add) and cudaMemcpyAsync device to device on "
-           "device 0, one op at a time on a non-blocking stream, CUDA events around each op (launch included)";
+    return "CUDA kernels (cuda_encode, cuda_decode, cuda_decode_add, cuda_reduce_add) and cudaMemcpyAsync device "
+           "to device on device 0, one op at a time on a non-blocking stream, CUDA events around each op (launch "
+           "included)";
   }
   void load(DType dtype, const std::vector<uint8_t>& input) override {
     dtype_ = dtype;
