@@ -873,6 +873,13 @@ void start_output(Session& s) {
                  "calibrate --device host --concurrent "
               << s.st.gpus_per_node << " ... (docs/CALIBRATION.md)\n";
   }
+  // On a GPU: the calibration's device against this one (the backend describes it by name).
+  if (s.st.backend == "nccl" && s.st.cal.source != "zero" && !s.st.cal.device.empty() &&
+      s.backend->describe().find(s.st.cal.device) == std::string::npos)
+    std::cout << "# WARNING: the calibration was made for " << s.st.cal.device << " (" << s.st.cal.source
+              << "), this run's GPU is " << s.backend->describe()
+              << ": the model column prices kernels this GPU does not run. Measure them here: compcoll-bench calibrate "
+                 "--device cuda (docs/CALIBRATION.md)\n";
   std::cout << "# correctness: lossless rows on integer inputs, bitwise against the closed-form result (#wrong: "
                "elements, all ranks); lossy rows: rel.err = ||out - uncompressed|| / ||uncompressed|| on the timed "
                "runs' data (#wrong: non-finite elements)\n";
@@ -1156,6 +1163,18 @@ bool agree_on_setup(Session& s, int local_size) {
                 << ": policies: the ranks chose different plans (do they read the same calibration and tensor files?)\n";
     return false;
   }
+  // The same communicators on every rank: a rank that would configure a second one for the
+  // plans (its channels per peer on another node) waits for the others in its set-up forever.
+  int channels[2] = {s.st.plan_channels_per_net_peer, -s.st.plan_channels_per_net_peer};
+  MPI_Allreduce(MPI_IN_PLACE, channels, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (channels[0] != -channels[1]) {
+    if (s.rank == 0)
+      std::cerr << "compcoll-run: the ranks would configure NCCL's channels per peer on another node differently ("
+                << channels[0] << " to " << -channels[1]
+                << "; 0: NCCL's own): NCCL_NCHANNELS_PER_NET_PEER is set on some ranks only (mpirun -x passes it to "
+                   "every node), or their NCCL libraries differ\n";
+    return false;
+  }
   return true;
 }
 
@@ -1208,6 +1227,10 @@ int run(const Args& args) {
   if (!s.out_dir.empty()) report::write_atomic(s.out_dir / "results.json", report::json_text(s.doc, 1));
   if (s.rank == 0) std::cout << (s.total_wrong ? "# FAILED: " + std::to_string(s.total_wrong) + " wrong elements\n" : "# OK\n");
   std::cout.flush();
+  // Torn down while the watchdog still watches (NCCL's communicators, the device's memory), in
+  // the order the session's members would be.
+  s.backend.reset();
+  s.transport.reset();
   return s.total_wrong ? 1 : 0;
 }
 

@@ -136,11 +136,17 @@ Executor::Access Executor::access(uint32_t i) const {
 }
 
 Executor::~Executor() {
-  b_.synchronize();
-  b_.release(input_);
-  b_.release(output_);
-  for (void* p : scratch_) b_.release(p);
-  for (void* p : wire_) b_.release(p);
+  // After a device fault every CUDA call fails again: the error that unwinds past the
+  // executor is the one to report, and a destructor that threw would end the process
+  // (std::terminate) before it is. The memory is then left to the process's end.
+  try {
+    b_.synchronize();
+    b_.release(input_);
+    b_.release(output_);
+    for (void* p : scratch_) b_.release(p);
+    for (void* p : wire_) b_.release(p);
+  } catch (const std::exception&) {
+  }
 }
 
 void* Executor::slice_ptr(const sched::Slice& s) const {

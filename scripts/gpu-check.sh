@@ -252,12 +252,14 @@ if [ $quick = 1 ]; then
   fi
 else
   step nccl-tests 90 mpirun -np 1 "$real_tests" "[nccl]"
+  # run.timeout_s under the step's limit: a hang is named by compcoll-run's watchdog (the row).
   step run-nccl 90 bash -c "o=\$(mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
-    --set run.gpus_per_node=1 --out '$out/run-nccl' 2>&1); rc=\$?; echo \"\$o\"; [ \$rc = 0 ] && grep -qx '# OK' <<<\"\$o\""
+    --set run.gpus_per_node=1 --set run.timeout_s=45 --out '$out/run-nccl' 2>&1); rc=\$?; echo \"\$o\"; [ \$rc = 0 ] && grep -qx '# OK' <<<\"\$o\""
   # nvcomp-ans inside the same plans (its ratio fixed: the model column only needs one).
   if grep -q '^nvcomp: loaded' "$out/nvcomp.log"; then
     step run-nccl-nvcomp 60 bash -c "o=\$(mpirun -np 1 '$run' experiments/smoke-cpu.yaml --backend nccl \
-      --set run.gpus_per_node=1 --set 'codecs=[identity, nvcomp-ans]' --set 'ratios.fixed={nvcomp-ans: 0.7}' \
+      --set run.gpus_per_node=1 --set run.timeout_s=45 --set 'codecs=[identity, nvcomp-ans]' \
+      --set 'ratios.fixed={nvcomp-ans: 0.7}' \
       --out '$out/run-nccl-nvcomp' 2>&1); rc=\$?; echo \"\$o\"; [ \$rc = 0 ] && grep -qx '# OK' <<<\"\$o\""
   fi
   step calibrate 480 "$bench" calibrate --device cuda --data "$here/tests/data" --out "$cal"
