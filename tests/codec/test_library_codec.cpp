@@ -268,16 +268,20 @@ TEST_CASE("cuda: the library container is packed as the format says and unpacked
     const uint64_t elements = uint64_t{n - 1} * 32768 + 11;
     const auto chunks = fake_chunks(sizes, 100 + n);
     const std::vector<uint8_t> want = library_stream(dtype, elements, chunks);
-    // The slots as the library leaves them: each chunk at the start of its own slot.
+    // The slots as the library leaves them: each chunk at the start of its own slot. The
+    // output holds the bound for that slot (cuda_library_pack's contract), not only the stream.
     const uint64_t slot = format::align_up64(65536 + 100, format::kLibraryAlign);
-    Dev slots(n * slot), comp(n * sizeof(size_t)), out(want.size() + 4096), size(sizeof(uint64_t)),
-        status(n * sizeof(int32_t)), scratch(cuda_library_pack_scratch_bytes(n));
+    const size_t cap = library_max_encoded_size(ans(), dtype, elements, slot);
+    REQUIRE(cap >= want.size());
+    Dev slots(n * slot), comp(n * sizeof(size_t)), out(cap), size(sizeof(uint64_t)), status(n * sizeof(int32_t)),
+        scratch(cuda_library_pack_scratch_bytes(n));
     for (uint32_t j = 0; j < n; ++j) up(slots.as(j * slot), chunks[j].data(), chunks[j].size());
     up(comp.p, sizes.data(), n * sizeof(size_t));
-    COMPCOLL_CUDA_CHECK(cudaMemset(out.p, 0xAB, want.size() + 4096));
+    COMPCOLL_CUDA_CHECK(cudaMemset(out.p, 0xAB, cap));
+    COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());
     cuda_library_pack(CodecId::NvcompAns, dtype, elements, 32768, slots.p, slot, comp.as<size_t>(), nullptr, out.p,
-                      want.size() + 4096, size.as<uint64_t>(), status.as<int32_t>(), scratch.p,
-                      cuda_library_pack_scratch_bytes(n), nullptr);
+                      cap, size.as<uint64_t>(), status.as<int32_t>(), scratch.p, cuda_library_pack_scratch_bytes(n),
+                      nullptr);
     COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());
     REQUIRE(down<uint64_t>(size.p, 1)[0] == want.size());
     CHECK(down<uint8_t>(out.p, want.size()) == want);
@@ -438,6 +442,7 @@ TEST_CASE("cuda: nvcomp-ans encode and decode captured in a CUDA graph, replayed
   Dev src(bytes), dst(bytes), wire(most), size(sizeof(uint64_t)), enc_status(n * sizeof(int32_t)),
       dec_status(n * sizeof(int32_t)), enc_scratch(scratch_bytes), dec_scratch(scratch_bytes);
   up(src.p, in.data(), bytes);
+  COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());  // the copy is done before the non-blocking stream reads it
   // The receiver's size is the sender's bound here: a graph fixes its arguments when captured,
   // so the decode is given the stream's size from an eager run first.
   cudaStream_t stream = nullptr;
@@ -449,14 +454,24 @@ TEST_CASE("cuda: nvcomp-ans encode and decode captured in a CUDA graph, replayed
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   COMPCOLL_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  nvcomp_ans_encode(dtype, src.p, elements, wire.p, most, size.as<uint64_t>(), enc_status.as<int32_t>(), enc_scratch.p,
-                    scratch_bytes, stream);
-  nvcomp_ans_decode(dtype, elements, wire.p, stream_bytes, dst.p, dec_status.as<int32_t>(), dec_scratch.p,
-                    scratch_bytes, stream);
-  COMPCOLL_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  std::string failed;  // a call the capture refused: the capture is ended before reporting it
+  try {
+    nvcomp_ans_encode(dtype, src.p, elements, wire.p, most, size.as<uint64_t>(), enc_status.as<int32_t>(),
+                      enc_scratch.p, scratch_bytes, stream);
+    nvcomp_ans_decode(dtype, elements, wire.p, stream_bytes, dst.p, dec_status.as<int32_t>(), dec_scratch.p,
+                      scratch_bytes, stream);
+  } catch (const std::exception& e) {
+    failed = e.what();
+  }
+  const cudaError_t captured = cudaStreamEndCapture(stream, &graph);
+  cudaGetLastError();  // a refused capture leaves its error behind
+  INFO(failed);
+  REQUIRE(failed.empty());
+  INFO(cudaGetErrorString(captured));
+  REQUIRE(captured == cudaSuccess);
   COMPCOLL_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 3; ++replay) {
-    COMPCOLL_CUDA_CHECK(cudaMemset(dst.p, 0x5A, bytes));
+    COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dst.p, 0x5A, bytes, stream));
     COMPCOLL_CUDA_CHECK(cudaGraphLaunch(exec, stream));
     COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream));
     CHECK(down<uint64_t>(size.p, 1)[0] == stream_bytes);  // the same bytes each time
