@@ -150,7 +150,8 @@ TEST_CASE("calibration: decode_add at its curve, else decompress and reduce toge
                     Catch::Contains("no curve for op decompress, codec gauss-exp, dtype fp32"));
   CHECK(calib::zero_calibration().seconds(calib::Op::DecodeAdd, "gauss-exp", DType::BF16, mb) == 0);
   // A decode_add curve names its codec, as a decompress curve does.
-  CHECK_THAT(load_error("decode-add-nocodec", "curves:\n  - {op: decode_add, dtype: bf16, latency: 1us, throughput: 1GB/s}\n"),
+  const std::string no_codec = "curves:\n  - {op: decode_add, dtype: bf16, latency: 1us, throughput: 1GB/s}\n";
+  CHECK_THAT(load_error("decode-add-nocodec", no_codec),
              Catch::Contains("decode-add-nocodec.yaml: curves.0: missing key 'codec'"));
 }
 

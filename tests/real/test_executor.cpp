@@ -214,7 +214,8 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
 TEST_CASE("one rank sends to itself: sizes, budgets, queues and the fused pair over MPI", "[real][executor]") {
   MpiTransport t(MPI_COMM_SELF);
   const auto b = make_host_backend(1, true, true);
-  for (const char* codec : {"identity", "gauss-exp", "entropy-exp"}) real::test::check_self_send(t, *b, codec, true, true);
+  for (const char* codec : {"identity", "gauss-exp", "entropy-exp"})
+    real::test::check_self_send(t, *b, codec, true, true);
 }
 
 TEST_CASE("the host backend's compute thread runs kernels in order and reports a damaged stream at done()",
