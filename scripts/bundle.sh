@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bundle.sh OUT [--no-build] [--with-nvidia-libs] — a relocatable compcoll: the programs
+# scripts/bundle.sh OUT [--no-build] [--with-nvidia-libs | --with-nvcomp | --gpu-check] — a relocatable compcoll: the programs
 # and test binaries with every shared library they need that is not part of glibc, so that a
 # machine with only glibc, the NVIDIA driver and (for the NCCL backend) NCCL can run them from
 # any folder, with no build and no packages:
@@ -18,7 +18,13 @@
 #                    env.sh would find them on this machine (COMPCOLL_NCCL_LIB / COMPCOLL_NVCOMP_LIB,
 #                    the system's, the nvidia-nccl-cu13 / nvidia-libnvcomp-cu13 wheels of python3),
 #                    so that an offline machine needs nothing but glibc and the driver; env.sh and
-#                    the programs' RPATH look there (about 230-270 MB more unpacked: docs/BUNDLE.md)
+#                    the programs' RPATH look there (about 230-270 MB more unpacked: docs/BUNDLE.md);
+#                    with --with-nvcomp libnvcomp.so.6 alone (25 MB), for a GPU machine that has
+#                    its own NCCL
+#   --gpu-check      what scripts/gpu-check.sh runs, to take to a GPU machine beside a checkout:
+#                    compcoll-bench, compcoll-run and the two test binaries with GPU cases (no
+#                    compcoll-sim, no SimGrid) with libnvcomp.so.6, and not tests/data: OUT/tests/data
+#                    is a link to ../../tests/data, the checkout's when OUT is unpacked at its root
 #
 # Not bundled: glibc (the target needs glibc >= the build machine's: ldd --version), the NVIDIA
 # driver (libcuda, loaded by the CUDA runtime), and without --with-nvidia-libs NCCL (its library
@@ -29,15 +35,18 @@
 # `tar -C OUT/.. -czf compcoll.tar.gz $(basename OUT)` packs it (docs/BUNDLE.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-usage() { echo "usage: scripts/bundle.sh OUT [--no-build] [--with-nvidia-libs]" >&2; exit 2; }
+usage() { echo "usage: scripts/bundle.sh OUT [--no-build] [--with-nvidia-libs | --with-nvcomp | --gpu-check]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 out=$1
 build=1
 nvidia_libs=0
+gpu_check=0
 for a in "${@:2}"; do
   case "$a" in
     --no-build) build=0 ;;
     --with-nvidia-libs) nvidia_libs=1 ;;
+    --with-nvcomp) nvidia_libs=2 ;;
+    --gpu-check) nvidia_libs=2 gpu_check=1 ;;
     *) usage ;;
   esac
 done
@@ -47,6 +56,8 @@ cd "$root"
 
 programs=(build/sim/compcoll-sim build/real/compcoll-run build/tools/compcoll-bench
           build/tests/compcoll_tests build/tests/compcoll_sim_tests build/tests/compcoll_real_tests)
+[ $gpu_check = 1 ] && programs=(build/real/compcoll-run build/tools/compcoll-bench build/tests/compcoll_tests
+                                build/tests/compcoll_real_tests)
 for p in "${programs[@]}"; do
   [ -x "$p" ] || { echo "bundle: $p is missing (build first: scripts/build.sh)" >&2; exit 2; }
 done
@@ -117,12 +128,15 @@ nvidia_lib() {
     if [ -n "$d" ] && [ -e "$d/$name" ]; then echo "$d"; return; fi
   done
 }
-if [ $nvidia_libs = 1 ]; then
+if [ $nvidia_libs != 0 ]; then
   mkdir -p "$out/lib/nvidia"
-  for spec in "libnccl.so.2 COMPCOLL_NCCL_LIB nvidia.nccl lib" "libnvcomp.so.6 COMPCOLL_NVCOMP_LIB nvidia.libnvcomp lib64"; do
+  specs=("libnvcomp.so.6 COMPCOLL_NVCOMP_LIB nvidia.libnvcomp lib64")
+  flag=--with-nvcomp
+  [ $nvidia_libs = 1 ] && specs=("libnccl.so.2 COMPCOLL_NCCL_LIB nvidia.nccl lib" "${specs[@]}") flag=--with-nvidia-libs
+  for spec in "${specs[@]}"; do
     read -r name var module sub <<<"$spec"
     dir=$(nvidia_lib "$name" "$var" "$module" "$sub")
-    [ -n "$dir" ] || { echo "bundle: --with-nvidia-libs: $name not found ($var, the $module wheel of python3, ldconfig, /usr/local/cuda)" >&2; exit 2; }
+    [ -n "$dir" ] || { echo "bundle: $flag: $name not found ($var, the $module wheel of python3, ldconfig, /usr/local/cuda)" >&2; exit 2; }
     cp -L "$dir/$name" "$out/lib/nvidia/$name"
     chmod u+w "$out/lib/nvidia/$name"
     copy_deps "$out/lib/nvidia/$name"
@@ -154,9 +168,15 @@ done
 
 # Data and scripts.
 cp -r experiments topologies models calibration "$out/"
-mkdir -p "$out/tests/sim" "$out/scripts" "$out/tools"
-cp -r tests/data "$out/tests/"
-cp -r tests/sim/golden "$out/tests/sim/"
+mkdir -p "$out/scripts" "$out/tools"
+if [ $gpu_check = 0 ]; then
+  mkdir -p "$out/tests/sim"
+  cp -r tests/data "$out/tests/"
+  cp -r tests/sim/golden "$out/tests/sim/"
+else  # the checkout's tensors, where the bundle is unpacked at its root
+  mkdir -p "$out/tests"
+  ln -s ../../tests/data "$out/tests/data"
+fi
 cp scripts/gpu-check.sh "$out/scripts/"
 cp tools/zipnn_peer.py tools/capture_trace.py "$out/tools/"
 cp README.md "$out/"
@@ -176,6 +196,7 @@ export PATH="$B/bin:$B/ompi/bin:$PATH"
 export OPAL_PREFIX="$B/ompi"
 [ -d "$B/pmix" ] && export PMIX_INSTALL_PREFIX="$B/pmix"
 export COMPCOLL_SOURCE_DIR="$B" COMPCOLL_TEST_DATA_DIR="$B/tests/data"
+[ -d "$B/tests/data" ] || echo "compcoll bundle: no tensors at $B/tests/data (a bundle made --gpu-check takes the checkout's: unpack it at the checkout's root)" >&2
 export COMPCOLL_TOOLS_DIR="$B/tools"
 # NCCL: COMPCOLL_NCCL_LIB, the bundle's own (lib/nvidia, scripts/bundle.sh --with-nvidia-libs),
 # the system's, the nvidia-nccl-cu13 wheel's, or the CUDA toolkit's.
@@ -237,12 +258,12 @@ step() {
   if "$@" >"$results/$name.log" 2>&1; then echo " OK"; else echo " FAILED ($results/$name.log)"; failed=$((failed + 1)); fi
 }
 step unit compcoll_tests
-step sim-unit compcoll_sim_tests
+[ -x "$COMPCOLL_BUNDLE/bin/compcoll_sim_tests" ] && step sim-unit compcoll_sim_tests  # not in a --gpu-check bundle
 step mpi-1 mpirun -np 1 compcoll_real_tests "~[nccl]"
 step mpi-2 mpirun -np 2 compcoll_real_tests "~[nccl]"
-step sim-smoke bash -c 'compcoll-sim experiments/smoke-sim.yaml | tail -1 | grep -qx "# OK"'
+[ -x "$COMPCOLL_BUNDLE/bin/compcoll-sim" ] && step sim-smoke bash -c 'compcoll-sim experiments/smoke-sim.yaml | tail -1 | grep -qx "# OK"'
 step run-smoke bash -c 'mpirun -np 2 compcoll-run experiments/smoke-cpu.yaml --backend mpi | tail -1 | grep -qx "# OK"'
-step bench-codec bash -c 'compcoll-bench codec --min-time 0 tests/data/grad.layer1-attn-out-weight.step060.bf16.npy --dtype bf16 | tail -1 | grep -qx "# OK"'
+step bench-codec bash -c 'compcoll-bench codec --min-time 0 "$COMPCOLL_TEST_DATA_DIR/grad.layer1-attn-out-weight.step060.bf16.npy" --dtype bf16 | tail -1 | grep -qx "# OK"'
 if [ $failed -eq 0 ]; then echo "bundle tests: all passed"; else echo "bundle tests: $failed failed"; fi
 exit $((failed > 0))
 EOF

@@ -80,7 +80,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$here"
 # From a bundle: its programs (env.sh puts them on PATH); from the repository: build/.
-if [ -f env.sh ] && [ -x bin/compcoll-run ]; then
+if [ -f env.sh ] && [ -x bin/compcoll-bench ]; then
   mode=bundle
   source ./env.sh
   tests=bin/compcoll_tests real_tests=bin/compcoll_real_tests run=bin/compcoll-run bench=bin/compcoll-bench
@@ -89,6 +89,9 @@ else
   tests=build/tests/compcoll_tests real_tests=build/tests/compcoll_real_tests run=build/real/compcoll-run
   bench=build/tools/compcoll-bench
 fi
+# The tensors: env.sh's (a bundle's own, or the checkout's beside a bundle made --gpu-check),
+# else the repository's.
+data=${COMPCOLL_TEST_DATA_DIR:-$here/tests/data}
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >"$out/gpus.txt" 2>&1; then
   echo "gpu-check: no NVIDIA GPU here (nvidia-smi -L failed); these checks need one" >&2
@@ -235,7 +238,7 @@ if [ $quick = 1 ]; then
   # exact sizes, within wire budgets, queued and fused (seconds).
   step nccl-tests 60 mpirun -np 1 "$real_tests" "[nccl]"
   step codec-cuda 150 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
-    tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:512k synthetic:gaussian:2M \
+    '$data/grad.layer1-attn-out-weight.step060.bf16.npy' synthetic:gaussian:512k synthetic:gaussian:2M \
     synthetic:gaussian:8M synthetic:gaussian:32M synthetic:gaussian:128M >'$codec_rows' && \
     for chunk in 4096 8192; do '$bench' codec --device cuda --dtype bf16 --json --chunk \$chunk \
       --codec gauss-exp,entropy-exp synthetic:gaussian:512k synthetic:gaussian:2M >>'$codec_rows' || exit 1; done && \
@@ -245,7 +248,7 @@ if [ $quick = 1 ]; then
   quick_codecs=identity,gauss-exp,entropy-exp
   grep -q '^nvcomp: loaded' "$out/nvcomp.log" && quick_codecs+=,nvcomp-ans
   step calibrate 120 "$bench" calibrate --device cuda --quick --dtype bf16 --codec "$quick_codecs" \
-    --max-bytes 256MiB --data "$here/tests/data" --out "$cal"
+    --max-bytes 256MiB --data "$data" --out "$cal"
   if command -v ncu >/dev/null 2>&1; then
     step ncu 90 bash -c "for c in gauss-exp entropy-exp identity; do \
       ncu --metrics gpu__time_duration.sum '$bench' codec --device cuda --dtype bf16 --min-time 0 --codec \$c \
@@ -265,11 +268,11 @@ else
       --set 'ratios.fixed={nvcomp-ans: 0.7}' \
       --out '$out/run-nccl-nvcomp' 2>&1); rc=\$?; echo \"\$o\"; [ \$rc = 0 ] && grep -qx '# OK' <<<\"\$o\""
   fi
-  step calibrate 480 "$bench" calibrate --device cuda --data "$here/tests/data" --out "$cal"
+  step calibrate 480 "$bench" calibrate --device cuda --data "$data" --out "$cal"
   step codec-cuda 150 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
-    tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:32M >'$codec_rows' && \
+    '$data/grad.layer1-attn-out-weight.step060.bf16.npy' synthetic:gaussian:32M >'$codec_rows' && \
     '$bench' codec --device cuda --dtype bf16 --json --chunk 2048 --codec gauss-exp,entropy-exp \
-    tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:2M >>'$codec_rows'"
+    '$data/grad.layer1-attn-out-weight.step060.bf16.npy' synthetic:gaussian:2M >>'$codec_rows'"
 fi
 # A message over PCIe on this GPU, uncompressed and compressed with the kernels beside the
 # copies, each row beside the model's figure from the calibration just written (without one, the
