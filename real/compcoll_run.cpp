@@ -1041,6 +1041,8 @@ void entry_row(Session& s, const Cell& cell, const Entry& entry, const std::vect
   w.codec_s = mean_over_ranks(total.codec_s / it, s.world);
   w.reduce_s = mean_over_ranks(total.reduce_s / it, s.world);
   w.copy_s = mean_over_ranks(total.copy_s / it, s.world);
+  // The GPU's kernels run on its streams, untimed on their own: not measured (no figure), not 0.
+  if (s.st.backend == "nccl") w.codec_s = w.reduce_s = w.copy_s = NAN;
   w.messages = sum_over_ranks(total.messages) / it;
   w.wire_bytes = sum_over_ranks(total.sent_bytes) / it;
   const uint64_t cin = sum_over_ranks(total.compress_in), cout = sum_over_ranks(total.compress_out);

@@ -567,8 +567,10 @@ def loop_run(name, label):
            "",
            f"- model error over {len(errs)} rows: geometric mean {100 * geo_abs(errs):.1f}%; rows of 1 MiB and more: "
            f"{100 * geo_abs(large):.1f}%, {sum(abs(e) <= 0.15 for e in large)}/{len(large)} within 15%."]
-    kernels = [(r["codec_us"] + r["reduce_us"] + r["copy_us"]) / r["model_kernel_us"] for r in rows
-               if r.get("model_kernel_us") and r["codec_us"] + r["reduce_us"] + r["copy_us"] > 0]
+    # Measured kernel times: host rows (GPU rows have none: null).
+    timed = [r for r in rows if r.get("model_kernel_us") and None not in (r["codec_us"], r["reduce_us"], r["copy_us"])]
+    kernels = [(r["codec_us"] + r["reduce_us"] + r["copy_us"]) / r["model_kernel_us"] for r in timed
+               if r["codec_us"] + r["reduce_us"] + r["copy_us"] > 0]
     if kernels:
         out.append(f"- kernels (compress, decompress, reduce, copy) measured / calibrated: geometric mean "
                    f"{math.exp(sum(map(math.log, kernels)) / len(kernels)):.2f}x over {len(kernels)} rows.")

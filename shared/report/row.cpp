@@ -43,8 +43,8 @@ json to_json(const Row& w) {
               {"ratio_source", w.ratio_source},
               {"wire_bytes", w.wire_bytes},
               {"raw_bytes", w.raw_bytes},
-              {"codec_us", w.codec_s * 1e6},
-              {"reduce_us", w.reduce_s * 1e6},
+              {"codec_us", number_or_null(w.codec_s * 1e6)},  // null: not measured (compcoll-run on GPUs)
+              {"reduce_us", number_or_null(w.reduce_s * 1e6)},
               {"messages", w.messages},
               {"ops", w.ops},
               {"wall_s", w.wall_s},
@@ -60,7 +60,7 @@ json to_json(const Row& w) {
               {"max_abs", w.lossy ? number_or_null(w.max_abs) : json(nullptr)},
               {"rel_l2", w.lossy ? number_or_null(w.rel_l2) : json(nullptr)},
               {"snr_db", w.lossy ? number_or_null(w.snr_db) : json(nullptr)},
-              {"copy_us", w.copy_s * 1e6},
+              {"copy_us", number_or_null(w.copy_s * 1e6)},
               {"model_us", number_or_null(w.model_s * 1e6)},
               {"model_err", number_or_null(w.model_err())},
               {"model_kernel_us", number_or_null(w.model_kernel_s * 1e6)},
@@ -101,8 +101,8 @@ std::string csv_line(const Row& w) {
   field(fixed(w.busbw_gbps(), 4));
   field(fixed(w.ratio, 5));
   field(std::to_string(w.wire_bytes));
-  field(fixed(w.codec_s * 1e6, 3));
-  field(fixed(w.reduce_s * 1e6, 3));
+  field(fixed_or_empty(w.codec_s * 1e6, 3));
+  field(fixed_or_empty(w.reduce_s * 1e6, 3));
   field(std::to_string(w.messages));
   field(fixed_or_empty(w.speedup, 4));
   field(fixed(w.wall_s, 3));
@@ -119,7 +119,7 @@ std::string csv_line(const Row& w) {
   field(w.lossy && std::isfinite(w.snr_db) ? fixed(w.snr_db, 3) : "");
   field(fixed_or_empty(w.model_s * 1e6, 3));
   field(std::isfinite(w.model_err()) ? fixed(w.model_err(), 4) : "");
-  field(fixed(w.copy_s * 1e6, 3));
+  field(fixed_or_empty(w.copy_s * 1e6, 3));
   field(fixed_or_empty(w.model_kernel_s * 1e6, 3));
   field(fixed_or_empty(w.codec_exposed_s * 1e6, 3));
   return s + "\n";
@@ -151,7 +151,7 @@ std::string table_line(const Row& w, Table t) {
                   std::isfinite(err) ? (fixed(100 * err, 1) + "%").c_str() : "-", fixed(w.algbw_gbps(), 2).c_str(),
                   fixed(w.busbw_gbps(), 2).c_str(),
                   fixed(w.ratio, 4).c_str(),
-                  w.backend == "nccl" && w.codec != "identity" ? "-" : fixed(w.codec_s * 1e6, 2).c_str(), speedup.c_str(),
+                  std::isnan(w.codec_s) ? "-" : fixed(w.codec_s * 1e6, 2).c_str(), speedup.c_str(),
                   w.lossy ? fixed(w.rel_l2, 5).c_str() : "-", static_cast<unsigned long long>(w.wrong), w.policy.c_str());
     return buf;
   }

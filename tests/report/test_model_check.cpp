@@ -1,11 +1,13 @@
 // tests/report/test_model_check.cpp — compcoll-run's check of the model against measured rows
 // (shared/report/model_check.h): the ranking per cell, the policies' measured regret, the
-// model's error over the run, the kernels' measured time against their calibration.
+// model's error over the run, the kernels' measured time against their calibration; and kernel
+// times a row has not measured, written as no figure.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 
 #include "report/model_check.h"
+#include "report/row.h"
 
 using namespace compcoll::report;
 
@@ -120,4 +122,28 @@ TEST_CASE("model check: no row with a model says so", "[report]") {
   check.add(row("ring", "identity", 100, NAN));
   check.close_cell();
   CHECK_THAT(check.summary(), Catch::Contains("no row has a model time"));
+}
+
+// A row whose kernels were not timed (compcoll-run on GPUs: NAN) writes no figure for them, in
+// JSON (null), CSV (an empty field) and the table ("-"), and leaves the kernel check; a timed
+// row writes its figures.
+TEST_CASE("rows: kernel times not measured are no figure, not 0", "[report]") {
+  Row gpu = row("ring", "gauss-exp", 100, 90);
+  gpu.backend = "nccl";
+  gpu.codec_s = gpu.reduce_s = gpu.copy_s = NAN;
+  gpu.model_kernel_s = 20e-6;
+  const auto j = to_json(gpu);
+  CHECK(j["codec_us"].is_null());
+  CHECK(j["reduce_us"].is_null());
+  CHECK(j["copy_us"].is_null());
+  CHECK(std::isnan(gpu.kernel_factor()));
+  CHECK(csv_line(gpu).find(",,") != std::string::npos);
+  CHECK(table_line(gpu, Table::Run).find(" - ") != std::string::npos);
+  Row host = row("ring", "gauss-exp", 100, 90);
+  host.backend = "mpi";
+  host.codec_s = 10e-6, host.reduce_s = 5e-6, host.copy_s = 1e-6;
+  const auto h = to_json(host);
+  CHECK(h["codec_us"].get<double>() == Approx(10));
+  CHECK(h["copy_us"].get<double>() == Approx(1));
+  CHECK(csv_line(host).find("10.000,5.000") != std::string::npos);
 }
