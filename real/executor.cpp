@@ -107,12 +107,10 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
     for (uint32_t d : dependents_[i]) deps_of_[d].push_back(i);
   fused_into_.assign(n, kNotFused);
   fused_from_.assign(n, kNotFused);
-  absorbed_.assign(n, 0);
   if (opt_.fuse_decode_add && opt_.codec && b_.decompress_adds(*opt_.codec)) fuse_decode_add();
 
   // No rank compresses: nothing to budget, and no agreement to end the runs with.
-  if (std::none_of(s.ranks.begin(), s.ranks.end(), [](const sched::RankProgram& p) { return p.wire_buffers > 0; }))
-    opt_.wire_budget = false;
+  if (!s.compresses()) opt_.wire_budget = false;
   if (opt_.wire_budget) learned_.assign(n, 0), budget_.assign(n, 0);
 }
 
@@ -124,13 +122,12 @@ void Executor::fuse_decode_add() {
       if (x != d) dependents_[x].push_back(d), deps_of_[d].push_back(x), ++dep_count_[d];
     fused_into_[d] = r;
     fused_from_[r] = d;
-    absorbed_[r] = 1;
   }
 }
 
 Executor::Access Executor::access(uint32_t i) const {
   const sched::Op& op = prog_.ops[i];
-  if (absorbed_[i]) return {};
+  if (absorbed(i)) return {};
   if (fused_into_[i] != kNotFused) return {&op.src, &prog_.ops[fused_into_[i]].dst};
   return {reads_src(op) ? &op.src : nullptr, written(op)};
 }
@@ -181,7 +178,7 @@ void Executor::queue_waits(uint32_t i) {
     else b_.queue_after(m);
   };
   for (uint32_t d : deps_of_[i]) {
-    const uint32_t w = absorbed_[d] ? fused_from_[d] : d;  // an absorbed reduce's work is its decompression's
+    const uint32_t w = absorbed(d) ? fused_from_[d] : d;  // an absorbed reduce's work is its decompression's
     if (op_state_[w] == kRunning) follow(is_transfer(prog_.ops[w].kind), op_handle_[w]);
   }
   // Not the transfers of its own step group (posted with it, ordered by nothing; lockstep
@@ -195,7 +192,7 @@ void Executor::queue_waits(uint32_t i) {
 
 void Executor::start(uint32_t i, RunStats& st) {
   const sched::Op& op = prog_.ops[i];
-  if (queued_ && !absorbed_[i]) queue_waits(i);  // an absorbed reduce submits nothing
+  if (queued_ && !absorbed(i)) queue_waits(i);  // an absorbed reduce submits nothing
   op_state_[i] = kRunning;
   const bool host = b_.memory() == MemorySpace::Host;
   const auto t0 = host ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -230,7 +227,7 @@ void Executor::start(uint32_t i, RunStats& st) {
       return;
     }
     case OpKind::Reduce:
-      if (absorbed_[i]) return running_.push_back({i, false, -1});  // its decompression added it
+      if (absorbed(i)) return running_.push_back({i, false, -1});  // its decompression added it
       return timed(b_.reduce(dtype_, slice_ptr(op.dst), slice_ptr(op.src), op.src.count));
     case OpKind::Copy: return timed(b_.copy(slice_ptr(op.dst), slice_ptr(op.src), op.src.count * es_));
     case OpKind::Compress:

@@ -159,11 +159,11 @@ class Executor {
   std::vector<uint64_t> msgs_to_, msgs_from_;  // per peer
   std::vector<uint32_t> group_of_;    // lockstep: the step group of a transfer
   std::vector<std::vector<uint32_t>> groups_;  // lockstep: transfers per step, in (step, index) order
-  // fused_into_[d]: the reduce a decompression d adds into (kNotFused: none); absorbed_[r]: a
-  // reduce whose work its decompression does (it then only marks that op's end).
+  // fused_into_[d]: the reduce a decompression d adds into; fused_from_[r]: the decompression
+  // that does reduce r's work (kNotFused: none). An absorbed reduce only marks that op's end.
   static constexpr uint32_t kNotFused = UINT32_MAX;
-  std::vector<uint32_t> fused_into_, fused_from_;  // fused_from_[r]: the decompression r's work is done by
-  std::vector<uint8_t> absorbed_;
+  std::vector<uint32_t> fused_into_, fused_from_;
+  bool absorbed(uint32_t r) const { return fused_from_[r] != kNotFused; }
 
   // Wire budget: per compress op and per receive into a wire buffer, the stream's size in the
   // last run at exact sizes (learned_) and its budget (budget_).

@@ -77,8 +77,7 @@ uint64_t stream_bytes(const std::string& codec, DType dtype, uint64_t elements, 
 }  // namespace
 
 bool wire_budget_agreement(const sched::Schedule& s, const topo::Topology& t, const std::string& codec) {
-  return t.wire_budget && !stream_sized_by_elements(codec) &&
-         std::any_of(s.ranks.begin(), s.ranks.end(), [](const sched::RankProgram& p) { return p.wire_buffers > 0; });
+  return t.wire_budget && !stream_sized_by_elements(codec) && s.compresses();
 }
 
 std::vector<FusedOp> fused_ops(const sched::Schedule& s, int rank, const topo::Topology& t, const calib::Calibration& cal,

@@ -100,6 +100,12 @@ struct Schedule {
   int size() const { return static_cast<int>(ranks.size()); }
   int gpu_ranks() const { return size() - switches; }  // the group: ranks 0 .. gpu_ranks() - 1
   bool is_switch(int rank) const { return rank >= gpu_ranks(); }
+  // Whether any rank compresses (has a wire buffer).
+  bool compresses() const {
+    for (const RankProgram& p : ranks)
+      if (p.wire_buffers > 0) return true;
+    return false;
+  }
 };
 
 // Builders' helpers. append_after adds `op` to `p` depending on op `last` (none if
