@@ -181,6 +181,15 @@ struct ChunkLayout {
 };
 
 // ---- one group -----------------------------------------------------------------------------
+// Each step is a function of its own, so that the CUDA kernels, which spread a group over the
+// lanes of a warp (below), run the very operations of the host's loops, in the same order.
+
+// One butterfly of the transform: the new value of element j given its own value and that of
+// its partner j ^ h; `upper` when j is the pair's higher element (j & h). The pair (a, b)
+// becomes (a + b, a − b).
+COMPCOLL_HD inline float butterfly(float own, float partner, bool upper) {
+  return upper ? sub_rn(partner, own) : add_rn(own, partner);
+}
 
 // In-place unnormalised Walsh–Hadamard transform (Sylvester order) of p = 2^k values:
 // stages h = 1, 2, 4, …, p/2; in each, the pair (j, j + h) becomes (a + b, a − b).
@@ -190,9 +199,37 @@ COMPCOLL_HD inline void fwht(float* v, uint32_t p) {
     for (uint32_t i = 0; i < p; i += 2 * h)
       for (uint32_t j = i; j < i + h; ++j) {
         const float a = v[j], b = v[j + h];
-        v[j] = add_rn(a, b);
-        v[j + h] = sub_rn(a, b);
+        v[j] = butterfly(a, b, false);
+        v[j + h] = butterfly(b, a, true);
       }
+}
+
+// The per-element steps of quantize_group and dequantize_group.
+COMPCOLL_HD inline float rms_term(float x, float amax) {  // (x / amax)^2
+  const float t = div_rn(x, amax);
+  return mul_rn(t, t);
+}
+// s1 from the group's max |x| and its rms terms summed in index order.
+COMPCOLL_HD inline float rms_scale(float amax, float sum, uint32_t p) {
+  const float s1 = mul_rn(amax, sqrt_rn(div_rn(sum, static_cast<float>(p))));
+  return s1 == 0.0f ? amax : s1;  // a tiny subnormal group whose RMS rounds to zero
+}
+COMPCOLL_HD inline float quantization_scale(float ymax, uint32_t fmt) {
+  return div_rn(ymax, fp8_spec(fmt).max_value);
+}
+COMPCOLL_HD inline uint8_t quantize_value(float y, float s2, uint32_t fmt) {
+  return float_to_fp8(div_rn(y, s2), fmt);
+}
+COMPCOLL_HD inline float dequantize_value(uint8_t code, float s2, uint32_t fmt) {
+  return mul_rn(fp8_to_float(code, fmt), s2);
+}
+COMPCOLL_HD inline float inverse_size(uint32_t p) {  // exactly 1/p, p a power of two
+  uint32_t log2p = 0;
+  while ((1u << log2p) < p) ++log2p;
+  return float_from_bits((127u - log2p) << 23);
+}
+COMPCOLL_HD inline float restore_value(float y, float inv_p, float s1) {
+  return mul_rn(mul_rn(y, inv_p), s1);
 }
 
 struct GroupScales {
@@ -215,12 +252,8 @@ COMPCOLL_HD inline GroupScales quantize_group(float* v, uint32_t p, uint32_t fmt
   // RMS as amax · sqrt(mean((x / amax)^2)): the sum lies in [1, p], so it can neither overflow
   // nor underflow whatever the magnitude of the group. Summed in index order.
   float sum = 0.0f;
-  for (uint32_t i = 0; i < p; ++i) {
-    const float t = div_rn(v[i], amax);
-    sum = add_rn(sum, mul_rn(t, t));
-  }
-  float s1 = mul_rn(amax, sqrt_rn(div_rn(sum, static_cast<float>(p))));
-  if (s1 == 0.0f) s1 = amax;  // a tiny subnormal group whose RMS rounds to zero
+  for (uint32_t i = 0; i < p; ++i) sum = add_rn(sum, rms_term(v[i], amax));
+  const float s1 = rms_scale(amax, sum, p);
   for (uint32_t i = 0; i < p; ++i) v[i] = div_rn(v[i], s1);
   fwht(v, p);
   float ymax = 0.0f;
@@ -229,20 +262,48 @@ COMPCOLL_HD inline GroupScales quantize_group(float* v, uint32_t p, uint32_t fmt
     if (a > ymax) ymax = a;
   }
   // ymax >= 1 (the transform keeps the energy, p times, and max |x / s1| >= 1), so s2 > 0.
-  const float s2 = div_rn(ymax, fp8_spec(fmt).max_value);
-  for (uint32_t i = 0; i < p; ++i) codes[i] = float_to_fp8(div_rn(v[i], s2), fmt);
+  const float s2 = quantization_scale(ymax, fmt);
+  for (uint32_t i = 0; i < p; ++i) codes[i] = quantize_value(v[i], s2, fmt);
   return {s1, s2};
 }
 
 // The inverse: v[i] = (H(code · s2))[i] · (1/p) · s1, for p values.
 COMPCOLL_HD inline void dequantize_group(const uint8_t* codes, uint32_t p, uint32_t fmt,
                                          GroupScales s, float* v) {
-  for (uint32_t i = 0; i < p; ++i) v[i] = mul_rn(fp8_to_float(codes[i], fmt), s.s2);
+  for (uint32_t i = 0; i < p; ++i) v[i] = dequantize_value(codes[i], s.s2, fmt);
   fwht(v, p);
-  uint32_t log2p = 0;
-  while ((1u << log2p) < p) ++log2p;
-  const float inv_p = float_from_bits((127u - log2p) << 23);  // exactly 1/p
-  for (uint32_t i = 0; i < p; ++i) v[i] = mul_rn(mul_rn(v[i], inv_p), s.s1);
+  const float inv_p = inverse_size(p);
+  for (uint32_t i = 0; i < p; ++i) v[i] = restore_value(v[i], inv_p, s.s1);
+}
+
+// ---- one group across the lanes of a warp --------------------------------------------------
+// The CUDA kernels code a group of p values with the 32 lanes of a warp. For p >= 32, lane l
+// holds elements l, l + 32, …, l + 32 (p/32 − 1) in its registers r = 0 … p/32 − 1; for p < 32,
+// lane l < p holds element l and the other lanes hold nothing. Stage h of the transform then
+// pairs each element with its partner across lanes (h < 32: lane l ^ h, the same register) or
+// inside a lane (h >= 32: register r ^ h/32), stages in fwht's order, so every value goes
+// through the same operations on the same operands as in fwht.
+constexpr uint32_t kGroupLanes = 32;
+COMPCOLL_HD inline uint32_t lane_registers(uint32_t p) { return p >= kGroupLanes ? p / kGroupLanes : 1; }
+COMPCOLL_HD inline uint32_t lane_element(uint32_t lane, uint32_t r) { return r * kGroupLanes + lane; }
+// The stages across lanes: h = 1, 2, …, below min(p, 32).
+COMPCOLL_HD inline uint32_t cross_lane_stages_end(uint32_t p) { return p < kGroupLanes ? p : kGroupLanes; }
+// A register's value at stage h < 32, given the same register of the partner lane (lane ^ h).
+COMPCOLL_HD inline float cross_lane_butterfly(float own, float partner, uint32_t lane, uint32_t h) {
+  return butterfly(own, partner, (lane & h) != 0);
+}
+// The stages inside one lane (h = 32, 64, …, p/2), after the stages across lanes.
+template <uint32_t R>
+COMPCOLL_HD inline void in_lane_stages(float (&v)[R]) {
+  COMPCOLL_UNROLL
+  for (uint32_t hr = 1; hr < R; hr *= 2)
+    COMPCOLL_UNROLL
+    for (uint32_t r = 0; r < R; ++r)
+      if ((r & hr) == 0) {
+        const float a = v[r], b = v[r + hr];
+        v[r] = butterfly(a, b, false);
+        v[r + hr] = butterfly(b, a, true);
+      }
 }
 
 // A stored scale is valid when it is finite and not negative (−0 included: sign bit clear).

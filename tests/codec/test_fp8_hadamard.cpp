@@ -164,6 +164,123 @@ TEST_CASE("fp8-hadamard: the transform applied twice is p times the input, exact
   }
 }
 
+namespace {
+
+// A group of p values as the CUDA kernels hold it, over 32 lanes of R registers each
+// (fp8bits' lane layout), and back.
+template <uint32_t R>
+struct WarpGroup {
+  float v[fp8bits::kGroupLanes][R] = {};
+  WarpGroup(const std::vector<float>& x, uint32_t p) {
+    for (uint32_t lane = 0; lane < fp8bits::kGroupLanes; ++lane)
+      for (uint32_t r = 0; r < R; ++r) {
+        const uint32_t k = fp8bits::lane_element(lane, r);
+        if (k < p) v[lane][r] = x[k];
+      }
+  }
+  std::vector<float> values(uint32_t p) const {
+    std::vector<float> x(p);
+    for (uint32_t lane = 0; lane < fp8bits::kGroupLanes; ++lane)
+      for (uint32_t r = 0; r < R; ++r) {
+        const uint32_t k = fp8bits::lane_element(lane, r);
+        if (k < p) x[k] = v[lane][r];
+      }
+    return x;
+  }
+  // The kernels' warp_fwht: stages across lanes (a shuffle gives each lane its partner's
+  // register), then inside each lane.
+  void fwht(uint32_t p) {
+    for (uint32_t h = 1; h < fp8bits::cross_lane_stages_end(p); h *= 2) {
+      const WarpGroup before = *this;
+      for (uint32_t lane = 0; lane < fp8bits::kGroupLanes; ++lane)
+        for (uint32_t r = 0; r < R; ++r)
+          v[lane][r] = fp8bits::cross_lane_butterfly(before.v[lane][r], before.v[lane ^ h][r], lane, h);
+    }
+    for (auto& lane : v) fp8bits::in_lane_stages(lane);
+  }
+};
+
+uint32_t bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// quantize_group and dequantize_group with the transform in the warp's layout, steps as the
+// kernels take them (maxima over all values, terms summed in index order).
+template <uint32_t R>
+void check_warp_layout(const std::vector<float>& x, uint32_t p, uint32_t fmt) {
+  std::vector<float> want = x;
+  fp8bits::fwht(want.data(), p);
+  WarpGroup<R> w(x, p);
+  w.fwht(p);
+  const std::vector<float> got = w.values(p);
+  for (uint32_t k = 0; k < p; ++k) REQUIRE(bits_of(got[k]) == bits_of(want[k]));
+
+  std::vector<float> q = x;
+  std::vector<uint8_t> codes(p), warp_codes(p);
+  const fp8bits::GroupScales sc = fp8bits::quantize_group(q.data(), p, fmt, codes.data());
+  float amax = 0.0f;
+  for (float f : x) amax = std::max(amax, fp8bits::abs_f(f));
+  fp8bits::GroupScales ws{0.0f, 0.0f};
+  if (amax != 0.0f) {
+    float sum = 0.0f;
+    for (float f : x) sum = fp8bits::add_rn(sum, fp8bits::rms_term(f, amax));
+    ws.s1 = fp8bits::rms_scale(amax, sum, p);
+    std::vector<float> y(p);
+    for (uint32_t k = 0; k < p; ++k) y[k] = fp8bits::div_rn(x[k], ws.s1);
+    WarpGroup<R> wy(y, p);
+    wy.fwht(p);
+    y = wy.values(p);
+    float ymax = 0.0f;
+    for (float f : y) ymax = std::max(ymax, fp8bits::abs_f(f));
+    ws.s2 = fp8bits::quantization_scale(ymax, fmt);
+    for (uint32_t k = 0; k < p; ++k) warp_codes[k] = fp8bits::quantize_value(y[k], ws.s2, fmt);
+  }
+  REQUIRE(bits_of(ws.s1) == bits_of(sc.s1));
+  REQUIRE(bits_of(ws.s2) == bits_of(sc.s2));
+  REQUIRE(warp_codes == codes);
+
+  std::vector<float> back(p);
+  fp8bits::dequantize_group(codes.data(), p, fmt, sc, back.data());
+  std::vector<float> d(p);
+  for (uint32_t k = 0; k < p; ++k) d[k] = fp8bits::dequantize_value(codes[k], sc.s2, fmt);
+  WarpGroup<R> wd(d, p);
+  wd.fwht(p);
+  d = wd.values(p);
+  const float inv_p = fp8bits::inverse_size(p);
+  for (uint32_t k = 0; k < p; ++k) REQUIRE(bits_of(fp8bits::restore_value(d[k], inv_p, sc.s1)) == bits_of(back[k]));
+}
+
+}  // namespace
+
+TEST_CASE("fp8-hadamard: a group spread over a warp's lanes, as the CUDA kernels code it, gives the same bits",
+          "[codec][fp8]") {
+  test::SplitMix64 rng{11};
+  for (uint32_t fmt : {format::kFp8E4M3, format::kFp8E5M2})
+    for (uint32_t p = 1; p <= format::kFp8MaxGroup; p *= 2)
+      for (int trial = 0; trial < 20; ++trial) {
+        CAPTURE(fmt, p, trial);
+        std::vector<float> x(p);
+        // Magnitudes from subnormal to huge, signs and zeros mixed, some groups all zero: rounding
+        // in every step differs with the order of operations, so a misplaced pair shows.
+        const float scale = std::ldexp(1.0f, static_cast<int>(rng.next() % 200) - 140);
+        for (auto& f : x) {
+          const uint64_t r = rng.next();
+          f = trial == 0 ? 0.0f
+              : r % 7 == 0 ? 0.0f
+                           : scale * static_cast<float>(static_cast<int64_t>(r >> 40) - (int64_t{1} << 23)) / 1048576.0f;
+        }
+        switch (fp8bits::lane_registers(p)) {
+          case 1: check_warp_layout<1>(x, p, fmt); break;
+          case 2: check_warp_layout<2>(x, p, fmt); break;
+          case 4: check_warp_layout<4>(x, p, fmt); break;
+          case 8: check_warp_layout<8>(x, p, fmt); break;
+          default: REQUIRE(fp8bits::lane_registers(p) == 16); check_warp_layout<16>(x, p, fmt);
+        }
+      }
+}
+
 TEST_CASE("fp8-hadamard: zero, constant and one-spike groups decode exactly", "[codec][fp8]") {
   const DType dtype = GENERATE(DType::BF16, DType::FP16, DType::FP32);
   const uint32_t g = GENERATE(32u, 128u, 512u);

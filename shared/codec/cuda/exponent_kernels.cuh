@@ -1066,18 +1066,24 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // ---- launchers ----------------------------------------------------------------------------
 
-// Blocks for a grid-stride launch over `chunks` chunks (one per warp): one resident wave at
-// most, so per-block setup (the gauss code copy) is paid once per resident block.
+// Blocks of `threads` threads for a grid-stride launch that wants `blocks` blocks: one
+// resident wave at most, so per-block setup (the gauss code copy) is paid once per resident
+// block.
 template <class Kernel>
-inline uint32_t grid_blocks(Kernel kernel, uint64_t chunks, size_t dynamic_smem = 0) {
+inline uint32_t resident_grid(Kernel kernel, uint64_t blocks, uint32_t threads, size_t dynamic_smem = 0) {
   int device = 0, sms = 0, per_sm = 0;
   COMPCOLL_CUDA_CHECK(cudaGetDevice(&device));
   COMPCOLL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  COMPCOLL_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, dynamic_smem));
+  COMPCOLL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads),
+                                                                    dynamic_smem));
   const uint64_t resident = uint64_t(std::max(per_sm, 1)) * uint64_t(std::max(sms, 1));
-  const uint64_t needed = (chunks + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(needed, resident)));
+  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(blocks, resident)));
+}
+
+// Blocks for a grid-stride launch over `chunks` chunks, one per warp.
+template <class Kernel>
+inline uint32_t grid_blocks(Kernel kernel, uint64_t chunks, size_t dynamic_smem = 0) {
+  return resident_grid(kernel, (chunks + kWarpsPerBlock - 1) / kWarpsPerBlock, kBlockThreads, dynamic_smem);
 }
 
 // Lets `kernel` take the dynamic shared memory of any chunk size (stage_bytes_for is at most
