@@ -269,7 +269,7 @@ __device__ inline int32_t check_fp8_chunk(const uint8_t* in, uint64_t bytes, uin
 }
 
 template <class E>
-__global__ void __launch_bounds__(kFp8BlockThreads)
+__global__ void __launch_bounds__(kFp8BlockThreads, 4)
     fp8_decode_kernel(const uint8_t* stream, DecodeGeometry d, typename E::Bits* out,
                       int32_t* status) {
   using Bits = typename E::Bits;
@@ -285,17 +285,17 @@ __global__ void __launch_bounds__(kFp8BlockThreads)
     const uint8_t* in = stream + d.payload_at + begin;
     Fp8ChunkHeader h{};
     if (st == 0) st = check_fp8_chunk<Bits>(in, end - begin, n, h);
-    if (st == 0) {
+    if (st == 0 && h.stored) {
+      // Thread by thread (a batched copy's registers would halve the blocks a multiprocessor
+      // holds for the groups' sake).
+      const uint8_t* body = in + format::kChunkHeaderBytes;
+      for (uint32_t k = threadIdx.x; k < n; k += kFp8BlockThreads) o[k] = load_bits<Bits>(body + k * sizeof(Bits));
+    } else if (st == 0) {
       const uint8_t* scales = in + Fp8Layout::scales_at();
       const uint8_t* codes = in + Fp8Layout::codes_at(n, h.group);
       const uint32_t groups = Fp8Layout::groups(n, h.group);
       for (uint32_t i = warp; i < groups; i += kFp8Warps) {
         const GroupSpan gs = group_span(n, h.group, i);
-        if (h.stored) {
-          warp_copy_elements<Bits>(in + format::kChunkHeaderBytes + uint64_t{gs.first} * sizeof(Bits), gs.m,
-                                   o + gs.first, lane);
-          continue;
-        }
         const uint32_t b1 = format::load_u32(scales + format::kFp8ScaleBytes * i);
         const uint32_t b2 = format::load_u32(scales + format::kFp8ScaleBytes * i + 4);
         if (!fp8bits::valid_scale_bits(b1) || !fp8bits::valid_scale_bits(b2)) {
