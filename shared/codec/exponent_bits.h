@@ -91,6 +91,23 @@ COMPCOLL_HD inline uint32_t reverse_bits(uint32_t v, uint32_t n) {
   return r;
 }
 
+// From count[l], the symbols of each length l = 1..kMaxCodeBits (count[0], the unused ones,
+// is not read): whether the Kraft sum is in (0, 1], and next[l], the first canonical code of
+// each length (kMaxCodeBits + 2 entries; written only for a valid set).
+COMPCOLL_HD inline bool code_starts(const uint32_t* count, uint32_t* next) {
+  constexpr uint32_t kMax = format::kMaxCodeBits;
+  uint32_t kraft = 0;  // in units of 2^-kMax
+  for (uint32_t l = 1; l <= kMax; ++l) kraft += count[l] << (kMax - l);
+  if (kraft == 0 || kraft > (1u << kMax)) return false;
+  for (uint32_t l = 0; l <= kMax + 1; ++l) next[l] = 0;
+  uint32_t code = 0;
+  for (uint32_t l = 1; l <= kMax; ++l) {
+    code = (code + (l > 1 ? count[l - 1] : 0)) << 1;
+    next[l] = code;
+  }
+  return true;
+}
+
 // Checks lengths (each 0..kMaxCodeBits, Kraft sum <= 1, at least one symbol) and gives,
 // for each length l, count[l] (symbols of that length; count[0] = 0) and next[l] (the first
 // canonical code of that length). count has kMaxCodeBits + 1 entries, next kMaxCodeBits + 2.
@@ -102,33 +119,124 @@ COMPCOLL_HD inline bool canonical_code_starts(const uint8_t* lengths, uint32_t n
     ++count[lengths[s]];
   }
   count[0] = 0;
-  uint32_t kraft = 0;  // in units of 2^-kMax
-  for (uint32_t l = 1; l <= kMax; ++l) kraft += count[l] << (kMax - l);
-  if (kraft == 0 || kraft > (1u << kMax)) return false;
-  for (uint32_t l = 0; l <= kMax + 1; ++l) next[l] = 0;
-  uint32_t code = 0;
-  for (uint32_t l = 1; l <= kMax; ++l) {
-    code = (code + count[l - 1]) << 1;
-    next[l] = code;
-  }
-  return true;
+  return code_starts(count, next);
 }
 
-// Checks lengths (canonical_code_starts) and assigns canonical codes: shorter codes first,
-// ties by symbol; pc's code and length, not its decode table. Returns false for an invalid set.
-COMPCOLL_HD inline bool assign_prefix_codes(const uint8_t* lengths, uint32_t nsym, PrefixCode& pc) {
+// ---- builders in parts ----------------------------------------------------------------
+// Some per-chunk tables are built in steps that `parts` parts run together: on the GPU the
+// lanes of a warp (part = lane, a warp barrier after every step), on the host one part. In
+// each step the parts write disjoint data and read only what earlier steps wrote, and every
+// part returns the same next step (kStepDone at the end), read from what earlier steps wrote:
+// so the parts of a step, run in any order, leave what one part alone leaves.
+constexpr uint32_t kMaxParts = 32;
+constexpr uint32_t kStepDone = 0xFFFFFFFFu;
+struct NoSync {
+  COMPCOLL_HD void operator()() const {}
+};
+
+// Part `part`'s symbols of [0, nsym): the contiguous range [lo, hi), in part order.
+COMPCOLL_HD inline void part_range(uint32_t nsym, uint32_t part, uint32_t parts, uint32_t& lo, uint32_t& hi) {
+  const uint32_t per = (nsym + parts - 1) / parts;
+  lo = part * per < nsym ? part * per : nsym;
+  hi = nsym - lo < per ? nsym : lo + per;
+}
+
+// ---- canonical codes --------------------------------------------------------------------
+// A code with no decode table (what encoding needs): the part of PrefixCode before its lut.
+struct CanonicalCode {
+  uint16_t code[format::kMaxEntropySymbols];
+  uint8_t length[format::kMaxEntropySymbols];
+};
+
+// assign_prefix_codes' scratch: per part the symbols of each length in its range (then the
+// first code its range gives that length), and whether a length is out of range.
+struct CodeScratch {
+  static constexpr uint32_t kLengths = format::kMaxCodeBits + 1;
+  uint16_t count[kMaxParts][kLengths];  // at most 256 symbols; codes below 2^kMaxCodeBits + 256
+  uint8_t too_long[kMaxParts];
+  uint32_t total[kLengths];
+  uint32_t first[kLengths + 1];  // code_starts' next
+  uint32_t ok;
+};
+static_assert(format::kMaxEntropySymbols + (1u << format::kMaxCodeBits) <= 0xFFFFu, "counts fit 16 bits");
+enum CodeStep : uint32_t { kCodeCount, kCodeTotals, kCodeStarts, kCodeBases, kCodeCheck, kCodeAssign };
+
+template <class Code>
+COMPCOLL_HD inline uint32_t assign_codes_step(uint32_t step, const uint8_t* lengths, uint32_t nsym, Code& pc,
+                                              CodeScratch& sc, uint32_t part, uint32_t parts) {
   constexpr uint32_t kMax = format::kMaxCodeBits;
-  uint32_t count[kMax + 1], next[kMax + 2];
-  if (!canonical_code_starts(lengths, nsym, count, next)) return false;
-  for (uint32_t s = 0; s < format::kMaxEntropySymbols; ++s) {
-    pc.length[s] = s < nsym ? lengths[s] : 0;
-    pc.code[s] = 0;
+  uint32_t lo, hi;
+  part_range(nsym, part, parts, lo, hi);
+  switch (step) {
+    case kCodeCount:  // per part: symbols of each length
+      for (uint32_t l = 0; l <= kMax; ++l) sc.count[part][l] = 0;
+      sc.too_long[part] = 0;
+      for (uint32_t s = lo; s < hi; ++s) {
+        if (lengths[s] > kMax) sc.too_long[part] = 1;
+        else ++sc.count[part][lengths[s]];  // at most 256: no overflow
+      }
+      return kCodeTotals;
+    case kCodeTotals:  // part l: all parts' symbols of length l
+      for (uint32_t l = part; l <= kMax; l += parts) {
+        uint32_t t = 0;
+        for (uint32_t q = 0; q < parts; ++q) t += sc.count[q][l];
+        sc.total[l] = t;
+      }
+      return kCodeStarts;
+    case kCodeStarts:  // part 0: the lengths' validity and each length's first code
+      if (part == 0) {
+        bool ok = true;
+        for (uint32_t q = 0; q < parts; ++q) ok = ok && sc.too_long[q] == 0;
+        sc.ok = ok && code_starts(sc.total, sc.first);
+      }
+      return kCodeBases;
+    case kCodeBases:  // part l: the first code of length l in each part's range
+      if (!sc.ok) return kCodeCheck;
+      for (uint32_t l = 1 + part; l <= kMax; l += parts) {
+        uint32_t next = sc.first[l];
+        for (uint32_t q = 0; q < parts; ++q) {
+          const uint32_t t = sc.count[q][l];
+          sc.count[q][l] = static_cast<uint16_t>(next);
+          next += t;
+        }
+      }
+      return kCodeCheck;
+    case kCodeCheck:
+      return sc.ok ? kCodeAssign : kStepDone;
+    case kCodeAssign:  // each part its range's codes, in symbol order; the symbols past nsym none
+      for (uint32_t s = lo; s < hi; ++s) {
+        const uint32_t l = lengths[s];
+        pc.length[s] = static_cast<uint8_t>(l);
+        pc.code[s] = l == 0 ? 0 : static_cast<uint16_t>(reverse_bits(sc.count[part][l]++, l));
+      }
+      for (uint32_t s = nsym + part; s < format::kMaxEntropySymbols; s += parts) {
+        pc.length[s] = 0;
+        pc.code[s] = 0;
+      }
+      return kStepDone;
   }
-  for (uint32_t s = 0; s < nsym; ++s) {
-    const uint32_t l = lengths[s];
-    if (l != 0) pc.code[s] = static_cast<uint16_t>(reverse_bits(next[l]++, l));
+  return kStepDone;
+}
+
+// Checks lengths (each 0..kMaxCodeBits, Kraft sum <= 1, at least one symbol) and assigns
+// canonical codes: shorter codes first, ties by symbol; pc's code and length (a PrefixCode's
+// decode table is not touched). Returns false for an invalid set, pc untouched. This part of
+// `parts` (sync: the barrier after each step).
+template <class Code, class Sync>
+COMPCOLL_HD inline bool assign_prefix_codes_in_parts(const uint8_t* lengths, uint32_t nsym, Code& pc,
+                                                     CodeScratch& sc, uint32_t part, uint32_t parts,
+                                                     Sync sync) {
+  for (uint32_t step = kCodeCount; step != kStepDone;) {
+    const uint32_t next = assign_codes_step(step, lengths, nsym, pc, sc, part, parts);
+    sync();
+    step = next;
   }
-  return true;
+  return sc.ok != 0;
+}
+template <class Code>
+COMPCOLL_HD inline bool assign_prefix_codes(const uint8_t* lengths, uint32_t nsym, Code& pc) {
+  CodeScratch sc{};
+  return assign_prefix_codes_in_parts(lengths, nsym, pc, sc, 0, 1, NoSync{});
 }
 
 // pc's decode table from its codes, in `parts` parts that write disjoint entries, so that the
@@ -139,14 +247,23 @@ COMPCOLL_HD inline bool assign_prefix_codes(const uint8_t* lengths, uint32_t nsy
 COMPCOLL_HD inline void clear_prefix_lut(PrefixCode& pc, uint32_t part, uint32_t parts) {
   for (uint32_t i = part; i < (1u << format::kMaxCodeBits); i += parts) pc.lut[i] = 0;
 }
-COMPCOLL_HD inline void fill_prefix_lut(PrefixCode& pc, uint32_t nsym, uint32_t part, uint32_t parts) {
+// Symbol s's entries (with hi % parts == part).
+COMPCOLL_HD inline void fill_prefix_lut_symbol(PrefixCode& pc, uint32_t s, uint32_t part, uint32_t parts) {
   constexpr uint32_t kMax = format::kMaxCodeBits;
-  for (uint32_t s = 0; s < nsym; ++s) {
-    const uint32_t l = pc.length[s];
-    if (l == 0) continue;
-    for (uint32_t hi = part; hi < (1u << (kMax - l)); hi += parts)
-      pc.lut[pc.code[s] | (hi << l)] = static_cast<uint16_t>((s << 4) | l);
-  }
+  const uint32_t l = pc.length[s];
+  if (l == 0) return;
+  for (uint32_t hi = part; hi < (1u << (kMax - l)); hi += parts)
+    pc.lut[pc.code[s] | (hi << l)] = static_cast<uint16_t>((s << 4) | l);
+}
+COMPCOLL_HD inline void fill_prefix_lut(PrefixCode& pc, uint32_t nsym, uint32_t part, uint32_t parts) {
+  for (uint32_t s = 0; s < nsym; ++s) fill_prefix_lut_symbol(pc, s, part, parts);
+}
+// The same over the symbols listed at list[0], list[stride], ... (count of them), which must
+// name every symbol with a code: the same table, a decoder walking a chunk's code table instead
+// of every symbol.
+COMPCOLL_HD inline void fill_prefix_lut_listed(PrefixCode& pc, const uint8_t* list, uint32_t stride,
+                                               uint32_t count, uint32_t part, uint32_t parts) {
+  for (uint32_t i = 0; i < count; ++i) fill_prefix_lut_symbol(pc, list[i * stride], part, parts);
 }
 
 // assign_prefix_codes, and the decode table in one part.
@@ -159,65 +276,128 @@ COMPCOLL_HD inline bool build_prefix_code(const uint8_t* lengths, uint32_t nsym,
 
 // Huffman code lengths limited to kMaxCodeBits, deterministic (ties broken by symbol), so
 // the host and the GPU build the same table from the same histogram. Frequencies are
-// halved (keeping non-zero ones non-zero) until the longest code fits.
-COMPCOLL_HD inline void huffman_lengths(const uint32_t* freq_in, uint32_t nsym, uint8_t* lengths) {
-  constexpr uint32_t kN = format::kMaxEntropySymbols;
+// halved (keeping non-zero ones non-zero) until the longest code fits. Built in parts (above):
+// the used symbols gathered in symbol order, sorted by (frequency, symbol) by rank, the
+// two-queue tree and its depths by part 0, the lengths written back.
+struct HuffmanScratch {
+  static constexpr uint32_t kN = format::kMaxEntropySymbols;
   uint32_t freq[kN];
-  uint16_t order[kN];
-  uint32_t weight[2 * kN];
+  uint32_t weight[2 * kN];      // leaves 0..n-1 in sorted order, internal nodes n..2n-2
+  uint32_t key[kN];             // the used symbols in increasing order: frequency << 8 | symbol
+  uint16_t sorted[kN];          // the same symbols by key
   uint16_t parent[2 * kN];
-  for (uint32_t s = 0; s < nsym; ++s) {
-    freq[s] = freq_in[s];
-    lengths[s] = 0;
-  }
-  for (;;) {
-    uint32_t n = 0;
-    for (uint32_t s = 0; s < nsym; ++s)
-      if (freq[s] > 0) order[n++] = static_cast<uint16_t>(s);
-    if (n == 0) return;
-    if (n == 1) {
-      lengths[order[0]] = 1;
-      return;
-    }
-    // insertion sort by (freq, symbol)
-    for (uint32_t i = 1; i < n; ++i) {
-      const uint16_t v = order[i];
-      uint32_t j = i;
-      while (j > 0 && (freq[order[j - 1]] > freq[v] ||
-                       (freq[order[j - 1]] == freq[v] && order[j - 1] > v))) {
-        order[j] = order[j - 1];
-        --j;
+  uint8_t depth[2 * kN];
+  uint32_t start[kMaxParts + 1];  // used symbols before each part's range; [parts]: all of them
+  uint32_t fits;                  // the tree's leaves are at most kMaxCodeBits deep
+};
+static_assert(format::kMaxEntropySymbols <= 256, "a symbol fits a key's low byte");
+enum HuffmanStep : uint32_t {
+  kHuffBegin, kHuffCount, kHuffOffsets, kHuffGather, kHuffBranch, kHuffSort, kHuffTree, kHuffFits,
+  kHuffLengths, kHuffHalve
+};
+
+COMPCOLL_HD inline uint32_t huffman_step(uint32_t step, const uint32_t* freq_in, uint32_t nsym,
+                                         uint8_t* lengths, HuffmanScratch& sc, uint32_t part,
+                                         uint32_t parts) {
+  uint32_t lo, hi;
+  part_range(nsym, part, parts, lo, hi);
+  switch (step) {
+    case kHuffBegin:
+      for (uint32_t s = part; s < nsym; s += parts) {
+        sc.freq[s] = freq_in[s];
+        lengths[s] = 0;
       }
-      order[j] = v;
+      return kHuffCount;
+    case kHuffCount: {  // per part: its used symbols
+      uint32_t used = 0;
+      for (uint32_t s = lo; s < hi; ++s) used += sc.freq[s] > 0;
+      sc.start[part] = used;
+      return kHuffOffsets;
     }
-    // two-queue Huffman: leaves 0..n-1 in sorted order, internal nodes n..2n-2 in creation order
-    for (uint32_t i = 0; i < n; ++i) weight[i] = freq[order[i]];
-    uint32_t leaf = 0, node = n, made = n;
-    for (uint32_t k = 0; k + 1 < n; ++k) {
-      uint32_t pick[2];
-      for (uint32_t t = 0; t < 2; ++t) {
-        if (leaf < n && (node >= made || weight[leaf] <= weight[node])) pick[t] = leaf++;
-        else pick[t] = node++;
+    case kHuffOffsets:  // part 0: where each part's used symbols go
+      if (part == 0) {
+        uint32_t at = 0;
+        for (uint32_t q = 0; q < parts; ++q) {
+          const uint32_t used = sc.start[q];
+          sc.start[q] = at;
+          at += used;
+        }
+        sc.start[parts] = at;
       }
-      weight[made] = weight[pick[0]] + weight[pick[1]];
-      parent[pick[0]] = static_cast<uint16_t>(made);
-      parent[pick[1]] = static_cast<uint16_t>(made);
-      ++made;
+      return kHuffGather;
+    case kHuffGather: {
+      uint32_t at = sc.start[part];
+      for (uint32_t s = lo; s < hi; ++s)
+        if (sc.freq[s] > 0) sc.key[at++] = sc.freq[s] << 8 | s;
+      return kHuffBranch;
     }
-    // depth of each node, root is made-1; parents are created after children
-    uint32_t depth_max = 0;
-    uint8_t depth[2 * kN];
-    depth[made - 1] = 0;
-    for (int32_t i = static_cast<int32_t>(made) - 2; i >= 0; --i) {
-      depth[i] = static_cast<uint8_t>(depth[parent[i]] + 1);
-      if (static_cast<uint32_t>(i) < n && depth[i] > depth_max) depth_max = depth[i];
+    case kHuffBranch:
+      if (sc.start[parts] == 1 && part == 0) lengths[sc.key[0] & 0xFFu] = 1;
+      return sc.start[parts] <= 1 ? kStepDone : kHuffSort;
+    case kHuffSort: {  // each symbol's rank by key: no two keys are equal
+      const uint32_t n = sc.start[parts];
+      for (uint32_t i = part; i < n; i += parts) {
+        const uint32_t k = sc.key[i];
+        uint32_t rank = 0;
+        for (uint32_t j = 0; j < n; ++j) rank += sc.key[j] < k;
+        sc.sorted[rank] = static_cast<uint16_t>(k & 0xFFu);
+      }
+      return kHuffTree;
     }
-    if (depth_max <= format::kMaxCodeBits) {
-      for (uint32_t i = 0; i < n; ++i) lengths[order[i]] = depth[i];
-      return;
-    }
-    for (uint32_t s = 0; s < nsym; ++s) freq[s] = (freq[s] + 1) >> 1;
+    case kHuffTree:  // part 0: the two-queue tree and its depths
+      if (part == 0) {
+        const uint32_t n = sc.start[parts];
+        for (uint32_t i = 0; i < n; ++i) sc.weight[i] = sc.freq[sc.sorted[i]];
+        uint32_t leaf = 0, node = n, made = n;
+        for (uint32_t k = 0; k + 1 < n; ++k) {
+          uint32_t pick[2];
+          for (uint32_t t = 0; t < 2; ++t) {
+            if (leaf < n && (node >= made || sc.weight[leaf] <= sc.weight[node])) pick[t] = leaf++;
+            else pick[t] = node++;
+          }
+          sc.weight[made] = sc.weight[pick[0]] + sc.weight[pick[1]];
+          sc.parent[pick[0]] = static_cast<uint16_t>(made);
+          sc.parent[pick[1]] = static_cast<uint16_t>(made);
+          ++made;
+        }
+        // the root is made - 1; parents are created after their children
+        uint32_t depth_max = 0;
+        sc.depth[made - 1] = 0;
+        for (int32_t i = static_cast<int32_t>(made) - 2; i >= 0; --i) {
+          sc.depth[i] = static_cast<uint8_t>(sc.depth[sc.parent[i]] + 1);
+          if (static_cast<uint32_t>(i) < n && sc.depth[i] > depth_max) depth_max = sc.depth[i];
+        }
+        sc.fits = depth_max <= format::kMaxCodeBits;
+      }
+      return kHuffFits;
+    case kHuffFits:
+      return sc.fits ? kHuffLengths : kHuffHalve;
+    case kHuffLengths:
+      for (uint32_t i = part; i < sc.start[parts]; i += parts) lengths[sc.sorted[i]] = sc.depth[i];
+      return kStepDone;
+    case kHuffHalve:
+      for (uint32_t s = part; s < nsym; s += parts) sc.freq[s] = (sc.freq[s] + 1) >> 1;
+      return kHuffCount;
   }
+  return kStepDone;
+}
+
+// The lengths for freq_in[0, nsym) into lengths[0, nsym): this part of `parts` (sync: the
+// barrier after each step).
+template <class Sync>
+COMPCOLL_HD inline void huffman_lengths_in_parts(const uint32_t* freq_in, uint32_t nsym, uint8_t* lengths,
+                                                 HuffmanScratch& sc, uint32_t part, uint32_t parts, Sync sync) {
+  for (uint32_t step = kHuffBegin; step != kStepDone;) {
+    const uint32_t next = huffman_step(step, freq_in, nsym, lengths, sc, part, parts);
+    sync();
+    step = next;
+  }
+}
+COMPCOLL_HD inline void huffman_lengths(const uint32_t* freq_in, uint32_t nsym, uint8_t* lengths) {
+  HuffmanScratch sc;  // what the steps read before writing (the compiler cannot follow them)
+  sc.fits = 0;
+  for (uint32_t& x : sc.start) x = 0;
+  huffman_lengths_in_parts(freq_in, nsym, lengths, sc, 0, 1, NoSync{});
 }
 
 // ---- lane bit streams -------------------------------------------------------------------
@@ -375,9 +555,11 @@ struct KeyCode {
   uint8_t length[256];
 };
 
-template <class L, class Symbols>
-COMPCOLL_HD inline void build_key_code(const Symbols& syms, const PrefixCode& pc, KeyCode& kc) {
-  for (uint32_t key = 0; key < 256; ++key) {
+// In parts: part `part` of `parts` builds the keys key % parts == part.
+template <class L, class Symbols, class Code>
+COMPCOLL_HD inline void build_key_code(const Symbols& syms, const Code& pc, KeyCode& kc, uint32_t part = 0,
+                                       uint32_t parts = 1) {
+  for (uint32_t key = part; key < 256; key += parts) {
     const uint32_t e = L::key_exponent(key);
     const uint32_t s = syms.template symbol<L>(e);
     uint32_t word = pc.code[s], len = pc.length[s];
@@ -434,9 +616,11 @@ struct SymbolExponents {
   int16_t e[format::kMaxEntropySymbols];
 };
 
+// In parts, as build_key_code.
 template <class L, class Symbols>
-COMPCOLL_HD inline void build_symbol_exponents(const Symbols& syms, SymbolExponents& se) {
-  for (uint32_t s = 0; s < format::kMaxEntropySymbols; ++s) {
+COMPCOLL_HD inline void build_symbol_exponents(const Symbols& syms, SymbolExponents& se, uint32_t part = 0,
+                                               uint32_t parts = 1) {
+  for (uint32_t s = part; s < format::kMaxEntropySymbols; s += parts) {
     if (Symbols::is_escape(s)) {
       se.e[s] = kEscapeExponent;
       continue;

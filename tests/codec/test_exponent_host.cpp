@@ -5,10 +5,12 @@
 // bad element as expbits::decode_lane, lane by lane.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "codec/codec.h"
 #include "codec/exponent_bits.h"
@@ -172,6 +174,65 @@ void check_damaged_lanes(DType dtype, bool gauss, int kind, uint32_t n, uint64_t
   CHECK(failures > 0);
 }
 
+// Runs a table builder's steps (`step(step, part)` returns the next step) as `parts` lanes of a
+// warp run them between barriers: every part of a step, in a scrambled order; all must name
+// the same next step.
+template <class Step>
+void run_in_parts(uint32_t first, uint32_t parts, test::SplitMix64& rng, Step step) {
+  std::vector<uint32_t> order(parts);
+  for (uint32_t s = first; s != expbits::kStepDone;) {
+    for (uint32_t i = 0; i < parts; ++i) order[i] = i;
+    for (uint32_t i = parts; i > 1; --i) std::swap(order[i - 1], order[rng.next() % i]);
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < parts; ++i) {
+      const uint32_t n = step(s, order[i]);
+      if (i == 0) next = n;
+      REQUIRE(n == next);
+    }
+    s = next;
+  }
+}
+
+// The textbook construction huffman_lengths must agree with: sort the used symbols by
+// (frequency, symbol), build the tree from two queues, halve the frequencies until the
+// longest code fits.
+void reference_huffman_lengths(const uint32_t* freq_in, uint32_t nsym, uint8_t* lengths) {
+  std::vector<uint32_t> freq(freq_in, freq_in + nsym);
+  for (;;) {
+    std::fill(lengths, lengths + nsym, 0);
+    std::vector<uint32_t> used;
+    for (uint32_t s = 0; s < nsym; ++s)
+      if (freq[s] > 0) used.push_back(s);
+    if (used.size() <= 1) {
+      if (used.size() == 1) lengths[used[0]] = 1;
+      return;
+    }
+    std::stable_sort(used.begin(), used.end(), [&](uint32_t a, uint32_t b) { return freq[a] < freq[b]; });
+    const size_t n = used.size();
+    std::vector<uint64_t> weight(2 * n);
+    std::vector<size_t> parent(2 * n);
+    for (size_t i = 0; i < n; ++i) weight[i] = freq[used[i]];
+    size_t leaf = 0, node = n, made = n;
+    for (size_t k = 0; k + 1 < n; ++k) {
+      size_t pick[2];
+      for (size_t& p : pick) p = leaf < n && (node >= made || weight[leaf] <= weight[node]) ? leaf++ : node++;
+      weight[made] = weight[pick[0]] + weight[pick[1]];
+      parent[pick[0]] = parent[pick[1]] = made++;
+    }
+    std::vector<uint32_t> depth(made, 0);
+    uint32_t deepest = 0;
+    for (size_t i = made - 1; i-- > 0;) {
+      depth[i] = depth[parent[i]] + 1;
+      if (i < n) deepest = std::max(deepest, depth[i]);
+    }
+    if (deepest <= format::kMaxCodeBits) {
+      for (size_t i = 0; i < n; ++i) lengths[used[i]] = static_cast<uint8_t>(depth[i]);
+      return;
+    }
+    for (uint32_t& f : freq) f = (f + 1) >> 1;
+  }
+}
+
 }  // namespace
 
 TEST_CASE("host prefix codes equal expbits::build_prefix_code", "[codec]") {
@@ -210,6 +271,17 @@ TEST_CASE("host prefix codes equal expbits::build_prefix_code", "[codec]") {
     for (uint32_t p = 0; p < 32; ++p) expbits::fill_prefix_lut(split, nsym, (p * 13 + shift) % 32, 32);
     CHECK(std::memcmp(shared.code, split.code, sizeof(shared.code)) == 0);
     CHECK(std::memcmp(shared.length, split.length, sizeof(shared.length)) == 0);
+    CHECK(std::memcmp(shared.lut, split.lut, sizeof(shared.lut)) == 0);
+    // The same from a chunk's code table, (symbol, length) pairs of the used symbols, as the
+    // GPU's decode walks it.
+    std::vector<uint8_t> listed;
+    for (uint32_t sym = 0; sym < nsym; ++sym)
+      if (lengths[sym] != 0) listed.insert(listed.end(), {static_cast<uint8_t>(sym), lengths[sym]});
+    std::memset(split.lut, 0xa5, sizeof split.lut);
+    for (uint32_t p = 0; p < 32; ++p) expbits::clear_prefix_lut(split, (p * 7 + shift) % 32, 32);
+    for (uint32_t p = 0; p < 32; ++p)
+      expbits::fill_prefix_lut_listed(split, listed.data(), 2, static_cast<uint32_t>(listed.size() / 2),
+                                      (p * 13 + shift) % 32, 32);
     CHECK(std::memcmp(shared.lut, split.lut, sizeof(shared.lut)) == 0);
     expbits::PrefixCode codes_only{};
     REQUIRE(expbits::host::build_prefix_code(lengths, nsym, codes_only, /*with_lut=*/false));
@@ -251,5 +323,76 @@ TEST_CASE("damaged lanes: the host decoders fail exactly where the shared decode
         check_damaged_lanes<expbits::Fp16Layout>(DType::FP16, gauss, kind, n, 17 + kind + n);
       }
     }
+  }
+}
+
+TEST_CASE("the table builders in parts, as a warp's lanes run them, give one part's tables", "[codec]") {
+  test::SplitMix64 rng{77};
+  for (int trial = 0; trial < 600; ++trial) {
+    CAPTURE(trial);
+    const uint32_t nsym = trial % 3 == 0 ? 32 : 256;
+    // Histograms of chunks: a few symbols to all of them, skewed enough that lengths are cut
+    // to kMaxCodeBits (frequencies halved), sometimes one symbol or none.
+    uint32_t freq[256] = {};
+    const uint32_t used = trial % 50 == 0 ? 0 : trial % 50 == 1 ? 1 : 1 + static_cast<uint32_t>(rng.next() % nsym);
+    for (uint32_t i = 0; i < used; ++i) {
+      const uint32_t top = trial % 4 == 0 ? 65536 : trial % 4 == 1 ? 3 : 600;
+      freq[rng.next() % nsym] += 1 + static_cast<uint32_t>(rng.next() % top);
+    }
+    uint8_t want[256], one[256];
+    reference_huffman_lengths(freq, nsym, want);
+    expbits::huffman_lengths(freq, nsym, one);
+    REQUIRE(std::memcmp(want, one, nsym) == 0);
+    // Codes of those lengths, or (odd trials) of arbitrary ones: valid, incomplete,
+    // over-subscribed or too long.
+    uint8_t lengths[256] = {};
+    std::memcpy(lengths, want, nsym);
+    if (trial % 2 == 1)
+      for (uint32_t i = 0, n = static_cast<uint32_t>(rng.next() % 40); i < n; ++i)
+        lengths[rng.next() % nsym] = static_cast<uint8_t>(rng.next() % (trial % 7 == 1 ? 14 : 13));
+    expbits::PrefixCode host{};
+    const bool ok = expbits::host::build_prefix_code(lengths, nsym, host, /*with_lut=*/false);
+    for (const uint32_t parts : {2u, 5u, 32u}) {
+      CAPTURE(parts);
+      // Over scratch and outputs full of garbage.
+      expbits::HuffmanScratch hs;
+      std::memset(&hs, 0xa5, sizeof hs);
+      uint8_t got[256];
+      std::memset(got, 0x5a, sizeof got);
+      run_in_parts(expbits::kHuffBegin, parts, rng, [&](uint32_t step, uint32_t part) {
+        return expbits::huffman_step(step, freq, nsym, got, hs, part, parts);
+      });
+      REQUIRE(std::memcmp(want, got, nsym) == 0);
+      expbits::CodeScratch cs;
+      std::memset(&cs, 0xa5, sizeof cs);
+      expbits::CanonicalCode code;
+      std::memset(&code, 0x5a, sizeof code);
+      run_in_parts(expbits::kCodeCount, parts, rng, [&](uint32_t step, uint32_t part) {
+        return expbits::assign_codes_step(step, lengths, nsym, code, cs, part, parts);
+      });
+      REQUIRE((cs.ok != 0) == ok);
+      if (!ok) continue;
+      CHECK(std::memcmp(code.code, host.code, sizeof code.code) == 0);
+      CHECK(std::memcmp(code.length, host.length, sizeof code.length) == 0);
+    }
+  }
+  // The key codes and symbol exponents in 32 parts (a part a lane), for every reference.
+  expbits::PrefixCode gauss{};
+  REQUIRE(expbits::build_prefix_code(format::kGaussCodeLengths, format::kGaussSymbols, gauss));
+  for (uint32_t ref = 0; ref < 256; ++ref) {
+    CAPTURE(ref);
+    const expbits::GaussSymbols syms{ref};
+    expbits::KeyCode one, split;
+    expbits::SymbolExponents se_one, se_split;
+    expbits::build_key_code<expbits::Bf16Layout>(syms, gauss, one);
+    expbits::build_symbol_exponents<expbits::Fp16Layout>(syms, se_one);
+    std::memset(&split, 0xa5, sizeof split);
+    std::memset(&se_split, 0xa5, sizeof se_split);
+    for (uint32_t p = 0; p < 32; ++p) {
+      expbits::build_key_code<expbits::Bf16Layout>(syms, gauss, split, (p * 11 + ref) % 32, 32);
+      expbits::build_symbol_exponents<expbits::Fp16Layout>(syms, se_split, (p * 5 + ref) % 32, 32);
+    }
+    REQUIRE(std::memcmp(&one, &split, sizeof one) == 0);
+    REQUIRE(std::memcmp(&se_one, &se_split, sizeof se_one) == 0);
   }
 }

@@ -194,6 +194,11 @@ __device__ inline uint64_t first_chunk() {
 }
 __device__ inline uint64_t chunk_stride() { return uint64_t{gridDim.x} * kWarpsPerBlock; }
 
+// The barrier between the steps of expbits' builders in parts, a part a lane.
+struct WarpSync {
+  __device__ void operator()() const { __syncwarp(); }
+};
+
 __device__ inline uint32_t warp_sum(uint32_t v) {
   for (uint32_t o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
   return v;
@@ -339,39 +344,47 @@ __device__ inline uint32_t element_word(const Bits* x, uint32_t n, uint32_t w) {
 // ---- per-warp code tables -----------------------------------------------------------------
 // gauss-exp's per-chunk tables (KeyCode for encoding, SymbolExponents for decoding) depend
 // only on the reference exponent, which neighbouring chunks mostly share: each warp keeps the
-// tables of the last reference it saw and rebuilds them (one thread, the host's own builder)
-// only when the reference changes.
+// tables of the last reference it saw and rebuilds them (the host's own builder, a part a
+// lane) only when the reference changes.
 template <class L>
 __device__ inline void gauss_key_code(uint32_t ref, uint32_t& cached_ref, const PrefixCode& pc,
                                       expbits::KeyCode& kc, uint32_t lane) {
   if (ref == cached_ref) return;  // warp-uniform
-  if (lane == 0) expbits::build_key_code<L>(expbits::GaussSymbols{ref}, pc, kc);
+  __syncwarp();                   // every lane is done with the old table
+  expbits::build_key_code<L>(expbits::GaussSymbols{ref}, pc, kc, lane, kWarp);
   cached_ref = ref;
   __syncwarp();
 }
 
 // ---- encode: entropy-exp code tables ------------------------------------------------------
 // Per chunk: the exponent histogram -> huffman_lengths -> assign_prefix_codes -> build_key_code,
-// saved to scratch for measure and emit. A kernel of its own because the host's table
-// builders, run by one thread, need a large stack and many registers, which would otherwise
-// lower the occupancy of the lane loops.
+// saved to scratch for measure and emit, each built by the whole warp (expbits' builders in
+// parts, a part a lane). A kernel of its own because the builders' scratch takes shared
+// memory the lane loops' windows need.
+union TableScratch {
+  expbits::HuffmanScratch huffman;
+  expbits::CodeScratch code;
+};
+
 template <class L>
 __global__ void __launch_bounds__(kBlockThreads)
     entropy_table_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s) {
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
-  __shared__ __align__(16) PrefixCode s_code[kWarpsPerBlock];
+  __shared__ __align__(16) expbits::CanonicalCode s_code[kWarpsPerBlock];
+  __shared__ TableScratch s_scratch[kWarpsPerBlock];
   __shared__ expbits::KeyCode s_kc[kWarpsPerBlock];
   __shared__ uint32_t s_hist[kWarpsPerBlock][kSyms];
   __shared__ uint8_t s_len[kWarpsPerBlock][kSyms];
-  // A window of its own size: the four warps' code tables fill most of the 48 KB of static
-  // shared memory.
+  // A window of its own size: the four warps' builder scratch fills most of the 48 KB of
+  // static shared memory.
   constexpr uint32_t kTableWindow = 128;
   __shared__ __align__(16) Bits s_window[kWarpsPerBlock][kTableWindow];
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
   Bits* window = s_window[warp];
-  PrefixCode& pc = s_code[warp];
+  expbits::CanonicalCode& pc = s_code[warp];
+  TableScratch& scratch = s_scratch[warp];
   expbits::KeyCode& kc = s_kc[warp];
   uint32_t* hist = s_hist[warp];
   uint8_t* len = s_len[warp];
@@ -395,11 +408,10 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     }
     __syncwarp();
-    if (lane == 0) {
-      expbits::huffman_lengths(hist, kSyms, len);
-      expbits::assign_prefix_codes(len, kSyms, pc);  // the codes; encoding needs no decode table
-      expbits::build_key_code<L>(expbits::DirectSymbols{}, pc, kc);
-    }
+    expbits::huffman_lengths_in_parts(hist, kSyms, len, scratch.huffman, lane, kWarp, WarpSync{});
+    // The codes (encoding needs no decode table); Huffman lengths always make a valid set.
+    expbits::assign_prefix_codes_in_parts(len, kSyms, pc, scratch.code, lane, kWarp, WarpSync{});
+    expbits::build_key_code<L>(expbits::DirectSymbols{}, pc, kc, lane, kWarp);
     __syncwarp();
     uint32_t* word_out = s.key_word + c * kKeys;
     uint8_t* key_len_out = s.key_length + c * kKeys;
@@ -913,6 +925,13 @@ struct WarpDecodeTables {
   uint32_t cached_ref;  // gauss: the reference se was built for
 };
 
+// A warp's window of raw bytes, and before it is loaded (entropy-exp) the code builder's scratch.
+template <class L>
+union DecodeScratch {
+  uint32_t raw[kWindow * L::kRawBytes / 4];
+  expbits::CodeScratch code;
+};
+
 // Decodes one exponent-coded chunk of `bytes` bytes at `in` into out[0, n), one warp, with
 // the host decoder's checks in the host decoder's order. Every return is warp-uniform.
 // raw_window: this warp's kWindow * kRawBytes bytes of shared memory. put: how a decoded value
@@ -921,7 +940,8 @@ template <Kind K, class L, class Put>
 __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t bytes, uint32_t n,
                                                 typename L::Bits* out, uint32_t lane,
                                                 WarpDecodeTables& t, uint8_t* stage,
-                                                uint32_t stage_bytes, uint32_t* raw_window, Put put) {
+                                                uint32_t stage_bytes, DecodeScratch<L>& scratch, Put put) {
+  uint32_t* raw_window = scratch.raw;
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   if (bytes < format::kChunkHeaderBytes) return status_of(CudaChunkStatus::SizeMismatch);
@@ -939,35 +959,32 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
     table_bytes = ChunkLayout<L>::table_bytes_entropy(nsyms);
     if (bytes < format::kChunkHeaderBytes + table_bytes)
       return status_of(CudaChunkStatus::SizeMismatch);
-    int32_t table_status = 0;
-    if (lane == 0) {  // the lengths and the codes; the decode table below, by every lane
-      for (uint32_t s = 0; s < kSyms; ++s) t.len[s] = 0;
-      int prev = -1;
-      for (uint32_t i = 0; i < nsyms && table_status == 0; ++i) {
-        const uint32_t s = in[format::kChunkHeaderBytes + 2 * i];
-        const uint32_t l = in[format::kChunkHeaderBytes + 2 * i + 1];
-        if (static_cast<int>(s) <= prev || s >= kSyms || l == 0 || l > format::kMaxCodeBits)
-          table_status = status_of(CudaChunkStatus::BadCodeTable);
-        else
-          t.len[s] = static_cast<uint8_t>(l);
-        prev = static_cast<int>(s);
-      }
-      if (table_status == 0 && !expbits::assign_prefix_codes(t.len, kSyms, *t.pc))
-        table_status = status_of(CudaChunkStatus::KraftViolation);
+    // The lengths from the chunk's table, checked as the host decoder checks them (symbols
+    // strictly increasing and in range, lengths 1..kMaxCodeBits), then the codes and the decode
+    // table, each by the whole warp (expbits' builders in parts, a part a lane).
+    const uint8_t* table = in + format::kChunkHeaderBytes;
+    bool bad = false;
+    for (uint32_t i = lane; i < nsyms; i += kWarp) {
+      const uint32_t sym = table[2 * i], l = table[2 * i + 1];
+      bad = bad || (i > 0 && sym <= table[2 * (i - 1)]) || sym >= kSyms || l == 0 || l > format::kMaxCodeBits;
     }
-    __syncwarp();  // the codes are visible to every lane
-    table_status = __shfl_sync(kFullMask, table_status, 0);
-    if (table_status != 0) return table_status;
-    // The decode table in 32 parts, a part a lane (expbits::fill_prefix_lut): the clears, a
-    // barrier, the fills, a barrier; the same table lane 0 would build alone.
+    if (__any_sync(kFullMask, bad)) return status_of(CudaChunkStatus::BadCodeTable);
+    for (uint32_t sym = lane; sym < kSyms; sym += kWarp) t.len[sym] = 0;
+    __syncwarp();
+    for (uint32_t i = lane; i < nsyms; i += kWarp) t.len[table[2 * i]] = table[2 * i + 1];
+    __syncwarp();
+    if (!expbits::assign_prefix_codes_in_parts(t.len, kSyms, *t.pc, scratch.code, lane, kWarp, WarpSync{}))
+      return status_of(CudaChunkStatus::KraftViolation);  // warp-uniform: every lane reads ok
+    // The decode table: the clears, a barrier, the fills of the listed symbols, a barrier; the
+    // same table lane 0 would build alone (expbits::fill_prefix_lut).
     expbits::clear_prefix_lut(*t.pc, lane, kWarp);
     __syncwarp();
-    expbits::fill_prefix_lut(*t.pc, kSyms, lane, kWarp);
+    expbits::fill_prefix_lut_listed(*t.pc, table, 2, nsyms, lane, kWarp);
     __syncwarp();
   } else {
     const uint32_t ref = in[1];
-    if (ref != t.cached_ref) {  // warp-uniform
-      if (lane == 0) expbits::build_symbol_exponents<L>(expbits::GaussSymbols{ref}, *t.se);
+    if (ref != t.cached_ref) {  // warp-uniform; the last chunk's lanes are done (decode_kernel)
+      expbits::build_symbol_exponents<L>(expbits::GaussSymbols{ref}, *t.se, lane, kWarp);
       t.cached_ref = ref;
       __syncwarp();
     }
@@ -1021,7 +1038,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ __align__(16) PrefixCode s_code[kGauss ? 1 : kWarpsPerBlock];
   __shared__ expbits::SymbolExponents s_se[kWarpsPerBlock];
   __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kExpSymbols<L>];
-  __shared__ __align__(16) uint32_t s_raw[kWarpsPerBlock][kWindow * L::kRawBytes / 4];
+  __shared__ __align__(16) DecodeScratch<L> s_scratch[kWarpsPerBlock];
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
   WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u};
@@ -1030,7 +1047,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     block_copy16(&s_code[0], &gauss.pc, sizeof(PrefixCode));
     __syncthreads();
   } else {
-    if (lane == 0) expbits::build_symbol_exponents<L>(expbits::DirectSymbols{}, *t.se);
+    expbits::build_symbol_exponents<L>(expbits::DirectSymbols{}, *t.se, lane, kWarp);
     __syncwarp();
   }
   for (uint64_t c = first_chunk(); c < d.g.chunks; c += chunk_stride()) {
@@ -1040,7 +1057,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       st =
           decode_exponent_chunk<K, L>(stream + d.payload_at + begin, end - begin, d.g.chunk_size(c),
                                       out + c * d.g.chunk_elements, lane, t, stage, stage_bytes,
-                                      s_raw[warp], Put{});
+                                      s_scratch[warp], Put{});
     if (lane == 0) status[c] = st;
     __syncwarp();  // the next chunk may rebuild this warp's tables
   }
