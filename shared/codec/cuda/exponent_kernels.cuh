@@ -232,67 +232,69 @@ __device__ inline Bits load_bits(const uint8_t* p) {
     return format::load_u32(p);
 }
 
-// Copies count items from src to dst (of any memory; they do not overlap), one warp: each
-// lane issues kCopyBatch loads before it stores any, so that a lane waits for memory once per
-// batch, not once per item (a loop of load-then-store would, the two pointers being possibly
-// the same memory to the compiler).
+// Copies count items from src to dst (of any memory; they do not overlap), one warp (or, with
+// kThreads, a group of that many threads; lane: the thread's rank in it): each thread issues
+// kCopyBatch loads before it stores any, so that it waits for memory once per batch, not once
+// per item (a loop of load-then-store would, the two pointers being possibly the same memory
+// to the compiler).
 constexpr uint32_t kCopyBatch = 8;
-template <class T>
+template <class T, uint32_t kThreads = kWarp>
 __device__ inline void warp_copy(const T* __restrict__ src, T* __restrict__ dst, uint32_t count,
                                  uint32_t lane) {
-  for (uint32_t at = 0; at < count; at += kCopyBatch * kWarp) {
+  for (uint32_t at = 0; at < count; at += kCopyBatch * kThreads) {
     T v[kCopyBatch];
 #pragma unroll
     for (uint32_t b = 0; b < kCopyBatch; ++b) {
-      const uint32_t i = at + b * kWarp + lane;
+      const uint32_t i = at + b * kThreads + lane;
       if (i < count) v[b] = src[i];
     }
 #pragma unroll
     for (uint32_t b = 0; b < kCopyBatch; ++b) {
-      const uint32_t i = at + b * kWarp + lane;
+      const uint32_t i = at + b * kThreads + lane;
       if (i < count) dst[i] = v[b];
     }
   }
 }
 
 // Copies n elements from bytes at `src` (any alignment) to `dst` (aligned to the element),
-// one warp: 16 bytes an item where both are 16-byte aligned.
-template <class Bits>
+// one warp (or kThreads threads, as warp_copy): 16 bytes an item where both are 16-byte aligned.
+template <class Bits, uint32_t kThreads = kWarp>
 __device__ inline void warp_copy_elements(const uint8_t* src, uint32_t n, Bits* dst,
                                           uint32_t lane) {
   constexpr uint32_t kPerVector = 16 / sizeof(Bits);
   if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
     const uint32_t vectors = n / kPerVector;
-    warp_copy(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), vectors, lane);
+    warp_copy<uint4, kThreads>(reinterpret_cast<const uint4*>(src), reinterpret_cast<uint4*>(dst), vectors, lane);
     const uint32_t from = vectors * kPerVector;
-    warp_copy(reinterpret_cast<const Bits*>(src) + from, dst + from, n - from, lane);
+    warp_copy<Bits, kThreads>(reinterpret_cast<const Bits*>(src) + from, dst + from, n - from, lane);
   } else if (reinterpret_cast<uintptr_t>(src) % sizeof(Bits) == 0) {
-    warp_copy(reinterpret_cast<const Bits*>(src), dst, n, lane);
+    warp_copy<Bits, kThreads>(reinterpret_cast<const Bits*>(src), dst, n, lane);
   } else {
-    for (uint32_t k = lane; k < n; k += kWarp) dst[k] = load_bits<Bits>(src + k * sizeof(Bits));
+    for (uint32_t k = lane; k < n; k += kThreads) dst[k] = load_bits<Bits>(src + k * sizeof(Bits));
   }
 }
 
 // Puts n elements from bytes at `src` (any alignment) into `dst` with `put` (expbits::take_lane's
-// put: a plain store copies, gpu::AddElement adds), one warp; a store is warp_copy_elements.
-template <class Bits, class Put>
+// put: a plain store copies, gpu::AddElement adds), one warp (or kThreads threads, as
+// warp_copy); a store is warp_copy_elements.
+template <class Bits, class Put, uint32_t kThreads = kWarp>
 __device__ inline void warp_put_elements(const uint8_t* src, uint32_t n, Bits* dst, uint32_t lane,
                                          Put put) {
   if constexpr (std::is_same_v<Put, expbits::StoreElement>) {
-    warp_copy_elements<Bits>(src, n, dst, lane);
+    warp_copy_elements<Bits, kThreads>(src, n, dst, lane);
   } else {
     const bool aligned = reinterpret_cast<uintptr_t>(src) % sizeof(Bits) == 0;
-    for (uint32_t at = 0; at < n; at += kCopyBatch * kWarp) {
+    for (uint32_t at = 0; at < n; at += kCopyBatch * kThreads) {
       Bits v[kCopyBatch];
 #pragma unroll
       for (uint32_t b = 0; b < kCopyBatch; ++b) {
-        const uint32_t k = at + b * kWarp + lane;
+        const uint32_t k = at + b * kThreads + lane;
         if (k < n)
           v[b] = aligned ? reinterpret_cast<const Bits*>(src)[k] : load_bits<Bits>(src + k * sizeof(Bits));
       }
 #pragma unroll
       for (uint32_t b = 0; b < kCopyBatch; ++b) {
-        const uint32_t k = at + b * kWarp + lane;
+        const uint32_t k = at + b * kThreads + lane;
         if (k < n) put(dst, k, v[b]);
       }
     }
@@ -1063,21 +1065,24 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+// A copy has no serial work per lane: a block takes a chunk, so that a few chunks keep enough
+// loads in flight (8 KB a warp) to fill the memory system.
+constexpr uint32_t kCopyThreads = 256;
+
 template <class Bits, class Put>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kCopyThreads)
     identity_decode_kernel(const uint8_t* stream, DecodeGeometry d, Bits* out, int32_t* status) {
-  const uint32_t lane = lane_id();
-  for (uint64_t c = first_chunk(); c < d.g.chunks; c += chunk_stride()) {
+  for (uint64_t c = blockIdx.x; c < d.g.chunks; c += gridDim.x) {
     uint64_t begin = 0, end = 0;
-    int32_t st = chunk_range(stream, d, c, begin, end);
+    int32_t st = chunk_range(stream, d, c, begin, end);  // each warp alike
     const uint32_t n = d.g.chunk_size(c);
     if (st == 0 &&
         end - begin != format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign))
       st = status_of(CudaChunkStatus::SizeMismatch);
     if (st == 0)
-      warp_put_elements<Bits>(stream + d.payload_at + begin, n, out + c * d.g.chunk_elements, lane,
-                              Put{});
-    if (lane == 0) status[c] = st;
+      warp_put_elements<Bits, Put, kCopyThreads>(stream + d.payload_at + begin, n,
+                                                 out + c * d.g.chunk_elements, threadIdx.x, Put{});
+    if (threadIdx.x == 0) status[c] = st;
   }
 }
 
@@ -1208,7 +1213,7 @@ void launch_identity_decode(const uint8_t* stream_dev, const DecodeGeometry& d, 
                             int32_t* status, cudaStream_t stream) {
   if (d.g.chunks == 0) return;
   const auto kernel = identity_decode_kernel<Bits, Put>;
-  kernel<<<grid_blocks(kernel, d.g.chunks), kBlockThreads, 0, stream>>>(stream_dev, d, out, status);
+  kernel<<<resident_grid(kernel, d.g.chunks, kCopyThreads), kCopyThreads, 0, stream>>>(stream_dev, d, out, status);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
