@@ -74,6 +74,44 @@ COMPCOLL_HD inline uint32_t load_raw(const uint8_t* p) {
   return r;
 }
 
+// ---- builders in parts ----------------------------------------------------------------
+// Some per-chunk tables are built in steps that `parts` parts run together: on the GPU the
+// lanes of a warp (part = lane, a warp barrier after every step), on the host one part. In
+// each step the parts write disjoint data and read only what earlier steps wrote, and every
+// part returns the same next step (kStepDone at the end), read from what earlier steps wrote:
+// so the parts of a step, run in any order, leave what one part alone leaves.
+constexpr uint32_t kMaxParts = 32;
+constexpr uint32_t kStepDone = 0xFFFFFFFFu;
+struct NoSync {
+  COMPCOLL_HD void operator()() const {}
+};
+
+// Part `part`'s symbols of [0, nsym): the contiguous range [lo, hi), in part order.
+COMPCOLL_HD inline void part_range(uint32_t nsym, uint32_t part, uint32_t parts, uint32_t& lo, uint32_t& hi) {
+  const uint32_t per = (nsym + parts - 1) / parts;
+  lo = part * per < nsym ? part * per : nsym;
+  hi = nsym - lo < per ? nsym : lo + per;
+}
+
+// ---- canonical codes --------------------------------------------------------------------
+// A code with no decode table (what encoding needs): the part of PrefixCode before its lut.
+struct CanonicalCode {
+  uint16_t code[format::kMaxEntropySymbols];
+  uint8_t length[format::kMaxEntropySymbols];
+};
+
+// assign_prefix_codes' scratch: per part the symbols of each length in its range (then the
+// first code its range gives that length), and whether a length is out of range.
+struct CodeScratch {
+  static constexpr uint32_t kLengths = format::kMaxCodeBits + 1;
+  uint16_t count[kMaxParts][kLengths];  // at most 256 symbols; codes below 2^kMaxCodeBits + 256
+  uint8_t too_long[kMaxParts];
+  uint32_t total[kLengths];
+  uint32_t first[kLengths + 1];  // code_starts' next
+  uint32_t ok;
+};
+static_assert(format::kMaxEntropySymbols + (1u << format::kMaxCodeBits) <= 0xFFFFu, "counts fit 16 bits");
+
 // ---- prefix codes -----------------------------------------------------------------------
 // A canonical prefix code over at most 256 symbols, lengths 1..kMaxCodeBits (0 = unused).
 // Codes are written LSB-first, so `code` holds the canonical code bit-reversed.
@@ -82,8 +120,14 @@ COMPCOLL_HD inline uint32_t load_raw(const uint8_t* p) {
 struct PrefixCode {
   uint16_t code[format::kMaxEntropySymbols];
   uint8_t length[format::kMaxEntropySymbols];
-  uint16_t lut[1u << format::kMaxCodeBits];
+  union {
+    uint16_t lut[1u << format::kMaxCodeBits];
+    // Before the decode table is built: assign_prefix_codes_in_parts' scratch, where a GPU
+    // decoder builds a chunk's codes (the table then overwrites it).
+    CodeScratch scratch;
+  };
 };
+static_assert(sizeof(CodeScratch) <= sizeof(PrefixCode::lut), "the scratch leaves the table's size as it is");
 
 COMPCOLL_HD inline uint32_t reverse_bits(uint32_t v, uint32_t n) {
   uint32_t r = 0;
@@ -122,43 +166,6 @@ COMPCOLL_HD inline bool canonical_code_starts(const uint8_t* lengths, uint32_t n
   return code_starts(count, next);
 }
 
-// ---- builders in parts ----------------------------------------------------------------
-// Some per-chunk tables are built in steps that `parts` parts run together: on the GPU the
-// lanes of a warp (part = lane, a warp barrier after every step), on the host one part. In
-// each step the parts write disjoint data and read only what earlier steps wrote, and every
-// part returns the same next step (kStepDone at the end), read from what earlier steps wrote:
-// so the parts of a step, run in any order, leave what one part alone leaves.
-constexpr uint32_t kMaxParts = 32;
-constexpr uint32_t kStepDone = 0xFFFFFFFFu;
-struct NoSync {
-  COMPCOLL_HD void operator()() const {}
-};
-
-// Part `part`'s symbols of [0, nsym): the contiguous range [lo, hi), in part order.
-COMPCOLL_HD inline void part_range(uint32_t nsym, uint32_t part, uint32_t parts, uint32_t& lo, uint32_t& hi) {
-  const uint32_t per = (nsym + parts - 1) / parts;
-  lo = part * per < nsym ? part * per : nsym;
-  hi = nsym - lo < per ? nsym : lo + per;
-}
-
-// ---- canonical codes --------------------------------------------------------------------
-// A code with no decode table (what encoding needs): the part of PrefixCode before its lut.
-struct CanonicalCode {
-  uint16_t code[format::kMaxEntropySymbols];
-  uint8_t length[format::kMaxEntropySymbols];
-};
-
-// assign_prefix_codes' scratch: per part the symbols of each length in its range (then the
-// first code its range gives that length), and whether a length is out of range.
-struct CodeScratch {
-  static constexpr uint32_t kLengths = format::kMaxCodeBits + 1;
-  uint16_t count[kMaxParts][kLengths];  // at most 256 symbols; codes below 2^kMaxCodeBits + 256
-  uint8_t too_long[kMaxParts];
-  uint32_t total[kLengths];
-  uint32_t first[kLengths + 1];  // code_starts' next
-  uint32_t ok;
-};
-static_assert(format::kMaxEntropySymbols + (1u << format::kMaxCodeBits) <= 0xFFFFu, "counts fit 16 bits");
 enum CodeStep : uint32_t { kCodeCount, kCodeTotals, kCodeStarts, kCodeBases, kCodeCheck, kCodeAssign };
 
 template <class Code>
@@ -226,12 +233,14 @@ template <class Code, class Sync>
 COMPCOLL_HD inline bool assign_prefix_codes_in_parts(const uint8_t* lengths, uint32_t nsym, Code& pc,
                                                      CodeScratch& sc, uint32_t part, uint32_t parts,
                                                      Sync sync) {
+  bool ok = false;  // in this part's own hands: the scratch may be reused after the last barrier
   for (uint32_t step = kCodeCount; step != kStepDone;) {
     const uint32_t next = assign_codes_step(step, lengths, nsym, pc, sc, part, parts);
+    if (step == kCodeCheck) ok = next == kCodeAssign;
     sync();
     step = next;
   }
-  return sc.ok != 0;
+  return ok;
 }
 template <class Code>
 COMPCOLL_HD inline bool assign_prefix_codes(const uint8_t* lengths, uint32_t nsym, Code& pc) {
@@ -336,6 +345,16 @@ COMPCOLL_HD inline uint32_t huffman_step(uint32_t step, const uint32_t* freq_in,
       return sc.start[parts] <= 1 ? kStepDone : kHuffSort;
     case kHuffSort: {  // each symbol's rank by key: no two keys are equal
       const uint32_t n = sc.start[parts];
+      if (parts == 1) {  // alone: sorting the keys (nearly in order already) gives the same ranks
+        for (uint32_t i = 1; i < n; ++i) {
+          const uint32_t k = sc.key[i];
+          uint32_t j = i;
+          for (; j > 0 && sc.key[j - 1] > k; --j) sc.key[j] = sc.key[j - 1];
+          sc.key[j] = k;
+        }
+        for (uint32_t i = 0; i < n; ++i) sc.sorted[i] = static_cast<uint16_t>(sc.key[i] & 0xFFu);
+        return kHuffTree;
+      }
       for (uint32_t i = part; i < n; i += parts) {
         const uint32_t k = sc.key[i];
         uint32_t rank = 0;
@@ -344,8 +363,8 @@ COMPCOLL_HD inline uint32_t huffman_step(uint32_t step, const uint32_t* freq_in,
       }
       return kHuffTree;
     }
-    case kHuffTree:  // part 0: the two-queue tree and its depths
-      if (part == 0) {
+    case kHuffTree:  // part 0: the two-queue tree and its depths (of n >= 2 leaves, kHuffBranch)
+      if (part == 0 && sc.start[parts] >= 2) {
         const uint32_t n = sc.start[parts];
         for (uint32_t i = 0; i < n; ++i) sc.weight[i] = sc.freq[sc.sorted[i]];
         uint32_t leaf = 0, node = n, made = n;

@@ -927,12 +927,6 @@ struct WarpDecodeTables {
   uint32_t cached_ref;  // gauss: the reference se was built for
 };
 
-// A warp's window of raw bytes, and before it is loaded (entropy-exp) the code builder's scratch.
-template <class L>
-union DecodeScratch {
-  uint32_t raw[kWindow * L::kRawBytes / 4];
-  expbits::CodeScratch code;
-};
 
 // Decodes one exponent-coded chunk of `bytes` bytes at `in` into out[0, n), one warp, with
 // the host decoder's checks in the host decoder's order. Every return is warp-uniform.
@@ -942,8 +936,7 @@ template <Kind K, class L, class Put>
 __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t bytes, uint32_t n,
                                                 typename L::Bits* out, uint32_t lane,
                                                 WarpDecodeTables& t, uint8_t* stage,
-                                                uint32_t stage_bytes, DecodeScratch<L>& scratch, Put put) {
-  uint32_t* raw_window = scratch.raw;
+                                                uint32_t stage_bytes, uint32_t* raw_window, Put put) {
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   if (bytes < format::kChunkHeaderBytes) return status_of(CudaChunkStatus::SizeMismatch);
@@ -975,8 +968,9 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
     __syncwarp();
     for (uint32_t i = lane; i < nsyms; i += kWarp) t.len[table[2 * i]] = table[2 * i + 1];
     __syncwarp();
-    if (!expbits::assign_prefix_codes_in_parts(t.len, kSyms, *t.pc, scratch.code, lane, kWarp, WarpSync{}))
-      return status_of(CudaChunkStatus::KraftViolation);  // warp-uniform: every lane reads ok
+    // The codes, their scratch in the decode table's place (built after them).
+    if (!expbits::assign_prefix_codes_in_parts(t.len, kSyms, *t.pc, t.pc->scratch, lane, kWarp, WarpSync{}))
+      return status_of(CudaChunkStatus::KraftViolation);  // warp-uniform
     // The decode table: the clears, a barrier, the fills of the listed symbols, a barrier; the
     // same table lane 0 would build alone (expbits::fill_prefix_lut).
     expbits::clear_prefix_lut(*t.pc, lane, kWarp);
@@ -1040,7 +1034,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ __align__(16) PrefixCode s_code[kGauss ? 1 : kWarpsPerBlock];
   __shared__ expbits::SymbolExponents s_se[kWarpsPerBlock];
   __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kExpSymbols<L>];
-  __shared__ __align__(16) DecodeScratch<L> s_scratch[kWarpsPerBlock];
+  __shared__ __align__(16) uint32_t s_raw[kWarpsPerBlock][kWindow * L::kRawBytes / 4];
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
   WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u};
@@ -1059,7 +1053,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       st =
           decode_exponent_chunk<K, L>(stream + d.payload_at + begin, end - begin, d.g.chunk_size(c),
                                       out + c * d.g.chunk_elements, lane, t, stage, stage_bytes,
-                                      s_scratch[warp], Put{});
+                                      s_raw[warp], Put{});
     if (lane == 0) status[c] = st;
     __syncwarp();  // the next chunk may rebuild this warp's tables
   }
