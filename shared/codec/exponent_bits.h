@@ -742,6 +742,76 @@ COMPCOLL_HD inline LaneStatus take_lane(Reader& r, const uint8_t* raw_section, u
   return st;
 }
 
+// ---- two elements a lookup ----------------------------------------------------------------
+// For each value of the next kPairBits stream bits: the codes of a lane's next two elements
+// when both lie within those bits, the first element's extra bits between them
+// (l1 | s1 << 4 | l2 << 12 | s2 << 16 | 1 << 31), else 0. From a decode table (pc.lut); whether
+// a symbol is an escape or stands for no exponent is the decoder's to check (SymbolExponents).
+// The GPU builds it for gauss-exp's fixed code, whose likeliest codes are 2-4 bits long, so
+// that a lane's serial decode takes one table lookup for two elements where it can; 10 bits
+// keep the table at 4 KB.
+constexpr uint32_t kPairBits = 10;
+struct PairCode {
+  uint32_t entry[1u << kPairBits];
+};
+
+template <class L>
+COMPCOLL_HD inline void build_pair_code(const PrefixCode& pc, PairCode& pairs, uint32_t part = 0,
+                                        uint32_t parts = 1) {
+  static_assert(kPairBits <= format::kMaxCodeBits, "a pair's bits index the decode table");
+  for (uint32_t w = part; w < (1u << kPairBits); w += parts) {
+    uint32_t entry = 0;
+    // The bits above w's are unknown: a code counts only if it ends within them.
+    const uint32_t a = pc.lut[w], l1 = a & 0xFu;
+    const uint32_t at = l1 + L::kExtraBits;  // where the second code starts
+    if (l1 != 0 && at < kPairBits) {
+      const uint32_t b = pc.lut[w >> at], l2 = b & 0xFu;
+      if (l2 != 0 && at + l2 <= kPairBits) entry = l1 | (a >> 4) << 4 | l2 << 12 | (b >> 4) << 16 | 1u << 31;
+    }
+    pairs.entry[w] = entry;
+  }
+}
+
+// take_lane with two elements a lookup where pairs (build_pair_code of pc) has them and both
+// stand for exponents (not escapes, not bad ones); otherwise element by element, as take_lane.
+// The same values, reader position, status and *bad_element as take_lane for any stream.
+template <class L, class Reader, class Put = StoreElement>
+COMPCOLL_HD inline LaneStatus take_lane_pairs(Reader& r, const uint8_t* raw_section, uint32_t n,
+                                              uint32_t lane, const SymbolExponents& se,
+                                              const PrefixCode& pc, const PairCode& pairs,
+                                              typename L::Bits* out, uint32_t* bad_element,
+                                              Put put = {}) {
+  constexpr uint32_t kExtraMask = (1u << L::kExtraBits) - 1;
+  LaneStatus st = LaneStatus::Ok;
+  uint32_t k = lane;
+  while (k < n) {
+    if (k + format::kLanes < n) {
+      const uint32_t bits = r.peek32();
+      const uint32_t entry = pairs.entry[bits & ((1u << kPairBits) - 1)];
+      const uint32_t l1 = entry & 0xFu, l2 = (entry >> 12) & 0xFu;
+      const int e1 = se.e[(entry >> 4) & 0xFFu], e2 = se.e[(entry >> 16) & 0xFFu];
+      if (entry != 0 && e1 >= 0 && e2 >= 0) {
+        const uint32_t at = l1 + L::kExtraBits;
+        const uint32_t x1 = L::kExtraBits ? (bits >> l1) & kExtraMask : 0u;
+        const uint32_t x2 = L::kExtraBits ? (bits >> (at + l2)) & kExtraMask : 0u;
+        put(out, k, join_key<L>(L::make_key(static_cast<uint32_t>(e1), x1), raw_section, k));
+        put(out, k + format::kLanes,
+            join_key<L>(L::make_key(static_cast<uint32_t>(e2), x2), raw_section, k + format::kLanes));
+        r.skip(at + l2 + L::kExtraBits);
+        k += 2 * format::kLanes;
+        continue;
+      }
+    }
+    put(out, k, decode_element<L>(r, raw_section, k, se, pc, &st));
+    if (st != LaneStatus::Ok) {
+      *bad_element = k;
+      return st;
+    }
+    k += format::kLanes;
+  }
+  return st;
+}
+
 // Decodes lane `lane`: exponents and extra bits from the lane's words, the rest from the raw
 // section. Stops at the first bad code and reports the element index in *bad_element.
 template <class L>

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 
 #include "codec/codec.h"
 #include "codec/exponent_bits.h"
@@ -421,7 +422,7 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
   REQUIRE(expbits::build_prefix_code(format::kGaussCodeLengths, format::kGaussSymbols, pc));
   const expbits::GaussSymbols syms{chunk[1]};
   expbits::KeyCode kc{};
-  expbits::SymbolExponents se{};
+  expbits::SymbolExponents se{};  // the chunk's, or a damaged header's below
   expbits::build_key_code<L>(syms, pc, kc);
   expbits::build_symbol_exponents<L>(syms, se);
   const uint8_t* lane_table = chunk + expbits::ChunkLayout<L>::lane_table_at(0);
@@ -458,8 +459,11 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
     lane_words += 4 * nwords;
   }
   // Decode, whole and damaged: each lane's status and first bad element as decode_lane's.
+  // gauss-exp's kernels take two elements a lookup where they can (take_lane_pairs).
+  const auto pairs = std::make_unique<expbits::PairCode>();
+  expbits::build_pair_code<L>(pc, *pairs);
   const auto decode_windowed = [&](const uint8_t* lane_in, uint32_t nwords, uint32_t lane,
-                                   std::vector<Bits>& out, uint32_t* bad) {
+                                   std::vector<Bits>& out, uint32_t* bad, bool in_pairs) {
     expbits::WordBitReader r(lane_in, nwords);
     expbits::LaneStatus st = expbits::LaneStatus::Ok;
     *bad = n;
@@ -468,16 +472,24 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
       const uint32_t wn = std::min(window, n - base);
       std::memcpy(raw_window.data(), raw + base * L::kRawBytes, expbits::ChunkLayout<L>::raw_bytes(wn));
       uint32_t at = 0;
-      st = expbits::take_lane<L>(r, raw_window.data(), wn, lane, se, pc, out.data() + base, &at);
+      st = in_pairs ? expbits::take_lane_pairs<L>(r, raw_window.data(), wn, lane, se, pc, *pairs,
+                                                  out.data() + base, &at)
+                    : expbits::take_lane<L>(r, raw_window.data(), wn, lane, se, pc, out.data() + base, &at);
       if (st != expbits::LaneStatus::Ok) *bad = base + at;
     }
     return st == expbits::LaneStatus::Ok ? expbits::lane_end_status(r) : st;
   };
   const uint32_t total_words = static_cast<uint32_t>(lane_words - words) / 4;
-  for (const int damage : {-1, 0, 1, 2}) {
+  test::SplitMix64 rng{n + window};
+  const expbits::SymbolExponents se_chunk = se;
+  for (const int damage : {-1, 0, 1, 2, 3, 4, 5}) {
     CAPTURE(damage);
     // damage -1: intact; 0: a flipped bit in lane 3's middle; 1: lane 7 one word short; 2: the
-    // lane streams copied to an odd address (WordBitReader's unaligned path).
+    // lane streams copied to an odd address (WordBitReader's unaligned path); 3: a random bit
+    // flipped in every lane; 4, 5: a reference exponent near either end (a damaged chunk
+    // header), so that short codes stand for exponents out of range.
+    se = se_chunk;
+    if (damage >= 4) expbits::build_symbol_exponents<L>(expbits::GaussSymbols{damage == 4 ? 2u : (1u << L::kExpBits) - 3}, se);
     std::vector<uint8_t> streams(4 * total_words + 1);
     uint8_t* base_at = streams.data() + (damage == 2 ? 1 : 0);
     std::memcpy(base_at, words, 4 * total_words);
@@ -488,17 +500,22 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
       at += nwords;
       if (damage == 0 && lane == 3) base_at[4 * (at - nwords) + 2 * nwords] ^= 0x10;
       if (damage == 1 && lane == 7) --nwords;
-      std::vector<Bits> ref(n, 0), mine(n, 0);
-      uint32_t bad_ref = 0, bad_mine = 0;
+      if (damage == 3 && nwords > 0) base_at[4 * (at - nwords) + rng.next() % (4 * nwords)] ^= 1u << (rng.next() % 8);
+      std::vector<Bits> ref(n, 0);
+      uint32_t bad_ref = 0;
       const auto st_ref = expbits::decode_lane<L>(lane_in, nwords, raw, n, lane, se, pc, ref.data(), &bad_ref);
-      const auto st_mine = decode_windowed(lane_in, nwords, lane, mine, &bad_mine);
-      CAPTURE(lane);
-      CHECK(st_mine == st_ref);
-      CHECK(bad_mine == bad_ref);
-      for (uint32_t k = lane; k < bad_ref; k += format::kLanes) CHECK(mine[k] == ref[k]);
-      if (damage == -1 || damage == 2) {
-        CHECK(st_ref == expbits::LaneStatus::Ok);
-        for (uint32_t k = lane; k < n; k += format::kLanes) CHECK(mine[k] == values[k]);
+      for (const bool in_pairs : {false, true}) {
+        std::vector<Bits> mine(n, 0);
+        uint32_t bad_mine = 0;
+        const auto st_mine = decode_windowed(lane_in, nwords, lane, mine, &bad_mine, in_pairs);
+        CAPTURE(lane, in_pairs);
+        CHECK(st_mine == st_ref);
+        CHECK(bad_mine == bad_ref);
+        for (uint32_t k = lane; k < bad_ref; k += format::kLanes) CHECK(mine[k] == ref[k]);
+        if (damage == -1 || damage == 2) {
+          CHECK(st_ref == expbits::LaneStatus::Ok);
+          for (uint32_t k = lane; k < n; k += format::kLanes) CHECK(mine[k] == values[k]);
+        }
       }
     }
   }

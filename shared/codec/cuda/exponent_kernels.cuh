@@ -15,7 +15,8 @@
 // inclusive scan of the sizes (the offset table) -> emit (each chunk at its final offset) ->
 // finish (offset table, header, size); gauss-exp optionally in one launch instead
 // (gauss_encode_kernel, decoupled look-back). Decode: one kernel, validating the stream's
-// header and every chunk on its own, storing the elements or adding them to the output.
+// header and every chunk on its own, storing the elements or adding them to the output;
+// gauss-exp takes two elements a table lookup where it can (expbits::take_lane_pairs).
 // Include from .cu files only.
 #pragma once
 
@@ -923,8 +924,9 @@ __device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometr
 struct WarpDecodeTables {
   PrefixCode* pc;
   expbits::SymbolExponents* se;
-  uint8_t* len;         // entropy: code lengths read from the chunk's table
-  uint32_t cached_ref;  // gauss: the reference se was built for
+  uint8_t* len;                    // entropy: code lengths read from the chunk's table
+  uint32_t cached_ref;             // gauss: the reference se was built for
+  const expbits::PairCode* pairs;  // gauss: two elements a lookup (the block's, read only)
 };
 
 
@@ -1011,8 +1013,11 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
     __syncwarp();
     if (st == LaneStatus::Ok) {
       uint32_t at = 0;
-      st = expbits::take_lane<L>(reader, reinterpret_cast<const uint8_t*>(raw_window), wn, lane,
-                                 *t.se, *t.pc, out + base, &at, put);
+      const auto* raw_bytes = reinterpret_cast<const uint8_t*>(raw_window);
+      if constexpr (K == Kind::Gauss)
+        st = expbits::take_lane_pairs<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs, out + base, &at, put);
+      else
+        st = expbits::take_lane<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, out + base, &at, put);
       if (st != LaneStatus::Ok) bad = base + at;
     }
   }
@@ -1035,13 +1040,18 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ expbits::SymbolExponents s_se[kWarpsPerBlock];
   __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kExpSymbols<L>];
   __shared__ __align__(16) uint32_t s_raw[kWarpsPerBlock][kWindow * L::kRawBytes / 4];
+  struct NoPairs {};
+  __shared__ std::conditional_t<kGauss, expbits::PairCode, NoPairs> s_pairs;
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
-  WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u};
+  WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u, nullptr};
   uint8_t* stage = warp_stage(stage_bytes);
   if constexpr (kGauss) {
     block_copy16(&s_code[0], &gauss.pc, sizeof(PrefixCode));
     __syncthreads();
+    expbits::build_pair_code<L>(s_code[0], s_pairs, threadIdx.x, kBlockThreads);
+    __syncthreads();
+    t.pairs = &s_pairs;
   } else {
     expbits::build_symbol_exponents<L>(expbits::DirectSymbols{}, *t.se, lane, kWarp);
     __syncwarp();
