@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "codec/codec.h"
 #include "codec/cuda/check.h"
@@ -1094,15 +1095,33 @@ __global__ void __launch_bounds__(kCopyThreads)
 
 // Blocks of `threads` threads for a grid-stride launch that wants `blocks` blocks: one
 // resident wave at most, so per-block setup (the gauss code copy) is paid once per resident
-// block.
+// block. The wave's size (blocks a multiprocessor holds, times multiprocessors) is asked of the
+// runtime once per kernel, block size, shared memory and device on each host thread, then
+// remembered: a launch pays no occupancy query.
 template <class Kernel>
 inline uint32_t resident_grid(Kernel kernel, uint64_t blocks, uint32_t threads, size_t dynamic_smem = 0) {
-  int device = 0, sms = 0, per_sm = 0;
+  struct Wave {
+    const void* kernel;
+    uint32_t threads;
+    size_t smem;
+    int device;
+    uint64_t blocks;
+  };
+  thread_local std::vector<Wave> known;
+  int device = 0;
   COMPCOLL_CUDA_CHECK(cudaGetDevice(&device));
-  COMPCOLL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  COMPCOLL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads),
-                                                                    dynamic_smem));
-  const uint64_t resident = uint64_t(std::max(per_sm, 1)) * uint64_t(std::max(sms, 1));
+  const void* k = reinterpret_cast<const void*>(kernel);
+  uint64_t resident = 0;
+  for (const Wave& w : known)
+    if (w.kernel == k && w.threads == threads && w.smem == dynamic_smem && w.device == device) resident = w.blocks;
+  if (resident == 0) {
+    int sms = 0, per_sm = 0;
+    COMPCOLL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    COMPCOLL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads),
+                                                                      dynamic_smem));
+    resident = uint64_t(std::max(per_sm, 1)) * uint64_t(std::max(sms, 1));
+    known.push_back({k, threads, dynamic_smem, device, resident});
+  }
   return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(blocks, resident)));
 }
 
