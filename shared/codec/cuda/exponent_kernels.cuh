@@ -1120,7 +1120,8 @@ inline uint32_t resident_grid(Kernel kernel, uint64_t blocks, uint32_t threads, 
     COMPCOLL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads),
                                                                       dynamic_smem));
     resident = uint64_t(std::max(per_sm, 1)) * uint64_t(std::max(sms, 1));
-    known.push_back({k, threads, dynamic_smem, device, resident});
+    // None resident (the kernel not yet allowed that much shared memory): asked again next time.
+    if (per_sm > 0) known.push_back({k, threads, dynamic_smem, device, resident});
   }
   return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(blocks, resident)));
 }
