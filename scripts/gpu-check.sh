@@ -42,8 +42,8 @@
 # bf16 only (identity, gauss-exp, entropy-exp with their decode_add curves, reduce, copy, and
 # nvCOMP's ANS with its ratios where libnvcomp.so.6 loads; 4 KiB to 256 MiB, --quick)
 # into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
-# Compute's `ncu` is on PATH, the GPU time of every kernel launch of one gauss-exp, entropy-exp
-# and identity encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
+# Compute's `ncu` is on PATH, the GPU time of every kernel launch of one gauss-exp, entropy-exp,
+# identity and fp8-hadamard encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
 # the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
 # calibration).
 # Each step runs under `timeout` (the limits below: 22 minutes in all, --quick 14.5), and all
@@ -250,7 +250,7 @@ if [ $quick = 1 ]; then
   step calibrate 120 "$bench" calibrate --device cuda --quick --dtype bf16 --codec "$quick_codecs" \
     --max-bytes 256MiB --data "$data" --out "$cal"
   if command -v ncu >/dev/null 2>&1; then
-    step ncu 90 bash -c "for c in gauss-exp entropy-exp identity; do \
+    step ncu 90 bash -c "for c in gauss-exp entropy-exp identity fp8-hadamard; do \
       ncu --metrics gpu__time_duration.sum '$bench' codec --device cuda --dtype bf16 --min-time 0 --codec \$c \
         synthetic:gaussian:2M || exit 1; done"
   else

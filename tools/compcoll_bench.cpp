@@ -1,5 +1,5 @@
 // tools/compcoll_bench.cpp — compcoll-bench: measures codecs on real or synthetic tensors.
-//   compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json] [--chunk N] [--peer zipnn]
+//   compcoll-bench codec [--codec NAME[,NAME...]|all] [--dtype bf16|fp16|fp32] [--json] [--chunk N] [--peer zipnn]
 //                        [--min-time SECONDS] [--threads N] [--device host|cuda] PATH...
 // Per input and codec: ratio, the order-0 exponent-entropy bound, encode/decode GB/s (best of
 // several timed runs after an untimed warm-up), then a separate check: bit-exact for lossless
@@ -108,7 +108,7 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
   FILE* out = msg.empty() ? stdout : stderr;
   if (!msg.empty()) std::fprintf(stderr, "compcoll-bench: %s\n", msg.c_str());
   std::fprintf(out,
-               "usage: compcoll-bench codec [--codec NAME|all] [--dtype bf16|fp16|fp32] [--json]\n"
+               "usage: compcoll-bench codec [--codec NAME[,NAME...]|all] [--dtype bf16|fp16|fp32] [--json]\n"
                "                            [--chunk ELEMENTS] [--min-time SECONDS] [--peer zipnn]\n"
                "                            [--threads N] [--device host|cuda] PATH...\n"
                "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n"
@@ -456,15 +456,16 @@ Options parse_args(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--help" || a == "-h") usage_error("");
-    if (a == "--codec") {
-      const std::string v = value();
-      if (v == "all") continue;
-      if (!find_codec(v)) {
-        std::string names;
-        for (auto n : codec_names()) names += (names.empty() ? "" : ", ") + std::string(n);
-        usage_error("--codec: unknown codec \"" + v + "\" (expected all, " + names + ")");
+    if (a == "--codec") {  // repeatable, and a comma list as calibrate and pipeline take
+      for (const std::string& v : bench::comma_items(value())) {
+        if (v == "all") continue;
+        if (!find_codec(v)) {
+          std::string names;
+          for (auto n : codec_names()) names += (names.empty() ? "" : ", ") + std::string(n);
+          usage_error("--codec: unknown codec \"" + v + "\" (expected all, " + names + ", or a comma list of them)");
+        }
+        opt.codecs.push_back(v);
       }
-      opt.codecs.push_back(v);
     } else if (a == "--dtype") {
       const std::string v = value();
       opt.dtype = parse_dtype(v);
