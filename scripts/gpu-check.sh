@@ -237,14 +237,15 @@ if [ $quick = 1 ]; then
   # NCCL's transfers on one GPU: the executor's one-rank cases, the rank sending to itself at
   # exact sizes, within wire budgets, queued and fused (seconds).
   step nccl-tests 60 mpirun -np 1 "$real_tests" "[nccl]"
-  step codec-cuda 150 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
+  # Every command of the step runs (the rows of one do not wait on another); it fails if any did.
+  step codec-cuda 150 bash -c "rc=0; '$bench' codec --device cuda --dtype bf16 --json \
     '$data/grad.layer1-attn-out-weight.step060.bf16.npy' synthetic:gaussian:512k synthetic:gaussian:2M \
-    synthetic:gaussian:8M synthetic:gaussian:32M synthetic:gaussian:128M >'$codec_rows' && \
+    synthetic:gaussian:8M synthetic:gaussian:32M synthetic:gaussian:128M >'$codec_rows' || rc=1; \
     for chunk in 4096 8192; do '$bench' codec --device cuda --dtype bf16 --json --chunk \$chunk \
-      --codec gauss-exp,entropy-exp synthetic:gaussian:512k synthetic:gaussian:2M >>'$codec_rows' || exit 1; done && \
+      --codec gauss-exp,entropy-exp synthetic:gaussian:512k synthetic:gaussian:2M >>'$codec_rows' || rc=1; done; \
     COMPCOLL_CUDA_ENCODER=one-launch '$bench' codec --device cuda --dtype bf16 --json --codec gauss-exp \
       synthetic:gaussian:512k synthetic:gaussian:2M synthetic:gaussian:8M synthetic:gaussian:32M \
-      synthetic:gaussian:128M >>'$codec_rows'"
+      synthetic:gaussian:128M >>'$codec_rows' || rc=1; exit \$rc"
   quick_codecs=identity,gauss-exp,entropy-exp
   grep -q '^nvcomp: loaded' "$out/nvcomp.log" && quick_codecs+=,nvcomp-ans
   step calibrate 120 "$bench" calibrate --device cuda --quick --dtype bf16 --codec "$quick_codecs" \
@@ -269,10 +270,10 @@ else
       --out '$out/run-nccl-nvcomp' 2>&1); rc=\$?; echo \"\$o\"; [ \$rc = 0 ] && grep -qx '# OK' <<<\"\$o\""
   fi
   step calibrate 480 "$bench" calibrate --device cuda --data "$data" --out "$cal"
-  step codec-cuda 150 bash -c "'$bench' codec --device cuda --dtype bf16 --json \
-    '$data/grad.layer1-attn-out-weight.step060.bf16.npy' synthetic:gaussian:32M >'$codec_rows' && \
+  step codec-cuda 150 bash -c "rc=0; '$bench' codec --device cuda --dtype bf16 --json \
+    '$data/grad.layer1-attn-out-weight.step060.bf16.npy' synthetic:gaussian:32M >'$codec_rows' || rc=1; \
     '$bench' codec --device cuda --dtype bf16 --json --chunk 2048 --codec gauss-exp,entropy-exp \
-    '$data/grad.layer1-attn-out-weight.step060.bf16.npy' synthetic:gaussian:2M >>'$codec_rows'"
+    '$data/grad.layer1-attn-out-weight.step060.bf16.npy' synthetic:gaussian:2M >>'$codec_rows' || rc=1; exit \$rc"
 fi
 # A message over PCIe on this GPU, uncompressed and compressed with the kernels beside the
 # copies, each row beside the model's figure from the calibration just written (without one, the

@@ -4,7 +4,8 @@
 # programs gpu-check runs and nvCOMP, not compcoll-sim or SimGrid; its tests/data link reaches
 # the checkout's tensors; its own test runner passes with a clean environment from another
 # folder; and gpu-check --quick, where nvidia-smi answers (a stand-in) but no CUDA device runs,
-# runs every step on the checkout's tensors and reports the GPU steps failed.
+# runs every step on the checkout's tensors, every program taking its arguments, and reports
+# the GPU steps failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$1
@@ -33,6 +34,11 @@ chmod +x "$work/fakegpu/nvidia-smi"
 (cd "$work/elsewhere" && env -i PATH="$work/fakegpu:/usr/bin:/bin" HOME="${HOME:-/root}" \
   bash "$b/scripts/gpu-check.sh" --quick "$work/elsewhere/gc") >"$work/gpu-check.log" 2>&1
 rc=$?
+# Every program gpu-check ran took its arguments: where it failed, it failed for want of a GPU.
+if grep -l "usage:" "$work/elsewhere/gc/"*.log >/dev/null 2>&1; then
+  echo "FAILED: a gpu-check step's program refused its arguments:"; grep -B1 -A1 "usage:" "$work/elsewhere/gc/"*.log | sed 's/^/  /'
+  bad=$((bad + 1))
+fi
 if [ $rc -eq 1 ] && grep -q "FAILED (a test skipped" "$work/gpu-check.log" &&
    grep -q "== nccl-tests" "$work/gpu-check.log" && grep -qF "$b/tests/data/grad" "$work/gpu-check.log" &&
    [ -s "$work/elsewhere/gc/summary.txt" ]; then
