@@ -43,7 +43,8 @@
 # nvCOMP's ANS with its ratios where libnvcomp.so.6 loads; 4 KiB to 256 MiB, --quick)
 # into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
 # Compute's `ncu` is on PATH, the GPU time of every kernel launch of one gauss-exp, entropy-exp,
-# identity and fp8-hadamard encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum, ncu.log); and
+# identity and fp8-hadamard encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum,
+# ncu.log); and
 # the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
 # calibration).
 # Each step runs under `timeout` (the limits below: 22 minutes in all, --quick 14.5), and all

@@ -489,7 +489,8 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
     // flipped in every lane; 4, 5: a reference exponent near either end (a damaged chunk
     // header), so that short codes stand for exponents out of range.
     se = se_chunk;
-    if (damage >= 4) expbits::build_symbol_exponents<L>(expbits::GaussSymbols{damage == 4 ? 2u : (1u << L::kExpBits) - 3}, se);
+    if (damage >= 4)
+      expbits::build_symbol_exponents<L>(expbits::GaussSymbols{damage == 4 ? 2u : (1u << L::kExpBits) - 3}, se);
     std::vector<uint8_t> streams(4 * total_words + 1);
     uint8_t* base_at = streams.data() + (damage == 2 ? 1 : 0);
     std::memcpy(base_at, words, 4 * total_words);

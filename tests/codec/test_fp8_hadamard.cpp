@@ -267,9 +267,8 @@ TEST_CASE("fp8-hadamard: a group spread over a warp's lanes, as the CUDA kernels
         const float scale = std::ldexp(1.0f, static_cast<int>(rng.next() % 200) - 140);
         for (auto& f : x) {
           const uint64_t r = rng.next();
-          f = trial == 0 ? 0.0f
-              : r % 7 == 0 ? 0.0f
-                           : scale * static_cast<float>(static_cast<int64_t>(r >> 40) - (int64_t{1} << 23)) / 1048576.0f;
+          const float unit = static_cast<float>(static_cast<int64_t>(r >> 40) - (int64_t{1} << 23)) / 1048576.0f;
+          f = trial == 0 || r % 7 == 0 ? 0.0f : scale * unit;
         }
         switch (fp8bits::lane_registers(p)) {
           case 1: check_warp_layout<1>(x, p, fmt); break;

@@ -36,7 +36,8 @@ chmod +x "$work/fakegpu/nvidia-smi"
 rc=$?
 # Every program gpu-check ran took its arguments: where it failed, it failed for want of a GPU.
 if grep -l "usage:" "$work/elsewhere/gc/"*.log >/dev/null 2>&1; then
-  echo "FAILED: a gpu-check step's program refused its arguments:"; grep -B1 -A1 "usage:" "$work/elsewhere/gc/"*.log | sed 's/^/  /'
+  echo "FAILED: a gpu-check step's program refused its arguments:"
+  grep -B1 -A1 "usage:" "$work/elsewhere/gc/"*.log | sed 's/^/  /'
   bad=$((bad + 1))
 fi
 if [ $rc -eq 1 ] && grep -q "FAILED (a test skipped" "$work/gpu-check.log" &&
