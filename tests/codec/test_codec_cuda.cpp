@@ -711,6 +711,44 @@ TEST_CASE("cuda: bit flips are caught or decoded exactly as the host does", "[cu
     }
 }
 
+TEST_CASE("cuda: gauss-exp chunks whose reference exponent leaves short codes no exponent", "[cuda][bad-input]") {
+  // A damaged chunk header's reference near either end of the exponent range: the likeliest
+  // codes, which the decoder takes two at a time, then stand for exponents out of range, and the
+  // GPU must reject the chunk the host rejects.
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  for (DType dtype : kDTypes) {
+    const size_t n = 5000;
+    const auto in = test::gaussian_bytes(dtype, n, 0.05, 41);
+    EncodeOptions opt;
+    opt.chunk_elements = 1024;
+    const auto stream = encode(codec_of(CodecId::GaussExp), dtype, in.data(), n, opt);
+    const uint32_t top = dtype == DType::FP16 ? 31 : 255;
+    for (const uint32_t ref : {1u, 2u, top - 3, top - 1})
+      for (uint32_t c = 0; c < 5; ++c) {
+        CAPTURE(dtype_name(dtype), ref, c);
+        auto bad = stream;
+        const uint64_t at = chunk_bytes_at(bad, c).first;
+        if (bad[at] != format::kModeCoded) continue;
+        bad[at + 1] = static_cast<uint8_t>(ref);
+        std::optional<uint64_t> host_error;
+        std::vector<uint8_t> host_out(in.size());
+        try {
+          decode(bad.data(), bad.size(), host_out.data(), host_out.size());
+        } catch (const CodecError& e) {
+          host_error = e.byte_offset();
+        }
+        REQUIRE(host_error.has_value());
+        try {
+          (void)gpu_decode(s, bad, dtype, n);
+          FAIL("the GPU decoded a chunk the host rejects");
+        } catch (const CodecError& e) {
+          CHECK(e.byte_offset() == *host_error);  // the same first bad chunk
+        }
+      }
+  }
+}
+
 
 // ---- fp8-hadamard (lossy): GPU streams and GPU decodes bit-identical to the host's ------------
 
