@@ -174,6 +174,14 @@ void check_damaged_lanes(DType dtype, bool gauss, int kind, uint32_t n, uint64_t
   CHECK(failures > 0);
 }
 
+// Up to 39 arbitrary code lengths 0..12 (0..13 with too_long) written over `lengths`: valid,
+// incomplete, over-subscribed or too long sets.
+void scribble_lengths(test::SplitMix64& rng, uint32_t nsym, bool too_long, uint8_t* lengths) {
+  const uint32_t used = static_cast<uint32_t>(rng.next() % 40);
+  for (uint32_t i = 0; i < used; ++i)
+    lengths[rng.next() % nsym] = static_cast<uint8_t>(rng.next() % (too_long ? 14 : 13));
+}
+
 // Runs a table builder's steps (`step(step, part)` returns the next step) as `parts` lanes of a
 // warp run them between barriers: every part of a step, in a scrambled order; all must name
 // the same next step.
@@ -249,10 +257,7 @@ TEST_CASE("host prefix codes equal expbits::build_prefix_code", "[codec]") {
         freq[rng.next() % nsym] += 1 + static_cast<uint32_t>(rng.next() % (trial % 4 == 0 ? 100000 : 50));
       expbits::huffman_lengths(freq, nsym, lengths);
     } else {
-      // Arbitrary lengths 0..13: valid, incomplete, over-subscribed or too long.
-      const uint32_t used = static_cast<uint32_t>(rng.next() % 40);
-      for (uint32_t i = 0; i < used; ++i)
-        lengths[rng.next() % nsym] = static_cast<uint8_t>(rng.next() % (trial % 7 == 1 ? 14 : 13));
+      scribble_lengths(rng, nsym, trial % 7 == 1, lengths);
     }
     expbits::PrefixCode shared{}, host{};
     const bool ok = expbits::build_prefix_code(lengths, nsym, shared);
@@ -347,9 +352,7 @@ TEST_CASE("the table builders in parts, as a warp's lanes run them, give one par
     // over-subscribed or too long.
     uint8_t lengths[256] = {};
     std::memcpy(lengths, want, nsym);
-    if (trial % 2 == 1)
-      for (uint32_t i = 0, n = static_cast<uint32_t>(rng.next() % 40); i < n; ++i)
-        lengths[rng.next() % nsym] = static_cast<uint8_t>(rng.next() % (trial % 7 == 1 ? 14 : 13));
+    if (trial % 2 == 1) scribble_lengths(rng, nsym, trial % 7 == 1, lengths);
     expbits::PrefixCode host{};
     const bool ok = expbits::host::build_prefix_code(lengths, nsym, host, /*with_lut=*/false);
     for (const uint32_t parts : {2u, 5u, 32u}) {

@@ -147,31 +147,17 @@ __device__ inline void dequantize_warp_group(const uint8_t* codes, uint32_t m, u
   }
 }
 
-// The two above for any transform size p in [1, kFp8MaxGroup]: its registers a lane.
-template <class E>
-__device__ inline void quantize_group_on_warp(const typename E::Bits* x, uint32_t m, uint32_t p,
-                                              uint32_t fmt, uint8_t* codes, uint8_t* scales,
-                                              float* terms, uint32_t lane) {
+// Calls f(std::integral_constant<uint32_t, R>) with R, the registers a lane takes for a group
+// of transform size p in [1, kFp8MaxGroup]: quantize_warp_group's and dequantize_warp_group's R.
+template <class F>
+__device__ inline void with_lane_registers(uint32_t p, F&& f) {
   static_assert(format::kFp8MaxGroup / kWarp == 16, "registers a lane: 1 to 16");
   switch (fp8bits::lane_registers(p)) {
-    case 1: return quantize_warp_group<E, 1>(x, m, p, fmt, codes, scales, terms, lane);
-    case 2: return quantize_warp_group<E, 2>(x, m, p, fmt, codes, scales, terms, lane);
-    case 4: return quantize_warp_group<E, 4>(x, m, p, fmt, codes, scales, terms, lane);
-    case 8: return quantize_warp_group<E, 8>(x, m, p, fmt, codes, scales, terms, lane);
-    default: return quantize_warp_group<E, 16>(x, m, p, fmt, codes, scales, terms, lane);
-  }
-}
-
-template <class E>
-__device__ inline void dequantize_group_on_warp(const uint8_t* codes, uint32_t m, uint32_t p,
-                                                uint32_t fmt, fp8bits::GroupScales s,
-                                                typename E::Bits* out, uint32_t lane) {
-  switch (fp8bits::lane_registers(p)) {
-    case 1: return dequantize_warp_group<E, 1>(codes, m, p, fmt, s, out, lane);
-    case 2: return dequantize_warp_group<E, 2>(codes, m, p, fmt, s, out, lane);
-    case 4: return dequantize_warp_group<E, 4>(codes, m, p, fmt, s, out, lane);
-    case 8: return dequantize_warp_group<E, 8>(codes, m, p, fmt, s, out, lane);
-    default: return dequantize_warp_group<E, 16>(codes, m, p, fmt, s, out, lane);
+    case 1: return f(std::integral_constant<uint32_t, 1>{});
+    case 2: return f(std::integral_constant<uint32_t, 2>{});
+    case 4: return f(std::integral_constant<uint32_t, 4>{});
+    case 8: return f(std::integral_constant<uint32_t, 8>{});
+    default: return f(std::integral_constant<uint32_t, 16>{});
   }
 }
 
@@ -235,8 +221,10 @@ __global__ void __launch_bounds__(kFp8BlockThreads)
     const uint32_t groups = Fp8Layout::groups(n, group);
     for (uint32_t i = warp; i < groups; i += kFp8Warps) {
       const GroupSpan gs = group_span(n, group, i);
-      quantize_group_on_warp<E>(x + gs.first, gs.m, gs.p, fmt, codes + gs.first,
-                                scales + format::kFp8ScaleBytes * i, s_terms[warp], lane);
+      with_lane_registers(gs.p, [&](auto r) {
+        quantize_warp_group<E, decltype(r)::value>(x + gs.first, gs.m, gs.p, fmt, codes + gs.first,
+                                                   scales + format::kFp8ScaleBytes * i, s_terms[warp], lane);
+      });
     }
     const uint32_t code_bytes = Fp8Layout::code_bytes(n, group);
     const uint32_t padded = format::align_up(code_bytes, format::kChunkAlign);
@@ -302,8 +290,10 @@ __global__ void __launch_bounds__(kFp8BlockThreads, 4)
           if (lane == 0) atomicMin(&s_first_bad, i);
           continue;
         }
-        dequantize_group_on_warp<E>(codes + gs.first, gs.m, gs.p, h.fmt,
-                                    {float_from_bits(b1), float_from_bits(b2)}, o + gs.first, lane);
+        const fp8bits::GroupScales sc{float_from_bits(b1), float_from_bits(b2)};
+        with_lane_registers(gs.p, [&](auto r) {
+          dequantize_warp_group<E, decltype(r)::value>(codes + gs.first, gs.m, gs.p, h.fmt, sc, o + gs.first, lane);
+        });
       }
     }
     __syncthreads();
