@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -164,12 +165,22 @@ void merge_shards(const std::vector<fs::path>& dirs, const fs::path& out) {
     int index = 0, count = 0;
     // What the merge reads of a shard, checked here so that a damaged file is named.
     try {
+      // A whole number from 0 to 2^31 - 1 (a fraction would be cut short, a negative one wrap,
+      // in silence).
+      const auto whole = [](const json& v, const std::string& what) {
+        const bool natural = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+        if (!natural || v.get<uint64_t>() > INT32_MAX)
+          throw std::runtime_error(what + " " + v.dump() + " is not a whole number from 0 to 2^31 - 1");
+        return static_cast<int>(v.get<uint64_t>());
+      };
       const json& sh = s.doc.value("shard", json{{"index", 1}, {"count", 1}});
-      index = sh.at("index").get<int>();
-      count = sh.at("count").get<int>();
+      index = whole(sh.at("index"), "shard.index");
+      count = whole(sh.at("count"), "shard.count");
+      if (index < 1 || index > count)
+        throw std::runtime_error("shard " + std::to_string(index) + " of " + std::to_string(count));
       if (!s.doc.at(key).is_array()) throw std::runtime_error("'" + key + "' is not a list");
-      for (const json& r : s.doc[key]) (void)r.at("cell").get<size_t>();
-      for (const json& t : s.doc.value("topologies", json::array())) (void)t.at("group").get<size_t>();
+      for (const json& r : s.doc[key]) whole(r.at("cell"), "a row's cell");
+      for (const json& t : s.doc.value("topologies", json::array())) whole(t.at("group"), "a topology's group");
       if (!plans && s.doc.contains("regret_summary")) (void)regret_summary(s.doc[key]);
     } catch (const std::exception& e) {
       throw std::runtime_error(file.string() + ": not a results file of compcoll-sim (" + e.what() + ")");

@@ -309,9 +309,20 @@ class FileReader {
     const auto di = doc.find("distributedInfo");
     if (di == doc.end() || !di->is_object() || !di->contains("rank") || !di->contains("world_size"))
       fail(file_, "no distributedInfo with rank and world_size (profile after torch.distributed.init_process_group)");
+    // A whole number in [0, kMaxTraceRanks]: a fraction or a number past int would be cut
+    // short without a word, and a world of billions would be allocated rank by rank.
+    const auto rank_number = [&](const char* key) {
+      const json& v = (*di)[key];
+      const bool whole = v.is_number_integer() && (v.is_number_unsigned() || v.get<int64_t>() >= 0);
+      if (!whole) fail(file_, std::string("distributedInfo: ") + key + " " + v.dump() + " is not a whole number >= 0");
+      if (v.get<uint64_t>() > static_cast<uint64_t>(kMaxTraceRanks))
+        fail(file_, std::string("distributedInfo: ") + key + " " + v.dump() + " passes the " +
+                        std::to_string(kMaxTraceRanks) + " ranks a trace may have");
+      return static_cast<int>(v.get<uint64_t>());
+    };
+    out_.rank.rank = rank_number("rank");
+    out_.world = rank_number("world_size");
     try {
-      out_.rank.rank = (*di)["rank"].get<int>();
-      out_.world = (*di)["world_size"].get<int>();
       out_.backend = di->value("backend", std::string("?"));
       if (di->contains("pg_config") && (*di)["pg_config"].is_array())
         for (const auto& pg : (*di)["pg_config"]) {
@@ -322,7 +333,7 @@ class FileReader {
           pgs_.push_back(g);
         }
     } catch (const json::exception&) {
-      fail(file_, "distributedInfo: rank, world_size or pg_config is not of the expected type");
+      fail(file_, "distributedInfo: backend or pg_config is not of the expected type");
     } catch (const BadValue& e) {
       fail(file_, std::string("distributedInfo.pg_config: ") + e.what());
     }
@@ -980,6 +991,10 @@ TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& la
 TraceJob scale_data_parallel(const TraceJob& job, int k) {
   if (k < 1) throw std::invalid_argument("scale_dp: expected a positive factor");
   if (k == 1) return job;
+  if (int64_t{job.world} * k > kMaxTraceRanks)
+    throw std::runtime_error("scale_dp " + std::to_string(k) + ": " + std::to_string(job.world) + " x " +
+                             std::to_string(k) + " ranks pass the " + std::to_string(kMaxTraceRanks) +
+                             " ranks a job may have");
   const TraceLayout& l = job.layout;
   TraceJob out;
   out.backend = job.backend;

@@ -66,6 +66,10 @@ struct RankTrace {
   std::vector<TraceItem> items;
 };
 
+// The most ranks a job may have, as traced (distributedInfo's world_size) or scaled
+// (scale_data_parallel): 8x the largest cluster of the repository's topologies (131,072 GPUs).
+constexpr int kMaxTraceRanks = 1 << 20;
+
 struct TraceJob {
   std::string backend;   // gloo, nccl, ...
   int world = 0;
@@ -86,7 +90,8 @@ TraceJob load_trace(const std::vector<std::string>& files, const TraceLayout& la
 // The job with its data parallelism K times larger: every rank's timeline copied to the K
 // replicas, data-parallel groups (and the world group) K times larger with the same bytes per
 // rank (allgather, reduce-scatter and all-to-all sizes grow K times), other groups copied per
-// replica. A group none of tp, dp, pp or world is refused, naming the file and its first call.
+// replica. A group none of tp, dp, pp or world is refused, naming the file and its first call;
+// a job of more than kMaxTraceRanks ranks, naming the factor.
 TraceJob scale_data_parallel(const TraceJob& job, int k);
 
 // Each call's traced time as the replay charges it: from the latest member's start to the

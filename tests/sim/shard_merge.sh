@@ -2,7 +2,8 @@
 # The sharded run of a small grid merges to the unsharded run's table: three shards merged with
 # `compcoll-sim merge`, and `--jobs 2`, against one run (check_shards.py); then a merge with a
 # shard missing, which must fail naming it, and one with a shard of the same file run with
-# another --set, which must fail too, as must one with a damaged shard.
+# another --set, which must fail too, as must one with a damaged shard and one whose shard
+# count is not a whole number.
 # Usage: shard_merge.sh COMPCOLL_SIM WORK_DIR
 set -eo pipefail
 sim=$1
@@ -23,3 +24,7 @@ python3 tests/sim/check_shards.py "$o/whole" "$o/merged" "$o/jobs"
 cp -r "$o/s1" "$o/damaged"
 python3 -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); d['rows'][0]['time_us'] = 'x'; json.dump(d, open(p, 'w'))" "$o/damaged/results.json"
 "$sim" merge --out "$o/bad3" "$o/damaged" "$o/s2" "$o/s3" || echo "rc=$?"
+# A shard count that is not a whole number: named, never cut short to one.
+cp -r "$o/s1" "$o/fraction"
+python3 -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); d['shard']['count'] = 3.5; json.dump(d, open(p, 'w'))" "$o/fraction/results.json"
+"$sim" merge --out "$o/bad4" "$o/fraction" "$o/s2" "$o/s3" || echo "rc=$?"

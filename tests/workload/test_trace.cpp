@@ -262,6 +262,29 @@ TEST_CASE("trace: bad traces get one line naming the file and the event", "[work
     j["distributedInfo"]["rank"] = 3;
     has(error_of({f0, tmp.write("world.json", j)}), "world.json", "world_size 4");
   }
+  // rank and world_size: whole numbers, none cut short to fit an int, no world allocated past
+  // kMaxTraceRanks.
+  for (const auto& [key, value, what] :
+       {std::tuple<const char*, json, std::string>{"rank", 1.0, "rank 1.0 is not a whole number >= 0"},
+        {"rank", -1e308, "rank -1e+308 is not a whole number >= 0"},
+        {"rank", "1", "rank \"1\" is not a whole number >= 0"},
+        {"world_size", -2, "world_size -2 is not a whole number >= 0"},
+        {"world_size", (int64_t{1} << 32) + 2, "world_size 4294967298 passes the 1048576 ranks a trace may have"},
+        {"world_size", 2000000000, "world_size 2000000000 passes the 1048576 ranks"}}) {
+    json j = r1;
+    j["distributedInfo"][key] = value;
+    has(error_of({f0, tmp.write("info.json", j)}), "info.json: distributedInfo: ", what);
+  }
+  {
+    const TraceJob job = load_trace({f0, f1}, {});
+    CHECK(scale_data_parallel(job, 4).world == 8);
+    try {
+      scale_data_parallel(job, kMaxTraceRanks / 2 + 1);
+      FAIL("a job past kMaxTraceRanks ranks");
+    } catch (const std::runtime_error& e) {
+      CHECK(std::string(e.what()) == "scale_dp 524289: 2 x 524289 ranks pass the 1048576 ranks a job may have");
+    }
+  }
   {
     json j = r1;  // rank 1 gathers a different size: the ranks disagree
     for (auto& e : j["traceEvents"])

@@ -1,0 +1,93 @@
+// tests/fuzz/fuzz_trace.cpp — libFuzzer target for the PyTorch profiler trace reader and its
+// replay (shared/workload/trace.h), built with AddressSanitizer and UndefinedBehaviorSanitizer.
+// The input is one or two trace files, whatever their bytes: the reader must return a job or
+// throw std::runtime_error with one line, never crash, hang, throw another kind of exception
+// (a JSON library's, say) or return a job its replay cannot run. A job it returns is replayed
+// as traced and with free calls, and scaled to twice its data parallelism and replayed again.
+//
+// Input: byte 0 holds the options (bit 0: spmd; bit 1: two files, split at the first NUL byte;
+// bit 2: tp = 2; bit 3: a step asked for, byte 1 mod 4); the rest is the file or files.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "workload/trace.h"
+
+using namespace compcoll;
+using namespace compcoll::workload;
+
+namespace {
+
+std::string write_file(int index, const uint8_t* data, size_t size) {
+  static const std::string dir = [] {
+    const char* t = std::getenv("TMPDIR");
+    return std::string(t && *t ? t : "/tmp");
+  }();
+  const std::string path = dir + "/fuzz-trace-" + std::to_string(::getpid()) + "-" + std::to_string(index) + ".json";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  return path;
+}
+
+[[noreturn]] void fault(const std::string& what) {
+  std::fprintf(stderr, "fuzz_trace: %s\n", what.c_str());
+  std::abort();
+}
+
+void check_replay(const TraceJob& job) {
+  const std::vector<std::vector<double>> traced = traced_call_seconds(job);
+  if (traced.size() != job.ranks.size()) fault("traced_call_seconds: not one row per rank");
+  for (size_t r = 0; r < traced.size(); ++r)
+    if (traced[r].size() != job.ranks[r].calls.size()) fault("traced_call_seconds: not one figure per call");
+  for (const auto& seconds : {std::function<double(int, size_t)>([&](int r, size_t c) {
+                                return traced[static_cast<size_t>(r)][c];
+                              }),
+                              std::function<double(int, size_t)>([](int, size_t) { return 0.0; })}) {
+    const std::vector<double> ends = replay(job, seconds);
+    if (ends.size() != job.ranks.size()) fault("replay: not one end per rank");
+    for (double e : ends)
+      if (!(e >= 0) || !std::isfinite(e)) fault("replay: an end that is not a finite time >= 0");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 2) return 0;
+  const uint8_t options = data[0];
+  const bool spmd = options & 1, two = options & 2;
+  TraceLayout layout;
+  layout.tp = options & 4 ? 2 : 1;
+  const int step = options & 8 ? data[1] % 4 : -1;
+  data += 2;
+  size -= 2;
+  std::vector<std::string> files;
+  if (two) {
+    size_t split = 0;
+    while (split < size && data[split] != 0) ++split;
+    files.push_back(write_file(0, data, split));
+    files.push_back(write_file(1, data + std::min(split + 1, size), size - std::min(split + 1, size)));
+  } else {
+    files.push_back(write_file(0, data, size));
+  }
+  try {
+    const TraceJob job = load_trace(files, layout, step, spmd);
+    check_replay(job);
+    check_replay(scale_data_parallel(job, 2));
+    if (std::getenv("FUZZ_TRACE_VERBOSE")) std::fprintf(stderr, "read: %d ranks\n", job.world);
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    if (std::getenv("FUZZ_TRACE_VERBOSE")) std::fprintf(stderr, "refused: %s\n", what.c_str());
+    if (what.empty() || what.find('\n') != std::string::npos) fault("an error that is not one line: " + what);
+  } catch (const std::exception& e) {
+    fault(std::string("an exception that is not a runtime_error: ") + e.what());
+  }
+  for (const auto& f : files) std::remove(f.c_str());
+  return 0;
+}
