@@ -93,7 +93,7 @@ std::vector<std::vector<uint8_t>> run_reference(const Schedule& s,
         auto& q = channel[{op.peer, r}];
         if (q.empty()) return false;
         if (op.dst.buf == BufKind::Wire) me.wire[op.dst.index] = std::move(q.front());
-        else std::memcpy(slice_ptr(me, op.dst, es), q.front().data(), q.front().size());
+        else if (!q.front().empty()) std::memcpy(slice_ptr(me, op.dst, es), q.front().data(), q.front().size());
         q.pop_front();
         break;
       }
@@ -101,7 +101,7 @@ std::vector<std::vector<uint8_t>> run_reference(const Schedule& s,
         reduce_add(s.dtype, slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count);
         break;
       case OpKind::Copy:
-        std::memmove(slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count * es);
+        if (op.src.count) std::memmove(slice_ptr(me, op.dst, es), slice_ptr(me, op.src, es), op.src.count * es);
         break;
       case OpKind::Compress:
         if (!opt.codec) throw ScheduleError("run_reference: the schedule compresses but no codec was given");
