@@ -5,6 +5,10 @@
 // (a JSON library's, say) or return a job its replay cannot run. A job it returns is replayed
 // as traced and with free calls, and scaled to twice its data parallelism and replayed again.
 //
+// Each input is bounded work: a file whose world_size passes kMaxWorld is skipped (the reader's
+// own bound, kMaxTraceRanks, is its unit tests'), since one rank's trace standing for a world of
+// a million ranks (spmd) is legitimately a second and a gigabyte of work, not a defect.
+//
 // Input: byte 0 holds the options (bit 0: spmd; bit 1: two files, split at the first NUL byte;
 // bit 2: tp = 2; bit 3: a step asked for, byte 1 mod 4); the rest is the file or files.
 #include <algorithm>
@@ -18,12 +22,27 @@
 #include <unistd.h>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "workload/trace.h"
 
 using namespace compcoll;
 using namespace compcoll::workload;
 
 namespace {
+
+constexpr int64_t kMaxWorld = 64;
+
+// Whether the bytes are a JSON document whose distributedInfo.world_size is a number above
+// kMaxWorld (a document that does not parse is the reader's to refuse).
+bool too_large(const uint8_t* data, size_t size) {
+  const nlohmann::json doc = nlohmann::json::parse(data, data + size, nullptr, false);
+  if (!doc.is_object()) return false;
+  const auto di = doc.find("distributedInfo");
+  if (di == doc.end() || !di->is_object()) return false;
+  const auto w = di->find("world_size");
+  return w != di->end() && w->is_number() && !(w->get<double>() <= kMaxWorld);
+}
 
 std::string write_file(int index, const uint8_t* data, size_t size) {
   static const std::string dir = [] {
@@ -67,15 +86,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int step = options & 8 ? data[1] % 4 : -1;
   data += 2;
   size -= 2;
-  std::vector<std::string> files;
+  size_t split = size;
   if (two) {
-    size_t split = 0;
+    split = 0;
     while (split < size && data[split] != 0) ++split;
-    files.push_back(write_file(0, data, split));
-    files.push_back(write_file(1, data + std::min(split + 1, size), size - std::min(split + 1, size)));
-  } else {
-    files.push_back(write_file(0, data, size));
   }
+  const size_t second = std::min(split + 1, size);
+  if (too_large(data, split) || (two && too_large(data + second, size - second))) return 0;
+  std::vector<std::string> files{write_file(0, data, split)};
+  if (two) files.push_back(write_file(1, data + second, size - second));
   try {
     const TraceJob job = load_trace(files, layout, step, spmd);
     check_replay(job);
