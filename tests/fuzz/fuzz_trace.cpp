@@ -7,7 +7,8 @@
 //
 // Each input is bounded work: a file whose world_size passes kMaxWorld is skipped (the reader's
 // own bound, kMaxTraceRanks, is its unit tests'), since one rank's trace standing for a world of
-// a million ranks (spmd) is legitimately a second and a gigabyte of work, not a defect.
+// a million ranks (spmd) is legitimate work that grows with the world, not a defect.
+// FUZZ_TRACE_VERBOSE=1 prints what became of each input (to read a saved input by hand).
 //
 // Input: byte 0 holds the options (bit 0: spmd; bit 1: two files, split at the first NUL byte;
 // bit 2: tp = 2; bit 3: a step asked for, byte 1 mod 4); the rest is the file or files.
