@@ -364,13 +364,15 @@ report::Row cell_row(const Run& r, const study::Cell& cell, const topo::Topology
   return w;
 }
 
-// The cell's rows, each plan added to the job once (the same plan, call and size give the
-// same simulated time, however many rows choose it).
-void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Job& job, std::vector<Out>& outs) {
-  std::map<std::string, size_t> calls;  // plan key -> job call
+// The group's calls by plan key and size: each a list of job calls, told apart by sim::Call's ==.
+using KnownCalls = std::map<std::pair<std::string, uint64_t>, std::vector<size_t>>;
+
+// The cell's rows, each simulated call added to the job once: the same call on the group's
+// platform gives the same simulated time, however many rows of however many cells choose it
+// (the oracles of two calls of one collective share every candidate).
+void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Job& job, KnownCalls& known,
+               std::vector<Out>& outs) {
   auto add = [&](const policy::Plan& p) {
-    auto [it, fresh] = calls.emplace(study::plan_key(p), job.calls.size());
-    if (!fresh) return it->second;
     sim::Call call;
     call.codec = p.codec;
     call.ratio = r.ratios->get(p.codec, r.exp.calls[cell.call]).ratio;
@@ -378,7 +380,11 @@ void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Jo
     call.iterations = r.args.back_to_back;
     call.nccl_kernels = p.nccl_kernels;
     call.protocol = p.protocol;
-    job.calls.push_back(call);
+    std::vector<size_t>& same_key = known[{study::plan_key(p), cell.size}];
+    for (size_t c : same_key)
+      if (job.calls[c] == call) return c;
+    same_key.push_back(job.calls.size());
+    job.calls.push_back(std::move(call));
     return job.calls.size() - 1;
   };
   const size_t first = outs.size();
@@ -605,8 +611,9 @@ void run_group(Run& r, size_t g, const study::Group& group, const std::vector<st
   if (!r.args.json) std::cout << describe(topo);
   study::Planner planner(r.exp, topo, r.cal, r.net.factors(), *r.ratios);
   std::vector<Out> outs;
+  KnownCalls known;
   for (const auto& c : cells)
-    if (c.group == g) plan_cell(r, planner, c, job, outs);
+    if (c.group == g) plan_cell(r, planner, c, job, known, outs);
   if (r.args.plans_only) print_plans(r, outs);
   else simulate_group(r, job, outs, group.topology);
 }

@@ -60,6 +60,7 @@ struct Call {
   bool nccl_kernels = false;  // NCCL's kernels run it (policy::Plan::nccl_kernels): its reduce and
                               // copy ops take no time
   std::string protocol;       // NCCL's protocol for NCCL's kernels (policy::Plan::protocol)
+  bool operator==(const Call&) const = default;  // the same simulated call, the same result
 };
 
 // The largest schedule whose codec's exposed time a call reports: the cost model runs it twice,

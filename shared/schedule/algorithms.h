@@ -47,6 +47,7 @@ struct Pipelining {
   uint32_t chunks = 1;
   uint32_t channels = 1;
   bool merge = false;
+  bool operator==(const Pipelining&) const = default;
 };
 
 // Ring allreduce (reduce-scatter then allgather around the ring r -> r+1): 2(n-1) steps

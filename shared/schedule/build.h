@@ -36,6 +36,7 @@ struct BuildSpec {
   // nccl_nodes[r] (empty: node-major whole nodes of gpus_per_node).
   int nccl_p2p_channels = 0;
   std::vector<int> nccl_nodes;
+  bool operator==(const BuildSpec&) const = default;  // the same schedule
 };
 
 // The schedule the spec names (not validated: validate() it where needed). Algorithms, by
