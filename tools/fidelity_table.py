@@ -2,13 +2,13 @@
 """Published NCCL measurements beside compcoll-sim's nccl-like rows (docs/FIDELITY.md).
 
     compcoll-sim experiments/fidelity-nccl.yaml --json > fid.json
-    compcoll-sim experiments/fidelity-nccl-256.yaml --json > fid256.json
     compcoll-sim experiments/fidelity-nccl-ring.yaml --json > fidring.json
+    compcoll-sim experiments/fidelity-nccl-256-ring.yaml --json > fidring256.json
     compcoll-sim experiments/fidelity-nccl-nvls.yaml --json > fidnvls.json
     compcoll-sim experiments/fidelity-nccl-1pn.yaml --json > fid1pn.json
     compcoll-sim experiments/fidelity-nccl-10n.yaml --json > fid10n.json
     ...                              (every fidelity experiment docs/FIDELITY.md lists)
-    tools/fidelity_table.py fid.json fid256.json fidring.json fidnvls.json fid1pn.json fid10n.json ...
+    tools/fidelity_table.py fid.json fidring.json fidring256.json fidnvls.json fid1pn.json fid10n.json ...
                             [--published experiments/fidelity-nccl-published.csv]
                             [--markdown OUT.md] [--update-doc docs/FIDELITY.md] [--check]
 
