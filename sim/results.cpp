@@ -13,6 +13,7 @@
 
 #include "report/report.h"
 #include "report/row.h"
+#include "util/json_number.h"
 
 namespace compcoll::sim {
 
@@ -168,10 +169,9 @@ void merge_shards(const std::vector<fs::path>& dirs, const fs::path& out) {
       // A whole number from 0 to 2^31 - 1 (a fraction would be cut short, a negative one wrap,
       // in silence).
       const auto whole = [](const json& v, const std::string& what) {
-        const bool natural = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
-        if (!natural || v.get<uint64_t>() > INT32_MAX)
-          throw std::runtime_error(what + " " + v.dump() + " is not a whole number from 0 to 2^31 - 1");
-        return static_cast<int>(v.get<uint64_t>());
+        const auto n = util::natural_number(v);
+        if (!n || *n > INT32_MAX) throw std::runtime_error(what + " " + v.dump() + " is not a whole number from 0 to 2^31 - 1");
+        return static_cast<int>(*n);
       };
       const json& sh = s.doc.value("shard", json{{"index", 1}, {"count", 1}});
       index = whole(sh.at("index"), "shard.index");

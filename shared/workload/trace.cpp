@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "util/json_number.h"
 #include "util/text.h"
 
 namespace compcoll::workload {
@@ -53,12 +54,7 @@ std::string str_field(const json& e, const char* key) {
 uint64_t count_field(const json& e, const char* key) {
   const json& v = field(e, key);
   if (v.is_null()) throw BadValue(std::string("no '") + key + "' (a count of elements)");
-  if (v.is_number_unsigned()) return v.get<uint64_t>();
-  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (d >= 0 && d < 0x1p64 && d == std::floor(d)) return static_cast<uint64_t>(d);
-  }
+  if (const auto n = util::natural_number(v, true)) return *n;
   throw BadValue(std::string("'") + key + "' is " + v.dump() + ", not a count of elements");
 }
 
@@ -117,9 +113,9 @@ uint64_t elements(const json& dims) {
   }
   uint64_t n = 1;
   for (const auto& d : dims) {
-    if (!(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0)))
-      throw BadValue("Input Dims " + dims.dump() + ": " + d.dump() + " is not a size");
-    const uint64_t k = d.get<uint64_t>();
+    const auto size = util::natural_number(d);
+    if (!size) throw BadValue("Input Dims " + dims.dump() + ": " + d.dump() + " is not a size");
+    const uint64_t k = *size;
     if (k && n > UINT64_MAX / k) throw BadValue("Input Dims " + dims.dump() + " hold more than 2^64 elements");
     n *= k;
   }
@@ -204,9 +200,9 @@ std::vector<int> parse_rank_list(const json& v) {
   std::vector<int> r;
   if (v.is_array()) {
     for (const auto& x : v) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
-        throw BadValue("rank list " + v.dump() + ": " + x.dump() + " is not a rank");
-      r.push_back(static_cast<int>(x.get<int64_t>()));
+      const auto rank = util::natural_number(x);
+      if (!rank || *rank > INT32_MAX) throw BadValue("rank list " + v.dump() + ": " + x.dump() + " is not a rank");
+      r.push_back(static_cast<int>(*rank));
     }
     return r;
   }
@@ -313,12 +309,12 @@ class FileReader {
     // short without a word, and a world of billions would be allocated rank by rank.
     const auto rank_number = [&](const char* key) {
       const json& v = (*di)[key];
-      const bool whole = v.is_number_integer() && (v.is_number_unsigned() || v.get<int64_t>() >= 0);
-      if (!whole) fail(file_, std::string("distributedInfo: ") + key + " " + v.dump() + " is not a whole number >= 0");
-      if (v.get<uint64_t>() > static_cast<uint64_t>(kMaxTraceRanks))
+      const auto n = util::natural_number(v);
+      if (!n) fail(file_, std::string("distributedInfo: ") + key + " " + v.dump() + " is not a whole number >= 0");
+      if (*n > static_cast<uint64_t>(kMaxTraceRanks))
         fail(file_, std::string("distributedInfo: ") + key + " " + v.dump() + " passes the " +
                         std::to_string(kMaxTraceRanks) + " ranks a trace may have");
-      return static_cast<int>(v.get<uint64_t>());
+      return static_cast<int>(*n);
     };
     out_.rank.rank = rank_number("rank");
     out_.world = rank_number("world_size");

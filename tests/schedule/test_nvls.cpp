@@ -30,7 +30,7 @@ void check_exact(const Schedule& s, const test::ExactInputs& e) {
 
 }  // namespace
 
-TEST_CASE("NVLS allreduce is exact for every group size, channel count and chunking", "[schedule][nvls]") {
+TEST_CASE("NVLS allreduce is exact for every group size, channel count and chunking", "[schedule][nvls][slow]") {
   for (int g : {2, 3, 4, 8}) {
     for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t(g + 1), uint64_t{517}}) {
       auto e = test::exact_inputs(DType::BF16, g, count);

@@ -2,8 +2,8 @@
 # tests/scripts/bundle_gpu_check.sh WORKDIR — scripts/bundle.sh --gpu-check from the current
 # build, unpacked at the root of a stand-in checkout (its tests/data only): it holds the four
 # programs gpu-check runs and nvCOMP, not compcoll-sim or SimGrid; its tests/data link reaches
-# the checkout's tensors; its own test runner passes with a clean environment from another
-# folder; and gpu-check --quick, where nvidia-smi answers (a stand-in) but no CUDA device runs,
+# the checkout's tensors; its own test runner (--quick) passes with a clean environment from
+# another folder; and gpu-check --quick, where nvidia-smi answers (a stand-in) but no CUDA device runs,
 # runs every step on the checkout's tensors, every program taking its arguments, and reports
 # the GPU steps failed.
 set -uo pipefail
@@ -23,7 +23,7 @@ if ls "$b/lib" | grep -q simgrid; then echo "FAILED: SimGrid in the bundle"; bad
 [ -e "$b/lib/nvidia/libnvcomp.so.6" ] || { echo "FAILED: no libnvcomp.so.6"; bad=$((bad + 1)); }
 [ -e "$b/tests/data/grad.layer1-attn-out-weight.step060.bf16.npy" ] || { echo "FAILED: tests/data does not reach the checkout's"; bad=$((bad + 1)); }
 (cd "$work/elsewhere" && env -i PATH=/usr/bin:/bin HOME="${HOME:-/root}" RESULTS="$work/elsewhere/tests" \
-  bash "$b/run-tests.sh") >"$work/run-tests.log" 2>&1
+  bash "$b/run-tests.sh" --quick) >"$work/run-tests.log" 2>&1
 if grep -q "^bundle tests: all passed" "$work/run-tests.log" && ! grep -q "sim-" "$work/run-tests.log"; then
   echo "bundle tests: all passed"
 else

@@ -396,7 +396,7 @@ TEST_CASE("hierarchical all-to-all: closed form in the simulator, cost model wit
 // nodes; NCCL's PXN exchange, whose relays share NVLink with the blocks sent directly) come out
 // as simulated: 0.9995-1.0000 (model / simulated, LV08 and CM02).
 TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tree, torus, dragonfly",
-          "[sim][cost-model][contention]") {
+          "[sim][cost-model][contention][slow]") {
   struct Case {
     const char* name;
     const char* file;
@@ -467,7 +467,7 @@ TEST_CASE("cost model where flows meet inside the network: oversubscribed fat tr
 // 1,258.78 at 1e-12, 1,258.776 in the model; on the unpatched lazy updates at 1e-12 the case
 // below takes 1,245.888 us (docs/compcoll-sim.md, "Exactness", has the commands and more cases).
 TEST_CASE("cost model equals SimGrid at 1e-12 under full and lazy rate updates",
-          "[sim][cost-model][contention]") {
+          "[sim][cost-model][contention][slow]") {
   struct Case {
     const char* file;
     const char* model;

@@ -75,7 +75,7 @@ void check_merged_exact(const topo::Topology& t, const sim::NetworkModel& net, c
 // The cost model's merged time is its unmerged time to 1e-12 on equal pieces, and the simulator's within the 0.2% it is held to. With NCCL's
 // protocol costs compcoll's kernels run in step groups and are no longer NCCL's call; the
 // merged call is then held to the cost model's unmerged one.
-TEST_CASE("merged channels: the time of the channels apart, in the simulator and the cost model", "[sim][merge]") {
+TEST_CASE("merged channels: the time of the channels apart, in the simulator and the cost model", "[sim][merge][slow]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   sim::NetworkModel rdma = test::rdma_network();
   sim::NetworkModel lv08 = sim::NetworkModel::defaults("lv08");  // latency x 13.01, cross-traffic on

@@ -361,7 +361,7 @@ TEST_CASE("NCCL's own all-to-all runs in NCCL's work batches, its peers side by 
   }
 }
 
-TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulator does", "[policy][adaptive]") {
+TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulator does", "[policy][adaptive][slow]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   const auto cal = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
   const System sys = system_of(t, cal, {"identity", "gauss-exp"});
@@ -406,7 +406,7 @@ TEST_CASE("adaptive weighs compression against NCCL's rail rings, as the simulat
 // NCCL's own collective is a candidate on GPUs: adaptive is never slower than it by its model,
 // and takes it where compcoll's kernels cost more than compression saves (the kernels measured
 // on one H200). On a host over MPI there is no such candidate.
-TEST_CASE("adaptive never slower than NCCL's own collective by its model", "[policy][adaptive]") {
+TEST_CASE("adaptive never slower than NCCL's own collective by its model", "[policy][adaptive][slow]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   const auto h200 = calib::load_calibration(kRoot + "/calibration/h200.yaml");
   const System sys = system_of(t, h200, {"identity", "gauss-exp"});

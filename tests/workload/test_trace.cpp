@@ -16,10 +16,13 @@
 #include <tuple>
 
 #include "workload/trace.h"
+#include "workload/trace_jobs.h"
 
 using namespace compcoll;
 using namespace compcoll::workload;
 using nlohmann::json;
+using test::gpu_rank;
+using test::trace_event;
 
 namespace {
 
@@ -347,44 +350,6 @@ TEST_CASE("trace: without a step asked for, the last step every rank has", "[wor
   }
 }
 
-namespace {
-
-// One complete ("X") event of a Chrome trace.
-json trace_event(const char* cat, const std::string& name, double ts, double dur, int pid, int tid, json args) {
-  return {{"ph", "X"}, {"cat", cat}, {"name", name}, {"ts", ts}, {"dur", dur}, {"pid", pid}, {"tid", tid}, {"args", args}};
-}
-
-// A small GPU (NCCL) job of two ranks in PyTorch's schema: CPU launches (cuda_runtime, by
-// correlation id) inside ProfilerStep#1, compute kernels on stream 7, NCCL kernels with their
-// args on stream 20: a forward allreduce the compute waits for, a backward one (launched from
-// autograd's thread) it does not, and a kernel launched after the step.
-json gpu_rank(int rank) {
-  json ev = json::array();
-  auto x = [&](const char* cat, const std::string& name, double ts, double dur, int pid, int tid, json args) {
-    ev.push_back(trace_event(cat, name, ts, dur, pid, tid, args));
-  };
-  x("user_annotation", "ProfilerStep#1", 0, 1000, 10, 1, json::object());
-  x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 500, 300, 10, 2, json::object());
-  for (auto [corr, ts, tid] : {std::tuple{1, 10, 1}, {2, 20, 1}, {3, 30, 1}, {4, 600, 2}, {5, 610, 1}, {99, 2000, 1}})
-    x("cuda_runtime", "cudaLaunchKernel", ts, 5, 10, tid, {{"correlation", corr}});
-  const json nccl{{"Collective name", "allreduce"}, {"In msg nelems", 1024}, {"Out msg nelems", 1024}, {"dtype", "Float"},
-                  {"Process Group Ranks", "[0, 1]"}, {"Process Group Name", "0"}};
-  x("kernel", "gemm", 100, 200, 0, 7, {{"correlation", 1}});
-  json a = nccl;
-  a["correlation"] = 2;
-  x("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 300 + rank * 20, 100 - rank * 20, 0, 20, a);
-  x("kernel", "gemm", 410, 190, 0, 7, {{"correlation", 3}});
-  a["correlation"] = 4;
-  x("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 620, 80, 0, 20, a);
-  x("kernel", "gemm", 605, 295, 0, 7, {{"correlation", 5}});
-  x("kernel", "gemm", 2100, 50, 0, 7, {{"correlation", 99}});
-  return {{"distributedInfo", {{"backend", "nccl"}, {"rank", rank}, {"world_size", 2},
-                               {"pg_config", json::array({{{"pg_name", "0"}, {"ranks", {0, 1}}}})}}},
-          {"traceEvents", ev}};
-}
-
-}  // namespace
-
 TEST_CASE("trace: a GPU job's timeline is its GPU work", "[workload][trace]") {
   TempDir tmp;
   const std::vector<std::string> files{tmp.write("g0.json", gpu_rank(0)), tmp.write("g1.json", gpu_rank(1))};
@@ -479,23 +444,7 @@ TEST_CASE("trace: a value not of the profiler's form gets one line naming the fi
 TEST_CASE("trace: record_param_comms events on the CPU", "[workload][trace]") {
   TempDir tmp;
   std::vector<std::string> files;
-  for (int rank = 0; rank < 2; ++rank) {
-    json ev = json::array();
-    auto x = [&](const char* cat, const std::string& name, double ts, double dur, json args) {
-      ev.push_back(trace_event(cat, name, ts, dur, 5, 1, args));
-    };
-    x("user_annotation", "ProfilerStep#7", 0, 400, json::object());
-    x("cpu_op", "aten::mm", 0, 100, json::object());
-    x("cpu_op", "record_param_comms", 100, 10,
-      {{"Collective name", "allgather"}, {"In msg nelems", 256}, {"Out msg nelems", 512}, {"dtype", "BFloat16"},
-       {"Process Group Name", "0"}});
-    x("cpu_op", "record_param_comms", 110, 5, {{"Collective name", "wait"}, {"In msg nelems", 0}, {"dtype", "Byte"}});
-    x("cpu_op", "aten::mm", 120, 280, json::object());
-    files.push_back(tmp.write("c" + std::to_string(rank) + ".json",
-                              {{"distributedInfo", {{"backend", "gloo"}, {"rank", rank}, {"world_size", 2},
-                                                    {"pg_config", json::array({{{"pg_name", "0"}, {"ranks", {0, 1}}}})}}},
-                               {"traceEvents", ev}}));
-  }
+  for (int rank = 0; rank < 2; ++rank) files.push_back(tmp.write("c" + std::to_string(rank) + ".json", test::cpu_rank(rank)));
   const TraceJob t = load_trace(files, {});
   for (const auto& r : t.ranks) {
     REQUIRE(r.calls.size() == 1);  // the wait pseudo-call is skipped
