@@ -379,7 +379,9 @@ void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Jo
     call.build = planner.build_spec(p, cell);
     call.iterations = r.args.back_to_back;
     call.nccl_kernels = p.nccl_kernels;
-    call.protocol = p.protocol;
+    // NCCL's protocol costs only NCCL's kernels, and only with the protocol costs on; elsewhere
+    // it is a label, and plans that differ by it alone are one call.
+    if (p.nccl_kernels && job.network.protocol_costs) call.protocol = p.protocol;
     std::vector<size_t>& same_key = known[{study::plan_key(p), cell.size}];
     for (size_t c : same_key)
       if (job.calls[c] == call) return c;

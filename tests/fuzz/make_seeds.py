@@ -26,7 +26,7 @@ def distributed(backend, rank):
             "pg_config": [{"pg_name": "0", "pg_size": 2, "ranks": [0, 1]}]}
 
 
-def gpu_rank(rank):  # as tests/workload/test_trace.cpp's gpu_rank
+def gpu_rank(rank):  # as tests/workload/trace_jobs.h's gpu_rank
     ev = [event("user_annotation", "ProfilerStep#1", 0, 1000, 10, 1, {}),
           event("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 500, 300, 10, 2, {})]
     for corr, ts, tid in [(1, 10, 1), (2, 20, 1), (3, 30, 1), (4, 600, 2), (5, 610, 1), (99, 2000, 1)]:
