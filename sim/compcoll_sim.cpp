@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -367,12 +368,21 @@ report::Row cell_row(const Run& r, const study::Cell& cell, const topo::Topology
 // The group's calls by plan key and size: each a list of job calls, told apart by sim::Call's ==.
 using KnownCalls = std::map<std::pair<std::string, uint64_t>, std::vector<size_t>>;
 
+// An oracle's candidates of at most this many schedule ops (policy::plan_size) leave their
+// codec's exposed time to the fastest of them, whose row works it out in this process as it goes
+// out (sim::codec_exposed_s), beside the call a child simulates meanwhile: the cost model twice,
+// about 170 bytes an op at its peak (30 MB for the 177,472 ops of a 1 GB ring allreduce on 64
+// GPUs), so at most about 45 MB here. Larger ones, and every other row's calls, have it worked
+// out in their own process before SimGrid's peak (sim::Call::exposed). The oracle's candidates
+// but its fastest would otherwise each run the cost model twice for a figure no row shows.
+constexpr uint64_t kOracleExposedHere = 250'000;
+
 // The cell's rows, each simulated call added to the job once: the same call on the group's
 // platform gives the same simulated time, however many rows of however many cells choose it
 // (the oracles of two calls of one collective share every candidate).
 void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Job& job, KnownCalls& known,
                std::vector<Out>& outs) {
-  auto add = [&](const policy::Plan& p) {
+  auto add = [&](const policy::Plan& p, bool oracle) {
     sim::Call call;
     call.codec = p.codec;
     call.ratio = r.ratios->get(p.codec, r.exp.calls[cell.call]).ratio;
@@ -382,9 +392,19 @@ void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Jo
     // NCCL's protocol costs only NCCL's kernels, and only with the protocol costs on; elsewhere
     // it is a label, and plans that differ by it alone are one call.
     if (p.nccl_kernels && job.network.protocol_costs) call.protocol = p.protocol;
+    call.exposed = !oracle || call.codec == "identity" ||
+                   policy::plan_size(p, cell.info, policy::ranks_per_node(job.topology, cell.info.nranks)).ops >
+                       kOracleExposedHere;
     std::vector<size_t>& same_key = known[{study::plan_key(p), cell.size}];
-    for (size_t c : same_key)
-      if (job.calls[c] == call) return c;
+    for (size_t c : same_key) {
+      const bool exposed = job.calls[c].exposed;
+      job.calls[c].exposed = call.exposed;
+      if (job.calls[c] == call) {
+        job.calls[c].exposed = exposed || call.exposed;  // a row that needs it has it from the call's process
+        return c;
+      }
+      job.calls[c].exposed = exposed;
+    }
     same_key.push_back(job.calls.size());
     job.calls.push_back(std::move(call));
     return job.calls.size() - 1;
@@ -401,7 +421,7 @@ void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Jo
     o.row.error = e.error;
     o.plans = e.policy == "oracle" ? e.candidates : std::vector<policy::Plan>{e.plan};
     if (!e.error.empty()) o.plans.clear();
-    for (const auto& p : o.plans) o.calls.push_back(add(p));
+    for (const auto& p : o.plans) o.calls.push_back(add(p, e.policy == "oracle"));
     o.row.candidates = e.policy == "oracle" ? o.plans.size() : 0;
     if (o.plans.empty()) o.row.algorithm = o.row.placement = o.row.codec = "-";
     else label(r, o.row, cell, o.plans.front());
@@ -445,8 +465,9 @@ void print_plans(Run& r, const std::vector<Out>& outs) {
 }
 
 // A row once its calls have finished: an oracle keeps its fastest candidate; the regret is
-// against the cell's oracle.
-void emit(Run& r, Out& o, const std::vector<sim::CallResult>& results) {
+// against the cell's oracle. `exposed(c)`: the codec's exposed time of job call c, where its
+// process did not work it out (sim::Call::exposed).
+void emit(Run& r, Out& o, const std::vector<sim::CallResult>& results, const std::function<double(size_t)>& exposed) {
   report::Row& w = o.row;
   // A call's time: alone, from its start to its last op; back to back, each rank's per call.
   auto timed = [&](const sim::CallResult& c) { return r.args.back_to_back > 1 ? c.iteration_s : c.time_s; };
@@ -461,7 +482,7 @@ void emit(Run& r, Out& o, const std::vector<sim::CallResult>& results) {
     w.time_s = timed(c);
     w.messages = c.messages, w.wire_bytes = c.wire_bytes, w.raw_bytes = c.raw_bytes;
     w.codec_s = c.codec_s, w.reduce_s = c.reduce_s, w.wall_s = c.wall_s, w.ops = c.ops, w.error = c.error;
-    w.codec_exposed_s = c.codec_exposed_s;
+    w.codec_exposed_s = c.error.empty() && std::isnan(c.codec_exposed_s) ? exposed(o.calls[pick]) : c.codec_exposed_s;
     if (!c.ungrouped.empty())
       w.note = "not in step groups: compcoll-run refuses it on NCCL (" + c.ungrouped +
                "); simulated with each transfer posted once ready";
@@ -510,12 +531,14 @@ void simulate_group(Run& r, sim::Job& job, std::vector<Out>& outs, const std::st
   }
   std::vector<sim::CallResult> results(job.calls.size());
   std::vector<char> finished(job.calls.size(), 0);
+  const std::vector<sim::Call> planned = job.calls;
+  const auto exposed = [&](size_t c) { return planned[c].exposed ? NAN : sim::codec_exposed_s(job, planned[c]); };
   size_t next = 0;
   auto done = [&](const std::vector<size_t>& calls) {
     return std::all_of(calls.begin(), calls.end(), [&](size_t c) { return finished[c]; });
   };
   auto emit_ready = [&] {
-    while (next < outs.size() && done(outs[next].calls) && done(outs[next].oracle_calls)) emit(r, outs[next++], results);
+    while (next < outs.size() && done(outs[next].calls) && done(outs[next].oracle_calls)) emit(r, outs[next++], results, exposed);
   };
   emit_ready();
   // What each call needs against what this machine has, before anything is built: a platform

@@ -906,6 +906,18 @@ s4u::Engine make_engine() {
   return s4u::Engine(&argc, argv);
 }
 
+// codec_exposed_s of the call whose one-call schedule (policy::flow_spec) is `schedule`, of `ops` ops.
+double exposed_in(const Job& job, const Call& call, const sched::Schedule& schedule, uint64_t ops) {
+  if (call.codec == "identity" || ops > kMaxExposedOps) return NAN;
+  policy::RouteCache routes(job.topology);
+  try {  // a figure beside the row: where the model cannot price the call, the row still runs
+    return policy::exposed_codec_s(schedule, job.topology, job.calibration, call.codec, call.ratio,
+                                   job.network.factors(), routes, call.nccl_kernels, call.protocol);
+  } catch (const std::exception&) {
+    return NAN;
+  }
+}
+
 // One call on the engine as the platform left it (the caller forked for it).
 CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engine, size_t c) {
   const auto w0 = std::chrono::steady_clock::now();
@@ -926,15 +938,9 @@ CallResult run_call(const Job& job, const Platform& platform, s4u::Engine& engin
       ops += rp.ops.size();
       for (const auto& op : rp.ops) res.compress_ops += op.kind == sched::OpKind::Compress;
     }
-    if (call.codec != "identity" && ops <= kMaxExposedOps) {
-      // One call's, whatever the iterations; not counted in the call's wall time.
+    if (call.exposed) {  // one call's, whatever the iterations; not counted in the call's wall time
       const auto e0 = std::chrono::steady_clock::now();
-      policy::RouteCache routes(job.topology);
-      try {  // a figure beside the row: where the model cannot price the call, the row still runs
-        res.codec_exposed_s = policy::exposed_codec_s(schedule, job.topology, job.calibration, call.codec, call.ratio,
-                                                      job.network.factors(), routes, call.nccl_kernels, call.protocol);
-      } catch (const std::exception&) {
-      }
+      res.codec_exposed_s = exposed_in(job, call, schedule, ops);
       model_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
     }
     CallRun run;
@@ -1075,6 +1081,19 @@ void read_lines(FILE* in, const std::function<void(char tag, const nlohmann::jso
 }
 
 }  // namespace
+
+double codec_exposed_s(const Job& job, const Call& call) {
+  if (call.codec == "identity") return NAN;
+  try {
+    const sched::Schedule schedule =
+        sched::build_schedule(policy::flow_spec(call.build, call.nccl_kernels, job.topology, job.network.factors()));
+    uint64_t ops = 0;
+    for (const auto& rp : schedule.ranks) ops += rp.ops.size();
+    return exposed_in(job, call, schedule, ops);
+  } catch (const std::exception&) {
+    return NAN;
+  }
+}
 
 JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& on_result) {
   JobStats stats;

@@ -60,6 +60,9 @@ struct Call {
   bool nccl_kernels = false;  // NCCL's kernels run it (policy::Plan::nccl_kernels): its reduce and
                               // copy ops take no time
   std::string protocol;       // NCCL's protocol for NCCL's kernels (policy::Plan::protocol)
+  // Its codec's exposed time (codec_exposed_s) is worked out in the call's process; false: the
+  // caller may ask codec_exposed_s itself (compcoll-sim does for an oracle's fastest candidate).
+  bool exposed = true;
   bool operator==(const Call&) const = default;  // the same simulated call, the same result
 };
 
@@ -105,6 +108,12 @@ struct JobStats {
 // Runs every call of the job in a forked child; on_result is called in the parent, in order,
 // as each finishes.
 JobStats simulate(const Job& job, const std::function<void(const CallResult&)>& on_result);
+
+// The codec's exposed time in one of the call's calls on the job's platform
+// (policy::exposed_codec_s, as a simulated call with `exposed` reports it): 0 with the zero
+// calibration; NaN for identity, a schedule of more than kMaxExposedOps ops, or one the cost
+// model cannot price. No SimGrid: the cost model alone, in this process.
+double codec_exposed_s(const Job& job, const Call& call);
 
 // The links SimGrid routes each (source, destination) pair of endpoints (GPUs, or a node's switch:
 // topo::Topology::switch_of) through on the topology's

@@ -992,7 +992,9 @@ TEST_CASE("NCCL's kernels: no reduce or copy charged, in the simulator and the c
 // The codec's exposed time (policy::exposed_codec_s): on a ring whose every step compresses,
 // sends and decompresses one block, the codec is on the critical path; pipelined in 2 chunks,
 // a chunk's codec runs while the other's bytes move, and little of it is left. compcoll-sim
-// reports it per compressed call (sim::CallResult::codec_exposed_s), none for identity.
+// reports it per compressed call (sim::CallResult::codec_exposed_s), none for identity; a call
+// that leaves it to its caller (sim::Call::exposed false: an oracle's candidate) has none, and
+// sim::codec_exposed_s in the caller's process gives the figure the call's process gives.
 TEST_CASE("the codec's exposed time: all of it on a plain ring, little once pipelined", "[sim][cost-model]") {
   const auto t = topo::load_topology(kRoot + "/topologies/h100-64gpu-dp.yaml");
   const auto cal = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
@@ -1020,12 +1022,21 @@ TEST_CASE("the codec's exposed time: all of it on a plain ring, little once pipe
     const sim::CallResult r = simulate_alone(t, cal, net, call);
     CAPTURE(chunks, exposed, r.codec_s, r.time_s);
     CHECK(r.codec_exposed_s == Approx(exposed).epsilon(1e-12));
+    sim::Job job;
+    job.topology = t;
+    job.calibration = cal;
+    job.network = net;
+    CHECK(sim::codec_exposed_s(job, call) == r.codec_exposed_s);
+    sim::Call left = call;
+    left.exposed = false;
+    CHECK(std::isnan(simulate_alone(t, cal, net, left).codec_exposed_s));
     CHECK(exposed < cost.time_s);
     if (chunks == 1) CHECK(exposed > 0.9 * r.codec_s);   // each step waits for its codec
     if (chunks == 2) CHECK(exposed < 0.1 * r.codec_s);   // hidden behind the other chunk's transfer
   }
   const sim::CallResult plain = simulate_alone(t, cal, net, ring(1, "identity"));
   CHECK(std::isnan(plain.codec_exposed_s));
+  CHECK(std::isnan(sim::codec_exposed_s(sim::Job{t, cal, net, {}}, ring(1, "identity"))));
   CHECK(policy::exposed_codec_s(sched::build_schedule(ring(1, "gauss-exp").build), t, calib::zero_calibration(),
                                 "gauss-exp", 0.6858, net.factors(), routes) == 0);
 }
