@@ -116,6 +116,13 @@ void expect_sane(const json& doc, const std::string& path, const std::string& cl
 void hammer(const std::string& name, const std::function<json(int)>& rank) {
   const auto dir = std::filesystem::temp_directory_path() / ("compcoll-trace-robust-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  struct Gone {  // the folder goes when the case ends, failed or not
+    std::filesystem::path dir;
+    ~Gone() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } gone{dir};
   const std::string path = (dir / (name + "0.json")).string(), clean = (dir / (name + "1.json")).string();
   std::ofstream(clean) << rank(1).dump();
   const json original = rank(0);
@@ -135,7 +142,6 @@ void hammer(const std::string& name, const std::function<json(int)>& rank) {
                                         : doc[p.parent_pointer()].erase(std::stoul(p.back()));
     expect_sane(doc, path, clean, "deleted " + p.to_string(), tally);
   }
-  std::filesystem::remove_all(dir);
   INFO(name << ": " << at.size() << " values, " << tally.loaded << " loads, " << tally.refused << " refusals");
   CHECK(tally.refused > 0);
   CHECK(tally.loaded > 0);
