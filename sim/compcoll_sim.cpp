@@ -392,19 +392,18 @@ void plan_cell(Run& r, study::Planner& planner, const study::Cell& cell, sim::Jo
     // NCCL's protocol costs only NCCL's kernels, and only with the protocol costs on; elsewhere
     // it is a label, and plans that differ by it alone are one call.
     if (p.nccl_kernels && job.network.protocol_costs) call.protocol = p.protocol;
-    call.exposed = !oracle || call.codec == "identity" ||
-                   policy::plan_size(p, cell.info, policy::ranks_per_node(job.topology, cell.info.nranks)).ops >
-                       kOracleExposedHere;
+    const bool exposed = !oracle || call.codec == "identity" ||
+                         policy::plan_size(p, cell.info, policy::ranks_per_node(job.topology, cell.info.nranks)).ops >
+                             kOracleExposedHere;
     std::vector<size_t>& same_key = known[{study::plan_key(p), cell.size}];
     for (size_t c : same_key) {
-      const bool exposed = job.calls[c].exposed;
-      job.calls[c].exposed = call.exposed;
+      call.exposed = job.calls[c].exposed;  // calls are told apart by what they simulate
       if (job.calls[c] == call) {
-        job.calls[c].exposed = exposed || call.exposed;  // a row that needs it has it from the call's process
+        job.calls[c].exposed = job.calls[c].exposed || exposed;  // a row that needs it has it from the call's process
         return c;
       }
-      job.calls[c].exposed = exposed;
     }
+    call.exposed = exposed;
     same_key.push_back(job.calls.size());
     job.calls.push_back(std::move(call));
     return job.calls.size() - 1;
