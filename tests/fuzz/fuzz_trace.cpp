@@ -13,12 +13,10 @@
 // Input: byte 0 holds the options (bit 0: spmd; bit 1: two files, split at the first NUL byte;
 // bit 2: tp = 2; bit 3: a step asked for, byte 1 mod 4); the rest is the file or files.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -26,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "workload/trace.h"
+#include "../workload/trace_jobs.h"  // replay_problem
 
 using namespace compcoll;
 using namespace compcoll::workload;
@@ -61,19 +60,7 @@ std::string write_file(int index, const uint8_t* data, size_t size) {
 }
 
 void check_replay(const TraceJob& job) {
-  const std::vector<std::vector<double>> traced = traced_call_seconds(job);
-  if (traced.size() != job.ranks.size()) fault("traced_call_seconds: not one row per rank");
-  for (size_t r = 0; r < traced.size(); ++r)
-    if (traced[r].size() != job.ranks[r].calls.size()) fault("traced_call_seconds: not one figure per call");
-  for (const auto& seconds : {std::function<double(int, size_t)>([&](int r, size_t c) {
-                                return traced[static_cast<size_t>(r)][c];
-                              }),
-                              std::function<double(int, size_t)>([](int, size_t) { return 0.0; })}) {
-    const std::vector<double> ends = replay(job, seconds);
-    if (ends.size() != job.ranks.size()) fault("replay: not one end per rank");
-    for (double e : ends)
-      if (!(e >= 0) || !std::isfinite(e)) fault("replay: an end that is not a finite time >= 0");
-  }
+  if (const std::string problem = test::replay_problem(job); !problem.empty()) fault(problem);
 }
 
 }  // namespace

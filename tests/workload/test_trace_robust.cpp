@@ -11,7 +11,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -56,20 +55,6 @@ void pointers(const json& j, const json::json_pointer& at, std::vector<json::jso
     }
 }
 
-bool replays(const TraceJob& job) {
-  const auto traced = traced_call_seconds(job);
-  for (const auto& seconds : {std::function<double(int, size_t)>([&](int r, size_t c) {
-                                return traced.at(static_cast<size_t>(r)).at(c);
-                              }),
-                              std::function<double(int, size_t)>([](int, size_t) { return 0.0; })}) {
-    const std::vector<double> ends = replay(job, seconds);
-    if (ends.size() != job.ranks.size()) return false;
-    for (double e : ends)
-      if (!(e >= 0) || !std::isfinite(e)) return false;
-  }
-  return true;
-}
-
 // The world size and rank 0's rank as its trace says (a number not cut short: 2^32 + 2 ranks
 // are not 2).
 bool read_as_written(const TraceJob& job, const json& doc, const std::string& path) {
@@ -96,7 +81,7 @@ void expect_sane(const json& doc, const std::string& path, const std::string& cl
       CAPTURE(change, job.world);
       FAIL("a job the reader returned has another world size or rank than its trace says");
     }
-    if (!replays(job) || !replays(scale_data_parallel(job, 2))) {
+    if (!test::replay_problem(job).empty() || !test::replay_problem(scale_data_parallel(job, 2)).empty()) {
       CAPTURE(change);
       FAIL("a job the reader returned does not replay to finite times >= 0");
     }

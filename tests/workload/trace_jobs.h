@@ -2,12 +2,19 @@
 // tests/workload/trace_jobs.h — small jobs of two ranks in the three schemas the trace reader
 // meets, one rank's trace each: NCCL kernels on the GPU, record_param_comms on the CPU, and
 // gloo's annotations (tests/fuzz/make_seeds.py writes jobs of the same form as the trace
-// fuzzer's seeds).
+// fuzzer's seeds); and what a job the reader returns must do (replay_problem), for the tests
+// and the trace fuzzer alike.
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <tuple>
+#include <vector>
+
+#include "workload/trace.h"
 
 namespace compcoll::test {
 
@@ -79,6 +86,26 @@ inline json gloo_rank(int rank) {
   x("cpu_op", "c10d::allreduce_", 990, 20, 7, {{"Input type", {"float"}}, {"Input Dims", {{65536}}}});
   x("user_annotation", "gloo:all_gather", 2000, 300, 8, {{"Input type", {"float"}}, {"Input Dims", {{1024}}}});
   return {{"distributedInfo", distributed_info("gloo", rank)}, {"traceEvents", ev}};
+}
+
+// What is wrong with the job's replay, as traced and with free calls ("" where nothing is):
+// one row of traced call times per rank and one figure per call, one end per rank, each a
+// finite time >= 0.
+inline std::string replay_problem(const workload::TraceJob& job) {
+  const std::vector<std::vector<double>> traced = workload::traced_call_seconds(job);
+  if (traced.size() != job.ranks.size()) return "traced_call_seconds: not one row per rank";
+  for (size_t r = 0; r < traced.size(); ++r)
+    if (traced[r].size() != job.ranks[r].calls.size()) return "traced_call_seconds: not one figure per call";
+  for (const auto& seconds : {std::function<double(int, size_t)>([&](int r, size_t c) {
+                                return traced[static_cast<size_t>(r)][c];
+                              }),
+                              std::function<double(int, size_t)>([](int, size_t) { return 0.0; })}) {
+    const std::vector<double> ends = workload::replay(job, seconds);
+    if (ends.size() != job.ranks.size()) return "replay: not one end per rank";
+    for (double e : ends)
+      if (!(e >= 0) || !std::isfinite(e)) return "replay: an end that is not a finite time >= 0";
+  }
+  return "";
 }
 
 }  // namespace compcoll::test
