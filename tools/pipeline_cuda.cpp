@@ -259,10 +259,18 @@ class CudaLinkDevice final : public LinkDevice {
     r.fastest = *std::min_element(samples.begin(), samples.end());
     r.slowest = *std::max_element(samples.begin(), samples.end());
     r.runs = static_cast<int>(samples.size());
-    // The check: one more run into a poisoned far buffer, every decode status read back.
+    // The check: one more run with every buffer the message passes through poisoned (the
+    // stream buffers and the staging memory too, so that a step that ran before the one it
+    // depends on cannot find the previous run's bytes there), every decode status read back.
+    COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());
     if (!t.bytes.empty()) COMPCOLL_CUDA_CHECK(cudaMemset(out_.get(), 0xa5, t.bytes.size()));
     if (codec && chunks) COMPCOLL_CUDA_CHECK(cudaMemset(status_.get(), 0xff, chunks * sizeof(int32_t)));
+    if (codec && stream_bytes) {
+      COMPCOLL_CUDA_CHECK(cudaMemset(near_.get(), 0xa5, stream_bytes));
+      COMPCOLL_CUDA_CHECK(cudaMemset(far_.get(), 0xa5, stream_bytes));
+    }
     COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());
+    std::memset(staging_.get(), 0xa5, codec ? stream_bytes : t.bytes.size());
     run();
     COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());
     r.link_bytes = link_bytes;
