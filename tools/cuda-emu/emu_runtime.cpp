@@ -299,6 +299,20 @@ void* take_stack(size_t i) {
   return g_stacks[i];
 }
 
+// The order in which a block's threads run between steps: thread 0 first
+// (EMU_THREAD_ORDER=forward, the default) or the last thread first (reverse). A read of what
+// another thread writes before a missing barrier or __syncwarp finds the old value in one
+// order or the other, whichever thread has the lower index.
+bool lanes_reversed() {
+  static const bool v = [] {
+    const char* e = std::getenv("EMU_THREAD_ORDER");
+    const std::string order = e != nullptr ? e : "forward";
+    if (order != "forward" && order != "reverse") fail("EMU_THREAD_ORDER: expected forward or reverse, got '" + order + "'");
+    return order == "reverse";
+  }();
+  return v;
+}
+
 void run_block(Body& body, dim3 block_dim) {
   const size_t n = size_t{block_dim.x} * block_dim.y * block_dim.z;
   g_block.fibers.assign(n, Fiber{});
@@ -316,11 +330,13 @@ void run_block(Body& body, dim3 block_dim) {
   }
   for (;;) {
     bool ran = false;
-    for (Fiber& f : g_block.fibers)
+    for (size_t i = 0; i < n; ++i) {
+      Fiber& f = g_block.fibers[lanes_reversed() ? n - 1 - i : i];
       if (f.state == State::Runnable) {
         resume(f);
         ran = true;
       }
+    }
     const bool warp = complete_warp_steps();
     const bool barrier = complete_barrier();
     if (ran || warp || barrier) continue;
