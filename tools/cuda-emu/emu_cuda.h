@@ -184,48 +184,28 @@ inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 
 // Atomics: the fibers of one block run one at a time, so a plain read-modify-write is atomic.
-template <class T>
-T atomicAdd(T* p, T v) {
+namespace emu {
+template <class T, class F>
+T read_modify_write(T* p, F f) {
   const T old = *p;
-  *p = old + v;
+  *p = f(old);
   return old;
 }
+}  // namespace emu
 template <class T>
-T atomicMin(T* p, T v) {
-  const T old = *p;
-  if (v < old) *p = v;
-  return old;
-}
+T atomicAdd(T* p, T v) { return ::emu::read_modify_write(p, [v](T o) { return static_cast<T>(o + v); }); }
 template <class T>
-T atomicMax(T* p, T v) {
-  const T old = *p;
-  if (v > old) *p = v;
-  return old;
-}
+T atomicMin(T* p, T v) { return ::emu::read_modify_write(p, [v](T o) { return v < o ? v : o; }); }
 template <class T>
-T atomicOr(T* p, T v) {
-  const T old = *p;
-  *p = old | v;
-  return old;
-}
+T atomicMax(T* p, T v) { return ::emu::read_modify_write(p, [v](T o) { return o < v ? v : o; }); }
 template <class T>
-T atomicAnd(T* p, T v) {
-  const T old = *p;
-  *p = old & v;
-  return old;
-}
+T atomicOr(T* p, T v) { return ::emu::read_modify_write(p, [v](T o) { return static_cast<T>(o | v); }); }
 template <class T>
-T atomicExch(T* p, T v) {
-  const T old = *p;
-  *p = v;
-  return old;
-}
+T atomicAnd(T* p, T v) { return ::emu::read_modify_write(p, [v](T o) { return static_cast<T>(o & v); }); }
 template <class T>
-T atomicCAS(T* p, T compare, T v) {
-  const T old = *p;
-  if (old == compare) *p = v;
-  return old;
-}
+T atomicExch(T* p, T v) { return ::emu::read_modify_write(p, [v](T) { return v; }); }
+template <class T>
+T atomicCAS(T* p, T compare, T v) { return ::emu::read_modify_write(p, [=](T o) { return o == compare ? v : o; }); }
 
 // CUDA's global min, max and isfinite of device code, and the runtime's templates over a
 // kernel's pointer.

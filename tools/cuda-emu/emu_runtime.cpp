@@ -299,17 +299,22 @@ void* take_stack(size_t i) {
   return g_stacks[i];
 }
 
+// An environment variable that chooses between two orders: true for `first` (also when unset),
+// false for `second`; anything else ends the program.
+bool env_order(const char* name, const std::string& first, const std::string& second) {
+  const char* e = std::getenv(name);
+  const std::string order = e != nullptr ? e : first;
+  if (order != first && order != second)
+    fail(std::string(name) + ": expected " + first + " or " + second + ", got '" + order + "'");
+  return order == first;
+}
+
 // The order in which a block's threads run between steps: thread 0 first
 // (EMU_THREAD_ORDER=forward, the default) or the last thread first (reverse). A read of what
 // another thread writes before a missing barrier or __syncwarp finds the old value in one
 // order or the other, whichever thread has the lower index.
 bool lanes_reversed() {
-  static const bool v = [] {
-    const char* e = std::getenv("EMU_THREAD_ORDER");
-    const std::string order = e != nullptr ? e : "forward";
-    if (order != "forward" && order != "reverse") fail("EMU_THREAD_ORDER: expected forward or reverse, got '" + order + "'");
-    return order == "reverse";
-  }();
+  static const bool v = !env_order("EMU_THREAD_ORDER", "forward", "reverse");
   return v;
 }
 
@@ -410,14 +415,10 @@ void drain(Stream* st, uint64_t upto) {
 void drain_all(Stream* st) { drain(st, st->enqueued); }
 // The order in which a device-wide synchronisation runs the streams' work: the newest stream
 // first (EMU_STREAM_ORDER=newest, the default: a consumer is often made after its producer),
-// or with EMU_STREAM_ORDER=forward the oldest first. Run a check both ways to find a missing dependency either way round.
+// or with EMU_STREAM_ORDER=forward the oldest first. Run a check both ways to find a missing
+// dependency either way round.
 bool newest_first() {
-  static const bool v = [] {
-    const char* e = std::getenv("EMU_STREAM_ORDER");
-    const std::string order = e != nullptr ? e : "newest";
-    if (order != "newest" && order != "forward") fail("EMU_STREAM_ORDER: expected newest or forward, got '" + order + "'");
-    return order == "newest";
-  }();
+  static const bool v = env_order("EMU_STREAM_ORDER", "newest", "forward");
   return v;
 }
 void drain_device() {
