@@ -270,7 +270,8 @@ class CudaLinkDevice final : public LinkDevice {
       COMPCOLL_CUDA_CHECK(cudaMemset(far_.get(), 0xa5, stream_bytes));
     }
     COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());
-    std::memset(staging_.get(), 0xa5, codec ? stream_bytes : t.bytes.size());
+    if (const size_t staged = codec ? stream_bytes : t.bytes.size(); staged > 0)
+      std::memset(staging_.get(), 0xa5, staged);
     run();
     COMPCOLL_CUDA_CHECK(cudaDeviceSynchronize());
     r.link_bytes = link_bytes;

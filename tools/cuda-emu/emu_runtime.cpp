@@ -345,7 +345,8 @@ void run_block(Body& body, dim3 block_dim) {
     const bool warp = complete_warp_steps();
     const bool barrier = complete_barrier();
     if (ran || warp || barrier) continue;
-    if (std::all_of(g_block.fibers.begin(), g_block.fibers.end(), [](const Fiber& f) { return f.state == State::Done; }))
+    const auto done = [](const Fiber& f) { return f.state == State::Done; };
+    if (std::all_of(g_block.fibers.begin(), g_block.fibers.end(), done))
       break;
     deadlock();
   }
@@ -498,7 +499,8 @@ void run_in_stream(cudaStream_t s, std::function<void()> work) { run_on(s, std::
 
 WarpResult warp_op(WarpOp op, unsigned mask, uint64_t value, int src, const char* what) {
   Fiber& f = *g_block.running;
-  if (!(mask >> f.lane & 1u)) fail(std::string(what) + ": the mask " + std::to_string(mask) + " leaves out the calling lane, at " + where(f));
+  if (!(mask >> f.lane & 1u))
+    fail(std::string(what) + ": the mask " + std::to_string(mask) + " leaves out the calling lane, at " + where(f));
   f.op = op;
   f.mask = mask;
   f.value = value;
@@ -547,7 +549,8 @@ void launch_kernel(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStrea
   size_t limit = kDefaultDynamicShared;
   if (auto it = g_max_dynamic.find(fn); it != g_max_dynamic.end()) limit = it->second;
   if (smem > limit) {
-    std::fprintf(stderr, "cuda-emu: launch asks %zu bytes of dynamic shared memory; the kernel allows %zu\n", smem, limit);
+    std::fprintf(stderr, "cuda-emu: launch asks %zu bytes of dynamic shared memory; the kernel allows %zu\n", smem,
+                 limit);
     g_last = cudaErrorInvalidValue;
     return;
   }
@@ -808,7 +811,8 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   auto* x = reinterpret_cast<emu::Event*>(a);
   auto* y = reinterpret_cast<emu::Event*>(b);
-  if (!x->timing || !y->timing || x->stream == nullptr || y->stream == nullptr) return g_last = cudaErrorInvalidResourceHandle;
+  if (!x->timing || !y->timing || x->stream == nullptr || y->stream == nullptr)
+    return g_last = cudaErrorInvalidResourceHandle;
   if (x->stream->done < x->at || y->stream->done < y->at) return cudaErrorNotReady;
   *ms = static_cast<float>(y->time_ms - x->time_ms);
   return cudaSuccess;
