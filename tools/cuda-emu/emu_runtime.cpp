@@ -1,17 +1,18 @@
 // tools/cuda-emu/emu_runtime.cpp — the CPU side of the kernel emulator (emu_cuda.h): a fiber for
 // each CUDA thread of a block, the blocks of a grid one after another, and the part of the CUDA
-// runtime API that compcoll's kernels and their tests call, over host memory. Streams run their
-// work at once, in order, except while captured into a graph, when it is recorded and replayed
-// by cudaGraphLaunch. Every misuse the emulator can see ends the process with one line on
-// stderr naming the kernel's block and thread.
+// runtime API that compcoll's kernels and their tests call, over host memory. A stream's work
+// waits in its queue until something needs it done (below, "streams, events and graphs"), or
+// is recorded while the stream is captured and replayed by cudaGraphLaunch. Every misuse the
+// emulator can see in a kernel ends the process with one line on stderr naming the block and
+// the thread.
 #include "emu_cuda.h"
 
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -27,13 +28,12 @@
 #define EMU_ASAN 0
 #endif
 
-
 // Switches stacks: saves the callee-saved registers and the floating-point control words on
 // the current stack, stores its pointer in *from and continues on `to` (x86-64 System V). A
 // few instructions and no system call, where swapcontext saves the signal mask each time.
 extern "C" void emu_switch(void** from, void* to);
 asm(R"(
-  .text
+  .pushsection .text
   .globl emu_switch
   .type emu_switch, @function
 emu_switch:
@@ -59,6 +59,7 @@ emu_switch:
   popq %rbp
   ret
   .size emu_switch, .-emu_switch
+  .popsection
 )");
 
 namespace emu {
@@ -107,8 +108,7 @@ struct Block {
   std::vector<uint8_t> dynamic;
   size_t dynamic_given = 0;
 #if EMU_ASAN
-  void* fake_stack = nullptr;
-  const void* main_bottom = nullptr;
+  const void* main_bottom = nullptr;  // the scheduler's stack, for AddressSanitizer's fiber calls
   size_t main_size = 0;
 #endif
 } g_block;
