@@ -106,7 +106,6 @@ struct Block {
   void* scheduler_sp = nullptr;
   Body* body = nullptr;
   std::vector<uint8_t> dynamic;
-  size_t dynamic_given = 0;
 #if EMU_ASAN
   const void* main_bottom = nullptr;  // the scheduler's stack, for AddressSanitizer's fiber calls
   size_t main_size = 0;
@@ -533,7 +532,7 @@ void shared_var(void* p, size_t bytes) {
 }
 
 void* dynamic_shared() {
-  if (g_block.dynamic_given == 0) return nullptr;
+  if (g_block.dynamic.empty()) return nullptr;
   return g_block.dynamic.data();
 }
 
@@ -556,7 +555,6 @@ void launch_kernel(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStrea
   }
   run_on(stream, [grid, block, smem, body = std::move(body)]() mutable {
     g_block.dynamic.assign(smem, kSharedPoison);
-    g_block.dynamic_given = smem;
     cur.grid_dim = grid;
     cur.block_dim = block;
     for (unsigned z = 0; z < grid.z; ++z)
