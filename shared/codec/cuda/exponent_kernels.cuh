@@ -69,6 +69,11 @@ constexpr uint32_t kExpSymbols = 1u << L::kExpBits;
 template <class L>
 constexpr uint32_t kStageBytes = L::kExtraBits ? 12288 : 8192;
 
+// A decoder's output window (WindowPut): kWindow elements a warp, in its dynamic shared memory.
+template <class L>
+constexpr uint32_t kOutWindowBytes = kWindow * sizeof(typename L::Bits);
+static_assert(kOutWindowBytes<expbits::Bf16Layout> % 16 == 0, "the stage after it stays 16-byte aligned");
+
 // This warp's staging buffer: dynamic shared memory, stage_bytes per warp.
 __device__ inline uint8_t* warp_stage(uint32_t stage_bytes) {
   extern __shared__ __align__(16) uint8_t s_dynamic[];
@@ -303,6 +308,54 @@ __device__ inline void warp_put_elements(const uint8_t* src, uint32_t n, Bits* d
   }
 }
 
+// A decoded chunk window goes from this warp's buffer in shared memory to the output, the whole
+// warp with 16-byte loads and stores (a lane's serial decode writes shared memory only). Where
+// the window is whole and its output 16-byte aligned, decode-and-add loads the output's window
+// (prefetch, before the lanes decode) so that its latency hides behind theirs; elsewhere
+// warp_put_elements puts it.
+template <class Bits, class Put>
+struct WindowPut {
+  static constexpr uint32_t kPerVector = 16 / sizeof(Bits);
+  static constexpr uint32_t kVectors = kWindow / kPerVector / kWarp;  // a lane's
+  static_assert(kWindow % (kPerVector * kWarp) == 0, "a window is whole vectors for every lane");
+  static constexpr bool kAdds = !std::is_same_v<Put, expbits::StoreElement>;
+  uint4 acc[kAdds ? kVectors : 1];
+  bool wide = false;
+  __device__ void prefetch(const Bits* dst, uint32_t n, uint32_t lane) {
+    wide = n == kWindow && reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+    if constexpr (kAdds) {
+      if (wide) {
+#pragma unroll
+        for (uint32_t i = 0; i < kVectors; ++i) acc[i] = reinterpret_cast<const uint4*>(dst)[i * kWarp + lane];
+      }
+    }
+  }
+  // window: 16-byte aligned, n elements (the n of prefetch); the warp has synchronised since
+  // the lanes wrote it.
+  __device__ void put(const Bits* window, uint32_t n, Bits* dst, uint32_t lane, Put p) const {
+    if (!wide) {
+      warp_put_elements<Bits>(reinterpret_cast<const uint8_t*>(window), n, dst, lane, p);
+      return;
+    }
+#pragma unroll
+    for (uint32_t i = 0; i < kVectors; ++i) {
+      const uint4 w = reinterpret_cast<const uint4*>(window)[i * kWarp + lane];
+      if constexpr (kAdds) {
+        Bits a[kPerVector], b[kPerVector];
+        memcpy(a, &acc[i], 16);
+        memcpy(b, &w, 16);
+#pragma unroll
+        for (uint32_t e = 0; e < kPerVector; ++e) p(a, e, b[e]);  // a[e] = add(a[e], b[e])
+        uint4 sum;
+        memcpy(&sum, a, 16);
+        reinterpret_cast<uint4*>(dst)[i * kWarp + lane] = sum;
+      } else {
+        reinterpret_cast<uint4*>(dst)[i * kWarp + lane] = w;
+      }
+    }
+  }
+};
+
 // Copies elements [0, n) of a chunk window to this warp's window in shared memory (`dst`,
 // 16-byte aligned), one warp.
 template <class Bits>
@@ -317,6 +370,55 @@ __device__ inline void warp_load_words(const uint8_t* src, uint32_t words, uint3
     warp_copy(reinterpret_cast<const uint32_t*>(src), dst, words, lane);
   } else {
     for (uint32_t w = lane; w < words; w += kWarp) dst[w] = format::load_u32(src + 4 * w);
+  }
+}
+
+// A chunk's windows go through this warp's shared memory one after another, the next one's
+// loads in flight while the lanes work on the current one (a warp alone on its scheduler would
+// otherwise wait for memory once a window): in registers, kWords 32-bit words a lane, where the
+// window is whole (kWords * kWarp words) and its source 4-byte aligned; elsewhere the caller's
+// load runs when the window is needed.
+template <uint32_t kWords>
+struct WindowPrefetch {
+  uint32_t v[kWords];
+  bool held = false;
+  __device__ void fetch(const uint8_t* src, bool whole, uint32_t lane) {
+    held = whole && reinterpret_cast<uintptr_t>(src) % 4 == 0;
+    if (held) {
+      const auto* s = reinterpret_cast<const uint32_t*>(src);
+#pragma unroll
+      for (uint32_t i = 0; i < kWords; ++i) v[i] = s[i * kWarp + lane];
+    }
+  }
+  // Puts the fetched window into dst (shared memory), or runs load() where it was not fetched.
+  template <class Load>
+  __device__ void land(uint32_t* dst, uint32_t lane, Load load) const {
+    if (held) {
+#pragma unroll
+      for (uint32_t i = 0; i < kWords; ++i) dst[i * kWarp + lane] = v[i];
+    } else {
+      load();
+    }
+  }
+};
+
+// Runs body(base, wn) for each window [base, base + wn) of chunk x[0, n), with the window's
+// elements in `window` (this warp's, in shared memory, 16-byte aligned) and the next window's
+// loads in flight (WindowPrefetch). The whole warp calls it; body may read the window only.
+template <class Bits, class Body>
+__device__ inline void for_each_window(const Bits* x, uint32_t n, Bits* window, uint32_t lane, Body body) {
+  constexpr uint32_t kWords = kWindow * sizeof(Bits) / 4 / kWarp;
+  static_assert(kWindow * sizeof(Bits) % (4 * kWarp) == 0, "a window is whole words for every lane");
+  const auto* bytes = reinterpret_cast<const uint8_t*>(x);
+  WindowPrefetch<kWords> next;
+  next.fetch(bytes, n >= kWindow, lane);
+  for (uint32_t base = 0; base < n; base += kWindow) {
+    const uint32_t wn = min(kWindow, n - base);
+    __syncwarp();  // every lane is done with the last window
+    next.land(reinterpret_cast<uint32_t*>(window), lane, [&] { warp_load_window(x + base, wn, window, lane); });
+    __syncwarp();
+    if (base + kWindow < n) next.fetch(bytes + (base + kWindow) * sizeof(Bits), n - base >= 2 * kWindow, lane);
+    body(base, wn);
   }
 }
 
@@ -451,13 +553,8 @@ __device__ inline uint32_t measure_lane_words(const typename L::Bits* x, uint32_
                                               const expbits::KeyCode& kc,
                                               typename L::Bits* window, uint32_t lane) {
   uint32_t bits = 0;  // the lane's, as encode_lane would write them
-  for (uint32_t base = 0; base < n; base += kWindow) {
-    const uint32_t wn = min(kWindow, n - base);
-    __syncwarp();  // every lane is done with the last window
-    warp_load_window(x + base, wn, window, lane);
-    __syncwarp();
-    bits += expbits::lane_bits<L>(window, wn, lane, kc);
-  }
+  for_each_window(x, n, window, lane,
+                  [&](uint32_t, uint32_t wn) { bits += expbits::lane_bits<L>(window, wn, lane, kc); });
   return (bits + 31) / 32;
 }
 
@@ -484,11 +581,7 @@ __device__ inline GaussMeasure measure_gauss_chunk(const typename L::Bits* x, ui
                                                    uint32_t lane) {
   unsigned long long sum = 0;
   uint32_t count = 0;
-  for (uint32_t base = 0; base < n; base += kWindow) {
-    const uint32_t wn = min(kWindow, n - base);
-    __syncwarp();  // every lane is done with the last window
-    warp_load_window(x + base, wn, window, lane);
-    __syncwarp();
+  for_each_window(x, n, window, lane, [&](uint32_t, uint32_t wn) {
     for (uint32_t k = lane; k < wn; k += kWarp) {
       const uint32_t e = L::exponent(window[k]);
       if (expbits::is_normal_exponent<L>(e)) {
@@ -496,7 +589,7 @@ __device__ inline GaussMeasure measure_gauss_chunk(const typename L::Bits* x, ui
         ++count;
       }
     }
-  }
+  });
   sum = warp_sum64(sum);
   count = warp_sum(count);
   const uint32_t ref = expbits::gauss_reference(sum, count);
@@ -585,11 +678,7 @@ __device__ inline void emit_coded_body(const typename L::Bits* x, uint32_t n, ui
   const uint32_t stream_words = warp_sum(words);
   const bool staged = 4 * stream_words <= stage_bytes;  // warp-uniform
   expbits::BitWriter writer((staged ? stage : streams) + 4 * warp_exclusive_sum(words, lane));
-  for (uint32_t base = 0; base < n; base += kWindow) {
-    const uint32_t wn = min(kWindow, n - base);
-    __syncwarp();  // every lane is done with the last window
-    warp_load_window(x + base, wn, window, lane);
-    __syncwarp();
+  for_each_window(x, n, window, lane, [&](uint32_t base, uint32_t wn) {
     // The window's raw bytes start at byte base * kRawBytes, a word boundary; the last
     // window's final word is zero-padded past n.
     uint32_t* raw_window = raw32 + base * L::kRawBytes / 4;
@@ -597,7 +686,7 @@ __device__ inline void emit_coded_body(const typename L::Bits* x, uint32_t n, ui
     for (uint32_t w = lane; w < raw_words; w += kWarp)
       raw_window[w] = raw_section_word<L>(window, wn, w);
     expbits::put_lane<L>(window, wn, lane, kc, writer);
-  }
+  });
   writer.finish();
   if (staged) {
     __syncwarp();
@@ -933,13 +1022,16 @@ struct WarpDecodeTables {
 
 // Decodes one exponent-coded chunk of `bytes` bytes at `in` into out[0, n), one warp, with
 // the host decoder's checks in the host decoder's order. Every return is warp-uniform.
-// raw_window: this warp's kWindow * kRawBytes bytes of shared memory. put: how a decoded value
-// goes to `out` (stored, or added to it).
+// raw_window: this warp's kWindow * kRawBytes bytes of shared memory; out_window: its kWindow
+// elements (16-byte aligned), where the lanes decode a window before the warp puts it (WindowPut).
+// put: how a decoded value goes to `out` (stored, or added to it). A chunk that fails leaves
+// its elements of out unspecified.
 template <Kind K, class L, class Put>
 __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t bytes, uint32_t n,
                                                 typename L::Bits* out, uint32_t lane,
                                                 WarpDecodeTables& t, uint8_t* stage,
-                                                uint32_t stage_bytes, uint32_t* raw_window, Put put) {
+                                                uint32_t stage_bytes, uint32_t* raw_window,
+                                                typename L::Bits* out_window, Put put) {
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   if (bytes < format::kChunkHeaderBytes) return status_of(CudaChunkStatus::SizeMismatch);
@@ -1007,20 +1099,32 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
   expbits::WordBitReader reader(lane_in, words);
   LaneStatus st = LaneStatus::Ok;
   uint32_t bad = n;
+  // The raw bytes of window i + 1 load while the lanes decode window i (WindowPrefetch).
+  constexpr uint32_t kRawWords = kWindow * L::kRawBytes / 4 / kWarp;
+  static_assert(kWindow * L::kRawBytes % (4 * kWarp) == 0, "a raw window is whole words for every lane");
+  WindowPrefetch<kRawWords> next_raw;
+  next_raw.fetch(raw, n >= kWindow, lane);
+  WindowPut<Bits, Put> window;
   for (uint32_t base = 0; base < n; base += kWindow) {
     const uint32_t wn = min(kWindow, n - base);
+    window.prefetch(out + base, wn, lane);
     __syncwarp();  // every lane is done with the last window
-    warp_load_words(raw + base * L::kRawBytes, ChunkLayout<L>::raw_bytes(wn) / 4, raw_window, lane);
+    next_raw.land(raw_window, lane, [&] {
+      warp_load_words(raw + base * L::kRawBytes, ChunkLayout<L>::raw_bytes(wn) / 4, raw_window, lane);
+    });
     __syncwarp();
+    if (base + kWindow < n) next_raw.fetch(raw + (base + kWindow) * L::kRawBytes, n - base >= 2 * kWindow, lane);
     if (st == LaneStatus::Ok) {
       uint32_t at = 0;
       const auto* raw_bytes = reinterpret_cast<const uint8_t*>(raw_window);
       if constexpr (K == Kind::Gauss)
-        st = expbits::take_lane_pairs<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs, out + base, &at, put);
+        st = expbits::take_lane_pairs<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs, out_window, &at);
       else
-        st = expbits::take_lane<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, out + base, &at, put);
+        st = expbits::take_lane<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, out_window, &at);
       if (st != LaneStatus::Ok) bad = base + at;
     }
+    __syncwarp();
+    window.put(out_window, wn, out + base, lane, put);
   }
   if (st == LaneStatus::Ok) st = expbits::lane_end_status(reader);
   // Report the lowest failing lane (the host may name another lane of the same chunk when
@@ -1046,7 +1150,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
   WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u, nullptr};
-  uint8_t* stage = warp_stage(stage_bytes);
+  // This warp's dynamic shared memory: its output window, then its stage.
+  uint8_t* const dynamic = warp_stage(kOutWindowBytes<L> + stage_bytes);
+  auto* const out_window = reinterpret_cast<typename L::Bits*>(dynamic);
+  uint8_t* const stage = dynamic + kOutWindowBytes<L>;
   if constexpr (kGauss) {
     block_copy16(&s_code[0], &gauss.pc, sizeof(PrefixCode));
     __syncthreads();
@@ -1064,7 +1171,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       st =
           decode_exponent_chunk<K, L>(stream + d.payload_at + begin, end - begin, d.g.chunk_size(c),
                                       out + c * d.g.chunk_elements, lane, t, stage, stage_bytes,
-                                      s_raw[warp], Put{});
+                                      s_raw[warp], out_window, Put{});
     if (lane == 0) status[c] = st;
     __syncwarp();  // the next chunk may rebuild this warp's tables
   }
@@ -1136,10 +1243,11 @@ inline uint32_t grid_blocks(Kernel kernel, uint64_t chunks, size_t dynamic_smem 
 // kStageBytes a warp); past 48 KB (with its static shared memory) a kernel must opt in. The
 // same value at every call, whatever the chunk size, so that threads launching the kernel at
 // once never lower each other's limit.
+// extra: the bytes each warp takes beside its stage (the decoder's output window).
 template <class L, class Kernel>
-inline void allow_dynamic_smem(Kernel kernel) {
+inline void allow_dynamic_smem(Kernel kernel, uint32_t extra = 0) {
   COMPCOLL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(size_t{kStageBytes<L>} * kWarpsPerBlock)));
+                                           static_cast<int>(size_t{kStageBytes<L> + extra} * kWarpsPerBlock)));
 }
 
 // Per-warp staging bytes for chunks of chunk_elements: kStageBytes, or less when no coded
@@ -1225,8 +1333,8 @@ void launch_exponent_decode(const uint8_t* stream_dev, const DecodeGeometry& d,
   if (d.g.chunks == 0) return;
   const auto kernel = decode_kernel<K, L, Put>;
   const uint32_t stage = stage_bytes_for<L>(d.g.chunk_elements);
-  const size_t smem = size_t{stage} * kWarpsPerBlock;
-  allow_dynamic_smem<L>(kernel);
+  const size_t smem = size_t{stage + kOutWindowBytes<L>} * kWarpsPerBlock;
+  allow_dynamic_smem<L>(kernel, kOutWindowBytes<L>);
   kernel<<<grid_blocks(kernel, d.g.chunks, smem), kBlockThreads, smem, stream>>>(
       stream_dev, d, out, status, stage, gauss_code_param<K>());
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
