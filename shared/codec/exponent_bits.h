@@ -503,11 +503,14 @@ struct WordBitReader {
 #endif
     return format::load_u32(in + 4 * w);
   }
+  // The next word is read at every call, kept only where fewer than 32 bits are left: no branch
+  // (the lanes of a warp need new words at different calls).
   COMPCOLL_HD uint32_t peek32() {
-    if (avail < 32) {
-      buf |= static_cast<uint64_t>(word(next++)) << avail;
-      avail += 32;
-    }
+    const bool refill = avail < 32;
+    const uint64_t w = word(next);
+    buf |= refill ? w << avail : 0;
+    avail += refill ? 32 : 0;
+    next += refill ? 1 : 0;
     return static_cast<uint32_t>(buf);
   }
   COMPCOLL_HD void skip(uint32_t n) {  // n <= 32, after peek32
@@ -782,34 +785,33 @@ COMPCOLL_HD inline LaneStatus take_lane_pairs(Reader& r, const uint8_t* raw_sect
                                               typename L::Bits* out, uint32_t* bad_element,
                                               Put put = {}) {
   constexpr uint32_t kExtraMask = (1u << L::kExtraBits) - 1;
-  LaneStatus st = LaneStatus::Ok;
-  uint32_t k = lane;
-  while (k < n) {
-    if (k + format::kLanes < n) {
-      const uint32_t bits = r.peek32();
-      const uint32_t entry = pairs.entry[bits & ((1u << kPairBits) - 1)];
-      const uint32_t l1 = entry & 0xFu, l2 = (entry >> 12) & 0xFu;
-      const int e1 = se.e[(entry >> 4) & 0xFFu], e2 = se.e[(entry >> 16) & 0xFFu];
-      if (entry != 0 && e1 >= 0 && e2 >= 0) {
-        const uint32_t at = l1 + L::kExtraBits;
-        const uint32_t x1 = L::kExtraBits ? (bits >> l1) & kExtraMask : 0u;
-        const uint32_t x2 = L::kExtraBits ? (bits >> (at + l2)) & kExtraMask : 0u;
-        put(out, k, join_key<L>(L::make_key(static_cast<uint32_t>(e1), x1), raw_section, k));
-        put(out, k + format::kLanes,
-            join_key<L>(L::make_key(static_cast<uint32_t>(e2), x2), raw_section, k + format::kLanes));
-        r.skip(at + l2 + L::kExtraBits);
-        k += 2 * format::kLanes;
-        continue;
-      }
-    }
-    put(out, k, decode_element<L>(r, raw_section, k, se, pc, &st));
+  // Each step decodes both ways, the pair and the single element, and keeps one: the lanes of
+  // a warp then take the same instructions at every step (a branch between the two ways would
+  // run both, one after the other, wherever any lane of 32 cannot take a pair).
+  for (uint32_t k = lane; k < n;) {
+    const uint32_t bits = r.peek32();
+    const uint32_t entry = pairs.entry[bits & ((1u << kPairBits) - 1)];
+    const uint32_t l1 = entry & 0xFu, l2 = (entry >> 12) & 0xFu;
+    const int e1 = se.e[(entry >> 4) & 0xFFu], e2 = se.e[(entry >> 16) & 0xFFu];
+    const bool two = entry != 0 && e1 >= 0 && e2 >= 0 && k + format::kLanes < n;
+    LaneStatus st = LaneStatus::Ok;
+    uint32_t len;
+    const uint32_t key = decode_key_bits<L>(bits, se, pc, &len, &st);  // Ok wherever `two`
+    const uint32_t at = l1 + L::kExtraBits;  // where a pair's second code starts
+    const uint32_t x1 = L::kExtraBits ? (bits >> l1) & kExtraMask : 0u;
+    const uint32_t x2 = L::kExtraBits ? (bits >> (at + l2)) & kExtraMask : 0u;
+    put(out, k, join_key<L>(two ? L::make_key(static_cast<uint32_t>(e1), x1) : key, raw_section, k));
+    if (two)
+      put(out, k + format::kLanes,
+          join_key<L>(L::make_key(static_cast<uint32_t>(e2), x2), raw_section, k + format::kLanes));
+    r.skip(two ? at + l2 + L::kExtraBits : len);
     if (st != LaneStatus::Ok) {
       *bad_element = k;
       return st;
     }
-    k += format::kLanes;
+    k += two ? 2 * format::kLanes : format::kLanes;
   }
-  return st;
+  return LaneStatus::Ok;
 }
 
 // Decodes lane `lane`: exponents and extra bits from the lane's words, the rest from the raw
