@@ -290,19 +290,26 @@ __device__ inline void warp_put_elements(const uint8_t* src, uint32_t n, Bits* d
   if constexpr (std::is_same_v<Put, expbits::StoreElement>) {
     warp_copy_elements<Bits, kThreads>(src, n, dst, lane);
   } else {
+    // Both operands of a batch are loaded before any sum is stored (a put of its own would load
+    // dst[k] after the store before it: the compiler cannot tell that they differ).
     const bool aligned = reinterpret_cast<uintptr_t>(src) % sizeof(Bits) == 0;
     for (uint32_t at = 0; at < n; at += kCopyBatch * kThreads) {
-      Bits v[kCopyBatch];
+      Bits v[kCopyBatch], acc[kCopyBatch];
 #pragma unroll
       for (uint32_t b = 0; b < kCopyBatch; ++b) {
         const uint32_t k = at + b * kThreads + lane;
-        if (k < n)
+        if (k < n) {
           v[b] = aligned ? reinterpret_cast<const Bits*>(src)[k] : load_bits<Bits>(src + k * sizeof(Bits));
+          acc[b] = dst[k];
+        }
       }
 #pragma unroll
       for (uint32_t b = 0; b < kCopyBatch; ++b) {
         const uint32_t k = at + b * kThreads + lane;
-        if (k < n) put(dst, k, v[b]);
+        if (k < n) {
+          put(acc, b, v[b]);  // acc[b] = add(acc[b], v[b])
+          dst[k] = acc[b];
+        }
       }
     }
   }
