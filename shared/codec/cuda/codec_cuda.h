@@ -8,7 +8,7 @@
 // Nothing here reads or writes out of bounds, whatever the stream holds.
 // cuda_encode, cuda_decode and cuda_decode_add allocate nothing, copy nothing to the host and
 // do not synchronise (unless check.h's debug switch is on), so a caller can capture them in a
-// CUDA graph (the [graph] case of tests/codec/test_codec_cuda.cpp does; not yet run on a GPU).
+// CUDA graph (the [graph] case of tests/codec/test_codec_cuda.cpp does).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -58,7 +58,7 @@ void cuda_encode_fp8_hadamard(const Fp8HadamardParams& params, DType dtype, cons
 //              table, emit every chunk at its offset, write the header.
 //   OneLaunch  one kernel (and a memset of its descriptors): each warp takes the next chunk,
 //              measures it, learns its offset from the chunks before it (decoupled look-back)
-//              and writes it; the last chunk's warp writes the header. Not yet run on a GPU.
+//              and writes it; the last chunk's warp writes the header.
 // Process-wide; the default is Passes, or the environment's COMPCOLL_CUDA_ENCODER
 // (`passes` or `one-launch`, read at the first call). Safe to call from any thread.
 enum class CudaEncoder { Passes, OneLaunch };
