@@ -142,11 +142,11 @@ def section_whatif_nccl():
 
 def section_whatif_measured():
     out = section_whatif("whatif-fattree-h200.json", "The main job with compcoll's kernels as measured",
-                         "build/sim/compcoll-sim experiments/whatif-fattree.yaml --set calibration=calibration/h200.yaml "
-                         "--out DIR")
+                         "build/sim/compcoll-sim experiments/whatif-fattree.yaml "
+                         "--set calibration=calibration/h200-bf16.yaml --out DIR")
     return out[:2] + ["The same job with the kernel durations compcoll's CUDA kernels took on one H200 "
-                      "(calibration/h200.yaml) in place of the derived ones: the same plans, their codec paid at "
-                      "the speed compcoll's kernels reach today.", ""] + out[2:]
+                      "(calibration/h200-bf16.yaml) in place of the derived ones: the same plans, their codec paid "
+                      "at the speed compcoll's kernels reach today.", ""] + out[2:]
 
 
 def section_whatif_131k():
@@ -238,8 +238,10 @@ def section_workloads(name="zipccl-64gpu.json", title="Training iterations on 64
 def section_workloads_measured():
     return section_workloads(
         "zipccl-64gpu-h200.json", "Training iterations on 64 H100s, compcoll's kernels as measured",
-        "The same study with the kernel durations compcoll's CUDA kernels took on one H200 "
-        "(`scripts/gpu-check.sh`, docs/CALIBRATION.md) in place of the derived ones. An H200 has the H100's "
+        "The same study with the kernel durations an earlier generation of compcoll's CUDA kernels took on one "
+        "H200 (calibration/h200.yaml, 2026-11-26: the study needs an fp32 reduce curve, which the file of the "
+        "kernels in this tree, calibration/h200-bf16.yaml, lacks; docs/CALIBRATION.md) in place of the derived "
+        "ones. An H200 has the H100's "
         "132 SMs and clock and 1.4x its memory bandwidth: on the bf16 curves an H100 measured from 1 MiB to 1 GiB "
         "(calibration/logs/h100-2026-11-25) took 1.00-1.07x the H200's time for gauss-exp and entropy-exp, up to "
         "1.21x for fp8-hadamard and up to 1.41x for the memory-bound copy, so an H100's reduce and copy are "
@@ -423,27 +425,34 @@ def section_pipeline():
 
 
 def section_gpu_codecs():
-    name = "calibration/logs/h200-2026-11-26/codec-cuda.jsonl"
+    name = "calibration/logs/h200-2026-11-30/3-branch-free/codec-cuda.jsonl"
     with open(os.path.join(ROOT, name)) as f:
         rows = [json.loads(l) for l in f if l.strip()]
     device = rows[0].get("device", "?") if rows else "?"
     out = ["## GPU codecs beside nvCOMP", "",
-           "Command: `bin/compcoll-bench codec --device cuda --dtype bf16 --json "
-           "tests/data/grad.layer1-attn-out-weight.step060.bf16.npy synthetic:gaussian:32M` in a bundle "
-           f"(docs/BUNDLE.md), step 6 of `scripts/gpu-check.sh` (data: `{name}`); measured on one {device}. Speeds in GB/s of uncompressed bytes (median), device to device; "
-           "nvCOMP 6.0.0's ANS and Bitcomp on the same bytes. The bundled tensor is 128 KiB: at that size every "
-           "kernel's launch and fixed cost decides the speed.", "",
-           "| input | codec | ratio | encode GB/s | decode GB/s | device copy GB/s | round trip |",
-           "|---|---|---|---|---|---|---|"]
+           "Command: the codec step of `scripts/gpu-check.sh --quick` in a bundle (docs/BUNDLE.md): "
+           "`bin/compcoll-bench codec --device cuda --dtype bf16 --json` on the bundled tensor "
+           "`tests/data/grad.layer1-attn-out-weight.step060.bf16.npy` and on 512 Ki to 128 Mi elements of "
+           "Gaussian bf16 (`synthetic:gaussian:N`), then gauss-exp and entropy-exp with `--chunk 4096` and "
+           "`--chunk 8192`, then gauss-exp with `COMPCOLL_CUDA_ENCODER=one-launch` "
+           f"(data: `{name}`); measured on one {device}. Speeds in GB/s of uncompressed bytes (median), device "
+           "to device; nvCOMP 6.0.0's ANS and Bitcomp on the same bytes. *decode+add*: the decoder adding into an "
+           "accumulator in one kernel (`cuda_decode_add`), *reduce*: the reduce kernel alone. The bundled tensor "
+           "is 128 KiB: at that size every kernel's launch and fixed cost decides the speed.", "",
+           "| input | codec | chunk | ratio | encode GB/s | decode GB/s | decode+add GB/s | reduce GB/s | "
+           "device copy GB/s | round trip |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ok = r.get("lossless_ok")
         if ok is None:
             trip = f"lossy, rel. L2 error {r['rel_l2']:.3f}" + ("" if r.get("lossy_ok") else " (NOT within its bound)")
         else:
             trip = "bit-exact" if ok else "NOT bit-exact"
-
-        out.append(f"| {os.path.basename(r['file'])} | {r['codec']} | {fmt(r['ratio'], 3)} | {fmt(r['encode_gbps'], 1)} | "
-                   f"{fmt(r['decode_gbps'], 1)} | {fmt(r['memcpy_gbps'], 1)} | {trip} |")
+        codec = r["codec"] + (" (one launch)" if r.get("cuda_encoder") == "one-launch" else "")
+        chunk = f"{r['chunk_elements']:,}" if r.get("chunk_elements") and not r["codec"].startswith("nvcomp") else "-"
+        out.append(f"| {os.path.basename(r['file'])} | {codec} | {chunk} | {fmt(r['ratio'], 3)} | "
+                   f"{fmt(r['encode_gbps'], 1)} | {fmt(r['decode_gbps'], 1)} | {fmt(r.get('decode_add_gbps'), 1)} | "
+                   f"{fmt(r.get('reduce_gbps'), 1)} | {fmt(r['memcpy_gbps'], 1)} | {trip} |")
     return out
 
 
@@ -627,7 +636,8 @@ def render():
              "The figures users ask for, each from a results file in `notebooks/data` with the command that "
              "wrote it and the machine it ran on. Simulated figures use the kernel durations of the "
              "calibration they name; where that is `h100-derived.yaml` they are DERIVED, not measured on a GPU, "
-             "and where it is `h200.yaml` they are the kernels compcoll ran on one H200. "
+             "and where it is `h200-bf16.yaml` (the kernels in this tree) or `h200.yaml` (an earlier generation) "
+             "they are compcoll's kernels as measured on one H200 (docs/CALIBRATION.md). "
              "The NCCL baseline against published measurements is in docs/FIDELITY.md "
              "(`tools/fidelity_table.py`).", ""]
     for section in (section_whatif, section_whatif_nccl, section_whatif_nic, section_whatif_measured, section_whatif_131k, section_workloads, section_workloads_measured, section_whatif_workload,
