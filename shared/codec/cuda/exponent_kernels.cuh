@@ -8,9 +8,10 @@
 // One warp codes one chunk at a time; its 32 threads are the chunk's 32 lanes; grids are at
 // most one resident wave and stride over the chunks. A warp walks its chunk in windows of
 // kWindow elements: the whole warp loads a window's elements (encode) or raw bytes (decode)
-// into shared memory with wide loads, all in flight at once, then each lane codes its share of
-// the window from there, its bit writer or reader carried from window to window. Lane loops
-// thus never wait on a global load per element.
+// into shared memory, the next window's loads in flight while the lanes code the current one
+// from there, each lane's bit writer or reader carried from window to window; a decoder's
+// lanes write the window's values into shared memory, and the warp stores (or adds) them with
+// 16-byte accesses. Lane loops thus never wait on a global load or store per element.
 // Encode: [entropy-exp: code tables] -> measure (per chunk: lane word counts, size) -> CUB
 // inclusive scan of the sizes (the offset table) -> emit (each chunk at its final offset) ->
 // finish (offset table, header, size); gauss-exp optionally in one launch instead
