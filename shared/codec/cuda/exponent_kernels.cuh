@@ -410,24 +410,39 @@ struct WindowPrefetch {
   }
 };
 
-// Runs body(base, wn) for each window [base, base + wn) of chunk x[0, n), with the window's
-// elements in `window` (this warp's, in shared memory, 16-byte aligned) and the next window's
-// loads in flight (WindowPrefetch). The whole warp calls it; body may read the window only.
-template <class Bits, class Body>
-__device__ inline void for_each_window(const Bits* x, uint32_t n, Bits* window, uint32_t lane, Body body) {
-  constexpr uint32_t kWords = kWindow * sizeof(Bits) / 4 / kWarp;
-  static_assert(kWindow * sizeof(Bits) % (4 * kWarp) == 0, "a window is whole words for every lane");
-  const auto* bytes = reinterpret_cast<const uint8_t*>(x);
-  WindowPrefetch<kWords> next;
-  next.fetch(bytes, n >= kWindow, lane);
+// for_each_window_bytes's start when the caller has nothing to issue before a window.
+struct NoStart {
+  __device__ void operator()(uint32_t, uint32_t) const {}
+};
+
+// Runs body(base, wn) for each window [base, base + wn) of a chunk of n elements whose bytes
+// (kBytes an element) start at src, with the window's bytes in dst (this warp's shared memory)
+// and the next window's loads in flight (WindowPrefetch); load(base, wn) puts a window into dst
+// where it was not fetched, and start(base, wn), before that, issues what else the window's
+// body will wait for. The whole warp calls it; body may read dst only.
+template <uint32_t kBytes, class Load, class Body, class Start = NoStart>
+__device__ inline void for_each_window_bytes(const uint8_t* src, uint32_t n, uint32_t* dst, uint32_t lane, Load load,
+                                             Body body, Start start = {}) {
+  static_assert(kWindow * kBytes % (4 * kWarp) == 0, "a window is whole words for every lane");
+  WindowPrefetch<kWindow * kBytes / 4 / kWarp> next;
+  next.fetch(src, n >= kWindow, lane);
   for (uint32_t base = 0; base < n; base += kWindow) {
     const uint32_t wn = min(kWindow, n - base);
+    start(base, wn);
     __syncwarp();  // every lane is done with the last window
-    next.land(reinterpret_cast<uint32_t*>(window), lane, [&] { warp_load_window(x + base, wn, window, lane); });
+    next.land(dst, lane, [&] { load(base, wn); });
     __syncwarp();
-    if (base + kWindow < n) next.fetch(bytes + (base + kWindow) * sizeof(Bits), n - base >= 2 * kWindow, lane);
+    if (base + kWindow < n) next.fetch(src + (base + kWindow) * kBytes, n - base >= 2 * kWindow, lane);
     body(base, wn);
   }
+}
+
+// for_each_window_bytes over chunk x[0, n)'s elements, into `window` (16-byte aligned).
+template <class Bits, class Body>
+__device__ inline void for_each_window(const Bits* x, uint32_t n, Bits* window, uint32_t lane, Body body) {
+  for_each_window_bytes<sizeof(Bits)>(
+      reinterpret_cast<const uint8_t*>(x), n, reinterpret_cast<uint32_t*>(window), lane,
+      [&](uint32_t base, uint32_t wn) { warp_load_window(x + base, wn, window, lane); }, body);
 }
 
 // Word w (little-endian) of a chunk's raw section: byte b is byte (b % kRawBytes) of
@@ -1107,21 +1122,14 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
   expbits::WordBitReader reader(lane_in, words);
   LaneStatus st = LaneStatus::Ok;
   uint32_t bad = n;
-  // The raw bytes of window i + 1 load while the lanes decode window i (WindowPrefetch).
-  constexpr uint32_t kRawWords = kWindow * L::kRawBytes / 4 / kWarp;
-  static_assert(kWindow * L::kRawBytes % (4 * kWarp) == 0, "a raw window is whole words for every lane");
-  WindowPrefetch<kRawWords> next_raw;
-  next_raw.fetch(raw, n >= kWindow, lane);
+  // The raw bytes of window i + 1 load while the lanes decode window i (WindowPrefetch), and
+  // decode-and-add's accumulator of window i (WindowPut).
   WindowPut<Bits, Put> window;
-  for (uint32_t base = 0; base < n; base += kWindow) {
-    const uint32_t wn = min(kWindow, n - base);
-    window.prefetch(out + base, wn, lane);
-    __syncwarp();  // every lane is done with the last window
-    next_raw.land(raw_window, lane, [&] {
-      warp_load_words(raw + base * L::kRawBytes, ChunkLayout<L>::raw_bytes(wn) / 4, raw_window, lane);
-    });
-    __syncwarp();
-    if (base + kWindow < n) next_raw.fetch(raw + (base + kWindow) * L::kRawBytes, n - base >= 2 * kWindow, lane);
+  const auto load_raw = [&](uint32_t base, uint32_t wn) {
+    warp_load_words(raw + base * L::kRawBytes, ChunkLayout<L>::raw_bytes(wn) / 4, raw_window, lane);
+  };
+  const auto start = [&](uint32_t base, uint32_t wn) { window.prefetch(out + base, wn, lane); };
+  const auto decode = [&](uint32_t base, uint32_t wn) {
     if (st == LaneStatus::Ok) {
       uint32_t at = 0;
       const auto* raw_bytes = reinterpret_cast<const uint8_t*>(raw_window);
@@ -1133,7 +1141,8 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
     }
     __syncwarp();
     window.put(out_window, wn, out + base, lane, put);
-  }
+  };
+  for_each_window_bytes<L::kRawBytes>(raw, n, raw_window, lane, load_raw, decode, start);
   if (st == LaneStatus::Ok) st = expbits::lane_end_status(reader);
   // Report the lowest failing lane (the host may name another lane of the same chunk when
   // several are damaged: it walks lanes in groups of four, element by element).
