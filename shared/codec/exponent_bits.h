@@ -485,23 +485,29 @@ struct BitReader {
 // The same bits and checks as BitReader, delivered from a 64-bit buffer that takes one whole
 // word when fewer than 32 bits are left: an element costs at most one word load, aligned where
 // the words are (the GPU reads them from shared memory or global memory this way; any
-// alignment works, byte by byte).
-struct WordBitReader {
+// alignment works, byte by byte). kAligned: `in` is 4-byte aligned (the GPU's staged lane
+// streams), so that a word is one 32-bit load with no test of the pointer. The bits consumed
+// are 32 * next - avail (every word loaded adds 32 to both sides), not counted apart.
+template <bool kAligned>
+struct WordBitReaderOf {
   const uint8_t* in;
   uint32_t nwords;
-  uint64_t pos = 0;   // bits consumed
   uint64_t buf = 0;   // the next `avail` bits, lowest first
   uint32_t avail = 0;
   uint32_t next = 0;  // the next word to load
   bool aligned;
-  COMPCOLL_HD WordBitReader(const uint8_t* p, uint32_t n)
-      : in(p), nwords(n), aligned(reinterpret_cast<uintptr_t>(p) % 4 == 0) {}
-  COMPCOLL_HD uint32_t word(uint64_t w) const {
-    if (w >= nwords) return 0u;
+  COMPCOLL_HD WordBitReaderOf(const uint8_t* p, uint32_t n)
+      : in(p), nwords(n), aligned(kAligned || reinterpret_cast<uintptr_t>(p) % 4 == 0) {}
+  COMPCOLL_HD uint32_t word(uint32_t w) const {
+    if constexpr (kAligned) {
+      return w < nwords ? reinterpret_cast<const uint32_t*>(in)[w] : 0u;
+    } else {
+      if (w >= nwords) return 0u;
 #if defined(__CUDA_ARCH__)
-    if (aligned) return reinterpret_cast<const uint32_t*>(in)[w];
+      if (aligned) return reinterpret_cast<const uint32_t*>(in)[w];
 #endif
-    return format::load_u32(in + 4 * w);
+      return format::load_u32(in + 4 * w);
+    }
   }
   // The next word is read at every call, kept only where fewer than 32 bits are left: no branch
   // (the lanes of a warp need new words at different calls).
@@ -516,14 +522,17 @@ struct WordBitReader {
   COMPCOLL_HD void skip(uint32_t n) {  // n <= 32, after peek32
     buf >>= n;
     avail -= n;
-    pos += n;
   }
-  COMPCOLL_HD bool overrun() const { return pos > 32ull * nwords; }
+  COMPCOLL_HD uint64_t pos() const { return 32ull * next - avail; }
+  COMPCOLL_HD bool overrun() const { return pos() > 32ull * nwords; }
   COMPCOLL_HD bool exhausted_cleanly() const {
-    if (overrun() || (pos + 31) / 32 != nwords) return false;
-    return (pos & 31) == 0 || (word(pos >> 5) >> (pos & 31)) == 0;
+    const uint64_t p = pos();
+    if (p > 32ull * nwords || (p + 31) / 32 != nwords) return false;
+    return (p & 31) == 0 || (word(static_cast<uint32_t>(p >> 5)) >> (p & 31)) == 0;
   }
 };
+using WordBitReader = WordBitReaderOf<false>;
+using AlignedWordBitReader = WordBitReaderOf<true>;
 
 // ---- symbol mappings --------------------------------------------------------------------
 // gauss-exp: exponents relative to the chunk's reference exponent.
@@ -652,7 +661,8 @@ COMPCOLL_HD inline void build_symbol_exponents(const Symbols& syms, SymbolExpone
   }
 }
 
-enum class LaneStatus : uint8_t { Ok = 0, BadCode, BadExponent, Overrun, TrailingBits };
+// 32 bits wide: a GPU lane keeps it in a register of its own (no byte inserts in the decode loop).
+enum class LaneStatus : uint32_t { Ok = 0, BadCode, BadExponent, Overrun, TrailingBits };
 
 // After a lane's last element: the stream must hold exactly the bits read plus zero padding.
 template <class Reader>
@@ -666,13 +676,11 @@ COMPCOLL_HD inline LaneStatus lane_end_status(const Reader& r) {
 // from the next 32 bits of its lane stream; *len receives the bits it occupies. Sets *status
 // on a bad code or exponent. This is the per-element decode logic; the readers around it only
 // deliver bits.
+// The element's code length l (0: no code starts the bits) and its symbol's exponent e (from
+// SymbolExponents) are given; the rest of decode_key_bits.
 template <class L>
-COMPCOLL_HD inline uint32_t decode_key_bits(uint32_t bits, const SymbolExponents& se,
-                                            const PrefixCode& pc, uint32_t* len,
+COMPCOLL_HD inline uint32_t finish_key_bits(uint32_t bits, uint32_t l, int e, uint32_t* len,
                                             LaneStatus* status) {
-  const uint16_t entry = pc.lut[bits & ((1u << format::kMaxCodeBits) - 1)];
-  uint32_t l = entry & 0xFu;
-  int e = se.e[entry >> 4];
   if (l == 0) {
     *status = LaneStatus::BadCode;
     *len = 0;
@@ -690,6 +698,14 @@ COMPCOLL_HD inline uint32_t decode_key_bits(uint32_t bits, const SymbolExponents
   const uint32_t extra = L::kExtraBits ? (bits >> l) & ((1u << L::kExtraBits) - 1) : 0u;
   *len = l + L::kExtraBits;
   return L::make_key(static_cast<uint32_t>(e), extra);
+}
+
+template <class L>
+COMPCOLL_HD inline uint32_t decode_key_bits(uint32_t bits, const SymbolExponents& se,
+                                            const PrefixCode& pc, uint32_t* len,
+                                            LaneStatus* status) {
+  const uint16_t entry = pc.lut[bits & ((1u << format::kMaxCodeBits) - 1)];
+  return finish_key_bits<L>(bits, entry & 0xFu, se.e[entry >> 4], len, status);
 }
 
 // The same, reading from and advancing a lane's reader (BitReader or WordBitReader).
@@ -746,13 +762,14 @@ COMPCOLL_HD inline LaneStatus take_lane(Reader& r, const uint8_t* raw_section, u
 }
 
 // ---- two elements a lookup ----------------------------------------------------------------
-// For each value of the next kPairBits stream bits: the codes of a lane's next two elements
-// when both lie within those bits, the first element's extra bits between them
-// (l1 | s1 << 4 | l2 << 12 | s2 << 16 | 1 << 31), else 0. From a decode table (pc.lut); whether
-// a symbol is an escape or stands for no exponent is the decoder's to check (SymbolExponents).
-// The GPU builds it for gauss-exp's fixed code, whose likeliest codes are 2-4 bits long, so
-// that a lane's serial decode takes one table lookup for two elements where it can; 10 bits
-// keep the table at 4 KB.
+// For each value of the next kPairBits stream bits: the code of a lane's next element when it
+// lies within those bits (l1 | s1 << 4; else 0), and the next one's too when both do, the
+// first element's extra bits between them (| l2 << 12 | s2 << 16 | 1 << 31). From a decode
+// table (pc.lut); whether a symbol is an escape or stands for no exponent is the decoder's to
+// check (SymbolExponents). The GPU builds it for gauss-exp's fixed code, whose likeliest codes
+// are 2-4 bits long, so that a lane's serial decode takes one table lookup for two elements
+// where it can, and for one where it cannot (pc.lut only for codes longer than kPairBits);
+// 10 bits keep the table at 4 KB.
 constexpr uint32_t kPairBits = 10;
 struct PairCode {
   uint32_t entry[1u << kPairBits];
@@ -767,9 +784,12 @@ COMPCOLL_HD inline void build_pair_code(const PrefixCode& pc, PairCode& pairs, u
     // The bits above w's are unknown: a code counts only if it ends within them.
     const uint32_t a = pc.lut[w], l1 = a & 0xFu;
     const uint32_t at = l1 + L::kExtraBits;  // where the second code starts
-    if (l1 != 0 && at < kPairBits) {
-      const uint32_t b = pc.lut[w >> at], l2 = b & 0xFu;
-      if (l2 != 0 && at + l2 <= kPairBits) entry = l1 | (a >> 4) << 4 | l2 << 12 | (b >> 4) << 16 | 1u << 31;
+    if (l1 != 0 && l1 <= kPairBits) {
+      entry = l1 | (a >> 4) << 4;
+      if (at < kPairBits) {
+        const uint32_t b = pc.lut[w >> at], l2 = b & 0xFu;
+        if (l2 != 0 && at + l2 <= kPairBits) entry |= l2 << 12 | (b >> 4) << 16 | 1u << 31;
+      }
     }
     pairs.entry[w] = entry;
   }
@@ -793,10 +813,19 @@ COMPCOLL_HD inline LaneStatus take_lane_pairs(Reader& r, const uint8_t* raw_sect
     const uint32_t entry = pairs.entry[bits & ((1u << kPairBits) - 1)];
     const uint32_t l1 = entry & 0xFu, l2 = (entry >> 12) & 0xFu;
     const int e1 = se.e[(entry >> 4) & 0xFFu], e2 = se.e[(entry >> 16) & 0xFFu];
-    const bool two = entry != 0 && e1 >= 0 && e2 >= 0 && k + format::kLanes < n;
+    const bool two = (entry >> 31) != 0 && e1 >= 0 && e2 >= 0 && k + format::kLanes < n;
+    // The single element: its code from the pair table where it ends within kPairBits bits,
+    // else from pc.lut (a longer code, or none).
+    uint32_t l = l1;
+    int e = e1;
+    if (l1 == 0) {
+      const uint16_t le = pc.lut[bits & ((1u << format::kMaxCodeBits) - 1)];
+      l = le & 0xFu;
+      e = se.e[le >> 4];
+    }
     LaneStatus st = LaneStatus::Ok;
     uint32_t len;
-    const uint32_t key = decode_key_bits<L>(bits, se, pc, &len, &st);  // Ok wherever `two`
+    const uint32_t key = finish_key_bits<L>(bits, l, e, &len, &st);  // Ok wherever `two`
     const uint32_t at = l1 + L::kExtraBits;  // where a pair's second code starts
     const uint32_t x1 = L::kExtraBits ? (bits >> l1) & kExtraMask : 0u;
     const uint32_t x2 = L::kExtraBits ? (bits >> (at + l2)) & kExtraMask : 0u;

@@ -462,22 +462,27 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
   // gauss-exp's kernels take two elements a lookup where they can (take_lane_pairs).
   const auto pairs = std::make_unique<expbits::PairCode>();
   expbits::build_pair_code<L>(pc, *pairs);
+  // aligned_reader: the kernels' reader of staged (4-byte aligned) lane streams.
   const auto decode_windowed = [&](const uint8_t* lane_in, uint32_t nwords, uint32_t lane,
-                                   std::vector<Bits>& out, uint32_t* bad, bool in_pairs) {
-    expbits::WordBitReader r(lane_in, nwords);
-    expbits::LaneStatus st = expbits::LaneStatus::Ok;
-    *bad = n;
-    std::vector<uint8_t> raw_window(window * L::kRawBytes + 4);
-    for (uint32_t base = 0; base < n && st == expbits::LaneStatus::Ok; base += window) {
-      const uint32_t wn = std::min(window, n - base);
-      std::memcpy(raw_window.data(), raw + base * L::kRawBytes, expbits::ChunkLayout<L>::raw_bytes(wn));
-      uint32_t at = 0;
-      st = in_pairs ? expbits::take_lane_pairs<L>(r, raw_window.data(), wn, lane, se, pc, *pairs,
-                                                  out.data() + base, &at)
-                    : expbits::take_lane<L>(r, raw_window.data(), wn, lane, se, pc, out.data() + base, &at);
-      if (st != expbits::LaneStatus::Ok) *bad = base + at;
-    }
-    return st == expbits::LaneStatus::Ok ? expbits::lane_end_status(r) : st;
+                                   std::vector<Bits>& out, uint32_t* bad, bool in_pairs,
+                                   bool aligned_reader) {
+    const auto go = [&](auto r) {
+      expbits::LaneStatus st = expbits::LaneStatus::Ok;
+      *bad = n;
+      std::vector<uint8_t> raw_window(window * L::kRawBytes + 4);
+      for (uint32_t base = 0; base < n && st == expbits::LaneStatus::Ok; base += window) {
+        const uint32_t wn = std::min(window, n - base);
+        std::memcpy(raw_window.data(), raw + base * L::kRawBytes, expbits::ChunkLayout<L>::raw_bytes(wn));
+        uint32_t at = 0;
+        st = in_pairs ? expbits::take_lane_pairs<L>(r, raw_window.data(), wn, lane, se, pc, *pairs,
+                                                    out.data() + base, &at)
+                      : expbits::take_lane<L>(r, raw_window.data(), wn, lane, se, pc, out.data() + base, &at);
+        if (st != expbits::LaneStatus::Ok) *bad = base + at;
+      }
+      return st == expbits::LaneStatus::Ok ? expbits::lane_end_status(r) : st;
+    };
+    return aligned_reader ? go(expbits::AlignedWordBitReader(lane_in, nwords))
+                          : go(expbits::WordBitReader(lane_in, nwords));
   };
   const uint32_t total_words = static_cast<uint32_t>(lane_words - words) / 4;
   test::SplitMix64 rng{n + window};
@@ -505,11 +510,13 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
       std::vector<Bits> ref(n, 0);
       uint32_t bad_ref = 0;
       const auto st_ref = expbits::decode_lane<L>(lane_in, nwords, raw, n, lane, se, pc, ref.data(), &bad_ref);
-      for (const bool in_pairs : {false, true}) {
+      for (const auto [in_pairs, aligned_reader] : {std::pair{false, false}, std::pair{true, false},
+                                                    std::pair{false, true}, std::pair{true, true}}) {
+        if (aligned_reader && reinterpret_cast<uintptr_t>(lane_in) % 4 != 0) continue;
         std::vector<Bits> mine(n, 0);
         uint32_t bad_mine = 0;
-        const auto st_mine = decode_windowed(lane_in, nwords, lane, mine, &bad_mine, in_pairs);
-        CAPTURE(lane, in_pairs);
+        const auto st_mine = decode_windowed(lane_in, nwords, lane, mine, &bad_mine, in_pairs, aligned_reader);
+        CAPTURE(lane, in_pairs, aligned_reader);
         CHECK(st_mine == st_ref);
         CHECK(bad_mine == bad_ref);
         for (uint32_t k = lane; k < bad_ref; k += format::kLanes) CHECK(mine[k] == ref[k]);

@@ -1109,41 +1109,44 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       format::load_u16(in + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane);
   const uint32_t total = warp_sum(words);
   if (bytes != streams_at + 4ull * total) return status_of(CudaChunkStatus::SizeMismatch);
-  const uint8_t* streams = in + streams_at;
-  if (4ull * total <= stage_bytes) {  // warp-uniform; coalesced words into the stage
-    warp_load_words(streams, total, reinterpret_cast<uint32_t*>(stage), lane);
-    __syncwarp();
-    streams = stage;
-  }
-  const uint8_t* lane_in = streams + 4 * warp_exclusive_sum(words, lane);
-  const uint8_t* raw = in + ChunkLayout<L>::raw_at(table_bytes);
-  // decode_lane, window by window: a lane that meets a bad code stops decoding but keeps
-  // loading windows with the others.
-  expbits::WordBitReader reader(lane_in, words);
+  const uint8_t* const raw = in + ChunkLayout<L>::raw_at(table_bytes);
+  const uint32_t lane_at = 4 * warp_exclusive_sum(words, lane);
   LaneStatus st = LaneStatus::Ok;
   uint32_t bad = n;
-  // The raw bytes of window i + 1 load while the lanes decode window i (WindowPrefetch), and
-  // decode-and-add's accumulator of window i (WindowPut).
-  WindowPut<Bits, Put> window;
-  const auto load_raw = [&](uint32_t base, uint32_t wn) {
-    warp_load_words(raw + base * L::kRawBytes, ChunkLayout<L>::raw_bytes(wn) / 4, raw_window, lane);
+  // decode_lane, window by window: a lane that meets a bad code stops decoding but keeps
+  // loading windows with the others. The raw bytes of window i + 1 load while the lanes decode
+  // window i (WindowPrefetch), and decode-and-add's accumulator of window i (WindowPut).
+  const auto run = [&](auto reader) {
+    WindowPut<Bits, Put> window;
+    const auto load_raw = [&](uint32_t base, uint32_t wn) {
+      warp_load_words(raw + base * L::kRawBytes, ChunkLayout<L>::raw_bytes(wn) / 4, raw_window, lane);
+    };
+    const auto start = [&](uint32_t base, uint32_t wn) { window.prefetch(out + base, wn, lane); };
+    const auto decode = [&](uint32_t base, uint32_t wn) {
+      if (st == LaneStatus::Ok) {
+        uint32_t at = 0;
+        const auto* raw_bytes = reinterpret_cast<const uint8_t*>(raw_window);
+        if constexpr (K == Kind::Gauss)
+          st = expbits::take_lane_pairs<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs, out_window, &at);
+        else
+          st = expbits::take_lane<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, out_window, &at);
+        if (st != LaneStatus::Ok) bad = base + at;
+      }
+      __syncwarp();
+      window.put(out_window, wn, out + base, lane, put);
+    };
+    for_each_window_bytes<L::kRawBytes>(raw, n, raw_window, lane, load_raw, decode, start);
+    if (st == LaneStatus::Ok) st = expbits::lane_end_status(reader);
   };
-  const auto start = [&](uint32_t base, uint32_t wn) { window.prefetch(out + base, wn, lane); };
-  const auto decode = [&](uint32_t base, uint32_t wn) {
-    if (st == LaneStatus::Ok) {
-      uint32_t at = 0;
-      const auto* raw_bytes = reinterpret_cast<const uint8_t*>(raw_window);
-      if constexpr (K == Kind::Gauss)
-        st = expbits::take_lane_pairs<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs, out_window, &at);
-      else
-        st = expbits::take_lane<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, out_window, &at);
-      if (st != LaneStatus::Ok) bad = base + at;
-    }
+  // The lane streams, staged in shared memory with coalesced loads where they fit (aligned
+  // there: one 32-bit load a word); else read where they are in the stream.
+  if (4ull * total <= stage_bytes) {  // warp-uniform
+    warp_load_words(in + streams_at, total, reinterpret_cast<uint32_t*>(stage), lane);
     __syncwarp();
-    window.put(out_window, wn, out + base, lane, put);
-  };
-  for_each_window_bytes<L::kRawBytes>(raw, n, raw_window, lane, load_raw, decode, start);
-  if (st == LaneStatus::Ok) st = expbits::lane_end_status(reader);
+    run(expbits::AlignedWordBitReader(stage + lane_at, words));
+  } else {
+    run(expbits::WordBitReader(in + streams_at + lane_at, words));
+  }
   // Report the lowest failing lane (the host may name another lane of the same chunk when
   // several are damaged: it walks lanes in groups of four, element by element).
   const unsigned failing = __ballot_sync(kFullMask, st != LaneStatus::Ok);
