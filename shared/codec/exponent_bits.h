@@ -672,12 +672,8 @@ COMPCOLL_HD inline LaneStatus lane_end_status(const Reader& r) {
 }
 
 
-// Decodes one element's key (L::key of the value: the exponent, and for fp16 the extra bits)
-// from the next 32 bits of its lane stream; *len receives the bits it occupies. Sets *status
-// on a bad code or exponent. This is the per-element decode logic; the readers around it only
-// deliver bits.
-// The element's code length l (0: no code starts the bits) and its symbol's exponent e (from
-// SymbolExponents) are given; the rest of decode_key_bits.
+// decode_key_bits once the element's code length l (0: no code starts the bits) and its
+// symbol's exponent e (from SymbolExponents) are known.
 template <class L>
 COMPCOLL_HD inline uint32_t finish_key_bits(uint32_t bits, uint32_t l, int e, uint32_t* len,
                                             LaneStatus* status) {
@@ -700,6 +696,10 @@ COMPCOLL_HD inline uint32_t finish_key_bits(uint32_t bits, uint32_t l, int e, ui
   return L::make_key(static_cast<uint32_t>(e), extra);
 }
 
+// Decodes one element's key (L::key of the value: the exponent, and for fp16 the extra bits)
+// from the next 32 bits of its lane stream; *len receives the bits it occupies. Sets *status
+// on a bad code or exponent. This is the per-element decode logic; the readers around it only
+// deliver bits.
 template <class L>
 COMPCOLL_HD inline uint32_t decode_key_bits(uint32_t bits, const SymbolExponents& se,
                                             const PrefixCode& pc, uint32_t* len,
