@@ -422,14 +422,17 @@ COMPCOLL_HD inline void huffman_lengths(const uint32_t* freq_in, uint32_t nsym, 
 // ---- lane bit streams -------------------------------------------------------------------
 // LSB-first bit writer emitting little-endian 32-bit words, each stored once, when it is full
 // (or by finish, zero-padded): the CUDA kernels write lanes with it, and encode_lane, the
-// reference the host's fast paths are tested against. `out` may be null (count only); on the
-// GPU it must be 4-byte aligned.
-struct BitWriter {
+// reference the host's fast paths are tested against. `out` may be null (count only) unless
+// kOut (StreamBitWriter: the GPU's lanes, whose full words are stored with no test of the
+// pointer); on the GPU it must be 4-byte aligned. put() takes no branch: a word is stored where
+// it is full (the lanes of a warp fill theirs at different elements).
+template <bool kOut>
+struct BitWriterOf {
   uint8_t* out;
   uint64_t acc = 0;
   uint32_t nbits = 0;
   uint32_t words = 0;
-  COMPCOLL_HD explicit BitWriter(uint8_t* o) : out(o) {}
+  COMPCOLL_HD explicit BitWriterOf(uint8_t* o) : out(o) {}
   COMPCOLL_HD void store(uint32_t w, uint32_t v) {
 #if defined(__CUDA_ARCH__)
     reinterpret_cast<uint32_t*>(out)[w] = v;
@@ -440,19 +443,20 @@ struct BitWriter {
   COMPCOLL_HD void put(uint32_t value, uint32_t n) {  // 1 <= n <= 32, value < 2^n
     acc |= static_cast<uint64_t>(value) << nbits;
     nbits += n;
-    if (nbits >= 32) {
-      if (out) store(words, static_cast<uint32_t>(acc));
-      ++words;
-      acc >>= 32;
-      nbits -= 32;
-    }
+    const bool full = nbits >= 32;
+    if (full && (kOut || out)) store(words, static_cast<uint32_t>(acc));
+    words += full ? 1 : 0;
+    acc = full ? acc >> 32 : acc;
+    nbits -= full ? 32 : 0;
   }
   COMPCOLL_HD uint32_t finish() {
     if (nbits == 0) return words;
-    if (out) store(words, static_cast<uint32_t>(acc));
+    if (kOut || out) store(words, static_cast<uint32_t>(acc));
     return words + 1;
   }
 };
+using BitWriter = BitWriterOf<false>;
+using StreamBitWriter = BitWriterOf<true>;
 
 // Bounds-checked LSB-first reader over `nwords` little-endian words, addressed by bit
 // position. peek32() returns the next 32 bits (zeros past the end): enough for one element's

@@ -397,9 +397,10 @@ TEST_CASE("host lane loops equal the shared encode_lane/decode_lane the GPU runs
 namespace {
 
 // The CUDA kernels' lane loops, run here lane by lane: a chunk coded window by window of
-// `window` elements (the kernels' kWindow is 512), with BitWriter / WordBitReader carried
-// from window to window, the raw bytes read from a copy of the window's. Checks that they give
-// encode_lane's words, lane_bits' count and decode_lane's values and statuses, damaged or not.
+// `window` elements (the kernels' kWindow is 512), with the kernels' StreamBitWriter and
+// (Aligned)WordBitReader carried from window to window, the raw bytes read from a copy of the
+// window's. Checks that they give encode_lane's words (BitWriter's), lane_bits' count and
+// decode_lane's values and statuses, damaged or not.
 template <class L>
 void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
   using Bits = typename L::Bits;
@@ -446,7 +447,7 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
   for (uint32_t lane = 0; lane < format::kLanes; ++lane) {
     const uint32_t nwords = format::load_u16(lane_table + 2 * lane);
     std::vector<uint8_t> mine(4 * expbits::ChunkLayout<L>::max_lane_words(n) + 4, 0xCD);
-    expbits::BitWriter w(mine.data());
+    expbits::StreamBitWriter w(mine.data());  // the kernels' writer
     uint32_t bits = 0;
     for (uint32_t base = 0; base < n; base += window) {
       const uint32_t wn = std::min(window, n - base);

@@ -700,7 +700,7 @@ __device__ inline void emit_coded_body(const typename L::Bits* x, uint32_t n, ui
   uint8_t* streams = o + ChunkLayout<L>::streams_at(table_bytes, n);
   const uint32_t stream_words = warp_sum(words);
   const bool staged = 4 * stream_words <= stage_bytes;  // warp-uniform
-  expbits::BitWriter writer((staged ? stage : streams) + 4 * warp_exclusive_sum(words, lane));
+  expbits::StreamBitWriter writer((staged ? stage : streams) + 4 * warp_exclusive_sum(words, lane));
   for_each_window(x, n, window, lane, [&](uint32_t base, uint32_t wn) {
     // The window's raw bytes start at byte base * kRawBytes, a word boundary; the last
     // window's final word is zero-padded past n.
