@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""tools/sass_loops.py on a hand-written SASS listing: of two loops, the smallest that holds the
+marker is counted, branched-around instructions included, with its LDS and S2R; a kernel the
+file lacks is one line and exit 1. Usage: check_sass_loops.py"""
+import os
+import subprocess
+import sys
+import tempfile
+
+SASS = """
+        Function : _Z6decodev
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   S2R R2, SR_TID.X ;
+        /*0020*/                   LDS R3, [R2] ;
+        /*0030*/                   LOP3.LUT R4, R3, 0xffc, RZ, 0xc0, !PT ;
+        /*0040*/               @P0 BRA 0x60 ;
+        /*0050*/                   LDS.U16 R5, [R4] ;
+        /*0060*/                   IADD3 R6, R6, 0x1, RZ ;
+        /*0070*/                   ISETP.GE.AND P1, PT, R6, 0x10, PT ;
+        /*0080*/              @!P1 BRA 0x20 ;
+        /*0090*/                   IADD3 R7, R7, 0x1, RZ ;
+        /*00a0*/              @!P1 BRA 0x90 ;
+        /*00b0*/                   BRA.DIV UR4, 0x0 ;
+        /*00c0*/                   EXIT ;
+        Function : _Z5otherv
+        /*0000*/                   EXIT ;
+"""
+tool = [sys.executable, "tools/sass_loops.py"]
+with tempfile.TemporaryDirectory() as tmp:
+    f = os.path.join(tmp, "k.sass")
+    open(f, "w").write(SASS)
+    r = subprocess.run(tool + [f, "--kernel", "_Z6decodev", "--marker", "0xffc"], capture_output=True, text=True)
+    print(r.stdout, end="")
+    want = "_Z6decodev: loop at 0x20: 7 instructions, 2 LDS, 0 S2R/S2UR"
+    if r.returncode != 0 or r.stdout.strip() != want:
+        sys.exit(f"FAILED: {r.stdout!r} {r.stderr!r}, want {want!r}")
+    # The loop from 0x0 holds an S2R: a marker only it holds picks it (9 instructions).
+    open(f, "w").write(SASS.replace("/*0080*/              @!P1 BRA 0x20", "/*0080*/              @!P1 BRA 0x0"))
+    r = subprocess.run(tool + [f, "--kernel", "decode", "--marker", "0xffc"], capture_output=True, text=True)
+    if "loop at 0x0: 9 instructions, 2 LDS, 1 S2R/S2UR" not in r.stdout:
+        sys.exit(f"FAILED: the loop from 0x0: {r.stdout!r}")
+    r = subprocess.run(tool + [f, "--kernel", "_Z5otherv", "--marker", "0xffc"], capture_output=True, text=True)
+    if r.returncode != 0 or "no loop holds 0xffc" not in r.stdout:
+        sys.exit(f"FAILED: a function with no loop: {r.stdout!r}")
+    r = subprocess.run(tool + [f, "--kernel", "absent", "--marker", "0xffc"], capture_output=True, text=True)
+    if r.returncode != 1 or "absent" not in r.stderr or r.stderr.count("\n") != 1 or "Traceback" in r.stderr:
+        sys.exit(f"FAILED: an absent kernel: exit {r.returncode}, {r.stderr!r}")
+print("OK")

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""The loop of a kernel that holds a given instruction, counted from its SASS (docs/CALIBRATION.md).
+
+    nvcc -DCOMPCOLL_HAVE_CUDA -DCOMPCOLL_HAVE_NVCOMP -I<nvCOMP's include dir> -Ishared -O2 -DNDEBUG \\
+        --generate-code=arch=compute_90,code=sm_90 -Xptxas -v -std=c++20 -x cu \\
+        -c shared/codec/cuda/codec_cuda.cu -o /tmp/codec.o
+    cuobjdump -sass /tmp/codec.o > /tmp/codec.sass
+    tools/sass_loops.py /tmp/codec.sass --kernel 'decode_kernelILNS0_4KindE0E' --marker 0xffc
+
+For each function whose mangled name contains --kernel (a substring), the smallest loop (a
+backward branch and every instruction laid out between its target and it) that holds an
+instruction containing --marker (gauss-exp's decoder: 0xffc, the pair table's index mask
+in bytes; entropy-exp's: 0x1ffe, the decode table's), as laid out: its instruction count, its
+shared-memory loads (LDS) and its special-register reads (S2R, S2UR). Branched-around blocks
+inside the loop count too; the line names the loop's head address so that it can be read.
+cuobjdump comes with the CUDA toolkit, or with the nvidia-cuda-cuobjdump wheel. Exit 1 with one
+line when the file holds no such function.
+"""
+import argparse
+import re
+import sys
+
+INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
+BRANCH = re.compile(r"\bBRA (0x[0-9a-f]+)")
+
+
+def loops(text, kernel, marker):
+    found = []
+    for f in re.split(r"\n\s*Function : ", text)[1:]:
+        name = f.split("\n", 1)[0].strip()
+        if kernel not in name:
+            continue
+        ins = [(int(m.group(1), 16), m.group(2).strip()) for m in INSN.finditer(f)]
+        best = None
+        for addr, op in ins:
+            m = BRANCH.search(op)
+            if not m or op.startswith("BRA.DIV"):
+                continue
+            head = int(m.group(1), 16)
+            if head >= addr:
+                continue
+            body = [o for a, o in ins if head <= a <= addr]
+            if any(marker in o for o in body) and (best is None or len(body) < len(best[1])):
+                best = (head, body)
+        found.append((name, best))
+    return found
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("sass")
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--marker", required=True)
+    a = ap.parse_args()
+    try:
+        text = open(a.sass, encoding="utf-8", errors="replace").read()
+    except OSError as e:
+        sys.exit(f"sass_loops.py: {a.sass}: {e.strerror}")
+    found = loops(text, a.kernel, a.marker)
+    if not found:
+        sys.exit(f"sass_loops.py: {a.sass}: no function whose name contains {a.kernel!r}")
+    for name, best in found:
+        if best is None:
+            print(f"{name}: no loop holds {a.marker}")
+            continue
+        head, body = best
+        lds = sum(o.split()[0].lstrip("@!P0123456789T ").startswith("LDS") or " LDS" in o for o in body)
+        s2r = sum(re.search(r"\bS2U?R\b", o) is not None for o in body)
+        print(f"{name}: loop at {head:#x}: {len(body)} instructions, {lds} LDS, {s2r} S2R/S2UR")
+
+
+if __name__ == "__main__":
+    main()
