@@ -21,8 +21,8 @@
 #      the simulator);
 #   6. compcoll-bench codec --device cuda --json on a bundled bf16 tensor and on 4, 64 and 256
 #      MiB of synthetic Gaussian bf16 (synthetic:gaussian:2M, :32M, :128M): compcoll's codecs,
-#      and nvCOMP's ANS and Bitcomp where the bench has nvCOMP (`compcoll-bench version`, logged first as nvcomp.log,
-#      says whether libnvcomp.so.6 loads); then gauss-exp and entropy-exp in chunks of 2,048
+#      and nvCOMP's ANS and Bitcomp where the bench has nvCOMP (`compcoll-bench version`,
+#      logged first as nvcomp.log, says whether libnvcomp.so.6 loads); then gauss-exp and entropy-exp in chunks of 2,048
 #      elements on the tensor and 4 MiB of Gaussian bf16 (more warps on a small call, less
 #      ratio); the rows in OUT_DIR/codec-cuda.jsonl;
 #   7. compcoll-bench pipeline: 4, 16, 64 and 256 MiB of Gaussian bf16 moved between two buffers
