@@ -31,10 +31,11 @@ inline void check_decoded(const StreamInfo& info, const Codec& codec, const Enco
                          " elements where " + std::to_string(count) + " " + std::string(dtype_name(dtype)) +
                          " were expected",
                      0);
-  if (info.codec != codec.id() || info.chunk_elements != opt.chunk_elements)
+  const uint32_t chunk = format::chunk_elements_for(opt.chunk_elements, count);
+  if (info.codec != codec.id() || info.chunk_elements != chunk)
     throw CodecError("a " + std::string(codec_by_id(info.codec).name()) + " stream in chunks of " +
                          std::to_string(info.chunk_elements) + " elements where " + std::string(codec.name()) +
-                         " in chunks of " + std::to_string(opt.chunk_elements) + " was expected",
+                         " in chunks of " + std::to_string(chunk) + " was expected",
                      0);
 }
 

@@ -990,6 +990,9 @@ ExecutorOptions options(const Session& s, const std::string& codec) {
   opt.wire_budget = s.st.exp.run.wire_budget;
   opt.wire_budget_margin = s.st.exp.run.wire_budget_margin;
   opt.queue_ahead = s.st.exp.run.queue_ahead;
+  // The chunks the calibration's codecs were timed in, so that the model column prices the
+  // streams the run codes.
+  opt.encode.chunk_elements = s.st.cal.chunk_elements;
   return opt;
 }
 

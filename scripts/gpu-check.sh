@@ -18,7 +18,7 @@
 #      checked), and again with nvCOMP's ANS as its codec (nvcomp-ans) where libnvcomp.so.6 loads;
 #   5. compcoll-bench calibrate --device cuda --data <the bundle's or repository's tests/data>
 #      -> OUT_DIR/calibration/<gpu>.yaml (h100.yaml on an H100; copy it to calibration/ to feed
-#      the simulator);
+#      the simulator), compcoll's codecs in chunks by each stream's size (its default);
 #   6. compcoll-bench codec --device cuda --json on a bundled bf16 tensor and on 4, 64 and 256
 #      MiB of synthetic Gaussian bf16 (synthetic:gaussian:2M, :32M, :128M): compcoll's codecs,
 #      and nvCOMP's ANS and Bitcomp where the bench has nvCOMP (`compcoll-bench version`,
@@ -37,8 +37,9 @@
 # --quick: the kernels only, in a few minutes: steps 0-3 (compute-sanitizer's memcheck case
 # only), then the codec bench at 1, 4, 16,
 # 64 and 256 MiB of synthetic Gaussian bf16 (synthetic:gaussian:512k ... :128M) and on the
-# bundled tensor, nvCOMP beside them, and gauss-exp and entropy-exp at 1 and 4 MiB in chunks of
-# 4,096 and 8,192 elements (more warps on a small call, for 1.8% and 0.6% of ratio), and gauss-exp
+# bundled tensor, nvCOMP beside them, and gauss-exp and entropy-exp at 1, 4, 16 and 64 MiB in
+# chunks of 4,096 and 8,192 elements (more warps on a small call, for 1.8% and 0.6% of ratio:
+# the sizes where calibrate's chunks by the stream's size change), and gauss-exp
 # with the one-launch encoder (COMPCOLL_CUDA_ENCODER=one-launch) at 1 to 256 MiB; calibrate of
 # bf16 only (identity, gauss-exp, entropy-exp with their decode_add curves, reduce, copy, and
 # nvCOMP's ANS with its ratios where libnvcomp.so.6 loads; 4 KiB to 256 MiB, --quick)
@@ -240,11 +241,12 @@ if [ $quick = 1 ]; then
   # exact sizes, within wire budgets, queued and fused (seconds).
   step nccl-tests 60 mpirun -np 1 "$real_tests" "[nccl]"
   # Every command of the step runs (the rows of one do not wait on another); it fails if any did.
-  step codec-cuda 150 bash -c "rc=0; '$bench' codec --device cuda --dtype bf16 --json \
+  step codec-cuda 200 bash -c "rc=0; '$bench' codec --device cuda --dtype bf16 --json \
     '$data/grad.layer1-attn-out-weight.step060.bf16.npy' synthetic:gaussian:512k synthetic:gaussian:2M \
     synthetic:gaussian:8M synthetic:gaussian:32M synthetic:gaussian:128M >'$codec_rows' || rc=1; \
     for chunk in 4096 8192; do '$bench' codec --device cuda --dtype bf16 --json --chunk \$chunk \
-      --codec gauss-exp,entropy-exp synthetic:gaussian:512k synthetic:gaussian:2M >>'$codec_rows' || rc=1; done; \
+      --codec gauss-exp,entropy-exp synthetic:gaussian:512k synthetic:gaussian:2M synthetic:gaussian:8M \
+      synthetic:gaussian:32M >>'$codec_rows' || rc=1; done; \
     COMPCOLL_CUDA_ENCODER=one-launch '$bench' codec --device cuda --dtype bf16 --json --codec gauss-exp \
       synthetic:gaussian:512k synthetic:gaussian:2M synthetic:gaussian:8M synthetic:gaussian:32M \
       synthetic:gaussian:128M >>'$codec_rows' || rc=1; exit \$rc"
@@ -292,28 +294,32 @@ if ! grep -q '"codec": "nvcomp-' "$codec_rows" 2>/dev/null; then
 fi
 
 deadline=  # the summary reads what the steps left, whatever the time
-step summary 60 python3 - "$cal" "$codec_rows" "$out/summary.json" "$out/summary.txt" "$gpu" <<'EOF'
+step summary 60 python3 - "$cal" "$codec_rows" "$out/summary.json" "$out/summary.txt" "$gpu" "$here/tools" <<'EOF'
 import json, os, re, sys
-cal, codec_rows, json_out, txt_out, gpu = sys.argv[1:6]
+cal, codec_rows, json_out, txt_out, gpu, tools = sys.argv[1:7]
+sys.path.insert(0, tools)
+import gpu_targets  # its reader of calibration files, which the targets step uses too
 size = 268435456  # 256 MiB
 lines, warnings = [], []
 rows, copy = [], None
+curves = {}
 if os.path.exists(cal):
-    for line in open(cal):
-        m = re.match(r"\s*- \{op: (\w+), (?:codec: ([\w:=-]*), )?dtype: (\w+), points: (.*)\}\s*$", line)
-        if not m:
-            continue
-        op, codec, dtype, pts = m.groups()
-        codec = codec or "-"
-        for b, s in re.findall(r"\[(\d+), ([0-9.eE+-]+)\]", pts):
-            if int(b) == size:
-                gbps = size / float(s) / 1e9
-                if op == "copy":
-                    copy = gbps
-                else:
-                    rows.append((codec, dtype, op, gbps))
+    try:
+        curves, _ = gpu_targets.read_calibration(cal)
+    except SystemExit as e:  # a file it cannot read: said, and the rest of the summary still written
+        warnings.append(str(e))
+if curves:
+    for (op, codec, dtype), points in curves.items():
+        if size in points:
+            gbps = gpu_targets.gbps(size, points[size])
+            if op == "copy":
+                copy = gbps
+            else:
+                rows.append((codec, dtype, op, gbps))
     lines.append(f"calibrate at 256 MiB (uncompressed bytes per second); device-to-device copy {copy:.0f} GB/s"
                  if copy else "calibrate at 256 MiB")
+    chunk = next((l.split(":", 1)[1].strip() for l in open(cal) if l.startswith("chunk_elements:")), "16384")
+    lines.append(f"  compcoll's codecs in chunks of {chunk} elements" + (" (by each stream's size)" if chunk == "auto" else ""))
     for codec, dtype, op, gbps in sorted(rows):
         frac = f"  {gbps / copy:5.2f} of copy" if copy else ""
         lines.append(f"  {codec:14s} {dtype:5s} {op:10s} {gbps:8.1f} GB/s{frac}")
@@ -323,7 +329,7 @@ if os.path.exists(cal):
         if m:
             c, d, t, r, b = m.groups()
             lines.append(f"  ratio {c} {d} {t}: {float(r):.5f} (x{1 / float(r):.3f} smaller) on {b} bytes")
-else:
+elif not os.path.exists(cal):
     warnings.append(f"no calibration file ({cal}): see calibrate.log")
 codec = []
 if os.path.exists(codec_rows):

@@ -557,7 +557,7 @@ void RankState::run_op(uint32_t i) {
     case OpKind::Compress:
       wire_[op.dst.index] =
           Payload{policy::wire_message_bytes(run_.call->codec, dtype_, op.src.count, run_.call->ratio,
-                                             run_.topology->wire_budget_margin),
+                                             run_.topology->wire_budget_margin, run_.cal->chunk_elements),
                   op.src.count * dsize_};
       if (!op.batched || !run_.cal->batch_launch) k = kernel(i, calib::Op::Compress, codec_bytes(i));
       break;

@@ -379,6 +379,8 @@ struct Options {
   int concurrent = 1;     // host: threads running the op at once, one of them timed
   uint32_t threads = 1;   // host: threads coding each stream's chunks (EncodeOptions::threads)
   bool warm = false;      // host: compress and decompress on one buffer too
+  // cuda: the chunk size the codecs code in (--chunk; format::kAutoChunk: by each stream's size)
+  uint32_t chunk = format::kAutoChunk;
   bool nvcomp = false;    // nvcomp-ans is measured (curves and ratios)
   // Why nvcomp-ans is not measured though the selection (no --codec, or all) takes it; "" else.
   std::string nvcomp_skipped;
@@ -388,7 +390,7 @@ const char* const kUsage =
     "usage: compcoll-bench calibrate [--device host|cuda] --out FILE.yaml [--max-bytes N]\n"
     "                                [--min-time SECONDS] [--quick] [--data DIR]\n"
     "                                [--dtype LIST] [--codec LIST] [--ops LIST]\n"
-    "                                [--concurrent N] [--threads N] [--warm]\n"
+    "                                [--concurrent N] [--threads N] [--warm] [--chunk N|auto]\n"
     "  --device     where the kernels run (default host: one CPU thread)\n"
     "  --out        the calibration file to write (docs/CALIBRATION.md); rewritten after every finished\n"
     "               curve, with complete: false until the run ends (an existing FILE is moved to FILE.bak)\n"
@@ -402,6 +404,9 @@ const char* const kUsage =
     "               thread): the codec curves of a rank that runs its codecs on that many threads\n"
     "  --warm       host: compress and decompress on one buffer, cache-warm, as reduce and copy (default: on\n"
     "               buffers taken in turn from the shared cache, as a collective's codec ops find their data)\n"
+    "  --chunk      cuda: elements per chunk of compcoll's codecs (default auto: 4096 to 16384 by each\n"
+    "               stream's size, docs/FORMAT.md; the file's chunk_elements). A host calibration codes\n"
+    "               in chunks of 16384\n"
     "  --data       directory of the real tensors (default $COMPCOLL_TEST_DATA_DIR, else the bundled tests/data)\n"
     "  --dtype      only these element types: bf16, fp16, fp32 (repeatable or a comma list; default all)\n"
     "  --codec      only these codecs' compress and decompress curves: identity, gauss-exp, entropy-exp,\n"
@@ -455,6 +460,7 @@ Options parse_args(int argc, char** argv) {
   std::vector<bool> codec_on(names.size(), false);
   bool any_dtype = false, any_codec = false, any_op = false;
   bool nvcomp_named = false, nvcomp_all = false;  // --codec nvcomp-ans; --codec all
+  bool chunk_given = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -494,6 +500,12 @@ Options parse_args(int argc, char** argv) {
       const auto n = whole_number(v, 0, 1024);
       if (!n) fail("--threads: expected 0 (one per hardware thread) to 1024, got \"" + v + "\"");
       opt.threads = static_cast<uint32_t>(*n);
+    } else if (a == "--chunk") {
+      const std::string v = value();
+      const auto c = chunk_elements_value(v);
+      if (!c) fail("--chunk: expected auto or a multiple of 32 in [32, 65536], got \"" + v + "\"");
+      opt.chunk = *c;
+      chunk_given = true;
     } else if (a == "--data") {
       opt.data_dir = value();
     } else if (a == "--dtype") {
@@ -540,6 +552,8 @@ Options parse_args(int argc, char** argv) {
   if (opt.concurrent > 1 && opt.device != "host") fail("--concurrent: host only (a GPU runs one rank's kernels)");
   if (opt.threads != 1 && opt.device != "host") fail("--threads: host only");
   if (opt.warm && opt.device != "host") fail("--warm: host only (a GPU's ops run on one buffer)");
+  if (chunk_given && opt.device != "cuda") fail("--chunk: cuda only (a host calibration codes in chunks of 16384)");
+  if (opt.device != "cuda") opt.chunk = format::kDefaultChunkElements;
   for (size_t k = 0; k < std::size(kDTypes); ++k)
     if (!any_dtype || dtype_on[k]) opt.dtypes.push_back(kDTypes[k]);
   for (size_t k = 0; k < names.size(); ++k)
@@ -789,9 +803,14 @@ std::optional<long> whole_number(const std::string& v, long lo, long hi) {
 }
 
 std::optional<uint32_t> chunk_elements_value(const std::string& v) {
+  if (v == "auto") return format::kAutoChunk;
   const auto c = whole_number(v, format::kMinChunkElements, format::kMaxChunkElements);
   if (!c || *c % format::kLanes) return std::nullopt;
   return static_cast<uint32_t>(*c);
+}
+
+std::string chunk_elements_name(uint32_t chunk) {
+  return chunk == format::kAutoChunk ? "auto" : std::to_string(chunk);
 }
 
 std::vector<std::string> comma_items(const std::string& v) {
@@ -845,7 +864,9 @@ int run_calibrate(int argc, char** argv) {
 
   std::unique_ptr<CalibrationDevice> device;
   try {
-    device = opt.device == "cuda" ? make_cuda_device() : make_host_device(opt.concurrent, opt.threads, opt.warm);
+    EncodeOptions encode;
+    encode.chunk_elements = opt.chunk;
+    device = opt.device == "cuda" ? make_cuda_device(encode) : make_host_device(opt.concurrent, opt.threads, opt.warm);
   } catch (const DeviceUnavailable& e) {
     fail(e.what());
   }
@@ -1038,6 +1059,7 @@ int run_calibrate(int argc, char** argv) {
     }
     y << "date: " << date << "\n";
     if (opt.concurrent > 1) y << "concurrent: " << opt.concurrent << "\n";
+    y << "chunk_elements: " << chunk_elements_name(opt.chunk) << "\n";
     y << "statement: " << config::yaml_quote(statement.str()) << "\n";
     y << "machine:\n";
     for (const auto& [k, v] : device->machine()) y << "  " << k << ": " << config::yaml_quote(v) << "\n";

@@ -122,7 +122,9 @@ double median(std::vector<double> v);
 std::optional<long> whole_number(const std::string& v, long lo, long hi);
 // A command-line value read as seconds (--min-time): a finite number >= 0; nothing otherwise.
 std::optional<double> seconds_value(const std::string& v);
-// A command-line value read as elements per chunk (--chunk): a multiple of 32 in [32, 65536].
+// A command-line value read as elements per chunk (--chunk): a multiple of 32 in [32, 65536],
+// or "auto" (format::kAutoChunk: by each stream's size).
+std::string chunk_elements_name(uint32_t chunk);  // "auto" or the number
 std::optional<uint32_t> chunk_elements_value(const std::string& v);
 // "a,b, c" -> {"a", "b", "c"}: a comma list's items, blanks around them removed (an empty item
 // stays, for the caller's check to refuse).

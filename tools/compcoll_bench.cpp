@@ -109,7 +109,7 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
   if (!msg.empty()) std::fprintf(stderr, "compcoll-bench: %s\n", msg.c_str());
   std::fprintf(out,
                "usage: compcoll-bench codec [--codec NAME[,NAME...]|all] [--dtype bf16|fp16|fp32] [--json]\n"
-               "                            [--chunk ELEMENTS] [--min-time SECONDS] [--peer zipnn]\n"
+               "                            [--chunk ELEMENTS|auto] [--min-time SECONDS] [--peer zipnn]\n"
                "                            [--threads N] [--device host|cuda] PATH...\n"
                "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n"
                "       compcoll-bench calibrate --out FILE.yaml [...]     (calibrate --help)\n"
@@ -169,7 +169,7 @@ class RowPrinter {
                   r.elements, r.ratio, r.bound, r.encode_gbps, r.decode_gbps,
                   r.max_abs >= 0 ? "null" : r.check == "OK" ? "true" : (r.check == "FAILED" ? "false" : "null"),
                   r.memcpy_gbps, std::string(host_codec_path()).c_str(), threads_, (lossy_json(r) + r.more_json).c_str(),
-                  find_codec(r.codec) ? (", \"chunk_elements\": " + std::to_string(chunk_)).c_str() : "",
+                  find_codec(r.codec) ? chunk_json(r.elements).c_str() : "",
                   device_.empty() ? "" : (", \"device\": \"" + json_escape(device_) + "\"" + device_json_).c_str());
     } else {
       char err[32] = "         -        -";
@@ -182,6 +182,11 @@ class RowPrinter {
   }
 
  private:
+  // The chunk size of a row's streams; with --chunk auto, also that it was chosen by their size.
+  std::string chunk_json(uint64_t elements) const {
+    return ", \"chunk_elements\": " + std::to_string(format::chunk_elements_for(chunk_, elements)) +
+           (chunk_ == format::kAutoChunk ? ", \"chunk_policy\": \"auto\"" : "");
+  }
   static std::string lossy_json(const Row& r) {
     if (r.max_abs < 0) return {};
     char b[96];
@@ -481,7 +486,7 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--chunk") {
       const std::string v = value();
       const auto c = bench::chunk_elements_value(v);
-      if (!c) usage_error("--chunk: expected a multiple of 32 in [32, 65536], got \"" + v + "\"");
+      if (!c) usage_error("--chunk: expected auto or a multiple of 32 in [32, 65536], got \"" + v + "\"");
       opt.chunk = *c;
     } else if (a == "--min-time") {
       const std::string v = value();
@@ -527,7 +532,8 @@ int run_codec_bench(int argc, char** argv) {
     }
     notes.push_back("device: " + device->name() + " (--device cuda: enc, dec = median of CUDA-event samples on one stream; "
                     "memcpy = device to device; ratio from the host encoder, whose bytes the kernels write; chunks of " +
-                    std::to_string(opt.chunk) + " elements)");
+                    (opt.chunk == format::kAutoChunk ? std::string("4096-16384 elements by each stream's size (--chunk auto)")
+                                                     : std::to_string(opt.chunk) + " elements") + ")");
     for (const auto& [key, value] : device->machine())
       if (key == "cuda_encoder") {
         notes.push_back("gauss-exp's CUDA encoder: " + value + " (COMPCOLL_CUDA_ENCODER; docs/compcoll-bench.md)");

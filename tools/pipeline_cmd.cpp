@@ -37,7 +37,7 @@ struct PipelineOptions {
   std::vector<uint32_t> pieces{1, 4, 16};
   uint64_t slot = uint64_t{1} << 20;
   uint64_t link_bytes = uint64_t{64} << 20;
-  uint32_t chunk = format::kDefaultChunkElements;
+  std::optional<uint32_t> chunk;  // --chunk; by default the calibration's, else 16384
   std::string calibration;
   double min_time = 0.2;
   bool json = false;
@@ -51,7 +51,7 @@ struct PipelineOptions {
   if (!msg.empty()) std::fprintf(stderr, "compcoll-bench pipeline: %s\n", msg.c_str());
   std::fprintf(out,
                "usage: compcoll-bench pipeline [--device cuda] [--codec gauss-exp,entropy-exp,identity,nvcomp-ans]\n"
-               "         [--dtype bf16|fp16|fp32] [--pieces 1,4,16] [--slot BYTES] [--chunk ELEMENTS]\n"
+               "         [--dtype bf16|fp16|fp32] [--pieces 1,4,16] [--slot BYTES] [--chunk ELEMENTS|auto]\n"
                "         [--calibration FILE.yaml] [--link-bytes BYTES] [--min-time SECONDS] [--json] PATH...\n"
                "  PATH as for `compcoll-bench codec`: file.npy | file.safetensors | synthetic:gaussian:N\n");
   std::exit(msg.empty() ? 0 : 2);
@@ -119,7 +119,7 @@ PipelineOptions parse_pipeline_args(int argc, char** argv) {
     } else if (a == "--chunk") {
       const std::string v = value();
       const auto c = chunk_elements_value(v);
-      if (!c) pipeline_usage("--chunk: expected a multiple of 32 in [32, 65536], got \"" + v + "\"");
+      if (!c) pipeline_usage("--chunk: expected auto or a multiple of 32 in [32, 65536], got \"" + v + "\"");
       opt.chunk = *c;
     } else if (a == "--calibration") {
       opt.calibration = value();
@@ -169,8 +169,10 @@ int run_pipeline(int argc, char** argv) {
     std::fprintf(stderr, "compcoll-bench pipeline: %s\n", e.what());
     return 2;
   }
+  // The chunks the calibration's codecs were timed in, so that the model prices the streams sent.
+  const uint32_t chunk = opt.chunk.value_or(cal ? cal->chunk_elements : format::kDefaultChunkElements);
   EncodeOptions enc;
-  enc.chunk_elements = opt.chunk;
+  enc.chunk_elements = chunk;
 
   const LinkFigures link = device->measure_link(opt.link_bytes, opt.min_time);
   // The model's link: the slower direction with both running, as every transfer runs them.
@@ -190,8 +192,9 @@ int run_pipeline(int argc, char** argv) {
     std::printf("# compcoll-bench pipeline: a message between two buffers of one GPU over PCIe, through pinned host memory\n"
                 "#   in slots of %s (device to host, then host to device; the two directions at once)\n",
                 config::format_bytes(opt.slot).c_str());
-    std::printf("# device: %s; gauss-exp's CUDA encoder: %s; streams in chunks of %u elements\n", device->name().c_str(),
-                encoder.c_str(), opt.chunk);
+    std::printf("# device: %s; gauss-exp's CUDA encoder: %s; streams in chunks of %s elements\n", device->name().c_str(),
+                encoder.c_str(), chunk == format::kAutoChunk ? "4096-16384 (by each piece's size)"
+                                                              : std::to_string(chunk).c_str());
     std::printf("# link (%s each way, medians): device->host %.1f GB/s, host->device %.1f GB/s alone; %.1f and %.1f GB/s "
                 "both at once; a 4 KiB message %.1f us\n",
                 config::format_bytes(opt.link_bytes).c_str(), link.d2h_alone / 1e9, link.h2d_alone / 1e9,
@@ -264,7 +267,7 @@ int run_pipeline(int argc, char** argv) {
                              {"bytes", t.bytes.size()},
                              {"pieces", pieces},
                              {"codec", name},
-                             {"chunk_elements", opt.chunk},
+                             {"chunk_elements", chunk == format::kAutoChunk ? nlohmann::json("auto") : nlohmann::json(chunk)},
                              {"ratio", ratio},
                              {"link_bytes", r.link_bytes},
                              {"seconds", r.seconds},

@@ -187,7 +187,7 @@ class CudaLinkDevice final : public LinkDevice {
       stream_bytes += x.capacity;
       x.first_chunk = chunks;
       const uint32_t chunk = library(codec) ? library_chunk_elements(*find_library_codec(codec->name()), t.dtype)
-                                            : opt.chunk_elements;
+                                            : format::chunk_elements_for(opt.chunk_elements, x.elements);
       chunks += static_cast<uint32_t>((x.elements + chunk - 1) / chunk);
       scratch_bytes = std::max(scratch_bytes, library(codec) ? library_scratch(true, t.dtype, x.elements)
                                                              : cuda_encode_scratch_bytes(codec->id(), t.dtype, x.elements, opt));

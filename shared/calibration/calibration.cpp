@@ -129,6 +129,18 @@ Calibration load_calibration(const std::string& path) {
   if (const Node c = root.opt("complete"); c.defined()) cal.complete = c.as_bool();
   cal.concurrent = static_cast<int>(root.get_int("concurrent", 1, 1, 1024));
   if (const Node b = root.opt("batch_launch"); b.defined()) cal.batch_launch = b.as_bool();
+  if (const Node c = root.opt("chunk_elements"); c.defined()) {
+    const std::string v = c.as_string();
+    if (v == "auto") {
+      cal.chunk_elements = format::kAutoChunk;
+    } else {
+      const bool digits = !v.empty() && v.size() <= 6 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+      const long n = digits ? std::stol(v) : 0;
+      if (n < format::kMinChunkElements || n > format::kMaxChunkElements || n % format::kLanes != 0)
+        c.fail("expected auto or a multiple of 32 in [32, 65536], got '" + v + "'");
+      cal.chunk_elements = static_cast<uint32_t>(n);
+    }
+  }
   if (const Node m = root.opt("missing"); m.defined()) {
     if (cal.complete) m.fail("only with complete: false");
     if (!m.is_sequence()) m.fail("expected a list of curves, like [\"reduce bf16\"]");

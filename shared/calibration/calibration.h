@@ -11,6 +11,7 @@
 //   date: 2026-11-23
 //   complete: false            # optional, default true; false: a run that had not finished
 //   concurrent: 2              # optional, default 1: the host ranks that ran each op at once
+//   chunk_elements: auto       # optional, default 16384: the chunks compcoll's codecs coded in
 //   missing: ["compress fp8-hadamard bf16", "reduce bf16"]   # with complete: false
 //   ratios:                    # optional: ratios a GPU library codec reached (calibrate --device cuda)
 //     - {codec: nvcomp-ans, dtype: bf16, tensor: grad, ratio: 0.68512, bytes: 4718592}
@@ -29,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/format.h"
 #include "util/dtype.h"
 
 namespace compcoll::calib {
@@ -72,6 +74,10 @@ struct Calibration {
   // A batch of codec ops (sched::Op::batched) runs as one launch over all its bytes, as batched
   // codec APIs run it (file key batch_launch: true); false: each op is its own call.
   bool batch_launch = false;
+  // The chunk size compcoll's codecs coded in where the file was measured (file key
+  // chunk_elements; EncodeOptions::chunk_elements, format::kAutoChunk: by each stream's size):
+  // the chunks a plan priced by the file codes its messages in.
+  uint32_t chunk_elements = format::kDefaultChunkElements;
   std::vector<CalibratedRatio> ratios;  // the file's `ratios`
 
   // The measured ratio of `codec` on `dtype` tensors of kind `tensor`; nullptr if the file has none.

@@ -23,10 +23,11 @@ std::string hex_offset(uint64_t off) { return "byte offset " + std::to_string(of
 
 void check_options(const EncodeOptions& opt) {
   const uint32_t c = opt.chunk_elements;
+  if (c == kAutoChunk) return;
   if (c < kMinChunkElements || c > kMaxChunkElements || c % kLanes != 0)
     throw CodecError("encode: chunk_elements must be a multiple of " + std::to_string(kLanes) +
                          " in [" + std::to_string(kMinChunkElements) + ", " +
-                         std::to_string(kMaxChunkElements) + "], got " + std::to_string(c),
+                         std::to_string(kMaxChunkElements) + "] or 0 (by the stream's size), got " + std::to_string(c),
                      0);
 }
 
@@ -239,11 +240,12 @@ std::vector<std::string_view> codec_names() {
 size_t max_encoded_size(const Codec& codec, DType dtype, uint64_t elements,
                         const EncodeOptions& opt) {
   check_options(opt);
-  const uint32_t chunks = chunk_count_for(elements, opt.chunk_elements);
+  const uint32_t c = chunk_elements_for(opt.chunk_elements, elements);
+  const uint32_t chunks = chunk_count_for(elements, c);
   size_t total = kHeaderBytes + size_t{kOffsetEntryBytes} * chunks;
   if (chunks > 0) {
-    total += size_t{chunks - 1} * codec.max_chunk_bytes(dtype, opt.chunk_elements);
-    const uint32_t last = static_cast<uint32_t>(elements - uint64_t{chunks - 1} * opt.chunk_elements);
+    total += size_t{chunks - 1} * codec.max_chunk_bytes(dtype, c);
+    const uint32_t last = static_cast<uint32_t>(elements - uint64_t{chunks - 1} * c);
     total += codec.max_chunk_bytes(dtype, last);
   }
   return total;
@@ -252,7 +254,8 @@ size_t max_encoded_size(const Codec& codec, DType dtype, uint64_t elements,
 size_t encode(const Codec& codec, DType dtype, const void* in, uint64_t elements, void* out,
               size_t out_capacity, const EncodeOptions& opt) {
   check_options(opt);
-  if (elements / opt.chunk_elements >= UINT32_MAX)
+  const uint32_t c = chunk_elements_for(opt.chunk_elements, elements);
+  if (elements / c >= UINT32_MAX)
     throw CodecError("encode: too many elements for one stream", 0);
   const size_t need = max_encoded_size(codec, dtype, elements, opt);
   if (out_capacity < need)
@@ -260,10 +263,10 @@ size_t encode(const Codec& codec, DType dtype, const void* in, uint64_t elements
                          std::to_string(need),
                      0);
   auto* o = static_cast<uint8_t*>(out);
-  const uint32_t chunks = chunk_count_for(elements, opt.chunk_elements);
+  const uint32_t chunks = chunk_count_for(elements, c);
   uint8_t* table = o + kHeaderBytes;
   uint8_t* payload = table + size_t{kOffsetEntryBytes} * chunks;
-  const ChunkCoder coder{codec, dtype, static_cast<const uint8_t*>(in), elements, opt.chunk_elements, table};
+  const ChunkCoder coder{codec, dtype, static_cast<const uint8_t*>(in), elements, c, table};
   const uint32_t threads = threads_for(opt.threads, chunks);
   const uint64_t pos = threads > 1 ? encode_staged(coder, chunks, threads, payload) : coder.code(0, chunks, payload);
   std::memcpy(o + kOffMagic, kMagic, 4);
@@ -272,7 +275,7 @@ size_t encode(const Codec& codec, DType dtype, const void* in, uint64_t elements
   o[kOffDType] = static_cast<uint8_t>(dtype);
   o[kOffFlags] = 0;
   store_u64(o + kOffElements, elements);
-  store_u32(o + kOffChunkElements, opt.chunk_elements);
+  store_u32(o + kOffChunkElements, c);
   store_u32(o + kOffChunkCount, chunks);
   store_u64(o + kOffPayloadBytes, pos);
   return static_cast<size_t>(payload + pos - o);
@@ -292,8 +295,8 @@ StreamInfo expected_stream_info(const Codec& codec, DType dtype, uint64_t elemen
   info.codec = codec.id();
   info.dtype = dtype;
   info.elements = elements;
-  info.chunk_elements = opt.chunk_elements;
-  info.chunk_count = chunk_count_for(elements, opt.chunk_elements);
+  info.chunk_elements = chunk_elements_for(opt.chunk_elements, elements);
+  info.chunk_count = chunk_count_for(elements, info.chunk_elements);
   const uint64_t table_end = kHeaderBytes + uint64_t{kOffsetEntryBytes} * info.chunk_count;
   // Within a budget the bytes may run past the longest stream the codec writes (a budget of
   // a stream at that bound, grown by its margin): the stream is at most that long.

@@ -34,7 +34,10 @@ class CodecError : public std::runtime_error {
 };
 
 struct EncodeOptions {
-  uint32_t chunk_elements = format::kDefaultChunkElements;  // multiple of 32, 32..65536
+  // Elements per chunk: a multiple of 32 in [32, 65536], or format::kAutoChunk (0): by the
+  // stream's size (format::auto_chunk_elements: smaller chunks for small messages, so that a
+  // GPU codes them with more warps). The stream's header says which size it was coded in.
+  uint32_t chunk_elements = format::kDefaultChunkElements;
   // Host threads coding chunks at once (chunks are independent); the stream is the same bytes
   // for any count. 0: one per hardware thread. Inputs of fewer than kMinChunksPerThread chunks
   // per thread use fewer threads. With several, the calling thread keeps the encoders' staging
@@ -72,6 +75,15 @@ class Codec {
   virtual bool sized_by_elements() const { return false; }
   // Upper bound of one coded chunk of n elements.
   virtual size_t max_chunk_bytes(DType dtype, uint32_t n) const = 0;
+  // The mean bytes a coded chunk carries whatever its size, beside what its elements code to
+  // (its chunk header and tables, the padding of its lane streams; docs/FORMAT.md): what
+  // coding the same elements in more, smaller chunks costs per chunk. The simulator sizes a
+  // stream coded in other chunks than its ratio was measured in by it (policy::
+  // wire_message_bytes).
+  virtual double chunk_overhead_bytes(DType dtype) const {
+    (void)dtype;
+    return 0;
+  }
   // Codes n elements at `in` into `out` (at least max_chunk_bytes); returns bytes written,
   // a multiple of format::kChunkAlign.
   virtual size_t encode_chunk(DType dtype, const uint8_t* in, uint32_t n, uint8_t* out) const = 0;

@@ -250,6 +250,13 @@ class ExponentCodec final : public Codec {
     }
     throw_bad_dtype(static_cast<uint8_t>(dtype));
   }
+  // The chunk header, the lane table and 32 lane streams each padded to a word (2 bytes each,
+  // on average); entropy-exp's code table besides: 2 bytes a symbol, padded to 4 (30 bytes in
+  // chunks of 4096 Gaussian elements, which use about 14 symbols).
+  double chunk_overhead_bytes(DType) const override {
+    const double lanes = format::kChunkHeaderBytes + format::kLaneTableBytes + format::kLanes * 2.0;
+    return K == Kind::Gauss ? lanes : lanes + 30.0;
+  }
   size_t encode_chunk(DType dtype, const uint8_t* in, uint32_t n, uint8_t* out) const override {
     switch (dtype) {
       case DType::BF16: return encode<expbits::Bf16Layout>(in, n, out);

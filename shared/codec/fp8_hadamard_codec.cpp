@@ -93,6 +93,8 @@ class Fp8HadamardCodec final : public Codec {
     return std::max(ChunkLayout::quantized_bytes(n, params_.group),
                     ChunkLayout::stored_bytes(n, static_cast<uint32_t>(dtype_size(dtype))));
   }
+  // The chunk header: a group's scales and codes are the same bytes in any chunk.
+  double chunk_overhead_bytes(DType) const override { return format::kChunkHeaderBytes; }
   size_t encode_chunk(DType dtype, const uint8_t* in, uint32_t n, uint8_t* out) const override {
     switch (dtype) {
       case DType::BF16: return encode_as<fp8bits::Bf16Elem>(in, n, out);

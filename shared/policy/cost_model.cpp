@@ -59,7 +59,7 @@ SharedWork shared_work(double seconds, double alone_seconds, int concurrent) {
 }
 
 namespace {
-uint64_t stream_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio) {
+uint64_t stream_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio, uint32_t chunk_elements) {
   const uint64_t raw = elements * dtype_size(dtype);
   if (const LibraryCodec* lib = find_library_codec(codec)) {
     // Each chunk at the ratio, behind its size prefix and padded to 16 bytes (FORMAT.md).
@@ -70,8 +70,14 @@ uint64_t stream_bytes(const std::string& codec, DType dtype, uint64_t elements, 
     return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + full * chunk(lib->chunk_bytes) +
            (tail > 0 ? chunk(tail) : 0);
   }
-  const uint64_t chunks = (elements + format::kDefaultChunkElements - 1) / format::kDefaultChunkElements;
-  const double payload = codec == "identity" ? static_cast<double>(raw) : ratio * static_cast<double>(raw);
+  const uint32_t c = format::chunk_elements_for(chunk_elements, elements);
+  const uint64_t chunks = format::chunk_count_for(elements, c);
+  double payload = codec == "identity" ? static_cast<double>(raw) : ratio * static_cast<double>(raw);
+  if (c != format::kDefaultChunkElements && codec != "identity")
+    if (const Codec* k = find_codec(codec)) {
+      const double n = static_cast<double>(elements);
+      payload += k->chunk_overhead_bytes(dtype) * (n / c - n / format::kDefaultChunkElements);
+    }
   return format::kHeaderBytes + format::kOffsetEntryBytes * chunks + static_cast<uint64_t>(payload + 0.5);
 }
 }  // namespace
@@ -96,8 +102,8 @@ std::vector<FusedOp> fused_ops(const sched::Schedule& s, int rank, const topo::T
 }
 
 uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio,
-                            double budget_margin) {
-  const uint64_t bytes = stream_bytes(codec, dtype, elements, ratio);
+                            double budget_margin, uint32_t chunk_elements) {
+  const uint64_t bytes = stream_bytes(codec, dtype, elements, ratio, chunk_elements);
   if (budget_margin == 0) return bytes;
   return static_cast<uint64_t>(std::ceil(static_cast<double>(bytes) * (1 + budget_margin)));
 }
@@ -857,7 +863,8 @@ void PlanRun::run_op(int r, uint32_t i) {
     case OpKind::Compress:
     case OpKind::Decompress: {
       if (op.kind == OpKind::Compress)
-        st.wire[op.dst.index] = wire_message_bytes(codec_, s_.dtype, op.src.count, ratio_, t_.wire_budget_margin);
+        st.wire[op.dst.index] =
+            wire_message_bytes(codec_, s_.dtype, op.src.count, ratio_, t_.wire_budget_margin, cal_.chunk_elements);
       if ((op.batched && cal_.batch_launch) ||  // run in its batch's first op's launch
           (!st.fused.empty() && st.fused[i] == FusedOp::Absorbed)) {  // or in its reduce's
         finish_op(r, i, now);

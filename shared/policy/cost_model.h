@@ -110,15 +110,19 @@ std::vector<int> rank_endpoints(const sched::Schedule& s, const topo::Topology& 
 
 // The bytes a message of `elements` elements compressed by `codec` carries: its payload at
 // `ratio` (compressed / uncompressed; identity: the elements as they are) plus the stream's
-// header and an offset entry per chunk (docs/FORMAT.md): chunks of the default chunk size for
-// compcoll's codecs; for a library codec (codec/codec.h) chunks of the library's size, each at
-// `ratio` behind its size prefix and padded to 16 bytes, as the container carries them.
+// header and an offset entry per chunk (docs/FORMAT.md). compcoll's codecs code in chunks of
+// `chunk_elements` (EncodeOptions::chunk_elements, format::kAutoChunk: by the message's size;
+// the calibration's calib::Calibration::chunk_elements); `ratio` is the codec's in chunks of
+// the default size (measured so, calib::measure_ratio), and each chunk more than that size
+// gives the message adds the codec's Codec::chunk_overhead_bytes. For a library codec
+// (codec/codec.h) chunks of the library's size, each at `ratio` behind its size prefix and
+// padded to 16 bytes, as the container carries them.
 // budget_margin: the stream is sent within a wire budget that much over its size
 // (topo::Topology::wire_budget_margin: real::ExecutorOptions::wire_budget), as compcoll-run's
 // executor sizes it: ceil(bytes x (1 + margin)). The simulator and the cost model size every
 // compressed message with it.
 uint64_t wire_message_bytes(const std::string& codec, DType dtype, uint64_t elements, double ratio,
-                            double budget_margin = 0);
+                            double budget_margin = 0, uint32_t chunk_elements = format::kDefaultChunkElements);
 
 // Whether compcoll-run's ranks end each run of `s` with `codec` together (real::Executor's
 // agreement within wire budgets, topo::Topology::wire_budget): the schedule compresses and the

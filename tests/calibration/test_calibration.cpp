@@ -101,6 +101,19 @@ TEST_CASE("calibration: bad files give one line naming the file and key", "[cali
     CHECK(e.find('\n') == std::string::npos);
 }
 
+TEST_CASE("calibration: the chunks its codecs coded in, 16384 unless the file says", "[calibration]") {
+  const std::string curve = "curves:\n  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n";
+  const auto chunk = [&](const std::string& name, const std::string& key) {
+    return calib::load_calibration(write_file(name, std::string(kHeader) + key + curve)).chunk_elements;
+  };
+  CHECK(chunk("nochunk", "") == format::kDefaultChunkElements);
+  CHECK(chunk("autochunk", "chunk_elements: auto\n") == format::kAutoChunk);
+  CHECK(chunk("chunk4096", "chunk_elements: 4096\n") == 4096);
+  for (const char* bad : {"100", "0", "65568", "big"})
+    CHECK_THAT(load_error("badchunk", std::string("chunk_elements: ") + bad + "\n" + curve),
+               Catch::Contains("badchunk.yaml: chunk_elements: expected auto or a multiple of 32"));
+}
+
 TEST_CASE("calibration: batch_launch is false unless the file says true", "[calibration]") {
   const std::string curve = "curves:\n  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n";
   CHECK_FALSE(calib::load_calibration(write_file("nobatch", std::string(kHeader) + curve)).batch_launch);
@@ -235,6 +248,7 @@ TEST_CASE("calibrate output loads as a measured calibration", "[.calibrate-outpu
   CHECK(!cal.device.empty());
   CHECK(cal.statement.find("MEASURED by compcoll-bench calibrate") == 0);
   CHECK(cal.date.size() == 10);
+  CHECK(cal.chunk_elements == format::kDefaultChunkElements);  // a host calibration's
   // identity, gauss-exp, entropy-exp x compress, decompress x 3 dtypes; reduce x 3; copy (any).
   CHECK(cal.curves.size() == codec_names().size() * 2 * 3 + 3 + 1);
   const size_t sizes = cal.curves.front().points.size();

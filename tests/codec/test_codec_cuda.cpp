@@ -201,7 +201,7 @@ TEST_CASE("cuda: status messages and argument errors (host side, no device neede
         std::string::npos);
   // Bad options are caller errors, found before any CUDA call.
   EncodeOptions opt;
-  for (uint32_t c : {0u, 16u, 33u, 65568u}) {
+  for (uint32_t c : {16u, 33u, 65568u}) {
     opt.chunk_elements = c;
     CHECK_THROWS_AS(cuda_encode_scratch_bytes(CodecId::GaussExp, DType::BF16, 100, opt),
                     CodecError);
@@ -469,6 +469,21 @@ TEST_CASE("cuda: a larger tensor over many chunks and resident waves", "[cuda]")
         opt.chunk_elements = chunk;
         check_against_host(s, codec, dtype, test::gaussian_bytes(dtype, n, 0.01, 9), opt);
       }
+}
+
+TEST_CASE("cuda: chunks by the stream's size, as the host picks them", "[cuda]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  EncodeOptions opt;
+  opt.chunk_elements = format::kAutoChunk;
+  for (CodecId codec : kCodecs)
+    for (DType dtype : kDTypes) {
+      CAPTURE(codec_name(codec), dtype_name(dtype));
+      const auto in = test::gaussian_bytes(dtype, 100000, 0.02, 77);  // 25 chunks of 4096
+      check_against_host(s, codec, dtype, in, opt);
+      const std::vector<uint8_t> gpu = gpu_encode(s, codec, dtype, in, opt);
+      CHECK(read_stream_info(gpu.data(), gpu.size()).chunk_elements == 4096);
+    }
 }
 
 TEST_CASE("cuda: the largest chunks, past the per-warp stage, for every codec and dtype", "[cuda]") {

@@ -11,12 +11,14 @@
 #include <map>
 #include <optional>
 
+#include "codec/codec.h"
 #include "policy/cost_model.h"
 #include "policy/nccl_tuning.h"
 #include "policy/policy.h"
 #include "schedule/build.h"
 #include "sim/simulator.h"
 #include "sim/simulate_alone.h"
+#include "test_util.h"
 
 using namespace compcoll;
 
@@ -336,6 +338,56 @@ TEST_CASE("a library codec: its curves and its chunks, simulator and cost model 
   // Its own curves decide: each of the reduce-scatter's 7 steps decompresses, adds and
   // compresses in turn, 21 us more a step in launches alone.
   CHECK(nv_slow > nv_same + 7 * 21e-6);
+}
+
+// A calibration measured with chunks sized by the message (calibrate --device cuda, its
+// chunk_elements: auto): the plans it prices code smaller messages in smaller chunks, each
+// chunk more than the ratio's default-size chunks adding the codec's chunk overhead.
+TEST_CASE("chunks by the message's size: streams as the codec writes them, SimGrid and the cost model alike",
+          "[sim][cost-model]") {
+  // 4 MiB of bf16: 512 chunks of 4096 instead of 128 of 16384, 384 more at 132 bytes each.
+  const uint64_t elements = uint64_t{2} << 20;
+  CHECK(policy::wire_message_bytes("gauss-exp", DType::BF16, elements, 0.5, 0, format::kAutoChunk) ==
+        32 + 8 * 512 + (uint64_t{2} << 20) + 384 * 132);
+  // 64 MiB: chunks of 16384 either way.
+  CHECK(policy::wire_message_bytes("gauss-exp", DType::BF16, elements * 16, 0.5, 0, format::kAutoChunk) ==
+        policy::wire_message_bytes("gauss-exp", DType::BF16, elements * 16, 0.5));
+  CHECK(policy::wire_message_bytes("identity", DType::BF16, elements, 0.5, 0, format::kAutoChunk) ==
+        32 + 8 * 512 + (uint64_t{4} << 20));
+  // Against the streams the codecs write: the ratio measured in chunks of 16384, the stream
+  // coded with kAutoChunk sized from it within 0.2%.
+  for (const char* name : {"gauss-exp", "entropy-exp"}) {
+    const Codec& codec = *find_codec(name);
+    for (uint64_t n : {uint64_t{1} << 18, uint64_t{3} << 20}) {
+      const std::vector<uint8_t> in = test::gaussian_bytes(DType::BF16, n, 0.02, n);
+      EncodeOptions autos;
+      autos.chunk_elements = format::kAutoChunk;
+      const std::vector<uint8_t> plain = encode(codec, DType::BF16, in.data(), n);
+      const std::vector<uint8_t> coded = encode(codec, DType::BF16, in.data(), n, autos);
+      const double ratio = static_cast<double>(read_stream_info(plain.data(), plain.size()).payload_bytes) / in.size();
+      CAPTURE(name, n, ratio, plain.size(), coded.size());
+      CHECK(coded.size() > plain.size());
+      CHECK(static_cast<double>(policy::wire_message_bytes(name, DType::BF16, n, ratio, 0, format::kAutoChunk)) ==
+            Approx(static_cast<double>(coded.size())).epsilon(0.002));
+    }
+  }
+
+  const calib::Calibration derived = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
+  calib::Calibration autos = derived;
+  autos.chunk_elements = format::kAutoChunk;
+  const auto dgx = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
+  const sim::NetworkModel net = test::rdma_network("lv08");
+  const auto run = [&](const calib::Calibration& cal) {
+    const sim::Call call = call_of(dgx, sched::Collective::AllReduce, "ring", sched::Placement::ZipCCL, "gauss-exp", 1, 16 << 20);
+    const double sim_s = simulated(dgx, call, net, cal);
+    policy::RouteCache routes(dgx);
+    const auto pred = policy::predict(sched::build_schedule(call.build), dgx, cal, "gauss-exp", call.ratio, net.factors(), routes);
+    CAPTURE(cal.chunk_elements, sim_s, pred.time_s);
+    CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
+    return sim_s;
+  };
+  // The same kernel curves: the larger streams of 4096-element chunks take longer on the wire.
+  CHECK(run(autos) > run(derived));
 }
 
 // The hierarchical all-to-all on the rail-optimized cluster: every rank sends g - 1 packed

@@ -36,8 +36,10 @@ constexpr uint32_t dispatch_key(CodecId codec, DType dtype) {
 
 bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
+// chunk_elements as EncodeOptions has it (format::kAutoChunk: by the stream's size).
 gpu::Geometry geometry(uint64_t elements, uint32_t chunk_elements) {
-  return {elements, chunk_elements, format::chunk_count_for(elements, chunk_elements)};
+  const uint32_t c = format::chunk_elements_for(chunk_elements, elements);
+  return {elements, c, format::chunk_count_for(elements, c)};
 }
 
 Kind exponent_kind(CodecId codec) {
@@ -122,12 +124,10 @@ size_t cuda_encode_scratch_bytes(CodecId codec, DType dtype, uint64_t elements,
     case CodecId::Identity:
       return 0;
     case CodecId::Fp8Hadamard:  // chunk sizes, ends and the scan, as gauss-exp's
-      return gpu::scratch_layout(Kind::Gauss, format::chunk_count_for(elements, opt.chunk_elements))
-          .total;
+      return gpu::scratch_layout(Kind::Gauss, geometry(elements, opt.chunk_elements).chunks).total;
     case CodecId::GaussExp:
     case CodecId::EntropyExp:
-      return gpu::scratch_layout(exponent_kind(codec),
-                                 format::chunk_count_for(elements, opt.chunk_elements))
+      return gpu::scratch_layout(exponent_kind(codec), geometry(elements, opt.chunk_elements).chunks)
           .total;
     case CodecId::NvcompAns:  // max_encoded_size refused it above (codec/cuda/nvcomp.h codes it)
       break;
@@ -143,7 +143,7 @@ void check_encode_args(const Codec& c, DType dtype, const void* in_dev, uint64_t
                        void* scratch_dev, size_t scratch_bytes, const EncodeOptions& opt) {
   const CodecId codec = c.id();
   const size_t need = max_encoded_size(c, dtype, elements, opt);
-  if (elements / opt.chunk_elements >= UINT32_MAX)
+  if (elements / format::chunk_elements_for(opt.chunk_elements, elements) >= UINT32_MAX)
     throw CodecError("cuda_encode: too many elements for one stream", 0);
   if (out_capacity < need)
     throw CodecError("cuda_encode: output capacity " + std::to_string(out_capacity) + " < bound " +
