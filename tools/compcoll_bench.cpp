@@ -182,10 +182,12 @@ class RowPrinter {
   }
 
  private:
-  // The chunk size of a row's streams; with --chunk auto, also that it was chosen by their size.
+  // The chunk size of a row's streams (with --chunk auto, also that it was chosen by their size)
+  // and the size --chunk auto picks for as many elements (tools/gpu_targets.py compares them).
   std::string chunk_json(uint64_t elements) const {
     return ", \"chunk_elements\": " + std::to_string(format::chunk_elements_for(chunk_, elements)) +
-           (chunk_ == format::kAutoChunk ? ", \"chunk_policy\": \"auto\"" : "");
+           (chunk_ == format::kAutoChunk ? ", \"chunk_policy\": \"auto\"" : "") +
+           ", \"auto_chunk_elements\": " + std::to_string(format::auto_chunk_elements(elements));
   }
   static std::string lossy_json(const Row& r) {
     if (r.max_abs < 0) return {};

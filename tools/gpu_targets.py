@@ -22,7 +22,9 @@ data, and set for an H100 80GB HBM3; on another GPU the verdicts read as that GP
   7. the identity codec within 5% of the device copy, at every size.
 
 Each line says `met`, `NOT met` or `not measured` (a curve or row the inputs lack), with the
-figures it rests on. Exit status 0 whatever the verdicts; 1 with one line naming the file and
+figures it rests on. After them, not a target: at each size where the codec rows ran gauss-exp
+in several chunk sizes, each one's speed and whether the size compcoll's codecs pick there by
+the stream's size (the rows' auto_chunk_elements, docs/FORMAT.md) is the fastest. Exit status 0 whatever the verdicts; 1 with one line naming the file and
 line when an input cannot be read.
 """
 import argparse
@@ -151,7 +153,8 @@ def evaluate(curves, rows):
         ok_ratio = None if ra is None else r["ratio"] >= ra
         met = r["encode_gbps"] >= 400 and r["decode_gbps"] >= 400 and ok_ratio is True
         enc = r.get("cuda_encoder")
-        label = f"chunk {r.get('chunk_elements', '-')}" + (f", {enc} encoder" if enc and enc != "passes" else "")
+        label = (f"chunk {r.get('chunk_elements', '-')}" + (" by the stream's size" if r.get("chunk_policy") == "auto" else "")
+                 + (f", {enc} encoder" if enc and enc != "passes" else ""))
         rep.add(f"4 MiB gauss-exp ({label}) encode and decode >= 400 GB/s, ratio >= nvCOMP ANS's", met,
                 f"encode {r['encode_gbps']:.1f}, decode {r['decode_gbps']:.1f} GB/s, ratio {r['ratio']:.4f}"
                 + (f" against {ra:.4f}" if ra is not None else " (no nvCOMP ANS row)"))
@@ -214,6 +217,43 @@ def evaluate(curves, rows):
     return rep
 
 
+def chunk_sizes(rows):
+    """Not a target: the chunk size compcoll's codecs pick by the stream's size (the rows'
+    auto_chunk_elements, docs/FORMAT.md) against the sizes the codec rows ran gauss-exp in (its
+    default encoder, Gaussian bf16): at each size with rows in more than one chunk size, each
+    size's encode and decode GB/s, and whether the pick is within 5% of the fastest both ways.
+    Returns (lines, items)."""
+    by_size = {}
+    for r in rows:
+        if (r["codec"] == "gauss-exp" and r["dtype"] == "bf16" and "gaussian" in str(r.get("file", ""))
+                and r.get("cuda_encoder", "passes") == "passes" and r.get("chunk_policy") != "auto"
+                and r.get("chunk_elements")):
+            by_size.setdefault(r["bytes"], {})[r["chunk_elements"]] = r
+    lines, items = [], []
+    for size in sorted(by_size):
+        runs = by_size[size]
+        if len(runs) < 2:
+            continue
+        picks = {r.get("auto_chunk_elements") for r in runs.values()}
+        pick = picks.pop() if len(picks) == 1 else None
+        best_enc = max(r["encode_gbps"] for r in runs.values())
+        best_dec = max(r["decode_gbps"] for r in runs.values())
+        figures = "; ".join(f"{c}{' (the pick)' if c == pick else ''}: encode {r['encode_gbps']:.1f}, decode {r['decode_gbps']:.1f}"
+                            for c, r in sorted(runs.items()))
+        if pick is None:
+            verdict = "no pick: rows of a compcoll-bench that does not say its pick (auto_chunk_elements)"
+        elif pick not in runs:
+            verdict = f"the pick, {pick}, not run at this size"
+        else:
+            fast = runs[pick]["encode_gbps"] >= 0.95 * best_enc and runs[pick]["decode_gbps"] >= 0.95 * best_dec
+            verdict = "the pick is the fastest" if fast else "the pick is NOT the fastest"
+        lines.append(f"  {fmt_size(size)}: {figures} GB/s: {verdict}")
+        items.append({"bytes": size, "pick": pick, "verdict": verdict,
+                      "runs": {str(c): {"encode_gbps": r["encode_gbps"], "decode_gbps": r["decode_gbps"], "ratio": r["ratio"]}
+                               for c, r in sorted(runs.items())}})
+    return lines, items
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calibration", required=True)
@@ -228,9 +268,14 @@ def main():
     print(f"targets (bf16, Gaussian; set for an H100 80GB HBM3; measured on {device or 'an unnamed device'}): "
           f"{met} of {len(rep.items)} met, {unmeasured} not measured")
     print("\n".join(rep.lines()))
+    chunk_lines, chunk_items = chunk_sizes(rows)
+    if chunk_lines:
+        print("chunks by the stream's size (not a target; gauss-exp, GB/s of each chunk size the codec rows ran):")
+        print("\n".join(chunk_lines))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
-            json.dump({"device": device, "calibration": a.calibration, "codec_rows": a.codec_rows, "targets": rep.items}, f, indent=1)
+            json.dump({"device": device, "calibration": a.calibration, "codec_rows": a.codec_rows, "targets": rep.items,
+                       "chunk_sizes": chunk_items}, f, indent=1)
 
 
 if __name__ == "__main__":

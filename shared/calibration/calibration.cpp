@@ -95,6 +95,10 @@ double Calibration::alone_seconds(Op op, const std::string& codec, DType dtype, 
 
 std::string Calibration::label() const {
   std::string l = source + " calibration (" + device + ", " + (date.empty() ? "undated" : date) + ", " + file + ")";
+  if (chunk_elements == format::kAutoChunk)
+    l += ", codecs in chunks by each message's size";
+  else if (chunk_elements != format::kDefaultChunkElements)
+    l += ", codecs in chunks of " + std::to_string(chunk_elements) + " elements";
   if (!complete)
     l += " -- PARTIAL (complete: false): " + std::to_string(curves.size()) + " curves; " +
          (missing.empty() ? std::string("the run that wrote it did not finish")

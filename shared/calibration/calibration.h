@@ -96,8 +96,9 @@ struct Calibration {
   // find()'s curve for an op that takes time; null for one that takes none (a zero
   // calibration, identity compress/decompress). Throws as seconds() does.
   const Curve* timed_curve(Op op, const std::string& codec, DType dtype) const;
-  // "measured calibration (device, date, file)", with " -- PARTIAL: ..." for a partial file:
-  // one line for outputs.
+  // "measured calibration (device, date, file)", with the codecs' chunks where they are not the
+  // default ("..., codecs in chunks by each message's size") and " -- PARTIAL: ..." for a
+  // partial file: one line for outputs.
   std::string label() const;
 };
 

@@ -109,6 +109,13 @@ TEST_CASE("calibration: the chunks its codecs coded in, 16384 unless the file sa
   CHECK(chunk("nochunk", "") == format::kDefaultChunkElements);
   CHECK(chunk("autochunk", "chunk_elements: auto\n") == format::kAutoChunk);
   CHECK(chunk("chunk4096", "chunk_elements: 4096\n") == 4096);
+  // Every output that names the file says so where the chunks are not the default.
+  const auto label = [&](const std::string& name, const std::string& key) {
+    return calib::load_calibration(write_file(name, std::string(kHeader) + key + curve)).label();
+  };
+  CHECK(label("nochunk", "").find("chunks") == std::string::npos);
+  CHECK_THAT(label("autochunk", "chunk_elements: auto\n"), Catch::EndsWith(", codecs in chunks by each message's size"));
+  CHECK_THAT(label("chunk4096", "chunk_elements: 4096\n"), Catch::EndsWith(", codecs in chunks of 4096 elements"));
   for (const char* bad : {"100", "0", "65568", "big"})
     CHECK_THAT(load_error("badchunk", std::string("chunk_elements: ") + bad + "\n" + curve),
                Catch::Contains("badchunk.yaml: chunk_elements: expected auto or a multiple of 32"));

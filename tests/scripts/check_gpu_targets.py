@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """tools/gpu_targets.py on a committed gpu-check run (calibration/logs/h200-2026-11-30/3-branch-free):
 its figures are the files' own, recomputed here; the same files with gauss-exp's kernels ten times
-faster turn the 256 MiB targets to met; a damaged curve line is one line naming the file and line,
-exit 1. Usage: check_gpu_targets.py DIR"""
+faster turn the 256 MiB targets to met; the chunk size picked by the stream's size is judged only
+where the rows say it, and judged right; a damaged curve line is one line naming the file and
+line, exit 1. Usage: check_gpu_targets.py DIR"""
 import os
 import re
 import subprocess
@@ -76,6 +77,19 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run(bad)
     if r.returncode != 1 or f"{bad}:{n + 1}:" not in r.stderr or r.stderr.count("\n") != 1 or "Traceback" in r.stderr:
         sys.exit(f"FAILED: damaged file: exit {r.returncode}, stderr {r.stderr!r}")
+    # The chunk sizes: rows that say the size's pick (auto_chunk_elements) get a verdict on it.
+    def with_pick(pick):
+        f = os.path.join(tmp, f"pick{pick}.jsonl")
+        with open(f, "w") as o:
+            for s in open(rows):
+                o.write(s.replace('"chunk_elements":', f'"auto_chunk_elements": {pick}, "chunk_elements":'))
+        return subprocess.run(tool + ["--calibration", cal, "--codec-rows", f], capture_output=True, text=True).stdout
+    if "no pick" not in line(run(cal).stdout, "  4 MiB: 4096: encode 89.5, decode 119.4"):
+        sys.exit("FAILED: rows without auto_chunk_elements given a verdict on the pick")
+    if not line(with_pick(4096), "  4 MiB: 4096 (the pick)").endswith("the pick is the fastest"):
+        sys.exit("FAILED: 4096 at 4 MiB (119.4 against 74.3 and 43.9 GB/s) not the fastest")
+    if not line(with_pick(16384), "  4 MiB: 4096").endswith("the pick is NOT the fastest"):
+        sys.exit("FAILED: 16384 at 4 MiB counted as the fastest")
     r = subprocess.run(tool + ["--calibration", cal, "--codec-rows", os.path.join(tmp, "none.jsonl")], capture_output=True, text=True)
     if r.returncode != 1 or "none.jsonl" not in r.stderr or "Traceback" in r.stderr:
         sys.exit(f"FAILED: missing rows file: exit {r.returncode}, stderr {r.stderr!r}")
