@@ -240,7 +240,7 @@ def section_workloads_measured():
         "zipccl-64gpu-h200.json", "Training iterations on 64 H100s, compcoll's kernels as measured",
         "The same study with the kernel durations an earlier generation of compcoll's CUDA kernels took on one "
         "H200 (calibration/h200.yaml, 2026-11-26: the study needs an fp32 reduce curve, which the file of the "
-        "kernels in this tree, calibration/h200-bf16.yaml, lacks; docs/CALIBRATION.md) in place of the derived "
+        "kernels of 2026-11-30, calibration/h200-bf16.yaml, lacks; docs/CALIBRATION.md) in place of the derived "
         "ones. An H200 has the H100's "
         "132 SMs and clock and 1.4x its memory bandwidth: on the bf16 curves an H100 measured from 1 MiB to 1 GiB "
         "(calibration/logs/h100-2026-11-25) took 1.00-1.07x the H200's time for gauss-exp and entropy-exp, up to "
@@ -636,7 +636,7 @@ def render():
              "The figures users ask for, each from a results file in `notebooks/data` with the command that "
              "wrote it and the machine it ran on. Simulated figures use the kernel durations of the "
              "calibration they name; where that is `h100-derived.yaml` they are DERIVED, not measured on a GPU, "
-             "and where it is `h200-bf16.yaml` (the kernels in this tree) or `h200.yaml` (an earlier generation) "
+             "and where it is `h200-bf16.yaml` (the kernels of 2026-11-30) or `h200.yaml` (an earlier generation) "
              "they are compcoll's kernels as measured on one H200 (docs/CALIBRATION.md). "
              "The NCCL baseline against published measurements is in docs/FIDELITY.md "
              "(`tools/fidelity_table.py`).", ""]
