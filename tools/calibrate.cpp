@@ -503,7 +503,7 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--chunk") {
       const std::string v = value();
       const auto c = chunk_elements_value(v);
-      if (!c) fail("--chunk: expected auto or a multiple of 32 in [32, 65536], got \"" + v + "\"");
+      if (!c) fail(chunk_elements_error(v));
       opt.chunk = *c;
       chunk_given = true;
     } else if (a == "--data") {
@@ -807,6 +807,11 @@ std::optional<uint32_t> chunk_elements_value(const std::string& v) {
   const auto c = whole_number(v, format::kMinChunkElements, format::kMaxChunkElements);
   if (!c || *c % format::kLanes) return std::nullopt;
   return static_cast<uint32_t>(*c);
+}
+
+std::string chunk_elements_error(const std::string& v) {
+  return "--chunk: expected auto or a multiple of 32 in [" + std::to_string(format::kMinChunkElements) + ", " +
+         std::to_string(format::kMaxChunkElements) + "], got \"" + v + "\"";
 }
 
 std::string chunk_elements_name(uint32_t chunk) {

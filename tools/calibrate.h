@@ -125,6 +125,8 @@ std::optional<double> seconds_value(const std::string& v);
 // A command-line value read as elements per chunk (--chunk): a multiple of 32 in [32, 65536],
 // or "auto" (format::kAutoChunk: by each stream's size).
 std::string chunk_elements_name(uint32_t chunk);  // "auto" or the number
+// --chunk's error for value v, as every command that takes --chunk words it.
+std::string chunk_elements_error(const std::string& v);
 std::optional<uint32_t> chunk_elements_value(const std::string& v);
 // "a,b, c" -> {"a", "b", "c"}: a comma list's items, blanks around them removed (an empty item
 // stays, for the caller's check to refuse).

@@ -488,7 +488,7 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--chunk") {
       const std::string v = value();
       const auto c = bench::chunk_elements_value(v);
-      if (!c) usage_error("--chunk: expected auto or a multiple of 32 in [32, 65536], got \"" + v + "\"");
+      if (!c) usage_error(bench::chunk_elements_error(v));
       opt.chunk = *c;
     } else if (a == "--min-time") {
       const std::string v = value();

@@ -119,7 +119,7 @@ PipelineOptions parse_pipeline_args(int argc, char** argv) {
     } else if (a == "--chunk") {
       const std::string v = value();
       const auto c = chunk_elements_value(v);
-      if (!c) pipeline_usage("--chunk: expected auto or a multiple of 32 in [32, 65536], got \"" + v + "\"");
+      if (!c) pipeline_usage(chunk_elements_error(v));
       opt.chunk = *c;
     } else if (a == "--calibration") {
       opt.calibration = value();
