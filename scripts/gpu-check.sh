@@ -318,13 +318,14 @@ if curves:
                 rows.append((codec, dtype, op, gbps))
     lines.append(f"calibrate at 256 MiB (uncompressed bytes per second); device-to-device copy {copy:.0f} GB/s"
                  if copy else "calibrate at 256 MiB")
-    chunk = next((l.split(":", 1)[1].strip() for l in open(cal) if l.startswith("chunk_elements:")), "16384")
+    cal_lines = open(cal).read().splitlines()
+    chunk = next((l.split(":", 1)[1].strip() for l in cal_lines if l.startswith("chunk_elements:")), "16384")
     lines.append(f"  compcoll's codecs in chunks of {chunk} elements" + (" (by each stream's size)" if chunk == "auto" else ""))
     for codec, dtype, op, gbps in sorted(rows):
         frac = f"  {gbps / copy:5.2f} of copy" if copy else ""
         lines.append(f"  {codec:14s} {dtype:5s} {op:10s} {gbps:8.1f} GB/s{frac}")
     # The ratios calibrate measured with a GPU library's codec (nvcomp-ans), per dtype and kind.
-    for line in open(cal):
+    for line in cal_lines:
         m = re.match(r"\s*- \{codec: ([\w-]+), dtype: (\w+), tensor: ([^,]+), ratio: ([0-9.eE+-]+), bytes: (\d+)\}\s*$", line)
         if m:
             c, d, t, r, b = m.groups()

@@ -805,7 +805,7 @@ std::optional<long> whole_number(const std::string& v, long lo, long hi) {
 std::optional<uint32_t> chunk_elements_value(const std::string& v) {
   if (v == "auto") return format::kAutoChunk;
   const auto c = whole_number(v, format::kMinChunkElements, format::kMaxChunkElements);
-  if (!c || *c % format::kLanes) return std::nullopt;
+  if (!c || !format::valid_chunk_elements(static_cast<uint64_t>(*c))) return std::nullopt;
   return static_cast<uint32_t>(*c);
 }
 

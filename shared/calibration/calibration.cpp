@@ -140,7 +140,7 @@ Calibration load_calibration(const std::string& path) {
     } else {
       const bool digits = !v.empty() && v.size() <= 6 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
       const long n = digits ? std::stol(v) : 0;
-      if (n < format::kMinChunkElements || n > format::kMaxChunkElements || n % format::kLanes != 0)
+      if (!format::valid_chunk_elements(static_cast<uint64_t>(n)))
         c.fail("expected auto or a multiple of 32 in [32, 65536], got '" + v + "'");
       cal.chunk_elements = static_cast<uint32_t>(n);
     }

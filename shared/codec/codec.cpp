@@ -24,7 +24,7 @@ std::string hex_offset(uint64_t off) { return "byte offset " + std::to_string(of
 void check_options(const EncodeOptions& opt) {
   const uint32_t c = opt.chunk_elements;
   if (c == kAutoChunk) return;
-  if (c < kMinChunkElements || c > kMaxChunkElements || c % kLanes != 0)
+  if (!valid_chunk_elements(c))
     throw CodecError("encode: chunk_elements must be a multiple of " + std::to_string(kLanes) +
                          " in [" + std::to_string(kMinChunkElements) + ", " +
                          std::to_string(kMaxChunkElements) + "] or 0 (by the stream's size), got " + std::to_string(c),
@@ -344,7 +344,7 @@ StreamInfo read_stream_info(const void* stream, size_t bytes) {
   info.payload_bytes = load_u64(p + kOffPayloadBytes);
   const std::string what = stream_prefix(info) + ": ";
   const uint32_t c = info.chunk_elements;
-  if (c < kMinChunkElements || c > kMaxChunkElements || c % kLanes != 0)
+  if (!valid_chunk_elements(c))
     throw CodecError(what + "bad chunk_elements " + std::to_string(c) + " at byte offset " +
                          std::to_string(kOffChunkElements),
                      kOffChunkElements);

@@ -134,6 +134,12 @@ COMPCOLL_LE_ACCESS(uint32_t, u32)
 COMPCOLL_LE_ACCESS(uint64_t, u64)
 #undef COMPCOLL_LE_ACCESS
 
+// Whether c is a chunk size a stream may have (a multiple of kLanes in [kMinChunkElements,
+// kMaxChunkElements]): what encoders accept, what a header must say.
+COMPCOLL_HD constexpr bool valid_chunk_elements(uint64_t c) {
+  return c >= kMinChunkElements && c <= kMaxChunkElements && c % kLanes == 0;
+}
+
 COMPCOLL_HD inline uint32_t chunk_count_for(uint64_t elements, uint32_t chunk_elements) {
   return static_cast<uint32_t>((elements + chunk_elements - 1) / chunk_elements);
 }

@@ -299,7 +299,7 @@ void decode_into(const char* entry, const StreamInfo& info, const void* stream_d
   using PutFp16 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddFp16>, expbits::StoreElement>;
   using PutFp32 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddFp32>, expbits::StoreElement>;
   const uint32_t c = info.chunk_elements;
-  if (c < format::kMinChunkElements || c > format::kMaxChunkElements || c % format::kLanes != 0)
+  if (!format::valid_chunk_elements(c))
     throw CodecError(std::string(entry) + ": bad chunk_elements " + std::to_string(c), 0);
   if (info.elements > (uint64_t{1} << 48) ||
       info.chunk_count != format::chunk_count_for(info.elements, c))
