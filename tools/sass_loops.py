@@ -7,12 +7,14 @@
     cuobjdump -sass /tmp/codec.o > /tmp/codec.sass
     tools/sass_loops.py /tmp/codec.sass --kernel 'decode_kernelILNS0_4KindE0E' --marker 0xffc
 
-For each function whose mangled name contains --kernel (a substring), the smallest loop (a
+For each function whose mangled name contains --kernel (a substring), each innermost loop (a
 backward branch and every instruction laid out between its target and it) that holds an
-instruction containing --marker (gauss-exp's decoder: 0xffc, the pair table's index mask
-in bytes; entropy-exp's: 0x1ffe, the decode table's), as laid out: its instruction count, its
-shared-memory loads (LDS) and its special-register reads (S2R, S2UR). Branched-around blocks
-inside the loop count too; the line names the loop's head address so that it can be read.
+instruction containing --marker (gauss-exp's decoders: 0xffc, the pair table's index mask
+in bytes, in two loops: take_lane_pairs_in_range's and take_lane_pairs'; entropy-exp's:
+0x1ffe, the decode table's), one line each in address order, as laid out: its instruction
+count, its shared-memory loads (LDS) and its special-register reads (S2R, S2UR). A loop that
+holds a smaller such loop is not listed. Branched-around blocks inside a loop count too; the
+line names the loop's head address so that it can be read.
 cuobjdump comes with the CUDA toolkit, or with the nvidia-cuda-cuobjdump wheel. Exit 1 with one
 line when the file holds no such function.
 """
@@ -31,7 +33,7 @@ def loops(text, kernel, marker):
         if kernel not in name:
             continue
         ins = [(int(m.group(1), 16), m.group(2).strip()) for m in INSN.finditer(f)]
-        best = None
+        held = []
         for addr, op in ins:
             m = BRANCH.search(op)
             if not m or op.startswith("BRA.DIV"):
@@ -40,9 +42,10 @@ def loops(text, kernel, marker):
             if head >= addr:
                 continue
             body = [o for a, o in ins if head <= a <= addr]
-            if any(marker in o for o in body) and (best is None or len(body) < len(best[1])):
-                best = (head, body)
-        found.append((name, best))
+            if any(marker in o for o in body):
+                held.append((head, addr, body))
+        inner = [x for x in held if not any(y is not x and x[0] <= y[0] and y[1] <= x[1] for y in held)]
+        found.append((name, sorted(inner, key=lambda x: x[0])))
     return found
 
 
@@ -59,14 +62,13 @@ def main():
     found = loops(text, a.kernel, a.marker)
     if not found:
         sys.exit(f"sass_loops.py: {a.sass}: no function whose name contains {a.kernel!r}")
-    for name, best in found:
-        if best is None:
+    for name, inner in found:
+        if not inner:
             print(f"{name}: no loop holds {a.marker}")
-            continue
-        head, body = best
-        lds = sum(o.split()[0].lstrip("@!P0123456789T ").startswith("LDS") or " LDS" in o for o in body)
-        s2r = sum(re.search(r"\bS2U?R\b", o) is not None for o in body)
-        print(f"{name}: loop at {head:#x}: {len(body)} instructions, {lds} LDS, {s2r} S2R/S2UR")
+        for head, _, body in inner:
+            lds = sum(o.split()[0].lstrip("@!P0123456789T ").startswith("LDS") or " LDS" in o for o in body)
+            s2r = sum(re.search(r"\bS2U?R\b", o) is not None for o in body)
+            print(f"{name}: loop at {head:#x}: {len(body)} instructions, {lds} LDS, {s2r} S2R/S2UR")
 
 
 if __name__ == "__main__":

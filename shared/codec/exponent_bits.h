@@ -488,30 +488,24 @@ struct BitReader {
 
 // The same bits and checks as BitReader, delivered from a 64-bit buffer that takes one whole
 // word when fewer than 32 bits are left: an element costs at most one word load, aligned where
-// the words are (the GPU reads them from shared memory or global memory this way; any
-// alignment works, byte by byte). kAligned: `in` is 4-byte aligned (the GPU's staged lane
-// streams), so that a word is one 32-bit load with no test of the pointer. The bits consumed
-// are 32 * next - avail (every word loaded adds 32 to both sides), not counted apart.
-template <bool kAligned>
-struct WordBitReaderOf {
+// the words are (the GPU reads lane streams from global memory this way, where they do not fit
+// its stage; any alignment works, byte by byte). The bits consumed are 32 * next - avail
+// (every word loaded adds 32 to both sides), not counted apart.
+struct WordBitReader {
   const uint8_t* in;
   uint32_t nwords;
   uint64_t buf = 0;   // the next `avail` bits, lowest first
   uint32_t avail = 0;
   uint32_t next = 0;  // the next word to load
   bool aligned;
-  COMPCOLL_HD WordBitReaderOf(const uint8_t* p, uint32_t n)
-      : in(p), nwords(n), aligned(kAligned || reinterpret_cast<uintptr_t>(p) % 4 == 0) {}
+  COMPCOLL_HD WordBitReader(const uint8_t* p, uint32_t n)
+      : in(p), nwords(n), aligned(reinterpret_cast<uintptr_t>(p) % 4 == 0) {}
   COMPCOLL_HD uint32_t word(uint32_t w) const {
-    if constexpr (kAligned) {
-      return w < nwords ? reinterpret_cast<const uint32_t*>(in)[w] : 0u;
-    } else {
-      if (w >= nwords) return 0u;
+    if (w >= nwords) return 0u;
 #if defined(__CUDA_ARCH__)
-      if (aligned) return reinterpret_cast<const uint32_t*>(in)[w];
+    if (aligned) return reinterpret_cast<const uint32_t*>(in)[w];
 #endif
-      return format::load_u32(in + 4 * w);
-    }
+    return format::load_u32(in + 4 * w);
   }
   // The next word is read at every call, kept only where fewer than 32 bits are left: no branch
   // (the lanes of a warp need new words at different calls).
@@ -535,8 +529,36 @@ struct WordBitReaderOf {
     return (p & 31) == 0 || (word(static_cast<uint32_t>(p >> 5)) >> (p & 31)) == 0;
   }
 };
-using WordBitReader = WordBitReaderOf<false>;
-using AlignedWordBitReader = WordBitReaderOf<true>;
+
+// The same bits and checks as BitReader over 4-byte aligned words (the GPU's staged lane
+// streams, in shared memory): the next 32 bits are the two words at the bit position, joined
+// by a funnel shift, and a skip adds to the position. Its loads wait on the position, where
+// WordBitReader's do not, but a step costs about half the instructions of carrying a 64-bit
+// buffer. A lane's stream has at most 65535 words, so that the position fits 32 bits.
+struct AlignedWordBitReader {
+  const uint32_t* in;
+  uint32_t nwords;
+  uint32_t p = 0;  // bits consumed
+  COMPCOLL_HD AlignedWordBitReader(const uint8_t* q, uint32_t n)
+      : in(reinterpret_cast<const uint32_t*>(q)), nwords(n) {}
+  COMPCOLL_HD uint32_t word(uint32_t w) const { return w < nwords ? in[w] : 0u; }
+  COMPCOLL_HD uint32_t peek32() const {
+    const uint32_t w = p >> 5, lo = word(w), hi = word(w + 1);
+#if defined(__CUDA_ARCH__)
+    return __funnelshift_r(lo, hi, p);  // shifts by p % 32
+#else
+    return static_cast<uint32_t>((static_cast<uint64_t>(hi) << 32 | lo) >> (p & 31));
+#endif
+  }
+  COMPCOLL_HD void skip(uint32_t n) { p += n; }
+  COMPCOLL_HD uint64_t pos() const { return p; }
+  COMPCOLL_HD bool overrun() const { return p > 32ull * nwords; }
+  COMPCOLL_HD bool exhausted_cleanly() const {
+    if (overrun() || (uint64_t{p} + 31) / 32 != nwords) return false;
+    return (p & 31) == 0 || (word(p >> 5) >> (p & 31)) == 0;
+  }
+};
+static_assert(format::kLaneTableBytes / format::kLanes == 2, "a lane's word count is 16 bits");
 
 // ---- symbol mappings --------------------------------------------------------------------
 // gauss-exp: exponents relative to the chunk's reference exponent.
@@ -767,19 +789,20 @@ COMPCOLL_HD inline LaneStatus take_lane(Reader& r, const uint8_t* raw_section, u
 
 // ---- two elements a lookup ----------------------------------------------------------------
 // For each value of the next kPairBits stream bits: the code of a lane's next element when it
-// lies within those bits (l1 | s1 << 4; else 0), and the next one's too when both do, the
-// first element's extra bits between them (| l2 << 12 | s2 << 16 | 1 << 31). From a decode
-// table (pc.lut); whether a symbol is an escape or stands for no exponent is the decoder's to
-// check (SymbolExponents). The GPU builds it for gauss-exp's fixed code, whose likeliest codes
-// are 2-4 bits long, so that a lane's serial decode takes one table lookup for two elements
-// where it can, and for one where it cannot (pc.lut only for codes longer than kPairBits);
-// 10 bits keep the table at 4 KB.
+// lies within those bits and is not the escape (l1 | s1 << 4; else 0), and the next one's too
+// when both do, the first element's extra bits between them (| l2 << 12 | s2 << 16 | 1 << 31).
+// From a decode table (pc.lut) and the code's symbols (Symbols::is_escape: an escape's literal
+// exponent is read by the general path, finish_key_bits); whether a symbol stands for no
+// exponent is the decoder's to check (SymbolExponents). The GPU builds it for gauss-exp's
+// fixed code, whose likeliest codes are 2-4 bits long, so that a lane's serial decode takes
+// one table lookup for two elements where it can, and for one where it cannot (pc.lut only
+// for codes longer than kPairBits, and escapes); 10 bits keep the table at 4 KB.
 constexpr uint32_t kPairBits = 10;
 struct PairCode {
   uint32_t entry[1u << kPairBits];
 };
 
-template <class L>
+template <class L, class Symbols>
 COMPCOLL_HD inline void build_pair_code(const PrefixCode& pc, PairCode& pairs, uint32_t part = 0,
                                         uint32_t parts = 1) {
   static_assert(kPairBits <= format::kMaxCodeBits, "a pair's bits index the decode table");
@@ -788,11 +811,12 @@ COMPCOLL_HD inline void build_pair_code(const PrefixCode& pc, PairCode& pairs, u
     // The bits above w's are unknown: a code counts only if it ends within them.
     const uint32_t a = pc.lut[w], l1 = a & 0xFu;
     const uint32_t at = l1 + L::kExtraBits;  // where the second code starts
-    if (l1 != 0 && l1 <= kPairBits) {
+    if (l1 != 0 && l1 <= kPairBits && !Symbols::is_escape(a >> 4)) {
       entry = l1 | (a >> 4) << 4;
       if (at < kPairBits) {
         const uint32_t b = pc.lut[w >> at], l2 = b & 0xFu;
-        if (l2 != 0 && at + l2 <= kPairBits) entry |= l2 << 12 | (b >> 4) << 16 | 1u << 31;
+        if (l2 != 0 && at + l2 <= kPairBits && !Symbols::is_escape(b >> 4))
+          entry |= l2 << 12 | (b >> 4) << 16 | 1u << 31;
       }
     }
     pairs.entry[w] = entry;
@@ -842,6 +866,63 @@ COMPCOLL_HD inline LaneStatus take_lane_pairs(Reader& r, const uint8_t* raw_sect
       *bad_element = k;
       return st;
     }
+    k += two ? 2 * format::kLanes : format::kLanes;
+  }
+  return LaneStatus::Ok;
+}
+
+// Whether every symbol of a code of nsyms symbols but its escapes stands for an exponent
+// under se (gauss-exp: a reference at least -kGaussDMin above the exponent range's bottom and
+// kGaussDMax below its top, as nearly every chunk's is): take_lane_pairs_in_range's condition.
+// In parts (the symbols part, part + parts, ...): the chunk's answer is every part's.
+template <class Symbols>
+COMPCOLL_HD inline bool exponents_in_range(const SymbolExponents& se, uint32_t nsyms, uint32_t part = 0,
+                                           uint32_t parts = 1) {
+  bool ok = true;
+  for (uint32_t s = part; s < nsyms; s += parts) ok = ok && (Symbols::is_escape(s) || se.e[s] >= 0);
+  return ok;
+}
+
+// take_lane_pairs for a chunk whose symbols all stand for exponents (exponents_in_range): a
+// pair table entry then decodes its one or two elements with no check, so that a lane's serial
+// chain from one step to the next is the table lookup and the shift, and only an entry of 0 (a
+// code longer than kPairBits, an escape, a bad code) takes the general path, element by
+// element. The same values, reader position, status and *bad_element as take_lane.
+template <class L, class Reader, class Put = StoreElement>
+COMPCOLL_HD inline LaneStatus take_lane_pairs_in_range(Reader& r, const uint8_t* raw_section, uint32_t n,
+                                                       uint32_t lane, const SymbolExponents& se,
+                                                       const PrefixCode& pc, const PairCode& pairs,
+                                                       typename L::Bits* out, uint32_t* bad_element,
+                                                       Put put = {}) {
+  constexpr uint32_t kExtraMask = (1u << L::kExtraBits) - 1;
+  for (uint32_t k = lane; k < n;) {
+    const uint32_t bits = r.peek32();
+    const uint32_t entry = pairs.entry[bits & ((1u << kPairBits) - 1)];
+    if (entry == 0) {
+      LaneStatus st = LaneStatus::Ok;
+      uint32_t len;
+      const uint32_t key = decode_key_bits<L>(bits, se, pc, &len, &st);
+      if (st != LaneStatus::Ok) {
+        *bad_element = k;
+        return st;
+      }
+      put(out, k, join_key<L>(key, raw_section, k));
+      r.skip(len);
+      k += format::kLanes;
+      continue;
+    }
+    const uint32_t l1 = entry & 0xFu, l2 = (entry >> 12) & 0xFu;
+    const uint32_t at = l1 + L::kExtraBits;  // where a pair's second code starts
+    const bool two = (entry >> 31) != 0 && k + format::kLanes < n;
+    const uint32_t x1 = L::kExtraBits ? (bits >> l1) & kExtraMask : 0u;
+    const uint32_t e1 = static_cast<uint32_t>(se.e[(entry >> 4) & 0xFFu]);
+    put(out, k, join_key<L>(L::make_key(e1, x1), raw_section, k));
+    if (two) {
+      const uint32_t x2 = L::kExtraBits ? (bits >> (at + l2)) & kExtraMask : 0u;
+      const uint32_t e2 = static_cast<uint32_t>(se.e[(entry >> 16) & 0xFFu]);
+      put(out, k + format::kLanes, join_key<L>(L::make_key(e2, x2), raw_section, k + format::kLanes));
+    }
+    r.skip(two ? at + l2 + L::kExtraBits : at);
     k += two ? 2 * format::kLanes : format::kLanes;
   }
   return LaneStatus::Ok;

@@ -475,10 +475,10 @@ namespace {
 // window's. Checks that they give encode_lane's words (BitWriter's), lane_bits' count and
 // decode_lane's values and statuses, damaged or not.
 template <class L>
-void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
+void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window, double sigma = 0.05) {
   using Bits = typename L::Bits;
-  CAPTURE(static_cast<int>(dtype), n, window);
-  auto in = test::gaussian_bytes(dtype, n, 0.05, 5 + n);
+  CAPTURE(static_cast<int>(dtype), n, window, sigma);
+  auto in = test::gaussian_bytes(dtype, n, sigma, 5 + n);
   std::vector<Bits> values(n);
   std::memcpy(values.data(), in.data(), in.size());
   // Zeros, Inf/NaN and exponents far from the chunk's (escapes: the longest codes) here and
@@ -533,12 +533,14 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
     lane_words += 4 * nwords;
   }
   // Decode, whole and damaged: each lane's status and first bad element as decode_lane's.
-  // gauss-exp's kernels take two elements a lookup where they can (take_lane_pairs).
+  // gauss-exp's kernels take two elements a lookup where they can (take_lane_pairs, and
+  // take_lane_pairs_in_range where the chunk's reference puts every symbol in range).
   const auto pairs = std::make_unique<expbits::PairCode>();
-  expbits::build_pair_code<L>(pc, *pairs);
+  expbits::build_pair_code<L, expbits::GaussSymbols>(pc, *pairs);
+  enum class Loop { Single, Pairs, InRange };
   // aligned_reader: the kernels' reader of staged (4-byte aligned) lane streams.
   const auto decode_windowed = [&](const uint8_t* lane_in, uint32_t nwords, uint32_t lane,
-                                   std::vector<Bits>& out, uint32_t* bad, bool in_pairs,
+                                   std::vector<Bits>& out, uint32_t* bad, Loop loop,
                                    bool aligned_reader) {
     const auto go = [&](auto r) {
       expbits::LaneStatus st = expbits::LaneStatus::Ok;
@@ -548,9 +550,13 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
         const uint32_t wn = std::min(window, n - base);
         std::memcpy(raw_window.data(), raw + base * L::kRawBytes, expbits::ChunkLayout<L>::raw_bytes(wn));
         uint32_t at = 0;
-        st = in_pairs ? expbits::take_lane_pairs<L>(r, raw_window.data(), wn, lane, se, pc, *pairs,
-                                                    out.data() + base, &at)
-                      : expbits::take_lane<L>(r, raw_window.data(), wn, lane, se, pc, out.data() + base, &at);
+        if (loop == Loop::Pairs)
+          st = expbits::take_lane_pairs<L>(r, raw_window.data(), wn, lane, se, pc, *pairs, out.data() + base, &at);
+        else if (loop == Loop::InRange)
+          st = expbits::take_lane_pairs_in_range<L>(r, raw_window.data(), wn, lane, se, pc, *pairs,
+                                                    out.data() + base, &at);
+        else
+          st = expbits::take_lane<L>(r, raw_window.data(), wn, lane, se, pc, out.data() + base, &at);
         if (st != expbits::LaneStatus::Ok) *bad = base + at;
       }
       return st == expbits::LaneStatus::Ok ? expbits::lane_end_status(r) : st;
@@ -561,6 +567,7 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
   const uint32_t total_words = static_cast<uint32_t>(lane_words - words) / 4;
   test::SplitMix64 rng{n + window};
   const expbits::SymbolExponents se_chunk = se;
+  bool ran_in_range = false;
   for (const int damage : {-1, 0, 1, 2, 3, 4, 5}) {
     CAPTURE(damage);
     // damage -1: intact; 0: a flipped bit in lane 3's middle; 1: lane 7 one word short; 2: the
@@ -570,6 +577,12 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
     se = se_chunk;
     if (damage >= 4)
       expbits::build_symbol_exponents<L>(expbits::GaussSymbols{damage == 4 ? 2u : (1u << L::kExpBits) - 3}, se);
+    // take_lane_pairs_in_range's condition: a reference near either end fails it.
+    const bool in_range = expbits::exponents_in_range<expbits::GaussSymbols>(se, format::kGaussSymbols);
+    if (damage >= 4) CHECK_FALSE(in_range);
+    else
+      CHECK(in_range == (static_cast<int>(syms.ref) + format::kGaussDMin >= 1 &&
+                         static_cast<int>(syms.ref) + format::kGaussDMax < static_cast<int>(kTop)));
     std::vector<uint8_t> streams(4 * total_words + 1);
     uint8_t* base_at = streams.data() + (damage == 2 ? 1 : 0);
     std::memcpy(base_at, words, 4 * total_words);
@@ -584,13 +597,15 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
       std::vector<Bits> ref(n, 0);
       uint32_t bad_ref = 0;
       const auto st_ref = expbits::decode_lane<L>(lane_in, nwords, raw, n, lane, se, pc, ref.data(), &bad_ref);
-      for (const auto [in_pairs, aligned_reader] : {std::pair{false, false}, std::pair{true, false},
-                                                    std::pair{false, true}, std::pair{true, true}}) {
+      for (const Loop loop : {Loop::Single, Loop::Pairs, Loop::InRange})
+      for (const bool aligned_reader : {false, true}) {
         if (aligned_reader && reinterpret_cast<uintptr_t>(lane_in) % 4 != 0) continue;
+        if (loop == Loop::InRange && !in_range) continue;
+        ran_in_range = ran_in_range || loop == Loop::InRange;
         std::vector<Bits> mine(n, 0);
         uint32_t bad_mine = 0;
-        const auto st_mine = decode_windowed(lane_in, nwords, lane, mine, &bad_mine, in_pairs, aligned_reader);
-        CAPTURE(lane, in_pairs, aligned_reader);
+        const auto st_mine = decode_windowed(lane_in, nwords, lane, mine, &bad_mine, loop, aligned_reader);
+        CAPTURE(lane, static_cast<int>(loop), aligned_reader);
         CHECK(st_mine == st_ref);
         CHECK(bad_mine == bad_ref);
         for (uint32_t k = lane; k < bad_ref; k += format::kLanes) CHECK(mine[k] == ref[k]);
@@ -601,6 +616,8 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window) {
       }
     }
   }
+  // Every case but fp16 at 0.05 (its reference too low) has the in-range loop run.
+  CHECK(ran_in_range == (dtype != DType::FP16 || sigma >= 1.0));
 }
 
 }  // namespace
@@ -610,6 +627,8 @@ TEST_CASE("the GPU's windowed lane loops equal encode_lane/decode_lane", "[codec
     for (const uint32_t n : {5000u, 16384u, 1000u}) {
       check_windowed_lanes<expbits::Bf16Layout>(DType::BF16, n, window);
       check_windowed_lanes<expbits::Fp16Layout>(DType::FP16, n, window);
+      // fp16's exponents are in take_lane_pairs_in_range's range only about 1 (at 0.05, not).
+      check_windowed_lanes<expbits::Fp16Layout>(DType::FP16, n, window, 1.0);
       check_windowed_lanes<expbits::Fp32Layout>(DType::FP32, n, window);
     }
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""tools/sass_loops.py on a hand-written SASS listing: of two loops, the smallest that holds the
-marker is counted, branched-around instructions included, with its LDS and S2R; a kernel the
-file lacks is one line and exit 1. Usage: check_sass_loops.py"""
+"""tools/sass_loops.py on a hand-written SASS listing: of two nested loops, the inner one that
+holds the marker is counted, branched-around instructions included, with its LDS and S2R; two
+disjoint loops that hold it are two lines; a kernel the file lacks is one line and exit 1.
+Usage: check_sass_loops.py"""
 import os
 import subprocess
 import sys
@@ -39,6 +40,13 @@ with tempfile.TemporaryDirectory() as tmp:
     r = subprocess.run(tool + [f, "--kernel", "decode", "--marker", "0xffc"], capture_output=True, text=True)
     if "loop at 0x0: 9 instructions, 2 LDS, 1 S2R/S2UR" not in r.stdout:
         sys.exit(f"FAILED: the loop from 0x0: {r.stdout!r}")
+    # A second loop that holds the marker after the first: both, in address order.
+    open(f, "w").write(SASS.replace("/*0090*/                   IADD3 R7, R7, 0x1, RZ",
+                                    "/*0090*/                   LOP3.LUT R7, R7, 0xffc, RZ, 0xc0, !PT"))
+    r = subprocess.run(tool + [f, "--kernel", "_Z6decodev", "--marker", "0xffc"], capture_output=True, text=True)
+    want2 = want + "\n_Z6decodev: loop at 0x90: 2 instructions, 0 LDS, 0 S2R/S2UR"
+    if r.returncode != 0 or r.stdout.strip() != want2:
+        sys.exit(f"FAILED: two loops: {r.stdout!r}, want {want2!r}")
     r = subprocess.run(tool + [f, "--kernel", "_Z5otherv", "--marker", "0xffc"], capture_output=True, text=True)
     if r.returncode != 0 or "no loop holds 0xffc" not in r.stdout:
         sys.exit(f"FAILED: a function with no loop: {r.stdout!r}")

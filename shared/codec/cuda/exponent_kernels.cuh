@@ -17,7 +17,9 @@
 // finish (offset table, header, size); gauss-exp optionally in one launch instead
 // (gauss_encode_kernel, decoupled look-back). Decode: one kernel, validating the stream's
 // header and every chunk on its own, storing the elements or adding them to the output;
-// gauss-exp takes two elements a table lookup where it can (expbits::take_lane_pairs).
+// gauss-exp takes two elements a table lookup where it can (expbits::take_lane_pairs), with no
+// check in the lane loop where the chunk's reference puts every symbol in range
+// (take_lane_pairs_in_range).
 // Include from .cu files only.
 #pragma once
 
@@ -1040,6 +1042,7 @@ struct WarpDecodeTables {
   uint8_t* len;                    // entropy: code lengths read from the chunk's table
   uint32_t cached_ref;             // gauss: the reference se was built for
   const expbits::PairCode* pairs;  // gauss: two elements a lookup (the block's, read only)
+  bool in_range;                   // gauss: every symbol of se stands for an exponent
 };
 
 
@@ -1101,6 +1104,8 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       expbits::build_symbol_exponents<L>(expbits::GaussSymbols{ref}, *t.se, lane, kWarp);
       t.cached_ref = ref;
       __syncwarp();
+      t.in_range = __all_sync(kFullMask, expbits::exponents_in_range<expbits::GaussSymbols>(
+                                             *t.se, format::kGaussSymbols, lane, kWarp));
     }
   }
   const uint32_t streams_at = ChunkLayout<L>::streams_at(table_bytes, n);
@@ -1126,9 +1131,13 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       if (st == LaneStatus::Ok) {
         uint32_t at = 0;
         const auto* raw_bytes = reinterpret_cast<const uint8_t*>(raw_window);
-        if constexpr (K == Kind::Gauss)
-          st = expbits::take_lane_pairs<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs, out_window, &at);
-        else
+        if constexpr (K == Kind::Gauss) {
+          if (t.in_range)  // warp-uniform
+            st = expbits::take_lane_pairs_in_range<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs,
+                                                      out_window, &at);
+          else
+            st = expbits::take_lane_pairs<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs, out_window, &at);
+        } else
           st = expbits::take_lane<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, out_window, &at);
         if (st != LaneStatus::Ok) bad = base + at;
       }
@@ -1169,7 +1178,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ std::conditional_t<kGauss, expbits::PairCode, NoPairs> s_pairs;
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
-  WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u, nullptr};
+  WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u, nullptr, false};
   // This warp's dynamic shared memory: its output window, then its stage.
   uint8_t* const dynamic = warp_stage(kOutWindowBytes<L> + stage_bytes);
   auto* const out_window = reinterpret_cast<typename L::Bits*>(dynamic);
@@ -1177,7 +1186,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   if constexpr (kGauss) {
     block_copy16(&s_code[0], &gauss.pc, sizeof(PrefixCode));
     __syncthreads();
-    expbits::build_pair_code<L>(s_code[0], s_pairs, threadIdx.x, kBlockThreads);
+    expbits::build_pair_code<L, expbits::GaussSymbols>(s_code[0], s_pairs, threadIdx.x, kBlockThreads);
     __syncthreads();
     t.pairs = &s_pairs;
   } else {
