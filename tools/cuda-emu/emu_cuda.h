@@ -170,6 +170,13 @@ inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
   s &= 31;
   return s == 0 ? lo : (lo >> s) | (hi << (32 - s));
 }
+// Byte n of the result is byte ((s >> 4n) & 7) of the 8 bytes y:x (x the low four).
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const unsigned long long v = (static_cast<unsigned long long>(y) << 32) | x;
+  unsigned r = 0;
+  for (unsigned n = 0; n < 4; ++n) r |= static_cast<unsigned>((v >> (8 * ((s >> (4 * n)) & 7u))) & 0xFFu) << (8 * n);
+  return r;
+}
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 inline int __float_as_int(float f) { return std::bit_cast<int>(f); }

@@ -449,8 +449,19 @@ __device__ inline void for_each_window(const Bits* x, uint32_t n, Bits* window, 
 
 // Word w (little-endian) of a chunk's raw section: byte b is byte (b % kRawBytes) of
 // L::raw(element b / kRawBytes), as expbits::store_raw lays it; bytes past n are zero.
+// x: 8-byte aligned (a window in shared memory). 16-bit elements with a raw byte each (bf16,
+// fp16): a whole word's four elements are one 8-byte load, their raw bytes taken two at a time
+// (raw_pair) and packed with a byte permute.
+template <class L>
+__device__ inline uint32_t raw_pair(uint32_t pair);
 template <class L>
 __device__ inline uint32_t raw_section_word(const typename L::Bits* x, uint32_t n, uint32_t w) {
+  if constexpr (sizeof(typename L::Bits) == 2 && L::kRawBytes == 1) {
+    if (4 * w + 4 <= n) {
+      const uint2 q = reinterpret_cast<const uint2*>(x)[w];
+      return __byte_perm(raw_pair<L>(q.x), raw_pair<L>(q.y), 0x6420);  // bytes 0 and 2 of each
+    }
+  }
   uint32_t v = 0;
   for (uint32_t b = 0; b < 4; ++b) {
     const uint32_t byte = 4 * w + b;
@@ -458,6 +469,17 @@ __device__ inline uint32_t raw_section_word(const typename L::Bits* x, uint32_t 
     if (k < n) v |= ((L::raw(x[k]) >> (8 * (byte % L::kRawBytes))) & 0xFFu) << (8 * b);
   }
   return v;
+}
+
+// The raw bytes (L::raw) of the two 16-bit elements of `pair` at its bytes 0 and 2; bytes 1 and
+// 3 are unspecified. bf16's is one bit select: the sign over the mantissa's top bit, each half.
+template <class L>
+__device__ inline uint32_t raw_pair(uint32_t pair) {
+  static_assert(sizeof(typename L::Bits) == 2 && L::kRawBytes == 1, "16-bit elements, a raw byte each");
+  if constexpr (std::is_same_v<L, expbits::Bf16Layout>)
+    return (pair & 0x7F7F7F7Fu) | ((pair >> 8) & 0x80808080u);
+  else
+    return L::raw(static_cast<uint16_t>(pair)) | L::raw(static_cast<uint16_t>(pair >> 16)) << 16;
 }
 
 // Word w of the elements' bytes, zero-padded past n (a stored chunk's body).
@@ -592,31 +614,63 @@ __device__ inline uint64_t chunk_size_bytes(uint32_t table_bytes, uint32_t n, ui
   return coded >= stored ? uint64_t{stored} : coded;
 }
 
-// gauss-exp, one chunk: its reference exponent (the mean of its normal exponents, window by
-// window), this warp's key code for it (rebuilt only when the reference changes) and each
-// lane's word count.
+// gauss-exp, one chunk: its reference exponent (the mean of its normal exponents,
+// exponent_sums), this warp's key code for it (rebuilt only when the reference changes) and
+// each lane's word count.
 struct GaussMeasure {
   uint32_t ref;
   uint32_t words;  // this lane's
 };
+// The sum and the count of chunk x[0, n)'s normal exponents (gauss_reference's inputs), this
+// lane's share, read straight from global memory: where x is 16-byte aligned, 16 bytes a lane
+// and load, kSumLoads loads in flight (a warp reads 512 contiguous bytes a load), the tail
+// element by element; elsewhere element by element. A lane's sum fits 32 bits (at most 65,536
+// elements of exponents below 256).
+constexpr uint32_t kSumLoads = 4;
+template <class L>
+__device__ inline void exponent_sums(const typename L::Bits* x, uint32_t n, uint32_t lane, uint32_t& sum,
+                                     uint32_t& count) {
+  using Bits = typename L::Bits;
+  constexpr uint32_t kPerWord = 4 / sizeof(Bits), kPerVector = 16 / sizeof(Bits);
+  static_assert(sizeof(Bits) == 2 || sizeof(Bits) == 4, "whole elements a word");
+  const auto add = [&](Bits v) {
+    const uint32_t e = L::exponent(v);
+    const bool normal = expbits::is_normal_exponent<L>(e);
+    sum += normal ? e : 0u;
+    count += normal ? 1u : 0u;
+  };
+  uint32_t from = 0;
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    const auto* v = reinterpret_cast<const uint4*>(x);
+    const uint32_t vectors = n / kPerVector;
+    for (uint32_t i = lane; i < vectors; i += kWarp * kSumLoads) {
+      uint4 q[kSumLoads];
+#pragma unroll
+      for (uint32_t u = 0; u < kSumLoads; ++u)  // zeros past the end: exponent 0 is not normal
+        q[u] = i + u * kWarp < vectors ? v[i + u * kWarp] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (uint32_t u = 0; u < kSumLoads; ++u) {
+        const uint32_t words[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+#pragma unroll
+        for (uint32_t word : words)
+#pragma unroll
+          for (uint32_t h = 0; h < kPerWord; ++h) add(static_cast<Bits>(word >> (8 * sizeof(Bits) * h)));
+      }
+    }
+    from = vectors * kPerVector;
+  }
+  for (uint32_t k = from + lane; k < n; k += kWarp) add(x[k]);
+}
+
 template <class L>
 __device__ inline GaussMeasure measure_gauss_chunk(const typename L::Bits* x, uint32_t n,
                                                    const PrefixCode& gauss_pc, expbits::KeyCode& kc,
                                                    uint32_t& cached_ref, typename L::Bits* window,
                                                    uint32_t lane) {
-  unsigned long long sum = 0;
-  uint32_t count = 0;
-  for_each_window(x, n, window, lane, [&](uint32_t, uint32_t wn) {
-    for (uint32_t k = lane; k < wn; k += kWarp) {
-      const uint32_t e = L::exponent(window[k]);
-      if (expbits::is_normal_exponent<L>(e)) {
-        sum += e;
-        ++count;
-      }
-    }
-  });
-  sum = warp_sum64(sum);
-  count = warp_sum(count);
+  uint32_t lane_sum = 0, lane_count = 0;
+  exponent_sums<L>(x, n, lane, lane_sum, lane_count);
+  const unsigned long long sum = warp_sum64(lane_sum);
+  const uint32_t count = warp_sum(lane_count);
   const uint32_t ref = expbits::gauss_reference(sum, count);
   gauss_key_code<L>(ref, cached_ref, gauss_pc, kc, lane);
   return {ref, measure_lane_words<L>(x, n, kc, window, lane)};
