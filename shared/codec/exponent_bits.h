@@ -425,11 +425,13 @@ COMPCOLL_HD inline void huffman_lengths(const uint32_t* freq_in, uint32_t nsym, 
 // reference the host's fast paths are tested against. `out` may be null (count only) unless
 // kOut (StreamBitWriter: the GPU's lanes, whose full words are stored with no test of the
 // pointer); on the GPU it must be 4-byte aligned. put() takes no branch: a word is stored where
-// it is full (the lanes of a warp fill theirs at different elements).
+// it is full (the lanes of a warp fill theirs at different elements). The bits held stay in
+// 32 bits (nbits < 32 between puts): the part of a value that does not fit the word being
+// filled is one funnel shift on the GPU.
 template <bool kOut>
 struct BitWriterOf {
   uint8_t* out;
-  uint64_t acc = 0;
+  uint32_t acc = 0;  // the word being filled: its low nbits bits
   uint32_t nbits = 0;
   uint32_t words = 0;
   COMPCOLL_HD explicit BitWriterOf(uint8_t* o) : out(o) {}
@@ -441,17 +443,22 @@ struct BitWriterOf {
 #endif
   }
   COMPCOLL_HD void put(uint32_t value, uint32_t n) {  // 1 <= n <= 32, value < 2^n
-    acc |= static_cast<uint64_t>(value) << nbits;
-    nbits += n;
-    const bool full = nbits >= 32;
-    if (full && (kOut || out)) store(words, static_cast<uint32_t>(acc));
+    const uint32_t lo = acc | value << nbits;  // nbits < 32
+#if defined(__CUDA_ARCH__)
+    const uint32_t hi = __funnelshift_l(value, 0u, nbits);  // value's bits past the word
+#else
+    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(value) << nbits) >> 32);
+#endif
+    const uint32_t total = nbits + n;
+    const bool full = total >= 32;
+    if (full && (kOut || out)) store(words, lo);
     words += full ? 1 : 0;
-    acc = full ? acc >> 32 : acc;
-    nbits -= full ? 32 : 0;
+    acc = full ? hi : lo;
+    nbits = total & 31;
   }
   COMPCOLL_HD uint32_t finish() {
     if (nbits == 0) return words;
-    if (kOut || out) store(words, static_cast<uint32_t>(acc));
+    if (kOut || out) store(words, acc);
     return words + 1;
   }
 };
@@ -605,11 +612,16 @@ COMPCOLL_HD inline bool is_normal_exponent(uint32_t e) {
 }
 
 // Per chunk: what each key (L::key of a value) writes to its lane stream — the symbol's code,
-// for an escape the full exponent, then the extra bits — as one word of up to 23 bits. Built
-// once per chunk so that coding an element is one table lookup and one bit append.
+// for an escape the full exponent, then the extra bits — as one word of up to 23 bits, and its
+// length, in one entry (word | length << kKeyLengthShift). Built once per chunk so that coding
+// an element is one table lookup and one bit append.
+constexpr uint32_t kKeyLengthShift = 27;
+constexpr uint32_t kKeyWordMask = (1u << kKeyLengthShift) - 1;
+static_assert(format::kMaxCodeBits + 8 + 3 < kKeyLengthShift, "a key's word fits below its length");
 struct KeyCode {
-  uint32_t word[256];
-  uint8_t length[256];
+  uint32_t entry[256];
+  COMPCOLL_HD uint32_t word(uint32_t key) const { return entry[key] & kKeyWordMask; }
+  COMPCOLL_HD uint32_t length(uint32_t key) const { return entry[key] >> kKeyLengthShift; }
 };
 
 // In parts: part `part` of `parts` builds the keys key % parts == part.
@@ -628,8 +640,7 @@ COMPCOLL_HD inline void build_key_code(const Symbols& syms, const Code& pc, KeyC
       word |= L::key_extra(key) << len;
       len += L::kExtraBits;
     }
-    kc.word[key] = word;
-    kc.length[key] = static_cast<uint8_t>(len);
+    kc.entry[key] = word | len << kKeyLengthShift;
   }
 }
 
@@ -640,8 +651,8 @@ template <class L, class Writer>
 COMPCOLL_HD inline void put_lane(const typename L::Bits* in, uint32_t n, uint32_t lane,
                                  const KeyCode& kc, Writer& w) {
   for (uint32_t k = lane; k < n; k += format::kLanes) {
-    const uint32_t key = L::key(in[k]);
-    w.put(kc.word[key], kc.length[key]);
+    const uint32_t e = kc.entry[L::key(in[k])];
+    w.put(e & kKeyWordMask, e >> kKeyLengthShift);
   }
 }
 
@@ -651,7 +662,7 @@ template <class L>
 COMPCOLL_HD inline uint32_t lane_bits(const typename L::Bits* in, uint32_t n, uint32_t lane,
                                       const KeyCode& kc) {
   uint32_t bits = 0;
-  for (uint32_t k = lane; k < n; k += format::kLanes) bits += kc.length[L::key(in[k])];
+  for (uint32_t k = lane; k < n; k += format::kLanes) bits += kc.entry[L::key(in[k])] >> kKeyLengthShift;
   return bits;
 }
 

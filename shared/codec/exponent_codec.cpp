@@ -57,8 +57,8 @@ struct PackedKeyCode {
 inline void pack_key_code(const expbits::KeyCode& kc, PackedKeyCode& pk) {
   uint32_t max_len = 0;
   for (uint32_t key = 0; key < 256; ++key) {
-    pk.e[key] = kc.word[key] | (uint64_t{kc.length[key]} << 32);
-    max_len = std::max<uint32_t>(max_len, kc.length[key]);
+    pk.e[key] = kc.word(key) | (uint64_t{kc.length(key)} << 32);
+    max_len = std::max<uint32_t>(max_len, kc.length(key));
   }
   pk.max_len = max_len;
 }

@@ -84,7 +84,7 @@ __device__ inline uint8_t* warp_stage(uint32_t stage_bytes) {
 }
 
 // Entries of a KeyCode (one per key byte, expbits::KeyCode).
-constexpr uint32_t kKeys = sizeof(expbits::KeyCode::length);
+constexpr uint32_t kKeys = sizeof(expbits::KeyCode::entry) / sizeof(expbits::KeyCode::entry[0]);
 static_assert(kKeys == format::kMaxEntropySymbols, "a key and an exponent symbol fit a byte");
 
 // The gauss-exp code is fixed. The host builds it once with build_prefix_code and hands it to
@@ -124,8 +124,7 @@ struct EncodeScratch {
   uint64_t* chunk_end;    // [chunks] inclusive sum of chunk_bytes: the offset table's entries
   uint16_t* lane_words;   // [chunks * kLanes] each lane's word count
   uint32_t* gauss_ref;    // [chunks] gauss-exp: the reference exponent
-  uint32_t* key_word;     // [chunks * kKeys] entropy-exp: the chunk's KeyCode::word
-  uint8_t* key_length;    // [chunks * kKeys] entropy-exp: KeyCode::length
+  uint32_t* key_entry;    // [chunks * kKeys] entropy-exp: the chunk's KeyCode::entry
   uint8_t* code_length;   // [chunks * kKeys] entropy-exp: code length of each exponent
   void* scan_temp;        // CUB's temporary storage for the scan
   size_t scan_temp_bytes;
@@ -135,8 +134,8 @@ struct EncodeScratch {
 };
 
 struct ScratchLayout {
-  size_t chunk_bytes = 0, chunk_end = 0, lane_words = 0, gauss_ref = 0, key_word = 0,
-         key_length = 0, code_length = 0, scan_temp = 0, scan_temp_bytes = 0, counters = 0;
+  size_t chunk_bytes = 0, chunk_end = 0, lane_words = 0, gauss_ref = 0, key_entry = 0,
+         code_length = 0, scan_temp = 0, scan_temp_bytes = 0, counters = 0;
   size_t total = 0;  // including the slack that aligns an arbitrary base to 256 bytes
 };
 
@@ -164,8 +163,7 @@ inline ScratchLayout scratch_layout(Kind kind, uint32_t chunks) {
   if (kind == Kind::Gauss) {
     s.gauss_ref = take(sizeof(uint32_t) * chunks);
   } else {
-    s.key_word = take(sizeof(uint32_t) * kKeys * chunks);
-    s.key_length = take(kKeys * size_t{chunks});
+    s.key_entry = take(sizeof(uint32_t) * kKeys * chunks);
     s.code_length = take(kKeys * size_t{chunks});
   }
   s.scan_temp_bytes = cub_scan_temp_bytes(chunks);
@@ -184,8 +182,7 @@ inline EncodeScratch bind_scratch(const ScratchLayout& s, void* scratch_dev) {
   e.chunk_end = reinterpret_cast<uint64_t*>(p + s.chunk_end);
   e.lane_words = reinterpret_cast<uint16_t*>(p + s.lane_words);
   e.gauss_ref = reinterpret_cast<uint32_t*>(p + s.gauss_ref);
-  e.key_word = reinterpret_cast<uint32_t*>(p + s.key_word);
-  e.key_length = p + s.key_length;
+  e.key_entry = reinterpret_cast<uint32_t*>(p + s.key_entry);
   e.code_length = p + s.code_length;
   e.scan_temp = p + s.scan_temp;
   e.scan_temp_bytes = s.scan_temp_bytes;
@@ -566,12 +563,10 @@ __global__ void __launch_bounds__(kBlockThreads)
     expbits::assign_prefix_codes_in_parts(len, kSyms, pc, scratch.code, lane, kWarp, WarpSync{});
     expbits::build_key_code<L>(expbits::DirectSymbols{}, pc, kc, lane, kWarp);
     __syncwarp();
-    uint32_t* word_out = s.key_word + c * kKeys;
-    uint8_t* key_len_out = s.key_length + c * kKeys;
+    uint32_t* entry_out = s.key_entry + c * kKeys;
     uint8_t* len_out = s.code_length + c * kKeys;
     for (uint32_t i = lane; i < kKeys; i += kWarp) {
-      word_out[i] = kc.word[i];
-      key_len_out[i] = kc.length[i];
+      entry_out[i] = kc.entry[i];
       len_out[i] = i < kSyms ? len[i] : 0;
     }
     __syncwarp();  // the next chunk rebuilds this warp's tables
@@ -581,12 +576,10 @@ __global__ void __launch_bounds__(kBlockThreads)
 // Loads chunk c's entropy-exp key code and code lengths from scratch into shared memory.
 __device__ inline void load_entropy_tables(const EncodeScratch& s, uint64_t c, uint32_t lane,
                                            expbits::KeyCode& kc, uint8_t* len) {
-  const uint32_t* word_in = s.key_word + c * kKeys;
-  const uint8_t* key_len_in = s.key_length + c * kKeys;
+  const uint32_t* entry_in = s.key_entry + c * kKeys;
   const uint8_t* len_in = s.code_length + c * kKeys;
   for (uint32_t i = lane; i < kKeys; i += kWarp) {
-    kc.word[i] = word_in[i];
-    kc.length[i] = key_len_in[i];
+    kc.entry[i] = entry_in[i];
     len[i] = len_in[i];
   }
   __syncwarp();
