@@ -882,20 +882,25 @@ COMPCOLL_HD inline LaneStatus take_lane_pairs(Reader& r, const uint8_t* raw_sect
   return LaneStatus::Ok;
 }
 
-// Whether every symbol of a code of nsyms symbols but its escapes stands for an exponent
-// under se (gauss-exp: a reference at least -kGaussDMin above the exponent range's bottom and
-// kGaussDMax below its top, as nearly every chunk's is): take_lane_pairs_in_range's condition.
-// In parts (the symbols part, part + parts, ...): the chunk's answer is every part's.
+// Whether every symbol that a pair table of pc (build_pair_code) can hold stands for an
+// exponent under se: the symbols of pc's nsyms with codes of at most kPairBits bits, but the
+// escapes; take_lane_pairs_in_range's condition (longer codes take its general path, which
+// checks). gauss-exp: codes of at most 10 bits stand for d = -8 .. 5 and zero, so that a
+// reference at least 8 above the exponent range's bottom and 5 below its top holds, as nearly
+// every chunk's does. In parts (the symbols part, part + parts, ...): the chunk's answer is
+// every part's.
 template <class Symbols>
-COMPCOLL_HD inline bool exponents_in_range(const SymbolExponents& se, uint32_t nsyms, uint32_t part = 0,
-                                           uint32_t parts = 1) {
+COMPCOLL_HD inline bool pairs_in_range(const SymbolExponents& se, const PrefixCode& pc, uint32_t nsyms,
+                                       uint32_t part = 0, uint32_t parts = 1) {
   bool ok = true;
-  for (uint32_t s = part; s < nsyms; s += parts) ok = ok && (Symbols::is_escape(s) || se.e[s] >= 0);
+  for (uint32_t s = part; s < nsyms; s += parts)
+    ok = ok && (Symbols::is_escape(s) || pc.length[s] == 0 || pc.length[s] > kPairBits || se.e[s] >= 0);
   return ok;
 }
 
-// take_lane_pairs for a chunk whose symbols all stand for exponents (exponents_in_range): a
-// pair table entry then decodes its one or two elements with no check, so that a lane's serial
+// take_lane_pairs for a chunk whose pair table's symbols all stand for exponents
+// (pairs_in_range): a pair table entry then decodes its one or two elements with no check, so
+// that a lane's serial
 // chain from one step to the next is the table lookup and the shift, and only an entry of 0 (a
 // code longer than kPairBits, an escape, a bad code) takes the general path, element by
 // element. The same values, reader position, status and *bad_element as take_lane.

@@ -18,7 +18,7 @@
 // (gauss_encode_kernel, decoupled look-back). Decode: one kernel, validating the stream's
 // header and every chunk on its own, storing the elements or adding them to the output;
 // gauss-exp takes two elements a table lookup where it can (expbits::take_lane_pairs), with no
-// check in the lane loop where the chunk's reference puts every symbol in range
+// check in the lane loop where the chunk's reference puts every symbol of that table in range
 // (take_lane_pairs_in_range).
 // Include from .cu files only.
 #pragma once
@@ -1089,7 +1089,7 @@ struct WarpDecodeTables {
   uint8_t* len;                    // entropy: code lengths read from the chunk's table
   uint32_t cached_ref;             // gauss: the reference se was built for
   const expbits::PairCode* pairs;  // gauss: two elements a lookup (the block's, read only)
-  bool in_range;                   // gauss: every symbol of se stands for an exponent
+  bool in_range;                   // gauss: every symbol of pairs stands for an exponent
 };
 
 
@@ -1151,8 +1151,8 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       expbits::build_symbol_exponents<L>(expbits::GaussSymbols{ref}, *t.se, lane, kWarp);
       t.cached_ref = ref;
       __syncwarp();
-      t.in_range = __all_sync(kFullMask, expbits::exponents_in_range<expbits::GaussSymbols>(
-                                             *t.se, format::kGaussSymbols, lane, kWarp));
+      t.in_range = __all_sync(kFullMask, expbits::pairs_in_range<expbits::GaussSymbols>(
+                                             *t.se, *t.pc, format::kGaussSymbols, lane, kWarp));
     }
   }
   const uint32_t streams_at = ChunkLayout<L>::streams_at(table_bytes, n);
