@@ -178,7 +178,7 @@ else  # the checkout's tensors, where the bundle is unpacked at its root
   ln -s ../../tests/data "$out/tests/data"
 fi
 cp scripts/gpu-check.sh "$out/scripts/"
-cp tools/zipnn_peer.py tools/capture_trace.py tools/gpu_targets.py "$out/tools/"
+cp tools/zipnn_peer.py tools/capture_trace.py tools/gpu_targets.py tools/sass_loops.py "$out/tools/"
 cp README.md "$out/"
 [ -f docs/BUNDLE.md ] && cp docs/BUNDLE.md "$out/"
 # The source the programs were built from (gpu-check.sh logs it beside its results).

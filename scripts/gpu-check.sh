@@ -49,6 +49,9 @@
 # ncu.log); and
 # the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
 # calibration).
+# Either way, where cuobjdump is on PATH, the instructions of the codec kernels' lane loops in
+# the bench's sm_90 code (tools/sass_loops.py: gauss-exp's and entropy-exp's bf16 decoders,
+# the bf16 encoder's emit loop; sass.log).
 # Each step runs under `timeout` (the limits below: 22 minutes in all, --quick 14.5), and all
 # of them after the build (which gets 30 minutes) within GPU_CHECK_BUDGET seconds (default 540
 # with --quick, 1,500 without): a step's limit is cut to what is left of it, a step with
@@ -279,6 +282,19 @@ else
     synthetic:gaussian:128M >'$codec_rows' || rc=1; \
     '$bench' codec --device cuda --dtype bf16 --json --chunk 2048 --codec gauss-exp,entropy-exp \
     '$data/grad.layer1-attn-out-weight.step060.bf16.npy' synthetic:gaussian:2M >>'$codec_rows' || rc=1; exit \$rc"
+fi
+# The lane loops of the kernels under test, as the sm_90 code in the bench has them (docs/
+# CALIBRATION.md counts them so): instructions of gauss-exp's and entropy-exp's bf16 decode loops
+# and of the bf16 encoder's lane loop, beside this run's speeds.
+if command -v cuobjdump >/dev/null 2>&1; then
+  step sass 60 bash -c "t=\$(mktemp) && cuobjdump -sass '$bench' >\"\$t\" || { rm -f \"\$t\"; exit 1; }; rc=0; \
+    for spec in 'decode_kernelILNS0_4KindE0ENS_7expbits10Bf16LayoutENS3_12StoreElement 0xffc' \
+                'decode_kernelILNS0_4KindE1ENS_7expbits10Bf16LayoutENS3_12StoreElement 0x1ffe' \
+                'emit_kernelILNS0_4KindE0ENS_7expbits10Bf16 0x3fc'; do \
+      set -- \$spec; python3 '$here/tools/sass_loops.py' \"\$t\" --arch sm_90 --kernel \$1 --marker \$2 || rc=1; done; \
+    rm -f \"\$t\"; exit \$rc"
+else
+  echo "   (no cuobjdump on PATH: no lane-loop counts)"
 fi
 # A message over PCIe on this GPU, uncompressed and compressed with the kernels beside the
 # copies, each row beside the model's figure from the calibration just written (without one, the

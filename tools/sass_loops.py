@@ -24,13 +24,18 @@ import sys
 
 INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);")
 BRANCH = re.compile(r"\bBRA (0x[0-9a-f]+)")
+CODE_FOR = re.compile(r"code for (sm_[0-9a-z]+)")
 
 
-def loops(text, kernel, marker):
+def loops(text, kernel, marker, arch=None):
     found = []
+    code_for = [(m.start(), m.group(1)) for m in CODE_FOR.finditer(text)]
+    at = 0
     for f in re.split(r"\n\s*Function : ", text)[1:]:
+        at = text.index(f, at)
         name = f.split("\n", 1)[0].strip()
-        if kernel not in name:
+        this_arch = max((c for c in code_for if c[0] < at), default=(0, None))[1]
+        if kernel not in name or (arch is not None and this_arch != arch):
             continue
         ins = [(int(m.group(1), 16), m.group(2).strip()) for m in INSN.finditer(f)]
         held = []
@@ -54,14 +59,16 @@ def main():
     ap.add_argument("sass")
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--marker", required=True)
+    ap.add_argument("--arch", help="only the code for this architecture (sm_90: H100, H200), where the file holds several")
     a = ap.parse_args()
     try:
         text = open(a.sass, encoding="utf-8", errors="replace").read()
     except OSError as e:
         sys.exit(f"sass_loops.py: {a.sass}: {e.strerror}")
-    found = loops(text, a.kernel, a.marker)
+    found = loops(text, a.kernel, a.marker, a.arch)
     if not found:
-        sys.exit(f"sass_loops.py: {a.sass}: no function whose name contains {a.kernel!r}")
+        where = f" in the code for {a.arch}" if a.arch else ""
+        sys.exit(f"sass_loops.py: {a.sass}: no function whose name contains {a.kernel!r}{where}")
     for name, inner in found:
         if not inner:
             print(f"{name}: no loop holds {a.marker}")

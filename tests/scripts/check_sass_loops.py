@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/sass_loops.py on a hand-written SASS listing: of two nested loops, the inner one that
 holds the marker is counted, branched-around instructions included, with its LDS and S2R; two
-disjoint loops that hold it are two lines; a kernel the file lacks is one line and exit 1.
+disjoint loops that hold it are two lines; --arch keeps the code for one architecture of a
+listing that has several; a kernel the file lacks is one line and exit 1.
 Usage: check_sass_loops.py"""
 import os
 import subprocess
@@ -47,6 +48,21 @@ with tempfile.TemporaryDirectory() as tmp:
     want2 = want + "\n_Z6decodev: loop at 0x90: 2 instructions, 0 LDS, 0 S2R/S2UR"
     if r.returncode != 0 or r.stdout.strip() != want2:
         sys.exit(f"FAILED: two loops: {r.stdout!r}, want {want2!r}")
+    # Two architectures' code (cuobjdump's "code for sm_NN" before each): --arch keeps one.
+    sm90 = SASS.replace("/*0070*/                   ISETP.GE.AND P1, PT, R6, 0x10, PT ;",
+                        "/*0070*/                   ISETP.GE.AND P1, PT, R6, 0x10, PT ;\n        /*0078*/                   NOP ;")
+    open(f, "w").write("\n\tcode for sm_80\n" + SASS + "\n\tcode for sm_90\n" + sm90)
+    r = subprocess.run(tool + [f, "--kernel", "_Z6decodev", "--marker", "0xffc", "--arch", "sm_90"],
+                       capture_output=True, text=True)
+    if r.returncode != 0 or r.stdout.strip() != "_Z6decodev: loop at 0x20: 8 instructions, 2 LDS, 0 S2R/S2UR":
+        sys.exit(f"FAILED: --arch sm_90: {r.stdout!r} {r.stderr!r}")
+    r = subprocess.run(tool + [f, "--kernel", "_Z6decodev", "--marker", "0xffc"], capture_output=True, text=True)
+    if r.stdout.count("loop at 0x20") != 2:
+        sys.exit(f"FAILED: both architectures without --arch: {r.stdout!r}")
+    r = subprocess.run(tool + [f, "--kernel", "_Z6decodev", "--marker", "0xffc", "--arch", "sm_100"],
+                       capture_output=True, text=True)
+    if r.returncode != 1 or "sm_100" not in r.stderr:
+        sys.exit(f"FAILED: an architecture the file lacks: exit {r.returncode}, {r.stderr!r}")
     r = subprocess.run(tool + [f, "--kernel", "_Z5otherv", "--marker", "0xffc"], capture_output=True, text=True)
     if r.returncode != 0 or "no loop holds 0xffc" not in r.stdout:
         sys.exit(f"FAILED: a function with no loop: {r.stdout!r}")
