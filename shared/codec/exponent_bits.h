@@ -911,8 +911,11 @@ COMPCOLL_HD inline LaneStatus take_lane_pairs_in_range(Reader& r, const uint8_t*
                                                        typename L::Bits* out, uint32_t* bad_element,
                                                        Put put = {}) {
   constexpr uint32_t kExtraMask = (1u << L::kExtraBits) - 1;
+  // A step moves the reader on and reads the next step's bits before it puts its own elements,
+  // so that the next lookup's loads are in flight while this step's values are composed (the
+  // GPU issues a warp's instructions in order). Peeking does not move the reader.
+  uint32_t bits = r.peek32();
   for (uint32_t k = lane; k < n;) {
-    const uint32_t bits = r.peek32();
     const uint32_t entry = pairs.entry[bits & ((1u << kPairBits) - 1)];
     if (entry == 0) {
       LaneStatus st = LaneStatus::Ok;
@@ -924,12 +927,15 @@ COMPCOLL_HD inline LaneStatus take_lane_pairs_in_range(Reader& r, const uint8_t*
       }
       put(out, k, join_key<L>(key, raw_section, k));
       r.skip(len);
+      bits = r.peek32();
       k += format::kLanes;
       continue;
     }
     const uint32_t l1 = entry & 0xFu, l2 = (entry >> 12) & 0xFu;
     const uint32_t at = l1 + L::kExtraBits;  // where a pair's second code starts
     const bool two = (entry >> 31) != 0 && k + format::kLanes < n;
+    r.skip(two ? at + l2 + L::kExtraBits : at);
+    const uint32_t next = r.peek32();
     const uint32_t x1 = L::kExtraBits ? (bits >> l1) & kExtraMask : 0u;
     const uint32_t e1 = static_cast<uint32_t>(se.e[(entry >> 4) & 0xFFu]);
     put(out, k, join_key<L>(L::make_key(e1, x1), raw_section, k));
@@ -938,7 +944,7 @@ COMPCOLL_HD inline LaneStatus take_lane_pairs_in_range(Reader& r, const uint8_t*
       const uint32_t e2 = static_cast<uint32_t>(se.e[(entry >> 16) & 0xFFu]);
       put(out, k + format::kLanes, join_key<L>(L::make_key(e2, x2), raw_section, k + format::kLanes));
     }
-    r.skip(two ? at + l2 + L::kExtraBits : at);
+    bits = next;
     k += two ? 2 * format::kLanes : format::kLanes;
   }
   return LaneStatus::Ok;
