@@ -900,10 +900,10 @@ COMPCOLL_HD inline bool pairs_in_range(const SymbolExponents& se, const PrefixCo
 
 // take_lane_pairs for a chunk whose pair table's symbols all stand for exponents
 // (pairs_in_range): a pair table entry then decodes its one or two elements with no check, so
-// that a lane's serial
-// chain from one step to the next is the table lookup and the shift, and only an entry of 0 (a
-// code longer than kPairBits, an escape, a bad code) takes the general path, element by
-// element. The same values, reader position, status and *bad_element as take_lane.
+// that a lane's serial chain from one step to the next is the table lookup and the shift, and
+// only an entry of 0 (a code longer than kPairBits, an escape, a bad code) takes the general
+// path, element by element. The same values, reader position, status and *bad_element as
+// take_lane.
 template <class L, class Reader, class Put = StoreElement>
 COMPCOLL_HD inline LaneStatus take_lane_pairs_in_range(Reader& r, const uint8_t* raw_section, uint32_t n,
                                                        uint32_t lane, const SymbolExponents& se,

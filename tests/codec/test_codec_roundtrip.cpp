@@ -534,7 +534,8 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window, double sigma
   }
   // Decode, whole and damaged: each lane's status and first bad element as decode_lane's.
   // gauss-exp's kernels take two elements a lookup where they can (take_lane_pairs, and
-  // take_lane_pairs_in_range where the chunk's reference puts every symbol in range).
+  // take_lane_pairs_in_range where the chunk's reference puts every symbol of the pair table
+  // in range).
   const auto pairs = std::make_unique<expbits::PairCode>();
   expbits::build_pair_code<L, expbits::GaussSymbols>(pc, *pairs);
   enum class Loop { Single, Pairs, InRange };
@@ -606,21 +607,22 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window, double sigma
       std::vector<Bits> ref(n, 0);
       uint32_t bad_ref = 0;
       const auto st_ref = expbits::decode_lane<L>(lane_in, nwords, raw, n, lane, se, pc, ref.data(), &bad_ref);
-      for (const Loop loop : {Loop::Single, Loop::Pairs, Loop::InRange})
-      for (const bool aligned_reader : {false, true}) {
-        if (aligned_reader && reinterpret_cast<uintptr_t>(lane_in) % 4 != 0) continue;
+      for (const Loop loop : {Loop::Single, Loop::Pairs, Loop::InRange}) {
         if (loop == Loop::InRange && !in_range) continue;
-        ran_in_range = ran_in_range || loop == Loop::InRange;
-        std::vector<Bits> mine(n, 0);
-        uint32_t bad_mine = 0;
-        const auto st_mine = decode_windowed(lane_in, nwords, lane, mine, &bad_mine, loop, aligned_reader);
-        CAPTURE(lane, static_cast<int>(loop), aligned_reader);
-        CHECK(st_mine == st_ref);
-        CHECK(bad_mine == bad_ref);
-        for (uint32_t k = lane; k < bad_ref; k += format::kLanes) CHECK(mine[k] == ref[k]);
-        if (damage == -1 || damage == 2) {
-          CHECK(st_ref == expbits::LaneStatus::Ok);
-          for (uint32_t k = lane; k < n; k += format::kLanes) CHECK(mine[k] == values[k]);
+        for (const bool aligned_reader : {false, true}) {
+          if (aligned_reader && reinterpret_cast<uintptr_t>(lane_in) % 4 != 0) continue;
+          ran_in_range = ran_in_range || loop == Loop::InRange;
+          std::vector<Bits> mine(n, 0);
+          uint32_t bad_mine = 0;
+          const auto st_mine = decode_windowed(lane_in, nwords, lane, mine, &bad_mine, loop, aligned_reader);
+          CAPTURE(lane, static_cast<int>(loop), aligned_reader);
+          CHECK(st_mine == st_ref);
+          CHECK(bad_mine == bad_ref);
+          for (uint32_t k = lane; k < bad_ref; k += format::kLanes) CHECK(mine[k] == ref[k]);
+          if (damage == -1 || damage == 2) {
+            CHECK(st_ref == expbits::LaneStatus::Ok);
+            for (uint32_t k = lane; k < n; k += format::kLanes) CHECK(mine[k] == values[k]);
+          }
         }
       }
     }
