@@ -24,8 +24,8 @@ data, and set for an H100 80GB HBM3; on another GPU the verdicts read as that GP
 Each line says `met`, `NOT met` or `not measured` (a curve or row the inputs lack), with the
 figures it rests on. After them, not a target: at each size where the codec rows ran gauss-exp
 in several chunk sizes, each one's speed and whether the size compcoll's codecs pick there by
-the stream's size (the rows' auto_chunk_elements, docs/FORMAT.md) is the fastest. Exit status 0 whatever the verdicts; 1 with one line naming the file and
-line when an input cannot be read.
+the stream's size (the rows' auto_chunk_elements, docs/FORMAT.md) is the fastest. Exit status
+0 whatever the verdicts; 1 with one line naming the file and line when an input cannot be read.
 """
 import argparse
 import json

@@ -27,14 +27,19 @@ BRANCH = re.compile(r"\bBRA (0x[0-9a-f]+)")
 CODE_FOR = re.compile(r"code for (sm_[0-9a-z]+)")
 
 
+def functions(text):
+    """(architecture, function text) of each function of a listing: its architecture is that
+    of the last `code for sm_NN` line before it (None before any)."""
+    parts = CODE_FOR.split(text)  # the text before the first line, then (arch, text) pairs
+    for this_arch, section in [(None, parts[0])] + list(zip(parts[1::2], parts[2::2])):
+        for f in re.split(r"\n\s*Function : ", section)[1:]:
+            yield this_arch, f
+
+
 def loops(text, kernel, marker, arch=None):
     found = []
-    code_for = [(m.start(), m.group(1)) for m in CODE_FOR.finditer(text)]
-    at = 0
-    for f in re.split(r"\n\s*Function : ", text)[1:]:
-        at = text.index(f, at)
+    for this_arch, f in functions(text):
         name = f.split("\n", 1)[0].strip()
-        this_arch = max((c for c in code_for if c[0] < at), default=(0, None))[1]
         if kernel not in name or (arch is not None and this_arch != arch):
             continue
         ins = [(int(m.group(1), 16), m.group(2).strip()) for m in INSN.finditer(f)]

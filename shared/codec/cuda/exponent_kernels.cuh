@@ -444,13 +444,22 @@ __device__ inline void for_each_window(const Bits* x, uint32_t n, Bits* window, 
       [&](uint32_t base, uint32_t wn) { warp_load_window(x + base, wn, window, lane); }, body);
 }
 
+// The raw bytes (L::raw) of the two 16-bit elements of `pair` at its bytes 0 and 2; bytes 1 and
+// 3 are unspecified. bf16's is one bit select: the sign over the mantissa's top bit, each half.
+template <class L>
+__device__ inline uint32_t raw_pair(uint32_t pair) {
+  static_assert(sizeof(typename L::Bits) == 2 && L::kRawBytes == 1, "16-bit elements, a raw byte each");
+  if constexpr (std::is_same_v<L, expbits::Bf16Layout>)
+    return (pair & 0x7F7F7F7Fu) | ((pair >> 8) & 0x80808080u);
+  else
+    return L::raw(static_cast<uint16_t>(pair)) | L::raw(static_cast<uint16_t>(pair >> 16)) << 16;
+}
+
 // Word w (little-endian) of a chunk's raw section: byte b is byte (b % kRawBytes) of
 // L::raw(element b / kRawBytes), as expbits::store_raw lays it; bytes past n are zero.
 // x: 8-byte aligned (a window in shared memory). 16-bit elements with a raw byte each (bf16,
 // fp16): a whole word's four elements are one 8-byte load, their raw bytes taken two at a time
 // (raw_pair) and packed with a byte permute.
-template <class L>
-__device__ inline uint32_t raw_pair(uint32_t pair);
 template <class L>
 __device__ inline uint32_t raw_section_word(const typename L::Bits* x, uint32_t n, uint32_t w) {
   if constexpr (sizeof(typename L::Bits) == 2 && L::kRawBytes == 1) {
@@ -466,17 +475,6 @@ __device__ inline uint32_t raw_section_word(const typename L::Bits* x, uint32_t 
     if (k < n) v |= ((L::raw(x[k]) >> (8 * (byte % L::kRawBytes))) & 0xFFu) << (8 * b);
   }
   return v;
-}
-
-// The raw bytes (L::raw) of the two 16-bit elements of `pair` at its bytes 0 and 2; bytes 1 and
-// 3 are unspecified. bf16's is one bit select: the sign over the mantissa's top bit, each half.
-template <class L>
-__device__ inline uint32_t raw_pair(uint32_t pair) {
-  static_assert(sizeof(typename L::Bits) == 2 && L::kRawBytes == 1, "16-bit elements, a raw byte each");
-  if constexpr (std::is_same_v<L, expbits::Bf16Layout>)
-    return (pair & 0x7F7F7F7Fu) | ((pair >> 8) & 0x80808080u);
-  else
-    return L::raw(static_cast<uint16_t>(pair)) | L::raw(static_cast<uint16_t>(pair >> 16)) << 16;
 }
 
 // Word w of the elements' bytes, zero-padded past n (a stored chunk's body).
