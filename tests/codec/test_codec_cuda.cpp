@@ -251,7 +251,9 @@ TEST_CASE("cuda: decode-and-add equals decode, then reduce_add, on the host", "[
   for (const uint32_t chunk : {1024u, format::kDefaultChunkElements})
     for (CodecId codec : kCodecs)
       for (DType dtype : kDTypes)
-        for (const size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3 * 1024 + 17}, size_t{40000}}) {
+        // 40,000 and 50,000 elements: in chunks of 16,384, 3 and 4 chunks, so that the payload
+        // starts 8 and 0 bytes past a 16-byte boundary (identity's decoder takes its two paths).
+        for (const size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3 * 1024 + 17}, size_t{40000}, size_t{50000}}) {
           CAPTURE(codec_name(codec), dtype_name(dtype), chunk, n);
           EncodeOptions opt;
           opt.chunk_elements = chunk;
@@ -619,7 +621,46 @@ TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][
                         CodecError);
       }
 
-      if (codec == CodecId::Identity) continue;
+      if (codec == CodecId::Identity) {
+        // A sound chunk after a damaged one, which the table places 4 bytes before its fixed
+        // place (chunk 0 one word short, chunk 1 of its right size): decoded, and added, from
+        // where the table says, as the host reads it. Four chunks, so that the payload starts
+        // 16-byte aligned (32 + 8 * 4 bytes in), where the decoder loads a chunk's first batch
+        // from its fixed place before it reads the table.
+        const size_t n4 = 4000;
+        const auto in4 = test::gaussian_bytes(dtype, n4, 0.5, 37);
+        const auto stream4 = encode(codec_of(codec), dtype, in4.data(), n4, opt);
+        const StreamInfo info4 = read_stream_info(stream4.data(), stream4.size());
+        REQUIRE(info4.chunk_count == 4);
+        REQUIRE((format::kHeaderBytes + format::kOffsetEntryBytes * 4) % 16 == 0);
+        auto moved = stream4;
+        for (const size_t entry : {size_t{0}, size_t{1}}) {
+          const size_t at = format::kHeaderBytes + format::kOffsetEntryBytes * entry;
+          format::store_u64(moved.data() + at, format::load_u64(stream4.data() + at) - 4);
+        }
+        const size_t chunk_bytes = 1024 * dtype_size(dtype);
+        const std::vector<uint8_t> sent(in4.begin() + chunk_bytes - 4, in4.begin() + 2 * chunk_bytes - 4);
+        std::vector<uint8_t> summed(in4.begin() + chunk_bytes, in4.begin() + 2 * chunk_bytes);
+        reduce_add(dtype, summed.data(), sent.data(), 1024);
+        DeviceBuffer<uint8_t> din(moved.size()), dout(in4.size());
+        DeviceBuffer<int32_t> dstatus(4);
+        to_device(s, din.get(), moved.data(), moved.size());
+        for (const bool add : {false, true}) {
+          CAPTURE(add);
+          to_device(s, dout.get(), in4.data(), in4.size());
+          if (add)
+            cuda_decode_add(info4, din.get(), moved.size(), dout.get(), in4.size(), dstatus.get(), s.get());
+          else
+            cuda_decode(info4, din.get(), moved.size(), dout.get(), in4.size(), dstatus.get(), s.get());
+          // Chunk 2 starts where chunk 1 ends, one word early: it is one word long.
+          const auto mismatch = static_cast<int32_t>(CudaChunkStatus::SizeMismatch);
+          CHECK(to_host(s, dstatus.get(), 4) == std::vector<int32_t>{mismatch, 0, mismatch, 0});
+          const auto out = to_host(s, dout.get(), in4.size());
+          CHECK(std::vector<uint8_t>(out.begin() + chunk_bytes, out.begin() + 2 * chunk_bytes) ==
+                (add ? summed : sent));
+        }
+        continue;
+      }
       const uint64_t begin1 = chunk_bytes_at(stream, 1).first;
       REQUIRE(stream[begin1] == format::kModeCoded);
       const uint32_t table_bytes =

@@ -19,7 +19,7 @@
 // header and every chunk on its own, storing the elements or adding them to the output;
 // gauss-exp takes two elements a table lookup where it can (expbits::take_lane_pairs), with no
 // check in the lane loop where the chunk's reference puts every symbol of that table in range
-// (take_lane_pairs_in_range).
+// (take_lane_pairs_in_range). Identity encodes and decodes in one launch each, a block a chunk.
 // Include from .cu files only.
 #pragma once
 
@@ -239,6 +239,14 @@ __device__ inline Bits load_bits(const uint8_t* p) {
     return format::load_u32(p);
 }
 
+// A little-endian u64 field of a stream (an offset table entry, the header's payload size): one
+// load where it is 8-byte aligned (the stream is, as cudaMalloc returns it), byte by byte
+// elsewhere (a stream may start anywhere).
+__device__ inline uint64_t load_stream_u64(const uint8_t* p) {
+  if (reinterpret_cast<uintptr_t>(p) % 8 == 0) return *reinterpret_cast<const uint64_t*>(p);
+  return format::load_u64(p);
+}
+
 // Copies count items from src to dst (of any memory; they do not overlap), one warp (or, with
 // kThreads, a group of that many threads; lane: the thread's rank in it): each thread issues
 // kCopyBatch loads before it stores any, so that it waits for memory once per batch, not once
@@ -261,6 +269,21 @@ __device__ inline void warp_copy(const T* __restrict__ src, T* __restrict__ dst,
       if (i < count) dst[i] = v[b];
     }
   }
+}
+
+// The Bits packed in a V (a vector of them, or one) put into those of `acc`: acc[e] = v[e]
+// (expbits::StoreElement) or acc[e] + v[e] (gpu::AddElement), element by element.
+template <class Bits, class V, class Put>
+__device__ inline V put_vector(V acc, V v, Put put) {
+  constexpr uint32_t kPer = sizeof(V) / sizeof(Bits);
+  static_assert(kPer * sizeof(Bits) == sizeof(V), "a vector of whole elements");
+  Bits a[kPer], b[kPer];
+  memcpy(a, &acc, sizeof(V));
+  memcpy(b, &v, sizeof(V));
+#pragma unroll
+  for (uint32_t e = 0; e < kPer; ++e) put(a, e, b[e]);
+  memcpy(&acc, a, sizeof(V));
+  return acc;
 }
 
 // Copies n elements from bytes at `src` (any alignment) to `dst` (aligned to the element),
@@ -348,14 +371,7 @@ struct WindowPut {
     for (uint32_t i = 0; i < kVectors; ++i) {
       const uint4 w = reinterpret_cast<const uint4*>(window)[i * kWarp + lane];
       if constexpr (kAdds) {
-        Bits a[kPerVector], b[kPerVector];
-        memcpy(a, &acc[i], 16);
-        memcpy(b, &w, 16);
-#pragma unroll
-        for (uint32_t e = 0; e < kPerVector; ++e) p(a, e, b[e]);  // a[e] = add(a[e], b[e])
-        uint4 sum;
-        memcpy(&sum, a, 16);
-        reinterpret_cast<uint4*>(dst)[i * kWarp + lane] = sum;
+        reinterpret_cast<uint4*>(dst)[i * kWarp + lane] = put_vector<Bits>(acc[i], w, p);
       } else {
         reinterpret_cast<uint4*>(dst)[i * kWarp + lane] = w;
       }
@@ -866,22 +882,21 @@ __device__ inline void store_header(uint8_t* out, const HeaderPrefix& header, ui
   format::store_u64(out + format::kOffPayloadBytes, payload);
 }
 
-// Writes the offset table, the header and *out_size. chunk_end is the scan's output, or null
-// for identity, whose chunk sizes are fixed (element bytes padded to 4); identity_esize then
-// gives the element size and the kernel also zeroes the payload's final pad.
-__global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g,
-                              const uint64_t* chunk_end, uint32_t identity_esize,
-                              uint64_t* out_size) {
+// Writes the offset table, the header and *out_size, as thread `thread` of `threads`. chunk_end
+// is the scan's output, or null for identity, whose chunk sizes are fixed (element bytes padded
+// to 4); identity_esize then gives the element size and the call also zeroes the payload's final
+// pad.
+__device__ inline void write_table_and_header(uint8_t* out, const HeaderPrefix& header, const Geometry& g,
+                                              const uint64_t* chunk_end, uint32_t identity_esize,
+                                              uint64_t* out_size, uint64_t thread, uint64_t threads) {
   const auto end_of = [&](uint64_t c) -> uint64_t {
     if (chunk_end != nullptr) return chunk_end[c];
     const uint64_t next = (c + 1) * g.chunk_elements;
     const uint64_t last = next < g.elements ? next : g.elements;
     return format::align_up64(last * identity_esize, format::kChunkAlign);
   };
-  for (uint64_t c = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < g.chunks;
-       c += uint64_t{gridDim.x} * blockDim.x)
-    store_offset_entry(out, c, end_of(c));
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
+  for (uint64_t c = thread; c < g.chunks; c += threads) store_offset_entry(out, c, end_of(c));
+  if (thread == 0) {
     const uint64_t payload = g.chunks == 0 ? 0 : end_of(g.chunks - 1);
     store_header(out, header, payload);
     const uint64_t payload_at =
@@ -890,6 +905,13 @@ __global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g,
       for (uint64_t b = g.elements * identity_esize; b < payload; ++b) out[payload_at + b] = 0;
     *out_size = payload_at + payload;
   }
+}
+
+__global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g,
+                              const uint64_t* chunk_end, uint32_t identity_esize,
+                              uint64_t* out_size) {
+  write_table_and_header(out, header, g, chunk_end, identity_esize, out_size,
+                         uint64_t{blockIdx.x} * blockDim.x + threadIdx.x, uint64_t{gridDim.x} * blockDim.x);
 }
 
 // ---- encode: gauss-exp in one launch ------------------------------------------------------
@@ -1025,7 +1047,7 @@ struct DecodeGeometry {
 __device__ inline uint64_t stream_payload(const uint8_t* stream, const DecodeGeometry& d, bool* truncated) {
   *truncated = false;
   if (!d.payload_at_most) return d.payload_bytes;
-  const uint64_t own = format::load_u64(stream + format::kOffPayloadBytes);
+  const uint64_t own = load_stream_u64(stream + format::kOffPayloadBytes);
   *truncated = own > d.payload_bytes;
   return *truncated ? 0 : own;
 }
@@ -1056,21 +1078,27 @@ __device__ inline int32_t lane_status(LaneStatus st, uint32_t lane, uint32_t ele
 
 // Chunk c's byte range [begin, end) in the payload, from the stream's own offset table; every
 // lane reads the same entries. The whole warp calls it; the stream's header is checked against
-// the expected one first, then the range against the payload, before anything else is read.
+// the expected one first, then the range against the payload, before any chunk byte is read.
+// Its loads (a header byte a lane, the two table entries, the header's payload size) are all
+// issued before the first test, so that a call waits for memory once: the host has checked that
+// the header and the whole table lie inside the stream.
 __device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometry& d, uint64_t c,
                                       uint64_t& begin, uint64_t& end) {
   static_assert(format::kHeaderBytes == kWarp, "one header byte a lane");
   const uint32_t lane = lane_id();
-  // The payload size's bytes are compared only where the caller knows it (not payload_at_most).
-  const bool own_payload = d.payload_at_most && lane >= format::kOffPayloadBytes;
-  if (__ballot_sync(kFullMask, !own_payload && stream[lane] != d.header[lane]) != 0)
-    return status_of(CudaChunkStatus::BadHeader);
+  const uint8_t* table = stream + format::kHeaderBytes;
+  const uint8_t header_byte = stream[lane];
+  const uint64_t from = c == 0 ? 0 : load_stream_u64(table + format::kOffsetEntryBytes * (c - 1));
+  const uint64_t to = load_stream_u64(table + format::kOffsetEntryBytes * c);
   bool truncated = false;
   const uint64_t payload = stream_payload(stream, d, &truncated);
+  // The payload size's bytes are compared only where the caller knows it (not payload_at_most).
+  const bool own_payload = d.payload_at_most && lane >= format::kOffPayloadBytes;
+  if (__ballot_sync(kFullMask, !own_payload && header_byte != d.header[lane]) != 0)
+    return status_of(CudaChunkStatus::BadHeader);
   if (truncated) return status_of(CudaChunkStatus::Truncated);
-  const uint8_t* table = stream + format::kHeaderBytes;
-  begin = c == 0 ? 0 : format::load_u64(table + format::kOffsetEntryBytes * (c - 1));
-  end = format::load_u64(table + format::kOffsetEntryBytes * c);
+  begin = from;
+  end = to;
   // As read_stream_info: the last chunk ends where the payload does.
   if (begin > end || end > payload || begin % format::kChunkAlign != 0 || end % format::kChunkAlign != 0 ||
       (c + 1 == d.g.chunks && end != payload))
@@ -1251,25 +1279,151 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+// ---- identity: a copy a block -----------------------------------------------------------
+// The identity kernels move a chunk with a block of kThreads threads (lane: the thread's rank in
+// it), in items of 16, 8 or 4 bytes. (The exponent kernels keep warp_put_elements, whose fewer
+// paths cost their lane loops fewer registers.)
+
+// One batch of put_items: items [at, at + kItems * kThreads) of count, kItems a thread. load()
+// issues every load of the batch (src's, and dst's where put adds) before store() stores any, so
+// that a thread waits for memory once per batch; a caller may do other work between the two
+// while the loads are in flight.
+template <class Bits, class V, class Put, uint32_t kThreads>
+struct ItemBatch {
+  static constexpr bool kAdds = !std::is_same_v<Put, expbits::StoreElement>;
+  // Items a thread: an add holds two operands and their sums, so half a copy's.
+  static constexpr uint32_t kItems = kAdds ? kCopyBatch / 2 : kCopyBatch;
+  V v[kItems];
+  V acc[kAdds ? kItems : 1];
+  __device__ void load(const V* src, const V* dst, uint32_t at, uint32_t count, uint32_t lane) {
+#pragma unroll
+    for (uint32_t b = 0; b < kItems; ++b) {
+      const uint32_t i = at + b * kThreads + lane;
+      if (i < count) {
+        v[b] = src[i];
+        if constexpr (kAdds) acc[b] = dst[i];
+      }
+    }
+  }
+  __device__ void store(V* dst, uint32_t at, uint32_t count, uint32_t lane, Put put) const {
+#pragma unroll
+    for (uint32_t b = 0; b < kItems; ++b) {
+      const uint32_t i = at + b * kThreads + lane;
+      if (i < count) {
+        if constexpr (kAdds)
+          dst[i] = put_vector<Bits>(acc[b], v[b], put);
+        else
+          dst[i] = v[b];
+      }
+    }
+  }
+};
+
+// Puts count items of type V (a vector of Bits, or one) from src into dst, kThreads threads, a
+// batch (ItemBatch) at a time.
+template <class Bits, class V, class Put, uint32_t kThreads>
+__device__ inline void put_items(const V* src, V* dst, uint32_t count, uint32_t lane, Put put) {
+  for (uint32_t at = 0; at < count; at += ItemBatch<Bits, V, Put, kThreads>::kItems * kThreads) {
+    ItemBatch<Bits, V, Put, kThreads> batch;
+    batch.load(src, dst, at, count, lane);
+    batch.store(dst, at, count, lane, put);
+  }
+}
+
+// Puts n elements from bytes at `src` (any alignment) into `dst` with `put` (a plain store
+// copies, gpu::AddElement adds), kThreads threads: in the widest items (16, 8 or 4 bytes) that
+// both addresses are aligned to, the elements past the last whole item one at a time.
+template <class Bits, class Put, uint32_t kThreads>
+__device__ inline void put_elements_wide(const uint8_t* src, uint32_t n, Bits* dst, uint32_t lane,
+                                         Put put) {
+  const uintptr_t both = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst);
+  uint32_t from = 0;
+  const auto whole = [&](auto item) {
+    using V = decltype(item);
+    constexpr uint32_t kPer = sizeof(V) / sizeof(Bits);
+    const uint32_t count = n / kPer;
+    put_items<Bits, V, Put, kThreads>(reinterpret_cast<const V*>(src), reinterpret_cast<V*>(dst), count,
+                                           lane, put);
+    from = count * kPer;
+  };
+  if (both % 16 == 0)
+    whole(uint4{});
+  else if (both % 8 == 0)
+    whole(uint2{});
+  else if (sizeof(Bits) < 4 && both % 4 == 0)
+    whole(uint32_t{});
+  if (reinterpret_cast<uintptr_t>(src) % sizeof(Bits) == 0) {
+    put_items<Bits, Bits, Put, kThreads>(reinterpret_cast<const Bits*>(src) + from, dst + from, n - from,
+                                              lane, put);
+  } else {
+    for (uint32_t k = from + lane; k < n; k += kThreads) put(dst, k, load_bits<Bits>(src + k * sizeof(Bits)));
+  }
+}
+
 // A copy has no serial work per lane: a block takes a chunk, so that a few chunks keep enough
-// loads in flight (8 KB a warp) to fill the memory system.
+// loads in flight (a batch: 32 KiB a block) to fill the memory system. An identity chunk's place
+// in the payload is fixed (chunk c at c times a whole chunk's bytes), so the block issues the loads of
+// the chunk's first batch from there together with those of its offset table entries
+// (chunk_range), and waits for memory once; it keeps that batch where the table agrees, and reads
+// the chunk where the table says otherwise (after a damaged chunk, a table may place a sound
+// one anywhere).
 constexpr uint32_t kCopyThreads = 256;
+// At least two blocks a multiprocessor (at most 128 registers a thread): a batch of each in
+// flight is 64 KiB of loads a multiprocessor, as many as the reduce kernel keeps in flight (2,048
+// threads of one 32-byte pair each), which reaches 96-98% of the device copy's traffic.
+constexpr uint32_t kCopyBlocksPerSm = 2;
 
 template <class Bits, class Put>
-__global__ void __launch_bounds__(kCopyThreads)
+__global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
     identity_decode_kernel(const uint8_t* stream, DecodeGeometry d, Bits* out, int32_t* status) {
+  constexpr uint32_t kPerVector = 16 / sizeof(Bits);
+  constexpr uint32_t kBatchVectors = ItemBatch<Bits, uint4, Put, kCopyThreads>::kItems * kCopyThreads;
+  const uint64_t whole_bytes = uint64_t{d.g.chunk_elements} * sizeof(Bits);  // a multiple of kChunkAlign
   for (uint64_t c = blockIdx.x; c < d.g.chunks; c += gridDim.x) {
+    const uint32_t n = d.g.chunk_size(c);
+    const uint64_t bytes = format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign);
+    const uint64_t guess = c * whole_bytes;
+    const uint8_t* const at = stream + d.payload_at + guess;
+    Bits* const dst = out + c * d.g.chunk_elements;
+    // Only inside the payload given (the host has checked that it lies inside the stream).
+    const bool early = guess + bytes <= d.payload_bytes &&
+                       (reinterpret_cast<uintptr_t>(at) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0;
+    const uint32_t vectors = n / kPerVector;
+    ItemBatch<Bits, uint4, Put, kCopyThreads> first;
+    if (early)
+      first.load(reinterpret_cast<const uint4*>(at), reinterpret_cast<const uint4*>(dst), 0, vectors, threadIdx.x);
     uint64_t begin = 0, end = 0;
     int32_t st = chunk_range(stream, d, c, begin, end);  // each warp alike
-    const uint32_t n = d.g.chunk_size(c);
-    if (st == 0 &&
-        end - begin != format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign))
-      st = status_of(CudaChunkStatus::SizeMismatch);
-    if (st == 0)
-      warp_put_elements<Bits, Put, kCopyThreads>(stream + d.payload_at + begin, n,
-                                                 out + c * d.g.chunk_elements, threadIdx.x, Put{});
+    if (st == 0 && end - begin != bytes) st = status_of(CudaChunkStatus::SizeMismatch);
+    if (st == 0) {
+      uint32_t done = 0;  // elements put from the first batch
+      if (early && begin == guess) {
+        first.store(reinterpret_cast<uint4*>(dst), 0, vectors, threadIdx.x, Put{});
+        done = (vectors < kBatchVectors ? vectors : kBatchVectors) * kPerVector;
+      }
+      put_elements_wide<Bits, Put, kCopyThreads>(stream + d.payload_at + begin + done * sizeof(Bits), n - done,
+                                                 dst + done, threadIdx.x, Put{});
+    }
     if (threadIdx.x == 0) status[c] = st;
   }
+}
+
+// Identity in one launch: a block copies a chunk's elements into the payload at a time (chunk
+// c's element bytes are the payload's from c times a whole chunk's, no pad between them: a whole
+// chunk's bytes are a multiple of kChunkAlign), and the grid's threads write the offset table,
+// the header, the final pad and the size beside the copy.
+template <class Bits>
+__global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
+    identity_encode_kernel(const Bits* in, Geometry g, uint8_t* out, HeaderPrefix header, uint64_t* out_size) {
+  const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
+  // out is 4-byte aligned and payload_at a multiple of 8: the payload is aligned to the element.
+  Bits* const payload = reinterpret_cast<Bits*>(out + payload_at);
+  for (uint64_t c = blockIdx.x; c < g.chunks; c += gridDim.x)
+    put_elements_wide<Bits, expbits::StoreElement, kCopyThreads>(
+        reinterpret_cast<const uint8_t*>(in + c * g.chunk_elements), g.chunk_size(c), payload + c * g.chunk_elements,
+        threadIdx.x, expbits::StoreElement{});
+  write_table_and_header(out, header, g, nullptr, sizeof(Bits), out_size,
+                         uint64_t{blockIdx.x} * blockDim.x + threadIdx.x, uint64_t{gridDim.x} * blockDim.x);
 }
 
 // ---- launchers ----------------------------------------------------------------------------
@@ -1390,13 +1544,15 @@ void launch_exponent_encode(CodecId codec, DType dtype, const typename L::Bits* 
 
 inline void launch_identity_encode(DType dtype, const void* in, const Geometry& g, uint8_t* out,
                                    uint64_t* out_size, cudaStream_t stream) {
-  const uint32_t esize = static_cast<uint32_t>(dtype_size(dtype));
-  const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
-  if (g.elements > 0)
-    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(out + payload_at, in, g.elements * esize,
-                                        cudaMemcpyDeviceToDevice, stream));
-  launch_finish(out, make_header_prefix(CodecId::Identity, dtype, g), g, nullptr, esize, out_size,
-                stream);
+  const HeaderPrefix header = make_header_prefix(CodecId::Identity, dtype, g);
+  const auto launch = [&](auto kernel, const auto* elements) {
+    kernel<<<resident_grid(kernel, g.chunks, kCopyThreads), kCopyThreads, 0, stream>>>(elements, g, out, header,
+                                                                                       out_size);
+  };
+  if (dtype_size(dtype) == 2)
+    launch(identity_encode_kernel<uint16_t>, static_cast<const uint16_t*>(in));
+  else
+    launch(identity_encode_kernel<uint32_t>, static_cast<const uint32_t*>(in));
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
