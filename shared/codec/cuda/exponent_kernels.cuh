@@ -1288,6 +1288,10 @@ __global__ void __launch_bounds__(kBlockThreads)
 // issues every load of the batch (src's, and dst's where put adds) before store() stores any, so
 // that a thread waits for memory once per batch; a caller may do other work between the two
 // while the loads are in flight.
+struct AllItems {
+  __device__ bool operator()(uint32_t) const { return true; }
+};
+
 template <class Bits, class V, class Put, uint32_t kThreads>
 struct ItemBatch {
   static constexpr bool kAdds = !std::is_same_v<Put, expbits::StoreElement>;
@@ -1305,11 +1309,13 @@ struct ItemBatch {
       }
     }
   }
-  __device__ void store(V* dst, uint32_t at, uint32_t count, uint32_t lane, Put put) const {
+  // keep(i): whether item i is stored (all of them by default).
+  template <class Keep = AllItems>
+  __device__ void store(V* dst, uint32_t at, uint32_t count, uint32_t lane, Put put, Keep keep = {}) const {
 #pragma unroll
     for (uint32_t b = 0; b < kItems; ++b) {
       const uint32_t i = at + b * kThreads + lane;
-      if (i < count) {
+      if (i < count && keep(i)) {
         if constexpr (kAdds)
           dst[i] = put_vector<Bits>(acc[b], v[b], put);
         else
@@ -1360,68 +1366,112 @@ __device__ inline void put_elements_wide(const uint8_t* src, uint32_t n, Bits* d
   }
 }
 
-// A copy has no serial work per lane: a block takes a chunk, so that a few chunks keep enough
-// loads in flight (a batch: 32 KiB a block) to fill the memory system. An identity chunk's place
-// in the payload is fixed (chunk c at c times a whole chunk's bytes), so the block issues the loads of
-// the chunk's first batch from there together with those of its offset table entries
-// (chunk_range), and waits for memory once; it keeps that batch where the table agrees, and reads
-// the chunk where the table says otherwise (after a damaged chunk, a table may place a sound
-// one anywhere).
+// A copy has no serial work per lane. An identity chunk's place in the payload is fixed (chunk c
+// at c times a whole chunk's bytes, its elements' bytes with no pad between chunks: a whole
+// chunk's bytes are a multiple of kChunkAlign), so the decoder's block takes a unit of
+// consecutive chunks (as many as a batch holds, at least one, at most one a warp), issues the
+// loads of the unit's first batch from the chunks' fixed places, and meanwhile has a warp a
+// chunk read and check its offset table entries (chunk_range): the block waits for memory
+// once. It keeps the batch's items of the chunks that are sound and where the table places them
+// at their fixed places, and reads a sound chunk the table places elsewhere (after a damaged
+// one, a table may place a sound chunk anywhere) from there.
 constexpr uint32_t kCopyThreads = 256;
+constexpr uint32_t kUnitChunks = kCopyThreads / kWarp;
 // At least two blocks a multiprocessor (at most 128 registers a thread): a batch of each in
 // flight is 64 KiB of loads a multiprocessor, as many as the reduce kernel keeps in flight (2,048
 // threads of one 32-byte pair each), which reaches 96-98% of the device copy's traffic.
 constexpr uint32_t kCopyBlocksPerSm = 2;
 
+// The chunks of an identity decoder's unit: as many whole chunks of chunk_elements as a batch of
+// batch_bytes holds, at least one, at most kUnitChunks.
+__host__ __device__ inline uint32_t identity_unit_chunks(uint32_t chunk_elements, uint32_t esize,
+                                                         uint32_t batch_bytes) {
+  const uint64_t fit = batch_bytes / (uint64_t{chunk_elements} * esize);
+  return fit < 1 ? 1u : fit > kUnitChunks ? kUnitChunks : static_cast<uint32_t>(fit);
+}
+
 template <class Bits, class Put>
 __global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
     identity_decode_kernel(const uint8_t* stream, DecodeGeometry d, Bits* out, int32_t* status) {
+  using Batch = ItemBatch<Bits, uint4, Put, kCopyThreads>;
   constexpr uint32_t kPerVector = 16 / sizeof(Bits);
-  constexpr uint32_t kBatchVectors = ItemBatch<Bits, uint4, Put, kCopyThreads>::kItems * kCopyThreads;
-  const uint64_t whole_bytes = uint64_t{d.g.chunk_elements} * sizeof(Bits);  // a multiple of kChunkAlign
-  for (uint64_t c = blockIdx.x; c < d.g.chunks; c += gridDim.x) {
-    const uint32_t n = d.g.chunk_size(c);
-    const uint64_t bytes = format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign);
-    const uint64_t guess = c * whole_bytes;
+  constexpr uint32_t kBatchVectors = Batch::kItems * kCopyThreads;
+  __shared__ int32_t s_status[kUnitChunks];
+  __shared__ uint64_t s_begin[kUnitChunks];
+  const uint32_t c_elems = d.g.chunk_elements;
+  const uint64_t whole_bytes = uint64_t{c_elems} * sizeof(Bits);
+  const uint32_t unit = identity_unit_chunks(c_elems, sizeof(Bits), kBatchVectors * 16);
+  const uint32_t warp = threadIdx.x / kWarp;
+  for (uint64_t first = uint64_t{blockIdx.x} * unit; first < d.g.chunks; first += uint64_t{gridDim.x} * unit) {
+    const uint32_t k = static_cast<uint32_t>(d.g.chunks - first < unit ? d.g.chunks - first : unit);
+    const uint64_t e0 = first * c_elems;
+    const uint64_t e1 = (first + k) * c_elems < d.g.elements ? (first + k) * c_elems : d.g.elements;
+    const uint32_t n = static_cast<uint32_t>(e1 - e0);  // at most kUnitChunks whole chunks
+    const uint64_t guess = first * whole_bytes;
     const uint8_t* const at = stream + d.payload_at + guess;
-    Bits* const dst = out + c * d.g.chunk_elements;
+    Bits* const dst = out + e0;
     // Only inside the payload given (the host has checked that it lies inside the stream).
-    const bool early = guess + bytes <= d.payload_bytes &&
+    const bool early = guess + format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign) <= d.payload_bytes &&
                        (reinterpret_cast<uintptr_t>(at) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0;
     const uint32_t vectors = n / kPerVector;
-    ItemBatch<Bits, uint4, Put, kCopyThreads> first;
+    Batch batch;
     if (early)
-      first.load(reinterpret_cast<const uint4*>(at), reinterpret_cast<const uint4*>(dst), 0, vectors, threadIdx.x);
-    uint64_t begin = 0, end = 0;
-    int32_t st = chunk_range(stream, d, c, begin, end);  // each warp alike
-    if (st == 0 && end - begin != bytes) st = status_of(CudaChunkStatus::SizeMismatch);
-    if (st == 0) {
-      uint32_t done = 0;  // elements put from the first batch
-      if (early && begin == guess) {
-        first.store(reinterpret_cast<uint4*>(dst), 0, vectors, threadIdx.x, Put{});
-        done = (vectors < kBatchVectors ? vectors : kBatchVectors) * kPerVector;
+      batch.load(reinterpret_cast<const uint4*>(at), reinterpret_cast<const uint4*>(dst), 0, vectors, threadIdx.x);
+    if (warp < k) {
+      const uint64_t c = first + warp;
+      uint64_t begin = 0, end = 0;
+      int32_t st = chunk_range(stream, d, c, begin, end);  // the warp alike
+      if (st == 0 &&
+          end - begin != format::align_up64(uint64_t{d.g.chunk_size(c)} * sizeof(Bits), format::kChunkAlign))
+        st = status_of(CudaChunkStatus::SizeMismatch);
+      if (lane_id() == 0) {
+        s_status[warp] = st;
+        s_begin[warp] = begin;
+        status[c] = st;
       }
-      put_elements_wide<Bits, Put, kCopyThreads>(stream + d.payload_at + begin + done * sizeof(Bits), n - done,
-                                                 dst + done, threadIdx.x, Put{});
     }
-    if (threadIdx.x == 0) status[c] = st;
+    __syncthreads();
+    // Bit w: chunk first + w is sound and at its fixed place, so the batch holds its bytes.
+    uint32_t fixed = 0;
+    for (uint32_t w = 0; w < k; ++w)
+      if (s_status[w] == 0 && s_begin[w] == (first + w) * whole_bytes) fixed |= 1u << w;
+    if (early && fixed == (1u << k) - 1)  // every chunk of the unit (block-uniform)
+      batch.store(reinterpret_cast<uint4*>(dst), 0, vectors, threadIdx.x, Put{});
+    else if (early)
+      batch.store(reinterpret_cast<uint4*>(dst), 0, vectors, threadIdx.x, Put{},
+                  [&](uint32_t i) { return (fixed >> (i * kPerVector / c_elems)) & 1u; });
+    const uint32_t done = early ? (vectors < kBatchVectors ? vectors : kBatchVectors) * kPerVector : 0;
+    for (uint32_t w = 0; w < k; ++w) {
+      if (s_status[w] != 0) continue;
+      const uint32_t from = w * c_elems, size = d.g.chunk_size(first + w);
+      // What the batch left of a chunk at its fixed place, or all of one placed elsewhere.
+      const uint32_t skip = (fixed >> w) & 1u ? (done > from ? (done - from < size ? done - from : size) : 0) : 0;
+      if (skip < size)
+        put_elements_wide<Bits, Put, kCopyThreads>(stream + d.payload_at + s_begin[w] + uint64_t{skip} * sizeof(Bits),
+                                                   size - skip, dst + from + skip, threadIdx.x, Put{});
+    }
+    __syncthreads();  // the next unit rewrites s_status and s_begin
   }
 }
 
-// Identity in one launch: a block copies a chunk's elements into the payload at a time (chunk
-// c's element bytes are the payload's from c times a whole chunk's, no pad between them: a whole
-// chunk's bytes are a multiple of kChunkAlign), and the grid's threads write the offset table,
-// the header, the final pad and the size beside the copy.
+// Identity in one launch: the grid copies the elements into the payload (chunk c's element bytes
+// are the payload's from c times a whole chunk's, no pad between them: a whole chunk's bytes are
+// a multiple of kChunkAlign) in tiles of a batch, and writes the offset table, the header, the
+// final pad and the size beside the copy.
 template <class Bits>
 __global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
     identity_encode_kernel(const Bits* in, Geometry g, uint8_t* out, HeaderPrefix header, uint64_t* out_size) {
+  constexpr uint64_t kTile = ItemBatch<Bits, uint4, expbits::StoreElement, kCopyThreads>::kItems * kCopyThreads *
+                             (16 / sizeof(Bits));  // elements
   const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
   // out is 4-byte aligned and payload_at a multiple of 8: the payload is aligned to the element.
   Bits* const payload = reinterpret_cast<Bits*>(out + payload_at);
-  for (uint64_t c = blockIdx.x; c < g.chunks; c += gridDim.x)
+  for (uint64_t t = blockIdx.x; t * kTile < g.elements; t += gridDim.x) {
+    const uint64_t left = g.elements - t * kTile;
     put_elements_wide<Bits, expbits::StoreElement, kCopyThreads>(
-        reinterpret_cast<const uint8_t*>(in + c * g.chunk_elements), g.chunk_size(c), payload + c * g.chunk_elements,
-        threadIdx.x, expbits::StoreElement{});
+        reinterpret_cast<const uint8_t*>(in + t * kTile), static_cast<uint32_t>(left < kTile ? left : kTile),
+        payload + t * kTile, threadIdx.x, expbits::StoreElement{});
+  }
   write_table_and_header(out, header, g, nullptr, sizeof(Bits), out_size,
                          uint64_t{blockIdx.x} * blockDim.x + threadIdx.x, uint64_t{gridDim.x} * blockDim.x);
 }
@@ -1546,8 +1596,10 @@ inline void launch_identity_encode(DType dtype, const void* in, const Geometry& 
                                    uint64_t* out_size, cudaStream_t stream) {
   const HeaderPrefix header = make_header_prefix(CodecId::Identity, dtype, g);
   const auto launch = [&](auto kernel, const auto* elements) {
-    kernel<<<resident_grid(kernel, g.chunks, kCopyThreads), kCopyThreads, 0, stream>>>(elements, g, out, header,
-                                                                                       out_size);
+    // A block a tile of a batch (identity_encode_kernel's kTile: 32 KiB).
+    const uint64_t tiles = g.elements * dtype_size(dtype) / (kCopyBatch * kCopyThreads * 16) + 1;
+    kernel<<<resident_grid(kernel, tiles, kCopyThreads), kCopyThreads, 0, stream>>>(elements, g, out, header,
+                                                                                   out_size);
   };
   if (dtype_size(dtype) == 2)
     launch(identity_encode_kernel<uint16_t>, static_cast<const uint16_t*>(in));
@@ -1575,7 +1627,10 @@ void launch_identity_decode(const uint8_t* stream_dev, const DecodeGeometry& d, 
                             int32_t* status, cudaStream_t stream) {
   if (d.g.chunks == 0) return;
   const auto kernel = identity_decode_kernel<Bits, Put>;
-  kernel<<<resident_grid(kernel, d.g.chunks, kCopyThreads), kCopyThreads, 0, stream>>>(stream_dev, d, out, status);
+  const uint32_t unit = identity_unit_chunks(d.g.chunk_elements, sizeof(Bits),
+                                             ItemBatch<Bits, uint4, Put, kCopyThreads>::kItems * kCopyThreads * 16);
+  const uint64_t units = (d.g.chunks + unit - 1) / unit;
+  kernel<<<resident_grid(kernel, units, kCopyThreads), kCopyThreads, 0, stream>>>(stream_dev, d, out, status);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
