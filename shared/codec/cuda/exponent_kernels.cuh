@@ -19,7 +19,7 @@
 // header and every chunk on its own, storing the elements or adding them to the output;
 // gauss-exp takes two elements a table lookup where it can (expbits::take_lane_pairs), with no
 // check in the lane loop where the chunk's reference puts every symbol of that table in range
-// (take_lane_pairs_in_range). Identity encodes and decodes in one launch each, a block a chunk.
+// (take_lane_pairs_in_range). Identity encodes and decodes in one launch each, a block a batch.
 // Include from .cu files only.
 #pragma once
 
@@ -1280,18 +1280,18 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // ---- identity: a copy a block -----------------------------------------------------------
-// The identity kernels move a chunk with a block of kThreads threads (lane: the thread's rank in
-// it), in items of 16, 8 or 4 bytes. (The exponent kernels keep warp_put_elements, whose fewer
-// paths cost their lane loops fewer registers.)
+// The identity kernels move bytes with blocks of kThreads threads (lane: the thread's rank in
+// the block), in items of 16, 8 or 4 bytes. (The exponent kernels keep warp_put_elements, whose
+// fewer paths cost their lane loops fewer registers.)
+
+struct AllItems {
+  __device__ bool operator()(uint32_t) const { return true; }
+};
 
 // One batch of put_items: items [at, at + kItems * kThreads) of count, kItems a thread. load()
 // issues every load of the batch (src's, and dst's where put adds) before store() stores any, so
 // that a thread waits for memory once per batch; a caller may do other work between the two
 // while the loads are in flight.
-struct AllItems {
-  __device__ bool operator()(uint32_t) const { return true; }
-};
-
 template <class Bits, class V, class Put, uint32_t kThreads>
 struct ItemBatch {
   static constexpr bool kAdds = !std::is_same_v<Put, expbits::StoreElement>;
@@ -1348,8 +1348,8 @@ __device__ inline void put_elements_wide(const uint8_t* src, uint32_t n, Bits* d
     using V = decltype(item);
     constexpr uint32_t kPer = sizeof(V) / sizeof(Bits);
     const uint32_t count = n / kPer;
-    put_items<Bits, V, Put, kThreads>(reinterpret_cast<const V*>(src), reinterpret_cast<V*>(dst), count,
-                                           lane, put);
+    put_items<Bits, V, Put, kThreads>(reinterpret_cast<const V*>(src), reinterpret_cast<V*>(dst), count, lane,
+                                      put);
     from = count * kPer;
   };
   if (both % 16 == 0)
@@ -1359,8 +1359,8 @@ __device__ inline void put_elements_wide(const uint8_t* src, uint32_t n, Bits* d
   else if (sizeof(Bits) < 4 && both % 4 == 0)
     whole(uint32_t{});
   if (reinterpret_cast<uintptr_t>(src) % sizeof(Bits) == 0) {
-    put_items<Bits, Bits, Put, kThreads>(reinterpret_cast<const Bits*>(src) + from, dst + from, n - from,
-                                              lane, put);
+    put_items<Bits, Bits, Put, kThreads>(reinterpret_cast<const Bits*>(src) + from, dst + from, n - from, lane,
+                                         put);
   } else {
     for (uint32_t k = from + lane; k < n; k += kThreads) put(dst, k, load_bits<Bits>(src + k * sizeof(Bits)));
   }
@@ -1411,7 +1411,8 @@ __global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
     const uint8_t* const at = stream + d.payload_at + guess;
     Bits* const dst = out + e0;
     // Only inside the payload given (the host has checked that it lies inside the stream).
-    const bool early = guess + format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign) <= d.payload_bytes &&
+    const uint64_t bytes = format::align_up64(uint64_t{n} * sizeof(Bits), format::kChunkAlign);
+    const bool early = guess + bytes <= d.payload_bytes &&
                        (reinterpret_cast<uintptr_t>(at) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0;
     const uint32_t vectors = n / kPerVector;
     Batch batch;
