@@ -520,6 +520,58 @@ __device__ inline void gauss_key_code(uint32_t ref, uint32_t& cached_ref, const 
   __syncwarp();
 }
 
+// Calls visit(v, valid) for each element of chunk x[0, n), read straight from global memory,
+// the whole warp in step (every lane makes the same calls; past the end, v is zero and valid
+// false): where x is 16-byte aligned, 16 bytes a lane and load, kVisitLoads loads in flight (a
+// warp reads 512 contiguous bytes a load), the tail element by element; elsewhere element by
+// element.
+constexpr uint32_t kVisitLoads = 4;
+template <class Bits, class Visit>
+__device__ inline void warp_visit_elements(const Bits* x, uint32_t n, uint32_t lane, Visit visit) {
+  constexpr uint32_t kPerWord = 4 / sizeof(Bits), kPerVector = 16 / sizeof(Bits);
+  static_assert(sizeof(Bits) == 2 || sizeof(Bits) == 4, "whole elements a word");
+  uint32_t from = 0;
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    const auto* v = reinterpret_cast<const uint4*>(x);
+    const uint32_t vectors = n / kPerVector;
+    for (uint32_t base = 0; base < vectors; base += kWarp * kVisitLoads) {
+      uint4 q[kVisitLoads];
+      bool in[kVisitLoads];
+#pragma unroll
+      for (uint32_t u = 0; u < kVisitLoads; ++u) {
+        const uint32_t i = base + u * kWarp + lane;
+        in[u] = i < vectors;
+        q[u] = in[u] ? v[i] : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (uint32_t u = 0; u < kVisitLoads; ++u) {
+        const uint32_t words[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+#pragma unroll
+        for (uint32_t word : words)
+#pragma unroll
+          for (uint32_t h = 0; h < kPerWord; ++h) visit(static_cast<Bits>(word >> (8 * sizeof(Bits) * h)), in[u]);
+      }
+    }
+    from = vectors * kPerVector;
+  }
+  for (uint32_t base = from; base < n; base += kWarp) {
+    const uint32_t k = base + lane;
+    visit(k < n ? x[k] : Bits{0}, k < n);
+  }
+}
+
+// Chunk x[0, n)'s exponent histogram added into hist (shared memory, kExpSymbols<L> counts), the
+// whole warp: lanes holding the same exponent add once (warp-aggregated shared atomics).
+template <class L>
+__device__ inline void exponent_histogram(const typename L::Bits* x, uint32_t n, uint32_t lane, uint32_t* hist) {
+  warp_visit_elements(x, n, lane, [&](typename L::Bits v, bool valid) {
+    const uint32_t e = valid ? L::exponent(v) : 0xFFFFFFFFu;
+    const unsigned peers = __match_any_sync(kFullMask, e);
+    if (valid && lane == static_cast<uint32_t>(__ffs(peers) - 1))
+      atomicAdd(&hist[e], static_cast<uint32_t>(__popc(peers)));
+  });
+}
+
 // ---- encode: entropy-exp code tables ------------------------------------------------------
 // Per chunk: the exponent histogram -> huffman_lengths -> assign_prefix_codes -> build_key_code,
 // saved to scratch for measure and emit, each built by the whole warp (expbits' builders in
@@ -540,13 +592,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ expbits::KeyCode s_kc[kWarpsPerBlock];
   __shared__ uint32_t s_hist[kWarpsPerBlock][kSyms];
   __shared__ uint8_t s_len[kWarpsPerBlock][kSyms];
-  // A window of its own size: the four warps' builder scratch fills most of the 48 KB of
-  // static shared memory.
-  constexpr uint32_t kTableWindow = 128;
-  __shared__ __align__(16) Bits s_window[kWarpsPerBlock][kTableWindow];
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
-  Bits* window = s_window[warp];
   expbits::CanonicalCode& pc = s_code[warp];
   TableScratch& scratch = s_scratch[warp];
   expbits::KeyCode& kc = s_kc[warp];
@@ -557,20 +604,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     const Bits* x = in + c * g.chunk_elements;
     for (uint32_t i = lane; i < kSyms; i += kWarp) hist[i] = 0;
     __syncwarp();
-    // Lanes holding the same exponent add once (warp-aggregated shared atomics).
-    for (uint32_t base = 0; base < n; base += kTableWindow) {
-      const uint32_t wn = min(kTableWindow, n - base);
-      __syncwarp();  // every lane is done with the last window
-      warp_load_window(x + base, wn, window, lane);
-      __syncwarp();
-      for (uint32_t row = 0; row < wn; row += kWarp) {
-        const uint32_t k = row + lane;
-        const uint32_t e = k < wn ? L::exponent(window[k]) : 0xFFFFFFFFu;
-        const unsigned peers = __match_any_sync(kFullMask, e);
-        if (k < wn && lane == static_cast<uint32_t>(__ffs(peers) - 1))
-          atomicAdd(&hist[e], static_cast<uint32_t>(__popc(peers)));
-      }
-    }
+    exponent_histogram<L>(x, n, lane, hist);
     __syncwarp();
     expbits::huffman_lengths_in_parts(hist, kSyms, len, scratch.huffman, lane, kWarp, WarpSync{});
     // The codes (encoding needs no decode table); Huffman lengths always make a valid set.
