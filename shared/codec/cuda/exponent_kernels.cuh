@@ -521,12 +521,12 @@ __device__ inline void gauss_key_code(uint32_t ref, uint32_t& cached_ref, const 
 }
 
 // Calls visit(v, valid) for each element of chunk x[0, n), read straight from global memory,
-// the whole warp in step (every lane makes the same calls; past the end, v is zero and valid
-// false): where x is 16-byte aligned, 16 bytes a lane and load, kVisitLoads loads in flight (a
-// warp reads 512 contiguous bytes a load), the tail element by element; elsewhere element by
-// element.
+// the whole warp (or kThreads threads; lane: the thread's rank among them) in step (every lane
+// makes the same calls; past the end, v is zero and valid false): where x is 16-byte aligned,
+// 16 bytes a lane and load, kVisitLoads loads in flight (a warp reads 512 contiguous bytes a
+// load), the tail element by element; elsewhere element by element.
 constexpr uint32_t kVisitLoads = 4;
-template <class Bits, class Visit>
+template <uint32_t kThreads = kWarp, class Bits, class Visit>
 __device__ inline void warp_visit_elements(const Bits* x, uint32_t n, uint32_t lane, Visit visit) {
   constexpr uint32_t kPerWord = 4 / sizeof(Bits), kPerVector = 16 / sizeof(Bits);
   static_assert(sizeof(Bits) == 2 || sizeof(Bits) == 4, "whole elements a word");
@@ -534,12 +534,12 @@ __device__ inline void warp_visit_elements(const Bits* x, uint32_t n, uint32_t l
   if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
     const auto* v = reinterpret_cast<const uint4*>(x);
     const uint32_t vectors = n / kPerVector;
-    for (uint32_t base = 0; base < vectors; base += kWarp * kVisitLoads) {
+    for (uint32_t base = 0; base < vectors; base += kThreads * kVisitLoads) {
       uint4 q[kVisitLoads];
       bool in[kVisitLoads];
 #pragma unroll
       for (uint32_t u = 0; u < kVisitLoads; ++u) {
-        const uint32_t i = base + u * kWarp + lane;
+        const uint32_t i = base + u * kThreads + lane;
         in[u] = i < vectors;
         q[u] = in[u] ? v[i] : make_uint4(0, 0, 0, 0);
       }
@@ -554,7 +554,7 @@ __device__ inline void warp_visit_elements(const Bits* x, uint32_t n, uint32_t l
     }
     from = vectors * kPerVector;
   }
-  for (uint32_t base = from; base < n; base += kWarp) {
+  for (uint32_t base = from; base < n; base += kThreads) {
     const uint32_t k = base + lane;
     visit(k < n ? x[k] : Bits{0}, k < n);
   }

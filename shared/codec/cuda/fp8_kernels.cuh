@@ -178,9 +178,10 @@ __global__ void __launch_bounds__(kFp8BlockThreads)
   for (uint64_t c = blockIdx.x; c < g.chunks; c += gridDim.x) {  // block-uniform
     const uint32_t n = g.chunk_size(c);
     const typename E::Bits* x = in + c * g.chunk_elements;
-    bool finite = true;
-    for (uint32_t k = threadIdx.x; k < n; k += kFp8BlockThreads)
-      finite &= fp8bits::is_finite_bits(E::fp32_bits(x[k]));
+    bool finite = true;  // past the end, zeros: finite
+    warp_visit_elements<kFp8BlockThreads>(x, n, threadIdx.x, [&](typename E::Bits v, bool) {
+      finite &= fp8bits::is_finite_bits(E::fp32_bits(v));
+    });
     const bool all_finite = __syncthreads_and(finite) != 0;
     if (threadIdx.x == 0) {
       const uint32_t stored = Fp8Layout::stored_bytes(n, sizeof(typename E::Bits));
