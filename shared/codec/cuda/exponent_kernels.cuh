@@ -520,6 +520,18 @@ __device__ inline void gauss_key_code(uint32_t ref, uint32_t& cached_ref, const 
   __syncwarp();
 }
 
+// Calls f(e) for each element e packed in q (16 / sizeof(Bits) of them), in order.
+template <class Bits, class F>
+__device__ inline void for_each_packed(const uint4& q, F&& f) {
+  constexpr uint32_t kPerWord = 4 / sizeof(Bits);
+  static_assert(sizeof(Bits) == 2 || sizeof(Bits) == 4, "whole elements a word");
+  const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (uint32_t word : words)
+#pragma unroll
+    for (uint32_t h = 0; h < kPerWord; ++h) f(static_cast<Bits>(word >> (8 * sizeof(Bits) * h)));
+}
+
 // Calls visit(v, valid) for each element of chunk x[0, n), read straight from global memory,
 // the whole warp (or kThreads threads; lane: the thread's rank among them) in step (every lane
 // makes the same calls; past the end, v is zero and valid false): where x is 16-byte aligned,
@@ -528,8 +540,7 @@ __device__ inline void gauss_key_code(uint32_t ref, uint32_t& cached_ref, const 
 constexpr uint32_t kVisitLoads = 4;
 template <uint32_t kThreads = kWarp, class Bits, class Visit>
 __device__ inline void warp_visit_elements(const Bits* x, uint32_t n, uint32_t lane, Visit visit) {
-  constexpr uint32_t kPerWord = 4 / sizeof(Bits), kPerVector = 16 / sizeof(Bits);
-  static_assert(sizeof(Bits) == 2 || sizeof(Bits) == 4, "whole elements a word");
+  constexpr uint32_t kPerVector = 16 / sizeof(Bits);
   uint32_t from = 0;
   if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
     const auto* v = reinterpret_cast<const uint4*>(x);
@@ -544,13 +555,7 @@ __device__ inline void warp_visit_elements(const Bits* x, uint32_t n, uint32_t l
         q[u] = in[u] ? v[i] : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
-      for (uint32_t u = 0; u < kVisitLoads; ++u) {
-        const uint32_t words[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
-#pragma unroll
-        for (uint32_t word : words)
-#pragma unroll
-          for (uint32_t h = 0; h < kPerWord; ++h) visit(static_cast<Bits>(word >> (8 * sizeof(Bits) * h)), in[u]);
-      }
+      for (uint32_t u = 0; u < kVisitLoads; ++u) for_each_packed<Bits>(q[u], [&](Bits e) { visit(e, in[u]); });
     }
     from = vectors * kPerVector;
   }
@@ -663,17 +668,14 @@ struct GaussMeasure {
   uint32_t words;  // this lane's
 };
 // The sum and the count of chunk x[0, n)'s normal exponents (gauss_reference's inputs), this
-// lane's share, read straight from global memory: where x is 16-byte aligned, 16 bytes a lane
-// and load, kSumLoads loads in flight (a warp reads 512 contiguous bytes a load), the tail
-// element by element; elsewhere element by element. A lane's sum fits 32 bits (at most 65,536
-// elements of exponents below 256).
-constexpr uint32_t kSumLoads = 4;
+// lane's share, read as warp_visit_elements reads (but each lane on its own: no lane waits for
+// another past the end). A lane's sum fits 32 bits (at most 65,536 elements of exponents below
+// 256).
 template <class L>
 __device__ inline void exponent_sums(const typename L::Bits* x, uint32_t n, uint32_t lane, uint32_t& sum,
                                      uint32_t& count) {
   using Bits = typename L::Bits;
-  constexpr uint32_t kPerWord = 4 / sizeof(Bits), kPerVector = 16 / sizeof(Bits);
-  static_assert(sizeof(Bits) == 2 || sizeof(Bits) == 4, "whole elements a word");
+  constexpr uint32_t kPerVector = 16 / sizeof(Bits);
   const auto add = [&](Bits v) {
     const uint32_t e = L::exponent(v);
     const bool normal = expbits::is_normal_exponent<L>(e);
@@ -684,19 +686,13 @@ __device__ inline void exponent_sums(const typename L::Bits* x, uint32_t n, uint
   if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
     const auto* v = reinterpret_cast<const uint4*>(x);
     const uint32_t vectors = n / kPerVector;
-    for (uint32_t i = lane; i < vectors; i += kWarp * kSumLoads) {
-      uint4 q[kSumLoads];
+    for (uint32_t i = lane; i < vectors; i += kWarp * kVisitLoads) {
+      uint4 q[kVisitLoads];
 #pragma unroll
-      for (uint32_t u = 0; u < kSumLoads; ++u)  // zeros past the end: exponent 0 is not normal
+      for (uint32_t u = 0; u < kVisitLoads; ++u)  // zeros past the end: exponent 0 is not normal
         q[u] = i + u * kWarp < vectors ? v[i + u * kWarp] : make_uint4(0, 0, 0, 0);
 #pragma unroll
-      for (uint32_t u = 0; u < kSumLoads; ++u) {
-        const uint32_t words[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
-#pragma unroll
-        for (uint32_t word : words)
-#pragma unroll
-          for (uint32_t h = 0; h < kPerWord; ++h) add(static_cast<Bits>(word >> (8 * sizeof(Bits) * h)));
-      }
+      for (uint32_t u = 0; u < kVisitLoads; ++u) for_each_packed<Bits>(q[u], add);
     }
     from = vectors * kPerVector;
   }
