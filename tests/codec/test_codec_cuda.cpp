@@ -625,8 +625,8 @@ TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][
         // A sound chunk after a damaged one, which the table places 4 bytes before its fixed
         // place (chunk 0 one word short, chunk 1 of its right size): decoded, and added, from
         // where the table says, as the host reads it. Four chunks, so that the payload starts
-        // 16-byte aligned (32 + 8 * 4 bytes in), where the decoder loads a chunk's first batch
-        // from its fixed place before it reads the table.
+        // 16-byte aligned (32 + 8 * 4 bytes in), where the decoder loads the chunks' first batch
+        // from their fixed places before it reads the table.
         const size_t n4 = 4000;
         const auto in4 = test::gaussian_bytes(dtype, n4, 0.5, 37);
         const auto stream4 = encode(codec_of(codec), dtype, in4.data(), n4, opt);
@@ -652,7 +652,7 @@ TEST_CASE("cuda: damaged streams give per-chunk errors, never a crash", "[cuda][
             cuda_decode_add(info4, din.get(), moved.size(), dout.get(), in4.size(), dstatus.get(), s.get());
           else
             cuda_decode(info4, din.get(), moved.size(), dout.get(), in4.size(), dstatus.get(), s.get());
-          // Chunk 2 starts where chunk 1 ends, one word early: it is one word long.
+          // Chunk 2 starts where chunk 1 ends, one word early: it is one word too long.
           const auto mismatch = static_cast<int32_t>(CudaChunkStatus::SizeMismatch);
           CHECK(to_host(s, dstatus.get(), 4) == std::vector<int32_t>{mismatch, 0, mismatch, 0});
           const auto out = to_host(s, dout.get(), in4.size());
