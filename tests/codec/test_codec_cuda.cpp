@@ -253,7 +253,8 @@ TEST_CASE("cuda: decode-and-add equals decode, then reduce_add, on the host", "[
       for (DType dtype : kDTypes)
         // 40,000 and 50,000 elements: in chunks of 16,384, 3 and 4 chunks, so that the payload
         // starts 8 and 0 bytes past a 16-byte boundary (identity's decoder takes its two paths).
-        for (const size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{3 * 1024 + 17}, size_t{40000}, size_t{50000}}) {
+        for (const size_t n :
+             {size_t{0}, size_t{1}, size_t{1000}, size_t{3 * 1024 + 17}, size_t{40000}, size_t{50000}}) {
           CAPTURE(codec_name(codec), dtype_name(dtype), chunk, n);
           EncodeOptions opt;
           opt.chunk_elements = chunk;
@@ -734,37 +735,40 @@ TEST_CASE("cuda: bit flips are caught or decoded exactly as the host does", "[cu
   SKIP_WITHOUT_CUDA();
   Stream s;
   for (CodecId codec : kCodecs)
-    for (DType dtype : kDTypes) {
-      CAPTURE(codec_name(codec), dtype_name(dtype));
-      const size_t n = 3000;
-      const auto in = test::gaussian_bytes(dtype, n, 0.5, 31);
-      EncodeOptions opt;
-      opt.chunk_elements = 1024;
-      const auto stream = encode(codec_of(codec), dtype, in.data(), n, opt);
-      size_t caught = 0;
-      for (size_t byte = 0; byte < stream.size(); byte += 13) {
-        auto bad = stream;
-        bad[byte] ^= static_cast<uint8_t>(1u << (byte % 8));
-        CAPTURE(byte);
-        std::vector<uint8_t> host_out(in.size());
-        std::optional<uint64_t> host_error;
-        try {
-          decode(bad.data(), bad.size(), host_out.data(), host_out.size());
-        } catch (const CodecError& e) {
-          host_error = e.byte_offset();
+    for (DType dtype : kDTypes)
+      for (const size_t n : {size_t{3000}, size_t{4000}}) {
+        // 3 and 4 chunks: the payload starts 8 and 0 bytes past a 16-byte boundary, which
+        // identity's decoder reads differently (the other codecs alike: once is enough).
+        if (n == 4000 && codec != CodecId::Identity) continue;
+        CAPTURE(codec_name(codec), dtype_name(dtype), n);
+        const auto in = test::gaussian_bytes(dtype, n, 0.5, 31);
+        EncodeOptions opt;
+        opt.chunk_elements = 1024;
+        const auto stream = encode(codec_of(codec), dtype, in.data(), n, opt);
+        size_t caught = 0;
+        for (size_t byte = 0; byte < stream.size(); byte += 13) {
+          auto bad = stream;
+          bad[byte] ^= static_cast<uint8_t>(1u << (byte % 8));
+          CAPTURE(byte);
+          std::vector<uint8_t> host_out(in.size());
+          std::optional<uint64_t> host_error;
+          try {
+            decode(bad.data(), bad.size(), host_out.data(), host_out.size());
+          } catch (const CodecError& e) {
+            host_error = e.byte_offset();
+          }
+          try {
+            const auto gpu_out = gpu_decode(s, bad, dtype, n);
+            CHECK_FALSE(host_error.has_value());
+            CHECK(gpu_out == host_out);
+          } catch (const CodecError& e) {
+            ++caught;
+            REQUIRE(host_error.has_value());
+            CHECK(e.byte_offset() == *host_error);  // the same first bad chunk (or header field)
+          }
         }
-        try {
-          const auto gpu_out = gpu_decode(s, bad, dtype, n);
-          CHECK_FALSE(host_error.has_value());
-          CHECK(gpu_out == host_out);
-        } catch (const CodecError& e) {
-          ++caught;
-          REQUIRE(host_error.has_value());
-          CHECK(e.byte_offset() == *host_error);  // the same first bad chunk (or header field)
-        }
+        CHECK(caught > 0);
       }
-      CHECK(caught > 0);
-    }
 }
 
 TEST_CASE("cuda: gauss-exp chunks whose reference exponent leaves short codes no exponent", "[cuda][bad-input]") {
