@@ -466,7 +466,7 @@ void cuda_library_pack(CodecId codec, DType dtype, uint64_t elements, uint32_t c
                      0);
   auto* out = static_cast<uint8_t*>(out_dev);
   const gpu::HeaderPrefix header = gpu::make_header_prefix(codec, dtype, g);
-  if (g.chunks == 0) return gpu::launch_finish(out, header, g, nullptr, 0, out_size_dev, stream);
+  if (g.chunks == 0) return gpu::launch_finish(out, header, g, nullptr, out_size_dev, stream);
   const gpu::LibraryPackScratch s = gpu::bind_library_scratch(layout, scratch_dev);
   const uint32_t blocks = gpu::library_blocks(g.chunks, gpu::kLibraryThreads);
   gpu::library_sizes_kernel<<<blocks, gpu::kLibraryThreads, 0, stream>>>(compressed_bytes_dev, library_status_dev,
@@ -477,7 +477,7 @@ void cuda_library_pack(CodecId codec, DType dtype, uint64_t elements, uint32_t c
   gpu::library_pack_kernel<<<std::min<uint32_t>(g.chunks, 65535), gpu::kLibraryThreads, 0, stream>>>(
       static_cast<const uint8_t*>(slots_dev), slot_bytes, compressed_bytes_dev, status_dev, s.chunk_end, g.chunks,
       payload_at, out);
-  gpu::launch_finish(out, header, g, s.chunk_end, 0, out_size_dev, stream);
+  gpu::launch_finish(out, header, g, s.chunk_end, out_size_dev, stream);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 

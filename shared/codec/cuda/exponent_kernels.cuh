@@ -937,10 +937,10 @@ __device__ inline void write_table_and_header(uint8_t* out, const HeaderPrefix& 
   }
 }
 
-__global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g,
-                              const uint64_t* chunk_end, uint32_t identity_esize,
+// The coded codecs' table and header (chunk_end: the scan's output; null only without chunks).
+__global__ void finish_kernel(uint8_t* out, HeaderPrefix header, Geometry g, const uint64_t* chunk_end,
                               uint64_t* out_size) {
-  write_table_and_header(out, header, g, chunk_end, identity_esize, out_size,
+  write_table_and_header(out, header, g, chunk_end, 0, out_size,
                          uint64_t{blockIdx.x} * blockDim.x + threadIdx.x, uint64_t{gridDim.x} * blockDim.x);
 }
 
@@ -1327,6 +1327,7 @@ struct ItemBatch {
   static constexpr bool kAdds = !std::is_same_v<Put, expbits::StoreElement>;
   // Items a thread: an add holds two operands and their sums, so half a copy's.
   static constexpr uint32_t kItems = kAdds ? kCopyBatch / 2 : kCopyBatch;
+  static constexpr uint32_t kBytes = kItems * kThreads * sizeof(V);  // src's bytes a batch
   V v[kItems];
   V acc[kAdds ? kItems : 1];
   __device__ void load(const V* src, const V* dst, uint32_t at, uint32_t count, uint32_t lane) {
@@ -1430,7 +1431,7 @@ __global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
   __shared__ uint64_t s_begin[kUnitChunks];
   const uint32_t c_elems = d.g.chunk_elements;
   const uint64_t whole_bytes = uint64_t{c_elems} * sizeof(Bits);
-  const uint32_t unit = identity_unit_chunks(c_elems, sizeof(Bits), kBatchVectors * 16);
+  const uint32_t unit = identity_unit_chunks(c_elems, sizeof(Bits), Batch::kBytes);
   const uint32_t warp = threadIdx.x / kWarp;
   for (uint64_t first = uint64_t{blockIdx.x} * unit; first < d.g.chunks; first += uint64_t{gridDim.x} * unit) {
     const uint32_t k = static_cast<uint32_t>(d.g.chunks - first < unit ? d.g.chunks - first : unit);
@@ -1492,8 +1493,7 @@ __global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
 template <class Bits>
 __global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
     identity_encode_kernel(const Bits* in, Geometry g, uint8_t* out, HeaderPrefix header, uint64_t* out_size) {
-  constexpr uint64_t kTile = ItemBatch<Bits, uint4, expbits::StoreElement, kCopyThreads>::kItems * kCopyThreads *
-                             (16 / sizeof(Bits));  // elements
+  constexpr uint64_t kTile = ItemBatch<Bits, uint4, expbits::StoreElement, kCopyThreads>::kBytes / sizeof(Bits);
   const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
   // out is 4-byte aligned and payload_at a multiple of 8: the payload is aligned to the element.
   Bits* const payload = reinterpret_cast<Bits*>(out + payload_at);
@@ -1569,14 +1569,12 @@ inline uint32_t stage_bytes_for(uint32_t chunk_elements) {
   return std::min(kStageBytes<L>, static_cast<uint32_t>(format::align_up64(bound, 16)));
 }
 
-inline void launch_finish(uint8_t* out, const HeaderPrefix& header, const Geometry& g,
-                          const uint64_t* chunk_end, uint32_t identity_esize, uint64_t* out_size,
-                          cudaStream_t stream) {
+inline void launch_finish(uint8_t* out, const HeaderPrefix& header, const Geometry& g, const uint64_t* chunk_end,
+                          uint64_t* out_size, cudaStream_t stream) {
   constexpr uint32_t kThreads = 256;
   const uint64_t blocks =
       std::clamp<uint64_t>((uint64_t{g.chunks} + kThreads - 1) / kThreads, 1, 1024);
-  finish_kernel<<<static_cast<uint32_t>(blocks), kThreads, 0, stream>>>(out, header, g, chunk_end,
-                                                                        identity_esize, out_size);
+  finish_kernel<<<static_cast<uint32_t>(blocks), kThreads, 0, stream>>>(out, header, g, chunk_end, out_size);
 }
 
 // out: 4-byte aligned; scratch: scratch_layout(K, g.chunks).total bytes (checked by the caller).
@@ -1619,7 +1617,7 @@ void launch_exponent_encode(CodecId codec, DType dtype, const typename L::Bits* 
     emit<<<grid_blocks(emit, g.chunks, smem), kBlockThreads, smem, stream>>>(in, g, s, payload,
                                                                              stage, gauss);
   }
-  launch_finish(out, make_header_prefix(codec, dtype, g), g, s.chunk_end, 0, out_size, stream);
+  launch_finish(out, make_header_prefix(codec, dtype, g), g, s.chunk_end, out_size, stream);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
@@ -1627,8 +1625,10 @@ inline void launch_identity_encode(DType dtype, const void* in, const Geometry& 
                                    uint64_t* out_size, cudaStream_t stream) {
   const HeaderPrefix header = make_header_prefix(CodecId::Identity, dtype, g);
   const auto launch = [&](auto kernel, const auto* elements) {
-    // A block a tile of a batch (identity_encode_kernel's kTile: 32 KiB).
-    const uint64_t tiles = g.elements * dtype_size(dtype) / (kCopyBatch * kCopyThreads * 16) + 1;
+    // A block a tile of a batch (identity_encode_kernel's kTile).
+    using Bits = std::remove_cv_t<std::remove_reference_t<decltype(*elements)>>;
+    const uint64_t tiles =
+        g.elements * sizeof(Bits) / ItemBatch<Bits, uint4, expbits::StoreElement, kCopyThreads>::kBytes + 1;
     kernel<<<resident_grid(kernel, tiles, kCopyThreads), kCopyThreads, 0, stream>>>(elements, g, out, header,
                                                                                    out_size);
   };
@@ -1658,8 +1658,8 @@ void launch_identity_decode(const uint8_t* stream_dev, const DecodeGeometry& d, 
                             int32_t* status, cudaStream_t stream) {
   if (d.g.chunks == 0) return;
   const auto kernel = identity_decode_kernel<Bits, Put>;
-  const uint32_t unit = identity_unit_chunks(d.g.chunk_elements, sizeof(Bits),
-                                             ItemBatch<Bits, uint4, Put, kCopyThreads>::kItems * kCopyThreads * 16);
+  const uint32_t unit =
+      identity_unit_chunks(d.g.chunk_elements, sizeof(Bits), ItemBatch<Bits, uint4, Put, kCopyThreads>::kBytes);
   const uint64_t units = (d.g.chunks + unit - 1) / unit;
   kernel<<<resident_grid(kernel, units, kCopyThreads), kCopyThreads, 0, stream>>>(stream_dev, d, out, status);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);

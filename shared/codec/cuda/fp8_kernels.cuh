@@ -328,8 +328,7 @@ void launch_fp8_encode(DType dtype, const typename E::Bits* in, const Geometry& 
     emit<<<resident_grid(emit, g.chunks, kFp8BlockThreads), kFp8BlockThreads, 0, stream>>>(
         in, g, s, payload, group, log2g, fmt);
   }
-  launch_finish(out, make_header_prefix(CodecId::Fp8Hadamard, dtype, g), g, s.chunk_end, 0,
-                out_size, stream);
+  launch_finish(out, make_header_prefix(CodecId::Fp8Hadamard, dtype, g), g, s.chunk_end, out_size, stream);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
