@@ -46,13 +46,14 @@
 # into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
 # Compute's `ncu` is on PATH, the GPU time of every kernel launch of one gauss-exp, entropy-exp,
 # identity and fp8-hadamard encode and decode of 4 MiB (ncu --metrics gpu__time_duration.sum,
-# ncu.log); and
+# ncu.log), and gauss-exp's measure, emit and decode kernels on 256 MiB with the sections that
+# say what bounds them (ncu-256.log); and
 # the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
 # calibration).
 # Either way, where cuobjdump is on PATH, the instructions of the codec kernels' lane loops in
 # the bench's sm_90 code (tools/sass_loops.py: gauss-exp's and entropy-exp's bf16 decoders,
 # the bf16 encoder's emit loop; sass.log).
-# Each step runs under `timeout` (the limits below: 22 minutes in all, --quick 14.5), and all
+# Each step runs under `timeout` (the limits below: 22 minutes in all, --quick 16), and all
 # of them after the build (which gets 30 minutes) within GPU_CHECK_BUDGET seconds (default 540
 # with --quick, 1,500 without): a step's limit is cut to what is left of it, a step with
 # nothing left fails unrun, so a hang cannot take a short loan of a GPU whole (the summary
@@ -170,7 +171,7 @@ mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
 [ $quick = 1 ] && cal="$out/calibration/$slug-bf16-quick.yaml"
 codec_rows="$out/codec-cuda.jsonl"
-# The limits, in seconds, together 22 minutes (--quick: 14.5; compute-sanitizer's two cases
+# The limits, in seconds, together 22 minutes (--quick: 16; compute-sanitizer's two cases
 # 2 of them). calibrate took 360 s on one
 # H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
 # Whether nvCOMP loads (its cases of [cuda] and the yardstick rows need it): nvcomp.log.
@@ -261,6 +262,14 @@ if [ $quick = 1 ]; then
     step ncu 90 bash -c "for c in gauss-exp entropy-exp identity fp8-hadamard; do \
       ncu --metrics gpu__time_duration.sum '$bench' codec --device cuda --dtype bf16 --min-time 0 --codec \$c \
         synthetic:gaussian:2M || exit 1; done"
+    # Where a large call's time goes: gauss-exp's measure, emit and decode kernels on 256 MiB
+    # of Gaussian bf16, one launch each, with the sections that say whether a kernel waits on
+    # memory, on its instruction issue or on its dependencies (ncu-256.log).
+    step ncu-256 90 bash -c "for k in measure_kernel emit_kernel 'decode_kernel.*StoreElement'; do \
+      ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis \
+        --kernel-name-base demangled -k regex:\"\$k\" -c 1 '$bench' codec --device cuda --dtype bf16 \
+        --min-time 0 --codec gauss-exp synthetic:gaussian:128M || exit 1; done"
   else
     echo "   (no ncu on PATH: no per-kernel times)"
   fi

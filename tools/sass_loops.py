@@ -9,8 +9,9 @@
 
 For each function whose mangled name contains --kernel (a substring), each innermost loop (a
 backward branch and every instruction laid out between its target and it) that holds an
-instruction containing --marker (gauss-exp's decoders: 0xffc, the pair table's index mask
-in bytes, in two loops: take_lane_pairs_in_range's and take_lane_pairs'; entropy-exp's:
+instruction containing --marker (gauss-exp's decoders: 0xffc, the index mask in bytes of
+its 4 KB table, bf16's of three exponents a lookup in take_lane_exponents' loop, fp16's and
+fp32's of two elements in take_lane_pairs_in_range's and take_lane_pairs'; entropy-exp's:
 0x1ffe, the decode table's), one line each in address order, as laid out: its instruction
 count, its shared-memory loads (LDS) and its special-register reads (S2R, S2UR). A loop that
 holds a smaller such loop is not listed. Branched-around blocks inside a loop count too; the

@@ -538,7 +538,13 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window, double sigma
   // in range).
   const auto pairs = std::make_unique<expbits::PairCode>();
   expbits::build_pair_code<L, expbits::GaussSymbols>(pc, *pairs);
-  enum class Loop { Single, Pairs, InRange };
+  // bf16's (and any layout's of an 8-bit exponent and no extra bits) three exponents a lookup
+  // (take_lane_exponents, build_gauss_triple_code), the values joined after a window's lanes
+  // are done; a lane's elements decoded past its window carried into the next.
+  constexpr bool kExponents = L::kExtraBits == 0 && L::kExpBits == 8;
+  const auto triples = std::make_unique<expbits::TripleCode>();
+  expbits::build_gauss_triple_code(pc, *triples);
+  enum class Loop { Single, Pairs, InRange, Exponents };
   // aligned_reader: the kernels' reader of staged (4-byte aligned) lane streams.
   const auto decode_windowed = [&](const uint8_t* lane_in, uint32_t nwords, uint32_t lane,
                                    std::vector<Bits>& out, uint32_t* bad, Loop loop,
@@ -547,10 +553,34 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window, double sigma
       expbits::LaneStatus st = expbits::LaneStatus::Ok;
       *bad = n;
       std::vector<uint8_t> raw_window(window * L::kRawBytes + 4);
+      std::vector<uint8_t> exps(window + 2 * format::kLanes, 0xEE);
+      uint32_t carried = 0;  // Loop::Exponents: the lane's elements of this window already decoded
       for (uint32_t base = 0; base < n && st == expbits::LaneStatus::Ok; base += window) {
         const uint32_t wn = std::min(window, n - base);
         std::memcpy(raw_window.data(), raw + base * L::kRawBytes, expbits::ChunkLayout<L>::raw_bytes(wn));
         uint32_t at = 0;
+        if constexpr (kExponents) {
+          if (loop == Loop::Exponents) {
+            const uint32_t stop = lane < wn ? (wn - lane + 31) / 32 : 0;
+            const uint32_t last = lane < n - base ? (n - base - lane + 31) / 32 : 0;
+            uint32_t j = carried;
+            st = expbits::take_lane_exponents<L>(r, &j, stop, last, lane, expbits::triple_ref_bytes(syms.ref), se,
+                                                 pc, *triples, exps.data(), &at);
+            if (st != expbits::LaneStatus::Ok) {
+              *bad = base + at;
+              break;
+            }
+            CHECK(j >= stop);
+            CHECK(j <= std::min(stop + 2, last));
+            for (uint32_t i = 0; i < stop; ++i) {
+              const uint32_t k = format::kLanes * i + lane;
+              out[base + k] = L::join(exps[k], expbits::load_raw<L>(raw_window.data() + k * L::kRawBytes), 0);
+            }
+            for (uint32_t i = stop; i < j; ++i) exps[format::kLanes * (i - stop) + lane] = exps[format::kLanes * i + lane];
+            carried = j - stop;
+            continue;
+          }
+        }
         if (loop == Loop::Pairs)
           st = expbits::take_lane_pairs<L>(r, raw_window.data(), wn, lane, se, pc, *pairs, out.data() + base, &at);
         else if (loop == Loop::InRange)
@@ -568,7 +598,7 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window, double sigma
   const uint32_t total_words = static_cast<uint32_t>(lane_words - words) / 4;
   test::SplitMix64 rng{n + window};
   const expbits::SymbolExponents se_chunk = se;
-  bool ran_in_range = false;
+  bool ran_in_range = false, ran_exponents = false;
   for (const int damage : {-1, 0, 1, 2, 3, 4, 5}) {
     CAPTURE(damage);
     // damage -1: intact; 0: a flipped bit in lane 3's middle; 1: lane 7 one word short; 2: the
@@ -607,11 +637,13 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window, double sigma
       std::vector<Bits> ref(n, 0);
       uint32_t bad_ref = 0;
       const auto st_ref = expbits::decode_lane<L>(lane_in, nwords, raw, n, lane, se, pc, ref.data(), &bad_ref);
-      for (const Loop loop : {Loop::Single, Loop::Pairs, Loop::InRange}) {
+      for (const Loop loop : {Loop::Single, Loop::Pairs, Loop::InRange, Loop::Exponents}) {
         if (loop == Loop::InRange && !in_range) continue;
+        if (loop == Loop::Exponents && (!kExponents || !in_range || syms.ref < 8)) continue;
         for (const bool aligned_reader : {false, true}) {
           if (aligned_reader && reinterpret_cast<uintptr_t>(lane_in) % 4 != 0) continue;
           ran_in_range = ran_in_range || loop == Loop::InRange;
+          ran_exponents = ran_exponents || loop == Loop::Exponents;
           std::vector<Bits> mine(n, 0);
           uint32_t bad_mine = 0;
           const auto st_mine = decode_windowed(lane_in, nwords, lane, mine, &bad_mine, loop, aligned_reader);
@@ -630,6 +662,7 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window, double sigma
   // The in-range loop ran (every case's reference is inside the range; damage 4 and 5 take
   // the general loop).
   CHECK(ran_in_range);
+  CHECK(ran_exponents == kExponents);
 }
 
 }  // namespace
@@ -642,6 +675,19 @@ TEST_CASE("the GPU's windowed lane loops equal encode_lane/decode_lane", "[codec
       // fp16 about 1: its reference in the middle of fp16's exponents, not near their bottom.
       check_windowed_lanes<expbits::Fp16Layout>(DType::FP16, n, window, 1.0);
       check_windowed_lanes<expbits::Fp32Layout>(DType::FP32, n, window);
+    }
+  }
+}
+
+TEST_CASE("join_bf16x4 joins four bf16 values as Bf16Layout::join does", "[codec]") {
+  test::SplitMix64 rng{77};
+  for (int i = 0; i < 20000; ++i) {
+    const uint32_t raw4 = static_cast<uint32_t>(rng.next()), exps4 = static_cast<uint32_t>(rng.next());
+    uint32_t first = 0, second = 0;
+    expbits::join_bf16x4(raw4, exps4, &first, &second);
+    for (uint32_t b = 0; b < 4; ++b) {
+      const uint32_t want = expbits::Bf16Layout::join(exps4 >> (8 * b) & 0xFFu, raw4 >> (8 * b) & 0xFFu, 0);
+      CHECK(((b < 2 ? first : second) >> (16 * (b % 2)) & 0xFFFFu) == want);
     }
   }
 }

@@ -19,7 +19,9 @@
 // header and every chunk on its own, storing the elements or adding them to the output;
 // gauss-exp takes two elements a table lookup where it can (expbits::take_lane_pairs), with no
 // check in the lane loop where the chunk's reference puts every symbol of that table in range
-// (take_lane_pairs_in_range). Identity encodes and decodes in one launch each, a block a batch.
+// (take_lane_pairs_in_range); in bf16 such a chunk's lanes take three exponents a lookup into
+// shared memory and the warp joins them with the raw bytes (take_lane_exponents,
+// join_bf16x4). Identity encodes and decodes in one launch each, a block a batch.
 // Include from .cu files only.
 #pragma once
 
@@ -368,14 +370,29 @@ struct WindowPut {
       return;
     }
 #pragma unroll
-    for (uint32_t i = 0; i < kVectors; ++i) {
-      const uint4 w = reinterpret_cast<const uint4*>(window)[i * kWarp + lane];
-      if constexpr (kAdds) {
-        reinterpret_cast<uint4*>(dst)[i * kWarp + lane] = put_vector<Bits>(acc[i], w, p);
-      } else {
-        reinterpret_cast<uint4*>(dst)[i * kWarp + lane] = w;
-      }
+    for (uint32_t i = 0; i < kVectors; ++i) store(reinterpret_cast<const uint4*>(window)[i * kWarp + lane], i, dst, lane, p);
+  }
+  // The same from registers: v holds this lane's vectors of the window (vector i * kWarp + lane
+  // in v[i]), put straight where the window is whole and aligned, else through `window` (this
+  // warp's, 16-byte aligned, which no lane reads any more).
+  __device__ void put_vectors(const uint4* v, Bits* window, uint32_t n, Bits* dst, uint32_t lane, Put p) const {
+    if (!wide) {
+#pragma unroll
+      for (uint32_t i = 0; i < kVectors; ++i) reinterpret_cast<uint4*>(window)[i * kWarp + lane] = v[i];
+      __syncwarp();
+      warp_put_elements<Bits>(reinterpret_cast<const uint8_t*>(window), n, dst, lane, p);
+      return;
     }
+#pragma unroll
+    for (uint32_t i = 0; i < kVectors; ++i) store(v[i], i, dst, lane, p);
+  }
+
+ private:
+  __device__ void store(uint4 w, uint32_t i, Bits* dst, uint32_t lane, Put p) const {
+    if constexpr (kAdds)
+      reinterpret_cast<uint4*>(dst)[i * kWarp + lane] = put_vector<Bits>(acc[i], w, p);
+    else
+      reinterpret_cast<uint4*>(dst)[i * kWarp + lane] = w;
   }
 };
 
@@ -1142,11 +1159,19 @@ __device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometr
 struct WarpDecodeTables {
   PrefixCode* pc;
   expbits::SymbolExponents* se;
-  uint8_t* len;                    // entropy: code lengths read from the chunk's table
-  uint32_t cached_ref;             // gauss: the reference se was built for
-  const expbits::PairCode* pairs;  // gauss: two elements a lookup (the block's, read only)
-  bool in_range;                   // gauss: every symbol of pairs stands for an exponent
+  uint8_t* len;                        // entropy: code lengths read from the chunk's table
+  uint32_t cached_ref;                 // gauss: the reference se was built for
+  const expbits::PairCode* pairs;      // gauss: two elements a lookup (the block's, read only)
+  const expbits::TripleCode* triples;  // gauss bf16: three exponents a lookup, instead
+  bool in_range;                       // gauss: every symbol of pairs (triples) stands for an exponent
+  uint32_t ref_bytes;                  // gauss bf16: expbits::triple_ref_bytes of cached_ref
 };
+
+// gauss-exp's bf16 decoder takes three exponents a lookup (expbits::take_lane_exponents), its
+// lanes writing only exponent bytes, and the warp joins them with the raw bytes into values,
+// vectors at a time (expbits::join_bf16x4); fp16 and fp32 take two elements a lookup.
+template <Kind K, class L>
+constexpr bool kThreeALookup = K == Kind::Gauss && std::is_same_v<L, expbits::Bf16Layout>;
 
 
 // Decodes one exponent-coded chunk of `bytes` bytes at `in` into out[0, n), one warp, with
@@ -1209,6 +1234,10 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       __syncwarp();
       t.in_range = __all_sync(kFullMask, expbits::pairs_in_range<expbits::GaussSymbols>(
                                              *t.se, *t.pc, format::kGaussSymbols, lane, kWarp));
+      if constexpr (kThreeALookup<K, L>) {
+        t.in_range = t.in_range && ref >= 8;  // triple_exponents' condition (implied by gauss-exp's code)
+        t.ref_bytes = expbits::triple_ref_bytes(ref);
+      }
     }
   }
   const uint32_t streams_at = ChunkLayout<L>::streams_at(table_bytes, n);
@@ -1230,17 +1259,60 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       warp_load_words(raw + base * L::kRawBytes, ChunkLayout<L>::raw_bytes(wn) / 4, raw_window, lane);
     };
     const auto start = [&](uint32_t base, uint32_t wn) { window.prefetch(out + base, wn, lane); };
+    if constexpr (kThreeALookup<K, L>) {
+      if (t.in_range) {  // warp-uniform
+        // A window's exponents, one byte each in element order (a lane's element j of the
+        // window at 32 j + lane), then its values, go through out_window: a lane's lookups may
+        // run up to two elements past its window (bytes kWindow .. kWindow + 63: the next
+        // window's first two rows), which the next window finds at its start.
+        auto* const exps = reinterpret_cast<uint8_t*>(out_window);
+        constexpr uint32_t kCarryWords = 2 * kWarp / 4;
+        static_assert(kWindow + 2 * kWarp <= kOutWindowBytes<L>, "the exponents and the next two rows fit");
+        const uint32_t total = lane < n ? (n - lane + kWarp - 1) / kWarp : 0;  // the lane's elements
+        uint32_t j = 0;  // the lane's elements of the window already decoded
+        const auto decode = [&](uint32_t base, uint32_t wn) {
+          const uint32_t stop = lane < wn ? (wn - lane + kWarp - 1) / kWarp : 0;
+          if (st == LaneStatus::Ok) {
+            uint32_t at = 0;
+            st = expbits::take_lane_exponents<L>(reader, &j, stop, total - base / kWarp, lane, t.ref_bytes, *t.se,
+                                                 *t.pc, *t.triples, exps, &at);
+            if (st == LaneStatus::Ok) j -= stop;
+            else bad = base + at;
+          }
+          __syncwarp();
+          // This lane's vectors of the window (WindowPut's: vector i * kWarp + lane, 8
+          // elements), from 8 exponent bytes and 8 raw bytes each.
+          using V = WindowPut<Bits, Put>;
+          uint4 v[V::kVectors];
+#pragma unroll
+          for (uint32_t i = 0; i < V::kVectors; ++i) {
+            const uint2 r = reinterpret_cast<const uint2*>(raw_window)[i * kWarp + lane];
+            const uint2 x = reinterpret_cast<const uint2*>(exps)[i * kWarp + lane];
+            expbits::join_bf16x4(r.x, x.x, &v[i].x, &v[i].y);
+            expbits::join_bf16x4(r.y, x.y, &v[i].z, &v[i].w);
+          }
+          const uint32_t carry = lane < kCarryWords ? reinterpret_cast<const uint32_t*>(exps)[kWindow / 4 + lane] : 0;
+          __syncwarp();
+          window.put_vectors(v, out_window, wn, out + base, lane, put);
+          __syncwarp();
+          if (lane < kCarryWords) reinterpret_cast<uint32_t*>(exps)[lane] = carry;
+        };
+        for_each_window_bytes<L::kRawBytes>(raw, n, raw_window, lane, load_raw, decode, start);
+        if (st == LaneStatus::Ok) st = expbits::lane_end_status(reader);
+        return;
+      }
+    }
     const auto decode = [&](uint32_t base, uint32_t wn) {
       if (st == LaneStatus::Ok) {
         uint32_t at = 0;
         const auto* raw_bytes = reinterpret_cast<const uint8_t*>(raw_window);
-        if constexpr (K == Kind::Gauss) {
+        if constexpr (K == Kind::Gauss && !kThreeALookup<K, L>) {
           if (t.in_range)  // warp-uniform
             st = expbits::take_lane_pairs_in_range<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs,
                                                       out_window, &at);
           else
             st = expbits::take_lane_pairs<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs, out_window, &at);
-        } else
+        } else  // entropy-exp; gauss-exp's bf16 chunks whose reference is near either end
           st = expbits::take_lane<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, out_window, &at);
         if (st != LaneStatus::Ok) bad = base + at;
       }
@@ -1278,10 +1350,11 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kExpSymbols<L>];
   __shared__ __align__(16) uint32_t s_raw[kWarpsPerBlock][kWindow * L::kRawBytes / 4];
   struct NoPairs {};
-  __shared__ std::conditional_t<kGauss, expbits::PairCode, NoPairs> s_pairs;
+  using Lookup = std::conditional_t<kThreeALookup<K, L>, expbits::TripleCode, expbits::PairCode>;
+  __shared__ std::conditional_t<kGauss, Lookup, NoPairs> s_pairs;
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
-  WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u, nullptr, false};
+  WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u, nullptr, nullptr, false, 0};
   // This warp's dynamic shared memory: its output window, then its stage.
   uint8_t* const dynamic = warp_stage(kOutWindowBytes<L> + stage_bytes);
   auto* const out_window = reinterpret_cast<typename L::Bits*>(dynamic);
@@ -1289,9 +1362,14 @@ __global__ void __launch_bounds__(kBlockThreads)
   if constexpr (kGauss) {
     block_copy16(&s_code[0], &gauss.pc, sizeof(PrefixCode));
     __syncthreads();
-    expbits::build_pair_code<L, expbits::GaussSymbols>(s_code[0], s_pairs, threadIdx.x, kBlockThreads);
+    if constexpr (kThreeALookup<K, L>) {
+      expbits::build_gauss_triple_code(s_code[0], s_pairs, threadIdx.x, kBlockThreads);
+      t.triples = &s_pairs;
+    } else {
+      expbits::build_pair_code<L, expbits::GaussSymbols>(s_code[0], s_pairs, threadIdx.x, kBlockThreads);
+      t.pairs = &s_pairs;
+    }
     __syncthreads();
-    t.pairs = &s_pairs;
   } else {
     expbits::build_symbol_exponents<L>(expbits::DirectSymbols{}, *t.se, lane, kWarp);
     __syncwarp();
