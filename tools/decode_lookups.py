@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Elements a table lookup of gauss-exp's GPU decoders (docs/CALIBRATION.md), counted.
+"""Elements a table lookup of gauss-exp's and entropy-exp's GPU decoders (docs/CALIBRATION.md), counted.
 
     tools/decode_lookups.py [--chunks N] [FILE.bf16.npy ...]
 
@@ -9,9 +9,13 @@ three (bf16's triple table), none an escape; a code longer than 10 bits or an es
 lookup of its own. This counts, lane by lane as the decoder walks them, how many elements a
 lookup takes on average, for at most 2, 3 and 4 codes a lookup, over chunks of 16,384 bf16
 elements: Gaussian ones of random scale (tools/derive_gauss_code.py's model, fixed seed), and
-the bf16 tensors given (.npy of uint16 or bfloat16 bits). Needs numpy only.
+the bf16 tensors given (.npy of uint16 or bfloat16 bits); under gauss-exp's fixed code, and
+under each chunk's Huffman code of its exponents (entropy-exp's; its codes are limited to 12
+bits, which changes only rare, long codes, and a code longer than 10 bits takes a lookup of
+its own either way). Needs numpy only.
 """
 import argparse
+import heapq
 
 import numpy as np
 
@@ -33,6 +37,23 @@ def code_lengths(bits16):
     return lengths
 
 
+def huffman_lengths(bits16):
+    """Each element's code length under a Huffman code of the chunk's exponents."""
+    e = ((bits16 >> 7) & 0xFF).astype(np.int64)
+    counts = np.bincount(e, minlength=256)
+    heap = [(int(c), s, [s]) for s, c in enumerate(counts) if c > 0]
+    length = np.zeros(256, dtype=np.int64)
+    if len(heap) == 1:
+        length[heap[0][1]] = 1
+    heapq.heapify(heap)
+    while len(heap) > 1:
+        c1, k1, s1 = heapq.heappop(heap)
+        c2, k2, s2 = heapq.heappop(heap)
+        length[s1 + s2] += 1
+        heapq.heappush(heap, (c1 + c2, min(k1, k2), s1 + s2))
+    return length[e]
+
+
 def lookups(lengths, most):
     """Lookups of a chunk's lanes with at most `most` codes an entry."""
     count = 0
@@ -51,9 +72,11 @@ def lookups(lengths, most):
 
 def report(name, chunks):
     elements = sum(len(c) for c in chunks)
-    per = {most: elements / sum(lookups(code_lengths(c), most) for c in chunks) for most in (2, 3, 4)}
-    print("%-58s %4d chunks  elements a lookup: %.2f (pairs)  %.2f (triples)  %.2f (four)"
-          % (name, len(chunks), per[2], per[3], per[4]))
+    for codec, lengths_of in (("gauss-exp", code_lengths), ("entropy-exp", huffman_lengths)):
+        lengths = [lengths_of(c) for c in chunks]
+        per = {most: elements / sum(lookups(ll, most) for ll in lengths) for most in (2, 3, 4)}
+        print("%-58s %-11s %4d chunks  elements a lookup: %.2f (pairs)  %.2f (triples)  %.2f (four)"
+              % (name, codec, len(chunks), per[2], per[3], per[4]))
 
 
 def main():

@@ -9,10 +9,11 @@
 
 For each function whose mangled name contains --kernel (a substring), each innermost loop (a
 backward branch and every instruction laid out between its target and it) that holds an
-instruction containing --marker (gauss-exp's decoders: 0xffc, the index mask in bytes of
-its 4 KB table, bf16's of three exponents a lookup in take_lane_exponents' loop, fp16's and
-fp32's of two elements in take_lane_pairs_in_range's and take_lane_pairs'; entropy-exp's:
-0x1ffe, the decode table's), one line each in address order, as laid out: its instruction
+instruction containing --marker (the decoders' 0xffc, the index mask in bytes of a 4 KB
+table: bf16's of three exponents a lookup in take_lane_exponents' loop, gauss-exp's and
+entropy-exp's alike, gauss-exp's fp16's and fp32's of two elements in
+take_lane_pairs_in_range's and take_lane_pairs'; 0x1ffe, the 8 KB decode table's, in the
+element-by-element loops and the fallback of the others), one line each in address order, as laid out: its instruction
 count, its shared-memory loads (LDS) and its special-register reads (S2R, S2UR). A loop that
 holds a smaller such loop is not listed. Branched-around blocks inside a loop count too; the
 line names the loop's head address so that it can be read.

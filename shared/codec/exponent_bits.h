@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "codec/format.h"
 #include "util/hd.h"
@@ -950,34 +951,43 @@ COMPCOLL_HD inline LaneStatus take_lane_pairs_in_range(Reader& r, const uint8_t*
   return LaneStatus::Ok;
 }
 
-// ---- three exponents a lookup (gauss-exp, bf16) -------------------------------------------
+// ---- three exponents a lookup (bf16) -----------------------------------------------------
 // For each value of the next kPairBits stream bits: the codes of up to three of a lane's next
-// elements that lie within those bits, none an escape, each standing for zero or for d in
-// [-8, 7] relative to the chunk's reference: byte i (i < 3) is 0 for zero, else 0x80 | (d + 8);
-// bits 24..27 the codes' total length, bits 30..31 their count (an entry of 0: no such code
-// starts the bits). gauss-exp's codes of at most kPairBits bits stand for d = -8 .. 5 and zero,
-// 2.9 of them a lookup on average (Gaussian bf16), against the pair table's 2.0; the table
-// has the pair table's size, 4 KB.
+// elements that lie within those bits, none an escape, each given by a byte (Symbols'
+// triple_byte): byte i (i < 3) element i's, bits 24..27 the codes' total length, bits 30..31
+// their count (an entry of 0: no such code starts the bits). The table has the pair table's
+// size, 4 KB.
+//  - gauss-exp: byte 0 for zero, else 0x80 | (d + 8) for d in [-8, 7] relative to the chunk's
+//    reference (a code of another d ends the entry). Its codes of at most kPairBits bits stand
+//    for d = -8 .. 5 and zero, 2.9 of them a lookup on average (Gaussian bf16, against the
+//    pair table's 2.0; tools/decode_lookups.py); the block builds the table once.
+//  - entropy-exp: the byte is the exponent (the symbol); a warp builds the table per chunk
+//    from the chunk's code.
 constexpr uint32_t kTripleLengthShift = 24, kTripleCountShift = 30;
 struct TripleCode {
   uint32_t entry[1u << kPairBits];
 };
 
-COMPCOLL_HD inline void build_gauss_triple_code(const PrefixCode& pc, TripleCode& triples, uint32_t part = 0,
-                                                uint32_t parts = 1) {
+// gauss-exp's and entropy-exp's bytes of a symbol in a triple table entry; -1: not in an entry.
+COMPCOLL_HD inline int gauss_triple_byte(uint32_t sym) {
+  if (sym == format::kGaussSymZero) return 0;
+  const int d = static_cast<int>(sym) + format::kGaussDMin;
+  return d < -8 || d > 7 ? -1 : static_cast<int>(0x80u | static_cast<uint32_t>(d + 8));
+}
+
+// In parts, as build_key_code. Symbols: GaussSymbols or DirectSymbols (bytes as above).
+template <class Symbols>
+COMPCOLL_HD inline void build_triple_code(const PrefixCode& pc, TripleCode& triples, uint32_t part = 0,
+                                          uint32_t parts = 1) {
   for (uint32_t w = part; w < (1u << kPairBits); w += parts) {
     uint32_t entry = 0, at = 0, count = 0;
     while (count < 3) {
       // The bits above w's are unknown: a code counts only if it ends within them.
       const uint32_t a = pc.lut[w >> at], l = a & 0xFu, sym = a >> 4;
-      if (l == 0 || at + l > kPairBits || GaussSymbols::is_escape(sym)) break;
-      uint32_t byte = 0;
-      if (sym != format::kGaussSymZero) {
-        const int d = static_cast<int>(sym) + format::kGaussDMin;
-        if (d < -8 || d > 7) break;
-        byte = 0x80u | static_cast<uint32_t>(d + 8);
-      }
-      entry |= byte << (8 * count);
+      if (l == 0 || at + l > kPairBits || Symbols::is_escape(sym)) break;
+      const int byte = std::is_same_v<Symbols, DirectSymbols> ? static_cast<int>(sym) : gauss_triple_byte(sym);
+      if (byte < 0) break;
+      entry |= static_cast<uint32_t>(byte) << (8 * count);
       at += l;
       ++count;
     }
@@ -986,28 +996,37 @@ COMPCOLL_HD inline void build_gauss_triple_code(const PrefixCode& pc, TripleCode
 }
 
 // The exponents of a triple table entry's elements, byte i element i's (bytes past its count
-// unspecified), under ref_bytes = (ref - 8) in each byte: d + 8 + ref - 8 per byte, and zero
+// unspecified).
+// gauss-exp, under ref_bytes = (ref - 8) in each byte: d + 8 + ref - 8 per byte, and zero
 // where the entry says zero. No byte carries into the next for a chunk whose reference puts
 // every d of the table in range (pairs_in_range: ref + d <= 254) and is at least 8.
-COMPCOLL_HD inline uint32_t triple_exponents(uint32_t entry, uint32_t ref_bytes) {
-  return ((entry & 0x000F0F0Fu) + ref_bytes) & (((entry >> 7) & 0x00010101u) * 0xFFu);
-}
+struct GaussTripleExponents {
+  uint32_t ref_bytes;
+  COMPCOLL_HD uint32_t operator()(uint32_t entry) const {
+    return ((entry & 0x000F0F0Fu) + ref_bytes) & (((entry >> 7) & 0x00010101u) * 0xFFu);
+  }
+};
 // ref_bytes of a reference (>= 8).
 COMPCOLL_HD inline uint32_t triple_ref_bytes(uint32_t ref) { return (ref - 8) * 0x01010101u; }
+// entropy-exp: the entry's bytes.
+struct DirectTripleExponents {
+  COMPCOLL_HD uint32_t operator()(uint32_t entry) const { return entry; }
+};
 
 // The exponents of lane `lane`'s elements j (the element 32 j + lane of a window) from *j up to
 // `stop`, into exps[32 j + lane], one byte each: three a lookup where `triples`
-// (build_gauss_triple_code) has them, which may take the lane up to two elements past stop
+// (build_triple_code) has them, which may take the lane up to two elements past stop
 // (exps[32 stop + lane] and on: the next window's first elements; exps holds 32 (stop + 2)
 // bytes, and those of this lane past *j up to there are its to write), but never past `last` (the
 // lane's elements left in the chunk, counted as j is); element by element where the table has
 // no entry or the entry would pass last (decode_key_bits: a longer code, an escape, a bad
-// code). For a chunk whose reference puts every symbol of the table in range (pairs_in_range,
-// and ref >= 8). *j is where the lane stands after it; the same exponents, reader position and
-// status as take_lane, and on a bad code *bad_element is its element's index in the window.
-template <class L, class Reader>
+// code). exponents: GaussTripleExponents, for a chunk whose reference puts every symbol of the
+// table in range (pairs_in_range, and ref >= 8), or DirectTripleExponents. *j is where the
+// lane stands after it; the same exponents, reader position and status as take_lane, and on a
+// bad code *bad_element is its element's index in the window.
+template <class L, class Reader, class Exponents>
 COMPCOLL_HD inline LaneStatus take_lane_exponents(Reader& r, uint32_t* j, uint32_t stop, uint32_t last,
-                                                  uint32_t lane, uint32_t ref_bytes, const SymbolExponents& se,
+                                                  uint32_t lane, Exponents exponents, const SymbolExponents& se,
                                                   const PrefixCode& pc, const TripleCode& triples,
                                                   uint8_t* exps, uint32_t* bad_element) {
   static_assert(L::kExtraBits == 0 && L::kExpBits == 8, "an exponent a byte, no extra bits");
@@ -1035,7 +1054,7 @@ COMPCOLL_HD inline LaneStatus take_lane_exponents(Reader& r, uint32_t* j, uint32
     }
     r.skip((entry >> kTripleLengthShift) & 0xFu);
     const uint32_t next = r.peek32();  // in flight while this step's bytes are stored
-    const uint32_t e = triple_exponents(entry, ref_bytes);
+    const uint32_t e = exponents(entry);
     // All three bytes, with no test: a byte past the entry's count lands on an element of this
     // lane that a later step writes, or past the lane's last element (exps must hold the two
     // rows past stop).

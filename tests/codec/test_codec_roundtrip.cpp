@@ -469,6 +469,42 @@ TEST_CASE("host lane loops equal the shared encode_lane/decode_lane the GPU runs
 
 namespace {
 
+// take_lane_exponents window by window of `window` elements, as the bf16 decoders run it:
+// each window's exponents joined with its raw bytes (from a copy of the window's) once the lane
+// is done with the window, the lane's elements decoded past the window carried into the next.
+// The lane's status, its end included; *bad: the chunk index of its first bad element.
+template <class L, class Reader, class Exponents>
+expbits::LaneStatus take_exponents_windowed(Reader& r, const uint8_t* raw, uint32_t n, uint32_t window, uint32_t lane,
+                                            Exponents exponents, const expbits::SymbolExponents& se,
+                                            const expbits::PrefixCode& pc, const expbits::TripleCode& triples,
+                                            typename L::Bits* out, uint32_t* bad) {
+  *bad = n;
+  std::vector<uint8_t> raw_window(window * L::kRawBytes + 4);
+  std::vector<uint8_t> exps(window + 2 * format::kLanes, 0xEE);
+  uint32_t j = 0;  // the lane's elements of the window already decoded
+  for (uint32_t base = 0; base < n; base += window) {
+    const uint32_t wn = std::min(window, n - base);
+    std::memcpy(raw_window.data(), raw + base * L::kRawBytes, expbits::ChunkLayout<L>::raw_bytes(wn));
+    const uint32_t stop = lane < wn ? (wn - lane + 31) / 32 : 0;
+    const uint32_t last = lane < n - base ? (n - base - lane + 31) / 32 : 0;
+    uint32_t at = 0;
+    const auto st = expbits::take_lane_exponents<L>(r, &j, stop, last, lane, exponents, se, pc, triples, exps.data(), &at);
+    if (st != expbits::LaneStatus::Ok) {
+      *bad = base + at;
+      return st;
+    }
+    CHECK(j >= stop);
+    CHECK(j <= std::min(stop + 2, last));
+    for (uint32_t i = 0; i < stop; ++i) {
+      const uint32_t k = format::kLanes * i + lane;
+      out[base + k] = L::join(exps[k], expbits::load_raw<L>(raw_window.data() + k * L::kRawBytes), 0);
+    }
+    for (uint32_t i = stop; i < j; ++i) exps[format::kLanes * (i - stop) + lane] = exps[format::kLanes * i + lane];
+    j -= stop;
+  }
+  return expbits::lane_end_status(r);
+}
+
 // The CUDA kernels' lane loops, run here lane by lane: a chunk coded window by window of
 // `window` elements (the kernels' kWindow is 512), with the kernels' StreamBitWriter and
 // (Aligned)WordBitReader carried from window to window, the raw bytes read from a copy of the
@@ -539,48 +575,30 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window, double sigma
   const auto pairs = std::make_unique<expbits::PairCode>();
   expbits::build_pair_code<L, expbits::GaussSymbols>(pc, *pairs);
   // bf16's (and any layout's of an 8-bit exponent and no extra bits) three exponents a lookup
-  // (take_lane_exponents, build_gauss_triple_code), the values joined after a window's lanes
+  // (take_lane_exponents, build_triple_code), the values joined after a window's lanes
   // are done; a lane's elements decoded past its window carried into the next.
   constexpr bool kExponents = L::kExtraBits == 0 && L::kExpBits == 8;
   const auto triples = std::make_unique<expbits::TripleCode>();
-  expbits::build_gauss_triple_code(pc, *triples);
+  expbits::build_triple_code<expbits::GaussSymbols>(pc, *triples);
   enum class Loop { Single, Pairs, InRange, Exponents };
   // aligned_reader: the kernels' reader of staged (4-byte aligned) lane streams.
   const auto decode_windowed = [&](const uint8_t* lane_in, uint32_t nwords, uint32_t lane,
                                    std::vector<Bits>& out, uint32_t* bad, Loop loop,
                                    bool aligned_reader) {
     const auto go = [&](auto r) {
+      if constexpr (kExponents) {
+        if (loop == Loop::Exponents)
+          return take_exponents_windowed<L>(r, raw, n, window, lane,
+                                            expbits::GaussTripleExponents{expbits::triple_ref_bytes(syms.ref)}, se, pc,
+                                            *triples, out.data(), bad);
+      }
       expbits::LaneStatus st = expbits::LaneStatus::Ok;
       *bad = n;
       std::vector<uint8_t> raw_window(window * L::kRawBytes + 4);
-      std::vector<uint8_t> exps(window + 2 * format::kLanes, 0xEE);
-      uint32_t carried = 0;  // Loop::Exponents: the lane's elements of this window already decoded
       for (uint32_t base = 0; base < n && st == expbits::LaneStatus::Ok; base += window) {
         const uint32_t wn = std::min(window, n - base);
         std::memcpy(raw_window.data(), raw + base * L::kRawBytes, expbits::ChunkLayout<L>::raw_bytes(wn));
         uint32_t at = 0;
-        if constexpr (kExponents) {
-          if (loop == Loop::Exponents) {
-            const uint32_t stop = lane < wn ? (wn - lane + 31) / 32 : 0;
-            const uint32_t last = lane < n - base ? (n - base - lane + 31) / 32 : 0;
-            uint32_t j = carried;
-            st = expbits::take_lane_exponents<L>(r, &j, stop, last, lane, expbits::triple_ref_bytes(syms.ref), se,
-                                                 pc, *triples, exps.data(), &at);
-            if (st != expbits::LaneStatus::Ok) {
-              *bad = base + at;
-              break;
-            }
-            CHECK(j >= stop);
-            CHECK(j <= std::min(stop + 2, last));
-            for (uint32_t i = 0; i < stop; ++i) {
-              const uint32_t k = format::kLanes * i + lane;
-              out[base + k] = L::join(exps[k], expbits::load_raw<L>(raw_window.data() + k * L::kRawBytes), 0);
-            }
-            for (uint32_t i = stop; i < j; ++i) exps[format::kLanes * (i - stop) + lane] = exps[format::kLanes * i + lane];
-            carried = j - stop;
-            continue;
-          }
-        }
         if (loop == Loop::Pairs)
           st = expbits::take_lane_pairs<L>(r, raw_window.data(), wn, lane, se, pc, *pairs, out.data() + base, &at);
         else if (loop == Loop::InRange)
@@ -665,6 +683,82 @@ void check_windowed_lanes(DType dtype, uint32_t n, uint32_t window, double sigma
   CHECK(ran_exponents == kExponents);
 }
 
+// entropy-exp's bf16 decoder's lane loop (take_lane_exponents over the chunk's own code, whose
+// triple table the warp builds per chunk), window by window, against decode_lane: values,
+// statuses and first bad elements, intact and damaged. Gaussian values, and one in `every` of
+// random exponent (2: a flat spread of exponents, whose codes are 7 to 12 bits long).
+void check_entropy_exponents(uint32_t n, uint32_t window, uint32_t every) {
+  using L = expbits::Bf16Layout;
+  CAPTURE(n, window, every);
+  auto in = test::gaussian_bytes(DType::BF16, n, 0.05, 9 + n);
+  std::vector<uint16_t> values(n);
+  std::memcpy(values.data(), in.data(), in.size());
+  test::SplitMix64 spread{every};
+  for (uint32_t k = 0; k < n; k += every) values[k] = L::join(spread.next() % 256, 0x15, 0);
+  const uint32_t special[] = {0u, 255u, 1u, 254u};  // rare exponents: the chunk's longest codes
+  for (uint32_t k = 13; k < n; k += 89) values[k] = L::join(special[(k / 89) % 4], 0x2A, 0);
+  std::memcpy(in.data(), values.data(), in.size());
+  EncodeOptions opt;
+  opt.chunk_elements = format::align_up(n, 32);  // one chunk
+  const auto stream = encode(*find_codec("entropy-exp"), DType::BF16, in.data(), n, opt);
+  const uint8_t* chunk = stream.data() + format::kHeaderBytes + format::kOffsetEntryBytes;
+  REQUIRE(chunk[0] == format::kModeCoded);
+  const uint32_t nsyms = uint32_t{chunk[1]} + 1;
+  uint8_t lengths[format::kMaxEntropySymbols] = {};
+  for (uint32_t i = 0; i < nsyms; ++i)
+    lengths[chunk[format::kChunkHeaderBytes + 2 * i]] = chunk[format::kChunkHeaderBytes + 2 * i + 1];
+  const auto pc = std::make_unique<expbits::PrefixCode>();
+  REQUIRE(expbits::build_prefix_code(lengths, format::kMaxEntropySymbols, *pc));
+  expbits::SymbolExponents se{};
+  expbits::build_symbol_exponents<L>(expbits::DirectSymbols{}, se);
+  const auto triples = std::make_unique<expbits::TripleCode>();
+  expbits::build_triple_code<expbits::DirectSymbols>(*pc, *triples);
+  // The table holds entries of three codes and of codes too long to share it.
+  uint32_t threes = 0, longest = 0;
+  for (const uint32_t e : triples->entry) threes += e >> expbits::kTripleCountShift == 3;
+  for (uint32_t s = 0; s < format::kMaxEntropySymbols; ++s) longest = std::max<uint32_t>(longest, lengths[s]);
+  CHECK(threes > 0);
+  // Rare exponents (one in 97 of random exponent) take codes longer than the table's bits in a
+  // whole chunk.
+  if (every > 2 && n >= 16384) CHECK(longest > expbits::kPairBits);
+  const uint32_t table_bytes = expbits::ChunkLayout<L>::table_bytes_entropy(nsyms);
+  const uint8_t* lane_table = chunk + expbits::ChunkLayout<L>::lane_table_at(table_bytes);
+  const uint8_t* raw = chunk + expbits::ChunkLayout<L>::raw_at(table_bytes);
+  const uint8_t* words = chunk + expbits::ChunkLayout<L>::streams_at(table_bytes, n);
+  uint32_t total_words = 0;
+  for (uint32_t lane = 0; lane < format::kLanes; ++lane) total_words += format::load_u16(lane_table + 2 * lane);
+  test::SplitMix64 rng{n + window + 1};
+  for (const int damage : {-1, 0, 1, 2}) {
+    // -1: intact; 0: a flipped bit in lane 3's middle; 1: lane 7 one word short; 2: a random bit
+    // flipped in every lane.
+    CAPTURE(damage);
+    std::vector<uint8_t> streams(words, words + 4 * total_words);
+    uint32_t at = 0;
+    for (uint32_t lane = 0; lane < format::kLanes; ++lane) {
+      uint32_t nwords = format::load_u16(lane_table + 2 * lane);
+      uint8_t* lane_in = streams.data() + 4 * at;
+      at += nwords;
+      if (damage == 0 && lane == 3) lane_in[2 * nwords] ^= 0x10;
+      if (damage == 1 && lane == 7) --nwords;
+      if (damage == 2 && nwords > 0) lane_in[rng.next() % (4 * nwords)] ^= 1u << (rng.next() % 8);
+      std::vector<uint16_t> ref(n, 0), mine(n, 0);
+      uint32_t bad_ref = 0, bad_mine = 0;
+      const auto st_ref = expbits::decode_lane<L>(lane_in, nwords, raw, n, lane, se, *pc, ref.data(), &bad_ref);
+      expbits::AlignedWordBitReader r(lane_in, nwords);
+      const auto st_mine = take_exponents_windowed<L>(r, raw, n, window, lane, expbits::DirectTripleExponents{}, se,
+                                                      *pc, *triples, mine.data(), &bad_mine);
+      CAPTURE(lane);
+      CHECK(st_mine == st_ref);
+      CHECK(bad_mine == bad_ref);
+      for (uint32_t k = lane; k < bad_ref; k += format::kLanes) CHECK(mine[k] == ref[k]);
+      if (damage == -1) {
+        CHECK(st_ref == expbits::LaneStatus::Ok);
+        for (uint32_t k = lane; k < n; k += format::kLanes) CHECK(mine[k] == values[k]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("the GPU's windowed lane loops equal encode_lane/decode_lane", "[codec]") {
@@ -675,6 +769,9 @@ TEST_CASE("the GPU's windowed lane loops equal encode_lane/decode_lane", "[codec
       // fp16 about 1: its reference in the middle of fp16's exponents, not near their bottom.
       check_windowed_lanes<expbits::Fp16Layout>(DType::FP16, n, window, 1.0);
       check_windowed_lanes<expbits::Fp32Layout>(DType::FP32, n, window);
+      // entropy-exp: narrow and wide spreads of exponents (short codes, and codes of 10 bits and more)
+      check_entropy_exponents(n, window, 97);
+      if (n >= 5000) check_entropy_exponents(n, window, 2);  // (1,000 such elements are stored)
     }
   }
 }

@@ -19,9 +19,10 @@
 // header and every chunk on its own, storing the elements or adding them to the output;
 // gauss-exp takes two elements a table lookup where it can (expbits::take_lane_pairs), with no
 // check in the lane loop where the chunk's reference puts every symbol of that table in range
-// (take_lane_pairs_in_range); in bf16 such a chunk's lanes take three exponents a lookup into
-// shared memory and the warp joins them with the raw bytes (take_lane_exponents,
-// join_bf16x4). Identity encodes and decodes in one launch each, a block a batch.
+// (take_lane_pairs_in_range); in bf16 such a chunk's lanes, and entropy-exp's (from a table
+// the warp builds per chunk), take three exponents a lookup into shared memory and the warp
+// joins them with the raw bytes (take_lane_exponents, join_bf16x4). Identity encodes and
+// decodes in one launch each, a block a batch.
 // Include from .cu files only.
 #pragma once
 
@@ -78,6 +79,21 @@ constexpr uint32_t kStageBytes = L::kExtraBits ? 12288 : 8192;
 template <class L>
 constexpr uint32_t kOutWindowBytes = kWindow * sizeof(typename L::Bits);
 static_assert(kOutWindowBytes<expbits::Bf16Layout> % 16 == 0, "the stage after it stays 16-byte aligned");
+
+// The bf16 decoders take three exponents a lookup (expbits::take_lane_exponents), their lanes
+// writing only exponent bytes, and the warp joins them with the raw bytes into values,
+// vectors at a time (expbits::join_bf16x4); gauss-exp's fp16 and fp32 take two elements a
+// lookup, entropy-exp's one.
+template <class L>
+constexpr bool kThreeALookup = std::is_same_v<L, expbits::Bf16Layout>;
+// A decoder warp's dynamic shared memory beside its stage: entropy-exp's bf16 triple table
+// (built per chunk; 4 KB a warp would take static shared memory past its 48 KB), then its
+// output window.
+template <Kind K, class L>
+constexpr uint32_t kDecodeTripleBytes = K == Kind::Entropy && kThreeALookup<L> ? sizeof(expbits::TripleCode) : 0;
+template <Kind K, class L>
+constexpr uint32_t kDecodeWarpBytes = kDecodeTripleBytes<K, L> + kOutWindowBytes<L>;
+static_assert(sizeof(expbits::TripleCode) % 16 == 0, "the output window after it stays 16-byte aligned");
 
 // This warp's staging buffer: dynamic shared memory, stage_bytes per warp.
 __device__ inline uint8_t* warp_stage(uint32_t stage_bytes) {
@@ -1159,19 +1175,15 @@ __device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometr
 struct WarpDecodeTables {
   PrefixCode* pc;
   expbits::SymbolExponents* se;
-  uint8_t* len;                        // entropy: code lengths read from the chunk's table
-  uint32_t cached_ref;                 // gauss: the reference se was built for
-  const expbits::PairCode* pairs;      // gauss: two elements a lookup (the block's, read only)
-  const expbits::TripleCode* triples;  // gauss bf16: three exponents a lookup, instead
-  bool in_range;                       // gauss: every symbol of pairs (triples) stands for an exponent
-  uint32_t ref_bytes;                  // gauss bf16: expbits::triple_ref_bytes of cached_ref
+  uint8_t* len;                    // entropy: code lengths read from the chunk's table
+  uint32_t cached_ref;             // gauss: the reference se was built for
+  const expbits::PairCode* pairs;  // gauss: two elements a lookup (the block's, read only)
+  // bf16: three exponents a lookup, instead (gauss: the block's, read only; entropy: the
+  // warp's, built per chunk from pc)
+  expbits::TripleCode* triples;
+  bool in_range;       // gauss: every symbol of pairs (triples) stands for an exponent
+  uint32_t ref_bytes;  // gauss bf16: expbits::triple_ref_bytes of cached_ref
 };
-
-// gauss-exp's bf16 decoder takes three exponents a lookup (expbits::take_lane_exponents), its
-// lanes writing only exponent bytes, and the warp joins them with the raw bytes into values,
-// vectors at a time (expbits::join_bf16x4); fp16 and fp32 take two elements a lookup.
-template <Kind K, class L>
-constexpr bool kThreeALookup = K == Kind::Gauss && std::is_same_v<L, expbits::Bf16Layout>;
 
 
 // Decodes one exponent-coded chunk of `bytes` bytes at `in` into out[0, n), one warp, with
@@ -1226,6 +1238,10 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
     __syncwarp();
     expbits::fill_prefix_lut_listed(*t.pc, table, 2, nsyms, lane, kWarp);
     __syncwarp();
+    if constexpr (kThreeALookup<L>) {
+      expbits::build_triple_code<expbits::DirectSymbols>(*t.pc, *t.triples, lane, kWarp);
+      __syncwarp();
+    }
   } else {
     const uint32_t ref = in[1];
     if (ref != t.cached_ref) {  // warp-uniform; the last chunk's lanes are done (decode_kernel)
@@ -1234,8 +1250,8 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       __syncwarp();
       t.in_range = __all_sync(kFullMask, expbits::pairs_in_range<expbits::GaussSymbols>(
                                              *t.se, *t.pc, format::kGaussSymbols, lane, kWarp));
-      if constexpr (kThreeALookup<K, L>) {
-        t.in_range = t.in_range && ref >= 8;  // triple_exponents' condition (implied by gauss-exp's code)
+      if constexpr (kThreeALookup<L>) {
+        t.in_range = t.in_range && ref >= 8;  // GaussTripleExponents' condition (implied by gauss-exp's code)
         t.ref_bytes = expbits::triple_ref_bytes(ref);
       }
     }
@@ -1259,8 +1275,8 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       warp_load_words(raw + base * L::kRawBytes, ChunkLayout<L>::raw_bytes(wn) / 4, raw_window, lane);
     };
     const auto start = [&](uint32_t base, uint32_t wn) { window.prefetch(out + base, wn, lane); };
-    if constexpr (kThreeALookup<K, L>) {
-      if (t.in_range) {  // warp-uniform
+    if constexpr (kThreeALookup<L>) {
+      if (K == Kind::Entropy || t.in_range) {  // warp-uniform
         // A window's exponents, one byte each in element order (a lane's element j of the
         // window at 32 j + lane), then its values, go through out_window: a lane's lookups may
         // run up to two elements past its window (bytes kWindow .. kWindow + 63: the next
@@ -1274,8 +1290,14 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
           const uint32_t stop = lane < wn ? (wn - lane + kWarp - 1) / kWarp : 0;
           if (st == LaneStatus::Ok) {
             uint32_t at = 0;
-            st = expbits::take_lane_exponents<L>(reader, &j, stop, total - base / kWarp, lane, t.ref_bytes, *t.se,
-                                                 *t.pc, *t.triples, exps, &at);
+            const uint32_t last = total - base / kWarp;
+            if constexpr (K == Kind::Gauss)
+              st = expbits::take_lane_exponents<L>(reader, &j, stop, last, lane,
+                                                   expbits::GaussTripleExponents{t.ref_bytes}, *t.se, *t.pc,
+                                                   *t.triples, exps, &at);
+            else
+              st = expbits::take_lane_exponents<L>(reader, &j, stop, last, lane, expbits::DirectTripleExponents{},
+                                                   *t.se, *t.pc, *t.triples, exps, &at);
             if (st == LaneStatus::Ok) j -= stop;
             else bad = base + at;
           }
@@ -1306,13 +1328,13 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       if (st == LaneStatus::Ok) {
         uint32_t at = 0;
         const auto* raw_bytes = reinterpret_cast<const uint8_t*>(raw_window);
-        if constexpr (K == Kind::Gauss && !kThreeALookup<K, L>) {
+        if constexpr (K == Kind::Gauss && !kThreeALookup<L>) {
           if (t.in_range)  // warp-uniform
             st = expbits::take_lane_pairs_in_range<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs,
                                                       out_window, &at);
           else
             st = expbits::take_lane_pairs<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, *t.pairs, out_window, &at);
-        } else  // entropy-exp; gauss-exp's bf16 chunks whose reference is near either end
+        } else  // entropy-exp's fp16 and fp32; gauss-exp's bf16 chunks whose reference is near either end
           st = expbits::take_lane<L>(reader, raw_bytes, wn, lane, *t.se, *t.pc, out_window, &at);
         if (st != LaneStatus::Ok) bad = base + at;
       }
@@ -1349,21 +1371,24 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ expbits::SymbolExponents s_se[kWarpsPerBlock];
   __shared__ uint8_t s_len[kGauss ? 1 : kWarpsPerBlock][kGauss ? 1 : kExpSymbols<L>];
   __shared__ __align__(16) uint32_t s_raw[kWarpsPerBlock][kWindow * L::kRawBytes / 4];
+  // gauss-exp's table of several elements a lookup, the block's.
   struct NoPairs {};
-  using Lookup = std::conditional_t<kThreeALookup<K, L>, expbits::TripleCode, expbits::PairCode>;
+  using Lookup = std::conditional_t<kThreeALookup<L>, expbits::TripleCode, expbits::PairCode>;
   __shared__ std::conditional_t<kGauss, Lookup, NoPairs> s_pairs;
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
   WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u, nullptr, nullptr, false, 0};
-  // This warp's dynamic shared memory: its output window, then its stage.
-  uint8_t* const dynamic = warp_stage(kOutWindowBytes<L> + stage_bytes);
-  auto* const out_window = reinterpret_cast<typename L::Bits*>(dynamic);
-  uint8_t* const stage = dynamic + kOutWindowBytes<L>;
+  // This warp's dynamic shared memory: entropy-exp's bf16 triple table, its output window, then
+  // its stage (kDecodeWarpBytes).
+  uint8_t* const dynamic = warp_stage(kDecodeWarpBytes<K, L> + stage_bytes);
+  if constexpr (kDecodeTripleBytes<K, L> != 0) t.triples = reinterpret_cast<expbits::TripleCode*>(dynamic);
+  auto* const out_window = reinterpret_cast<typename L::Bits*>(dynamic + kDecodeTripleBytes<K, L>);
+  uint8_t* const stage = dynamic + kDecodeWarpBytes<K, L>;
   if constexpr (kGauss) {
     block_copy16(&s_code[0], &gauss.pc, sizeof(PrefixCode));
     __syncthreads();
-    if constexpr (kThreeALookup<K, L>) {
-      expbits::build_gauss_triple_code(s_code[0], s_pairs, threadIdx.x, kBlockThreads);
+    if constexpr (kThreeALookup<L>) {
+      expbits::build_triple_code<expbits::GaussSymbols>(s_code[0], s_pairs, threadIdx.x, kBlockThreads);
       t.triples = &s_pairs;
     } else {
       expbits::build_pair_code<L, expbits::GaussSymbols>(s_code[0], s_pairs, threadIdx.x, kBlockThreads);
@@ -1724,8 +1749,8 @@ void launch_exponent_decode(const uint8_t* stream_dev, const DecodeGeometry& d,
   if (d.g.chunks == 0) return;
   const auto kernel = decode_kernel<K, L, Put>;
   const uint32_t stage = stage_bytes_for<L>(d.g.chunk_elements);
-  const size_t smem = size_t{stage + kOutWindowBytes<L>} * kWarpsPerBlock;
-  allow_dynamic_smem<L>(kernel, kOutWindowBytes<L>);
+  const size_t smem = size_t{stage + kDecodeWarpBytes<K, L>} * kWarpsPerBlock;
+  allow_dynamic_smem<L>(kernel, kDecodeWarpBytes<K, L>);
   kernel<<<grid_blocks(kernel, d.g.chunks, smem), kBlockThreads, smem, stream>>>(
       stream_dev, d, out, status, stage, gauss_code_param<K>());
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
