@@ -953,13 +953,13 @@ COMPCOLL_HD inline LaneStatus take_lane_pairs_in_range(Reader& r, const uint8_t*
 
 // ---- three exponents a lookup (bf16) -----------------------------------------------------
 // For each value of the next kPairBits stream bits: the codes of up to three of a lane's next
-// elements that lie within those bits, none an escape, each given by a byte (Symbols'
-// triple_byte): byte i (i < 3) element i's, bits 24..27 the codes' total length, bits 30..31
+// elements that lie within those bits, none an escape, each given by a byte (below): byte i
+// (i < 3) element i's, bits 24..27 the codes' total length, bits 30..31
 // their count (an entry of 0: no such code starts the bits). The table has the pair table's
 // size, 4 KB.
 //  - gauss-exp: byte 0 for zero, else 0x80 | (d + 8) for d in [-8, 7] relative to the chunk's
 //    reference (a code of another d ends the entry). Its codes of at most kPairBits bits stand
-//    for d = -8 .. 5 and zero, 2.9 of them a lookup on average (Gaussian bf16, against the
+//    for d = -8 .. 5 and zero, 2.8 of them a lookup on average (Gaussian bf16, against the
 //    pair table's 2.0; tools/decode_lookups.py); the block builds the table once.
 //  - entropy-exp: the byte is the exponent (the symbol); a warp builds the table per chunk
 //    from the chunk's code.
@@ -968,7 +968,7 @@ struct TripleCode {
   uint32_t entry[1u << kPairBits];
 };
 
-// gauss-exp's and entropy-exp's bytes of a symbol in a triple table entry; -1: not in an entry.
+// gauss-exp's byte of a symbol in a triple table entry; -1: none (the entry ends before it).
 COMPCOLL_HD inline int gauss_triple_byte(uint32_t sym) {
   if (sym == format::kGaussSymZero) return 0;
   const int d = static_cast<int>(sym) + format::kGaussDMin;
