@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "codec/format.h"
 #include "util/hd.h"
@@ -590,6 +589,14 @@ struct GaussSymbols {
     return (e >= 1 && e < kAllOnes) ? e : -1;
   }
   COMPCOLL_HD static bool is_escape(uint32_t sym) { return sym == format::kGaussSymEsc; }
+  // A symbol's byte in a three-exponents-a-lookup table entry (build_triple_code): 0 for zero,
+  // 0x80 | (d + 8) for d in [-8, 7]; -1 for any other symbol, the escape included (the entry
+  // ends before it).
+  COMPCOLL_HD static int triple_byte(uint32_t sym) {
+    if (sym == format::kGaussSymZero) return 0;
+    const int d = static_cast<int>(sym) + format::kGaussDMin;
+    return is_escape(sym) || d < -8 || d > 7 ? -1 : static_cast<int>(0x80u | static_cast<uint32_t>(d + 8));
+  }
 };
 
 // entropy-exp: the exponent is the symbol.
@@ -599,6 +606,8 @@ struct DirectSymbols {
   template <class L>
   COMPCOLL_HD int exponent(uint32_t sym) const { return static_cast<int>(sym); }
   COMPCOLL_HD static bool is_escape(uint32_t) { return false; }
+  // The exponent itself (build_triple_code).
+  COMPCOLL_HD static int triple_byte(uint32_t sym) { return static_cast<int>(sym); }
 };
 
 // The gauss-exp reference: the rounded mean exponent of the chunk's normal numbers
@@ -953,8 +962,8 @@ COMPCOLL_HD inline LaneStatus take_lane_pairs_in_range(Reader& r, const uint8_t*
 
 // ---- three exponents a lookup (bf16) -----------------------------------------------------
 // For each value of the next kPairBits stream bits: the codes of up to three of a lane's next
-// elements that lie within those bits, none an escape, each given by a byte (below): byte i
-// (i < 3) element i's, bits 24..27 the codes' total length, bits 30..31
+// elements that lie within those bits, none an escape, each given by a byte (Symbols'
+// triple_byte): byte i (i < 3) element i's, bits 24..27 the codes' total length, bits 30..31
 // their count (an entry of 0: no such code starts the bits). The table has the pair table's
 // size, 4 KB.
 //  - gauss-exp: byte 0 for zero, else 0x80 | (d + 8) for d in [-8, 7] relative to the chunk's
@@ -968,13 +977,6 @@ struct TripleCode {
   uint32_t entry[1u << kPairBits];
 };
 
-// gauss-exp's byte of a symbol in a triple table entry; -1: none (the entry ends before it).
-COMPCOLL_HD inline int gauss_triple_byte(uint32_t sym) {
-  if (sym == format::kGaussSymZero) return 0;
-  const int d = static_cast<int>(sym) + format::kGaussDMin;
-  return d < -8 || d > 7 ? -1 : static_cast<int>(0x80u | static_cast<uint32_t>(d + 8));
-}
-
 // In parts, as build_key_code. Symbols: GaussSymbols or DirectSymbols (bytes as above).
 template <class Symbols>
 COMPCOLL_HD inline void build_triple_code(const PrefixCode& pc, TripleCode& triples, uint32_t part = 0,
@@ -984,9 +986,8 @@ COMPCOLL_HD inline void build_triple_code(const PrefixCode& pc, TripleCode& trip
     while (count < 3) {
       // The bits above w's are unknown: a code counts only if it ends within them.
       const uint32_t a = pc.lut[w >> at], l = a & 0xFu, sym = a >> 4;
-      if (l == 0 || at + l > kPairBits || Symbols::is_escape(sym)) break;
-      const int byte = std::is_same_v<Symbols, DirectSymbols> ? static_cast<int>(sym) : gauss_triple_byte(sym);
-      if (byte < 0) break;
+      const int byte = Symbols::triple_byte(sym);
+      if (l == 0 || at + l > kPairBits || byte < 0) break;
       entry |= static_cast<uint32_t>(byte) << (8 * count);
       at += l;
       ++count;

@@ -1290,14 +1290,12 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
           const uint32_t stop = lane < wn ? (wn - lane + kWarp - 1) / kWarp : 0;
           if (st == LaneStatus::Ok) {
             uint32_t at = 0;
-            const uint32_t last = total - base / kWarp;
-            if constexpr (K == Kind::Gauss)
-              st = expbits::take_lane_exponents<L>(reader, &j, stop, last, lane,
-                                                   expbits::GaussTripleExponents{t.ref_bytes}, *t.se, *t.pc,
-                                                   *t.triples, exps, &at);
-            else
-              st = expbits::take_lane_exponents<L>(reader, &j, stop, last, lane, expbits::DirectTripleExponents{},
-                                                   *t.se, *t.pc, *t.triples, exps, &at);
+            const auto exponents = [&] {
+              if constexpr (K == Kind::Gauss) return expbits::GaussTripleExponents{t.ref_bytes};
+              else return expbits::DirectTripleExponents{};
+            }();
+            st = expbits::take_lane_exponents<L>(reader, &j, stop, total - base / kWarp, lane, exponents, *t.se,
+                                                 *t.pc, *t.triples, exps, &at);
             if (st == LaneStatus::Ok) j -= stop;
             else bad = base + at;
           }
