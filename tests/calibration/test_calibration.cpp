@@ -258,13 +258,14 @@ TEST_CASE("calibrate output loads as a measured calibration", "[.calibrate-outpu
   CHECK(cal.chunk_elements == format::kDefaultChunkElements);  // a host calibration's
   // identity, gauss-exp, entropy-exp x compress, decompress x 3 dtypes; reduce x 3; copy (any).
   CHECK(cal.curves.size() == codec_names().size() * 2 * 3 + 3 + 1);
+  // --quick --max-bytes 1MB: the powers of 4 from 4 KiB up to 10^6 bytes (4 KiB ... 256 KiB). The times
+  // are only checked to be there: their order depends on what else the machine runs.
   const size_t sizes = cal.curves.front().points.size();
-  CHECK(sizes >= 2);
+  CHECK(sizes == 4);
   for (const calib::Curve& c : cal.curves) {
     INFO(calib::op_name(c.op) << " " << c.codec << " " << c.dtype);
     REQUIRE(c.points.size() == sizes);
-    CHECK(c.points.front().first == 4096);
-    CHECK(c.points.back().second > c.points.front().second);
+    for (size_t i = 0; i < sizes; ++i) CHECK(c.points[i].first == (4096u << (2 * i)));
     for (const auto& [bytes, seconds] : c.points) CHECK(seconds > 0);
   }
   for (DType t : {DType::BF16, DType::FP16, DType::FP32}) {

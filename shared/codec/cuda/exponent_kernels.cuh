@@ -700,21 +700,62 @@ struct GaussMeasure {
   uint32_t ref;
   uint32_t words;  // this lane's
 };
+// Exponents two to a word, in the halves of a 32-bit word (bits 0.. and 16..), summed and
+// classified with word-wide adds and masks (exponent_sums): a packed exponent e counts as
+// nonzero where e + (2^k - 1) carries into bit k, and as all ones (inf/NaN) where e + 1 does (k =
+// L::kExpBits; no half carries into the next).
+template <class L>
+struct PackedExponents {
+  using Bits = typename L::Bits;
+  static constexpr uint32_t kShift = 8 * sizeof(Bits) - 1 - L::kExpBits;  // the exponent's low bit
+  static constexpr uint32_t kMax = (1u << L::kExpBits) - 1;              // all ones: inf or NaN
+  static constexpr uint32_t kLow = kMax | kMax << 16;                      // each half's exponent
+  static constexpr uint32_t kCarry = 1u << L::kExpBits | 1u << (16 + L::kExpBits);
+  static constexpr uint32_t kOnes = 1u | 1u << 16;
+  // The sums of one round of at most kPerRound packed words; no half overflows.
+  static constexpr uint32_t kPerRound = 16;
+  static_assert(kPerRound * kMax < (1u << 16) && kPerRound * (1u << L::kExpBits) < (1u << 16),
+                "a round's sums fit their halves");
+  uint32_t sum = 0, nonzero = 0, all_ones = 0;  // packed
+  // Adds the exponents of q's elements, two a packed word.
+  __device__ void add(const uint4& q) {
+    if constexpr (sizeof(Bits) == 2) {
+      add_word(q.x >> kShift & kLow);
+      add_word(q.y >> kShift & kLow);
+      add_word(q.z >> kShift & kLow);
+      add_word(q.w >> kShift & kLow);
+    } else {
+      add_word((q.x >> kShift & kMax) | (q.y >> kShift & kMax) << 16);
+      add_word((q.z >> kShift & kMax) | (q.w >> kShift & kMax) << 16);
+    }
+  }
+  __device__ void add_word(uint32_t e2) {
+    sum += e2;
+    nonzero += (e2 + kLow) & kCarry;
+    all_ones += (e2 + kOnes) & kCarry;
+  }
+  // Adds the round's normal exponents (neither zero nor all ones) and their count to
+  // (normal_sum, count), and starts the next round.
+  __device__ void flush(uint32_t& normal_sum, uint32_t& count) {
+    const auto halves = [](uint32_t v) { return (v & 0xFFFFu) + (v >> 16); };
+    const uint32_t ones = halves(all_ones) >> L::kExpBits;
+    normal_sum += halves(sum) - kMax * ones;
+    count += (halves(nonzero) >> L::kExpBits) - ones;
+    sum = nonzero = all_ones = 0;
+  }
+};
+
 // The sum and the count of chunk x[0, n)'s normal exponents (gauss_reference's inputs), this
 // lane's share, read as warp_visit_elements reads (but each lane on its own: no lane waits for
-// another past the end). A lane's sum fits 32 bits (at most 65,536 elements of exponents below
-// 256).
+// another past the end), the exponents of a round of loads summed packed (PackedExponents). A
+// lane's sum fits 32 bits (at most 65,536 elements of exponents below 256).
 template <class L>
 __device__ inline void exponent_sums(const typename L::Bits* x, uint32_t n, uint32_t lane, uint32_t& sum,
                                      uint32_t& count) {
   using Bits = typename L::Bits;
   constexpr uint32_t kPerVector = 16 / sizeof(Bits);
-  const auto add = [&](Bits v) {
-    const uint32_t e = L::exponent(v);
-    const bool normal = expbits::is_normal_exponent<L>(e);
-    sum += normal ? e : 0u;
-    count += normal ? 1u : 0u;
-  };
+  using Packed = PackedExponents<L>;
+  static_assert(kVisitLoads * 16 / 4 <= Packed::kPerRound, "a round of loads is a round of sums");
   uint32_t from = 0;
   if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
     const auto* v = reinterpret_cast<const uint4*>(x);
@@ -724,12 +765,19 @@ __device__ inline void exponent_sums(const typename L::Bits* x, uint32_t n, uint
 #pragma unroll
       for (uint32_t u = 0; u < kVisitLoads; ++u)  // zeros past the end: exponent 0 is not normal
         q[u] = i + u * kWarp < vectors ? v[i + u * kWarp] : make_uint4(0, 0, 0, 0);
+      Packed packed;
 #pragma unroll
-      for (uint32_t u = 0; u < kVisitLoads; ++u) for_each_packed<Bits>(q[u], add);
+      for (uint32_t u = 0; u < kVisitLoads; ++u) packed.add(q[u]);
+      packed.flush(sum, count);
     }
     from = vectors * kPerVector;
   }
-  for (uint32_t k = from + lane; k < n; k += kWarp) add(x[k]);
+  for (uint32_t k = from + lane; k < n; k += kWarp) {
+    const uint32_t e = L::exponent(x[k]);
+    const bool normal = expbits::is_normal_exponent<L>(e);
+    sum += normal ? e : 0u;
+    count += normal ? 1u : 0u;
+  }
 }
 
 template <class L>
