@@ -8,9 +8,10 @@
 // What it checks that a CPU run of the same code would not: a warp exchange or __syncwarp whose
 // mask leaves out the calling lane or names a lane that has left the kernel, lanes of one mask
 // at different exchanges, a barrier some threads never reach (deadlock), shared memory read
-// before it is written (poisoned for each block), dynamic shared memory past what the
-// launch gave or past 48 KiB without cudaFuncSetAttribute, and (built with AddressSanitizer)
-// out-of-bounds accesses of device allocations.
+// before it is written (poisoned for each block), an asynchronous copy (cp.async) read before
+// its thread waits for it (it lands only then) or never waited for, dynamic shared memory past
+// what the launch gave or past 48 KiB without cudaFuncSetAttribute, and (built with
+// AddressSanitizer) out-of-bounds accesses of device allocations.
 //
 // What it does not show: timing, memory ordering between blocks (blocks run one after another,
 // so a block that waits for a later one deadlocks here and a race between blocks cannot
@@ -53,6 +54,12 @@ int block_barrier(int pred, const char* what);
 void yield();
 void* dynamic_shared();
 void shared_var(void* p, size_t bytes);
+// cp.async (cuda_pipeline_primitives.h): a copy from global to shared memory that the calling
+// thread issues now and that lands when it waits for its group (async_wait), not before: its
+// destination reads as the poison of unwritten shared memory until then.
+void async_copy(void* dst_shared, const void* src_global, size_t size_and_align, size_t zfill);
+void async_commit();
+void async_wait(size_t prior);
 
 using Body = std::function<void()>;
 void launch_kernel(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Body body);
@@ -148,6 +155,15 @@ unsigned __match_any_sync(unsigned mask, T v) {
 }
 inline unsigned __activemask() { return 0xFFFFFFFFu; }
 inline void __nanosleep(unsigned) { ::emu::yield(); }
+// The toolkit's cuda_pipeline_primitives.h is replaced by these (its include guard, defined here,
+// makes a later include of it empty).
+#define _CUDA_PIPELINE_PRIMITIVES_H_
+inline void __pipeline_memcpy_async(void* dst_shared, const void* src_global, size_t size_and_align,
+                                    size_t zfill = 0) {
+  ::emu::async_copy(dst_shared, src_global, size_and_align, zfill);
+}
+inline void __pipeline_commit() { ::emu::async_commit(); }
+inline void __pipeline_wait_prior(size_t prior) { ::emu::async_wait(prior); }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 

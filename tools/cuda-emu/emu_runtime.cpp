@@ -82,6 +82,12 @@ constexpr uint8_t kSharedPoison = 0xCB;
 
 enum class State { Runnable, AtWarp, AtBlock, Done };
 
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+  size_t bytes, zfill;
+};
+
 struct Fiber {
   void* sp = nullptr;  // its saved stack pointer while it does not run
   void* stack = nullptr;
@@ -98,6 +104,9 @@ struct Fiber {
   // at a barrier
   int pred = 0;
   int count = 0;
+  // cp.async: copies issued since the last commit, and the committed groups not yet waited for
+  std::vector<AsyncCopy> async_open;
+  std::deque<std::vector<AsyncCopy>> async_groups;
 };
 
 struct Block {
@@ -137,6 +146,8 @@ extern "C" [[noreturn]] void emu_fiber_entry() {
 #endif
   (*g_block.body)();
   Fiber& f = *g_block.running;
+  if (!f.async_open.empty() || !f.async_groups.empty())
+    fail("cp.async copies never waited for (__pipeline_wait_prior) when the thread ends, at " + where(f));
   f.state = State::Done;
 #if EMU_ASAN
   __sanitizer_start_switch_fiber(nullptr, g_block.main_bottom, g_block.main_size);
@@ -529,6 +540,35 @@ void shared_var(void* p, size_t bytes) {
   if (g == g_block_generation) return;
   g = g_block_generation;
   std::memset(p, kSharedPoison, bytes);
+}
+
+void async_copy(void* dst, const void* src, size_t bytes, size_t zfill) {
+  Fiber& f = *g_block.running;
+  if (bytes != 4 && bytes != 8 && bytes != 16)
+    fail("__pipeline_memcpy_async of " + std::to_string(bytes) + " bytes (4, 8 or 16), at " + where(f));
+  if (zfill > bytes) fail("__pipeline_memcpy_async: zfill past the copy, at " + where(f));
+  if (reinterpret_cast<uintptr_t>(dst) % bytes != 0 || reinterpret_cast<uintptr_t>(src) % bytes != 0)
+    fail("__pipeline_memcpy_async of " + std::to_string(bytes) + " bytes from or to an address not aligned to it, at " +
+         where(f));
+  std::memset(dst, kSharedPoison, bytes);  // unwritten until the thread waits for it
+  f.async_open.push_back({dst, src, bytes, zfill});
+}
+
+void async_commit() {
+  Fiber& f = *g_block.running;
+  f.async_groups.push_back(std::move(f.async_open));
+  f.async_open.clear();
+}
+
+void async_wait(size_t prior) {
+  Fiber& f = *g_block.running;
+  while (f.async_groups.size() > prior) {
+    for (const AsyncCopy& c : f.async_groups.front()) {
+      std::memcpy(c.dst, c.src, c.bytes - c.zfill);
+      std::memset(static_cast<char*>(c.dst) + (c.bytes - c.zfill), 0, c.zfill);
+    }
+    f.async_groups.pop_front();
+  }
 }
 
 void* dynamic_shared() {

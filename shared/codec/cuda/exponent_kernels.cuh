@@ -28,6 +28,7 @@
 
 #include <cub/device/device_scan.cuh>
 #include <cuda/atomic>
+#include <cuda_pipeline_primitives.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -93,6 +94,9 @@ template <Kind K, class L>
 constexpr uint32_t kDecodeTripleBytes = K == Kind::Entropy && kThreeALookup<L> ? sizeof(expbits::TripleCode) : 0;
 template <Kind K, class L>
 constexpr uint32_t kDecodeWarpBytes = kDecodeTripleBytes<K, L> + kOutWindowBytes<L>;
+// A decoder warp's stage is stage_bytes and these past it: a chunk's streams land in it 0-12
+// bytes from its start (stage_async).
+constexpr uint32_t kStageSlack = 16;
 static_assert(sizeof(expbits::TripleCode) % 16 == 0, "the output window after it stays 16-byte aligned");
 
 // This warp's staging buffer: dynamic shared memory, stage_bytes per warp.
@@ -255,6 +259,13 @@ __device__ inline Bits load_bits(const uint8_t* p) {
     return format::load_u16(p);
   else
     return format::load_u32(p);
+}
+
+// A chunk's first word (its header: mode, reference or symbol count, reserved bytes): one load
+// where it is 4-byte aligned, byte by byte elsewhere.
+__device__ inline uint32_t load_stream_u32(const uint8_t* p) {
+  if (reinterpret_cast<uintptr_t>(p) % 4 == 0) return *reinterpret_cast<const uint32_t*>(p);
+  return format::load_u32(p);
 }
 
 // A little-endian u64 field of a stream (an offset table entry, the header's payload size): one
@@ -429,6 +440,26 @@ __device__ inline void warp_load_words(const uint8_t* src, uint32_t words, uint3
   }
 }
 
+// Copies the `bytes` at src (4-byte aligned) into this warp's stage with asynchronous copies
+// (cp.async: no registers, and nothing waits for them until the caller's
+// __pipeline_wait_prior), 16 bytes a copy where 16 aligned bytes lie inside them, 4 at their
+// ends; the stage holds them from stage + (src % 16), so that 16-byte copies line up (the stage
+// is 16-byte aligned and has room for bytes + 12). Returns that offset. One commit a call.
+__device__ inline uint32_t stage_async(const uint8_t* src, uint32_t bytes, uint8_t* stage, uint32_t lane) {
+  const uint32_t shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(src) % 16);
+  const uint8_t* const base = src - shift;  // 16-byte aligned; bytes [shift, shift + bytes) are src's
+  const uint32_t end = shift + bytes / 4 * 4;
+  for (uint32_t at = 16 * lane; at < end; at += 16 * kWarp) {
+    if (at >= shift && at + 16 <= end) {
+      __pipeline_memcpy_async(stage + at, base + at, 16);
+    } else {
+      for (uint32_t b = max(at, shift); b < min(at + 16, end); b += 4) __pipeline_memcpy_async(stage + b, base + b, 4);
+    }
+  }
+  __pipeline_commit();
+  return shift;
+}
+
 // A chunk's windows go through this warp's shared memory one after another, the next one's
 // loads in flight while the lanes work on the current one (a warp alone on its scheduler would
 // otherwise wait for memory once a window): in registers, kWords 32-bit words a lane, where the
@@ -463,17 +494,28 @@ struct NoStart {
   __device__ void operator()(uint32_t, uint32_t) const {}
 };
 
+// A window of kBytes an element, prefetched (for_each_window_bytes).
+template <uint32_t kBytes>
+using WindowOf = WindowPrefetch<kWindow * kBytes / 4 / kWarp>;
+
+// The first window of a chunk of n elements whose bytes start at src, fetched.
+template <uint32_t kBytes>
+__device__ inline WindowOf<kBytes> first_window(const uint8_t* src, uint32_t n, uint32_t lane) {
+  static_assert(kWindow * kBytes % (4 * kWarp) == 0, "a window is whole words for every lane");
+  WindowOf<kBytes> w;
+  w.fetch(src, n >= kWindow, lane);
+  return w;
+}
+
 // Runs body(base, wn) for each window [base, base + wn) of a chunk of n elements whose bytes
 // (kBytes an element) start at src, with the window's bytes in dst (this warp's shared memory)
 // and the next window's loads in flight (WindowPrefetch); load(base, wn) puts a window into dst
 // where it was not fetched, and start(base, wn), before that, issues what else the window's
-// body will wait for. The whole warp calls it; body may read dst only.
+// body will wait for. next: the first window, as first_window fetches it (a caller may issue
+// it early). The whole warp calls it; body may read dst only.
 template <uint32_t kBytes, class Load, class Body, class Start = NoStart>
 __device__ inline void for_each_window_bytes(const uint8_t* src, uint32_t n, uint32_t* dst, uint32_t lane, Load load,
-                                             Body body, Start start = {}) {
-  static_assert(kWindow * kBytes % (4 * kWarp) == 0, "a window is whole words for every lane");
-  WindowPrefetch<kWindow * kBytes / 4 / kWarp> next;
-  next.fetch(src, n >= kWindow, lane);
+                                             Body body, Start start, WindowOf<kBytes> next) {
   for (uint32_t base = 0; base < n; base += kWindow) {
     const uint32_t wn = min(kWindow, n - base);
     start(base, wn);
@@ -488,9 +530,11 @@ __device__ inline void for_each_window_bytes(const uint8_t* src, uint32_t n, uin
 // for_each_window_bytes over chunk x[0, n)'s elements, into `window` (16-byte aligned).
 template <class Bits, class Body>
 __device__ inline void for_each_window(const Bits* x, uint32_t n, Bits* window, uint32_t lane, Body body) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(x);
   for_each_window_bytes<sizeof(Bits)>(
-      reinterpret_cast<const uint8_t*>(x), n, reinterpret_cast<uint32_t*>(window), lane,
-      [&](uint32_t base, uint32_t wn) { warp_load_window(x + base, wn, window, lane); }, body);
+      bytes, n, reinterpret_cast<uint32_t*>(window), lane,
+      [&](uint32_t base, uint32_t wn) { warp_load_window(x + base, wn, window, lane); }, body, NoStart{},
+      first_window<sizeof(Bits)>(bytes, n, lane));
 }
 
 // The raw bytes (L::raw) of the two 16-bit elements of `pair` at its bytes 0 and 2; bytes 1 and
@@ -1187,22 +1231,15 @@ __device__ inline int32_t lane_status(LaneStatus st, uint32_t lane, uint32_t ele
                               (((element / kWarp) & 0x7FFFu) << 16));
 }
 
-// Chunk c's byte range [begin, end) in the payload, from the stream's own offset table; every
-// lane reads the same entries. The whole warp calls it; the stream's header is checked against
-// the expected one first, then the range against the payload, before any chunk byte is read.
-// Its loads (a header byte a lane, the two table entries, the header's payload size) are all
-// issued before the first test, so that a call waits for memory once: the host has checked that
-// the header and the whole table lie inside the stream.
-__device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometry& d, uint64_t c,
-                                      uint64_t& begin, uint64_t& end) {
-  static_assert(format::kHeaderBytes == kWarp, "one header byte a lane");
+// Chunk c's byte range [begin, end) in the payload from what the stream says of it: `header_byte`
+// (the stream's header byte `lane`), its offset table entries `from` (0 for chunk 0) and `to`,
+// and the payload size to check them against (stream_payload's). The whole warp calls it; the
+// stream's header is checked against the expected one first, then the range against the
+// payload, before any chunk byte is read.
+__device__ inline int32_t check_chunk_range(uint8_t header_byte, uint64_t from, uint64_t to, uint64_t payload,
+                                            bool truncated, const DecodeGeometry& d, uint64_t c, uint64_t& begin,
+                                            uint64_t& end) {
   const uint32_t lane = lane_id();
-  const uint8_t* table = stream + format::kHeaderBytes;
-  const uint8_t header_byte = stream[lane];
-  const uint64_t from = c == 0 ? 0 : load_stream_u64(table + format::kOffsetEntryBytes * (c - 1));
-  const uint64_t to = load_stream_u64(table + format::kOffsetEntryBytes * c);
-  bool truncated = false;
-  const uint64_t payload = stream_payload(stream, d, &truncated);
   // The payload size's bytes are compared only where the caller knows it (not payload_at_most).
   const bool own_payload = d.payload_at_most && lane >= format::kOffPayloadBytes;
   if (__ballot_sync(kFullMask, !own_payload && header_byte != d.header[lane]) != 0)
@@ -1215,6 +1252,45 @@ __device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometr
       (c + 1 == d.g.chunks && end != payload))
     return status_of(CudaChunkStatus::BadOffsets);
   return 0;
+}
+
+// Chunk c's byte range, from the stream's own offset table; every lane reads the same entries.
+// Its loads (a header byte a lane, the two table entries, the header's payload size) are all
+// issued before the first test, so that a call waits for memory once: the host has checked that
+// the header and the whole table lie inside the stream.
+__device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometry& d, uint64_t c,
+                                      uint64_t& begin, uint64_t& end) {
+  static_assert(format::kHeaderBytes == kWarp, "one header byte a lane");
+  const uint8_t* table = stream + format::kHeaderBytes;
+  const uint8_t header_byte = stream[lane_id()];
+  const uint64_t from = c == 0 ? 0 : load_stream_u64(table + format::kOffsetEntryBytes * (c - 1));
+  const uint64_t to = load_stream_u64(table + format::kOffsetEntryBytes * c);
+  bool truncated = false;
+  const uint64_t payload = stream_payload(stream, d, &truncated);
+  return check_chunk_range(header_byte, from, to, payload, truncated, d, c, begin, end);
+}
+
+// chunk_range in two parts: its loads, issued by load_chunk_range (the decoder's before its
+// block builds its tables), and its checks, which wait for them (ChunkRangeLoads::check).
+struct ChunkRangeLoads {
+  uint8_t header_byte;
+  uint64_t from, to;
+  uint64_t own_payload;  // the header's payload size, read only where d.payload_at_most
+  __device__ int32_t check(const DecodeGeometry& d, uint64_t c, uint64_t& begin, uint64_t& end) const {
+    // stream_payload's, from the loaded size
+    const bool truncated = d.payload_at_most && own_payload > d.payload_bytes;
+    const uint64_t payload = !d.payload_at_most ? d.payload_bytes : truncated ? 0 : own_payload;
+    return check_chunk_range(header_byte, from, to, payload, truncated, d, c, begin, end);
+  }
+};
+__device__ inline ChunkRangeLoads load_chunk_range(const uint8_t* stream, const DecodeGeometry& d, uint64_t c) {
+  const uint8_t* table = stream + format::kHeaderBytes;
+  ChunkRangeLoads l;
+  l.header_byte = stream[lane_id()];
+  l.from = c == 0 ? 0 : load_stream_u64(table + format::kOffsetEntryBytes * (c - 1));
+  l.to = load_stream_u64(table + format::kOffsetEntryBytes * c);
+  l.own_payload = d.payload_at_most ? load_stream_u64(stream + format::kOffPayloadBytes) : 0;
+  return l;
 }
 
 // One warp's decode tables, in shared memory. gauss: pc is the block's fixed code (read
@@ -1234,6 +1310,39 @@ struct WarpDecodeTables {
 };
 
 
+// What the decode of a coded chunk waits for before its first element, issued at once as soon
+// as the chunk's layout is known (gauss-exp: from its size alone; entropy-exp: once its header
+// gives the code table's size), ahead of the header's checks and the code tables' builds: this
+// lane's lane table entry, the chunk's first raw window (registers) and, where they fit the
+// stage and the stream is 4-byte aligned, its lane streams (into the stage, by cp.async), so
+// that the chunk waits for memory about once instead of once a step. Loads only inside the
+// chunk's bytes, whatever they hold; the checks that follow decide. Any copy still in flight
+// is waited for when it goes (the next chunk reuses the stage).
+template <class L>
+struct ChunkBodyLoads {
+  uint32_t words = 0;     // this lane's lane table entry
+  bool staged = false;    // the lane streams are on their way into the stage, from stage + shift
+  uint32_t shift = 0;
+  WindowOf<L::kRawBytes> raw;  // the first raw window
+
+  // Issues them for a chunk of n elements, `bytes` at in, whose code table takes table_bytes;
+  // nothing where the chunk is shorter than the coded layout (its checks fail it).
+  __device__ void issue(const uint8_t* in, uint64_t bytes, uint32_t n, uint32_t table_bytes, uint8_t* stage,
+                        uint32_t stage_bytes, uint32_t lane) {
+    const uint32_t streams_at = ChunkLayout<L>::streams_at(table_bytes, n);
+    if (bytes < streams_at) return;  // warp-uniform
+    words = format::load_u16(in + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane);
+    raw = first_window<L::kRawBytes>(in + ChunkLayout<L>::raw_at(table_bytes), n, lane);
+    staged = bytes - streams_at <= stage_bytes && reinterpret_cast<uintptr_t>(in) % 4 == 0;
+    if (staged) shift = stage_async(in + streams_at, static_cast<uint32_t>(bytes - streams_at), stage, lane);
+  }
+  // Every lane's streams in the stage (the warp's __syncwarp after it makes them everyone's).
+  __device__ void wait() const {
+    if (staged) __pipeline_wait_prior(0);
+  }
+  __device__ ~ChunkBodyLoads() { wait(); }
+};
+
 // Decodes one exponent-coded chunk of `bytes` bytes at `in` into out[0, n), one warp, with
 // the host decoder's checks in the host decoder's order. Every return is warp-uniform.
 // raw_window: this warp's kWindow * kRawBytes bytes of shared memory; out_window: its kWindow
@@ -1249,20 +1358,25 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   if (bytes < format::kChunkHeaderBytes) return status_of(CudaChunkStatus::SizeMismatch);
-  if (in[0] == format::kModeStored) {
+  ChunkBodyLoads<L> body;
+  if constexpr (K == Kind::Gauss) body.issue(in, bytes, n, 0, stage, stage_bytes, lane);
+  const uint32_t head = load_stream_u32(in);  // bytes 0-3: mode, reference or symbol count, reserved
+  const uint32_t mode = head & 0xFFu, byte1 = head >> 8 & 0xFFu;
+  if (mode == format::kModeStored) {
     if (bytes != ChunkLayout<L>::stored_bytes(n)) return status_of(CudaChunkStatus::SizeMismatch);
     warp_put_elements<Bits>(in + format::kChunkHeaderBytes, n, out, lane, put);
     return 0;
   }
-  if (in[0] != format::kModeCoded) return status_of(CudaChunkStatus::BadMode);
-  if (in[2] != 0 || in[3] != 0) return status_of(CudaChunkStatus::ReservedBytes);
+  if (mode != format::kModeCoded) return status_of(CudaChunkStatus::BadMode);
+  if ((head >> 16) != 0) return status_of(CudaChunkStatus::ReservedBytes);
   uint32_t table_bytes = 0;
   if constexpr (K == Kind::Entropy) {
-    const uint32_t nsyms = uint32_t{in[1]} + 1;
+    const uint32_t nsyms = byte1 + 1;
     if (nsyms > kSyms) return status_of(CudaChunkStatus::BadSymbolCount);
     table_bytes = ChunkLayout<L>::table_bytes_entropy(nsyms);
     if (bytes < format::kChunkHeaderBytes + table_bytes)
       return status_of(CudaChunkStatus::SizeMismatch);
+    body.issue(in, bytes, n, table_bytes, stage, stage_bytes, lane);
     // The lengths from the chunk's table, checked as the host decoder checks them (symbols
     // strictly increasing and in range, lengths 1..kMaxCodeBits), then the codes and the decode
     // table, each by the whole warp (expbits' builders in parts, a part a lane).
@@ -1291,7 +1405,7 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       __syncwarp();
     }
   } else {
-    const uint32_t ref = in[1];
+    const uint32_t ref = byte1;
     if (ref != t.cached_ref) {  // warp-uniform; the last chunk's lanes are done (decode_kernel)
       expbits::build_symbol_exponents<L>(expbits::GaussSymbols{ref}, *t.se, lane, kWarp);
       t.cached_ref = ref;
@@ -1306,8 +1420,7 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
   }
   const uint32_t streams_at = ChunkLayout<L>::streams_at(table_bytes, n);
   if (bytes < streams_at) return status_of(CudaChunkStatus::SizeMismatch);
-  const uint32_t words =
-      format::load_u16(in + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane);
+  const uint32_t words = body.words;  // issued: bytes >= streams_at
   const uint32_t total = warp_sum(words);
   if (bytes != streams_at + 4ull * total) return status_of(CudaChunkStatus::SizeMismatch);
   const uint8_t* const raw = in + ChunkLayout<L>::raw_at(table_bytes);
@@ -1322,7 +1435,12 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
     const auto load_raw = [&](uint32_t base, uint32_t wn) {
       warp_load_words(raw + base * L::kRawBytes, ChunkLayout<L>::raw_bytes(wn) / 4, raw_window, lane);
     };
-    const auto start = [&](uint32_t base, uint32_t wn) { window.prefetch(out + base, wn, lane); };
+    // The first window's waits: its accumulator loads issued, then the staged streams awaited,
+    // before the window's __syncwarp.
+    const auto start = [&](uint32_t base, uint32_t wn) {
+      window.prefetch(out + base, wn, lane);
+      if (base == 0) body.wait();
+    };
     if constexpr (kThreeALookup<L>) {
       if (K == Kind::Entropy || t.in_range) {  // warp-uniform
         // A window's exponents, one byte each in element order (a lane's element j of the
@@ -1365,7 +1483,7 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
           __syncwarp();
           if (lane < kCarryWords) reinterpret_cast<uint32_t*>(exps)[lane] = carry;
         };
-        for_each_window_bytes<L::kRawBytes>(raw, n, raw_window, lane, load_raw, decode, start);
+        for_each_window_bytes<L::kRawBytes>(raw, n, raw_window, lane, load_raw, decode, start, body.raw);
         if (st == LaneStatus::Ok) st = expbits::lane_end_status(reader);
         return;
       }
@@ -1387,15 +1505,17 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
       __syncwarp();
       window.put(out_window, wn, out + base, lane, put);
     };
-    for_each_window_bytes<L::kRawBytes>(raw, n, raw_window, lane, load_raw, decode, start);
+    for_each_window_bytes<L::kRawBytes>(raw, n, raw_window, lane, load_raw, decode, start, body.raw);
     if (st == LaneStatus::Ok) st = expbits::lane_end_status(reader);
   };
-  // The lane streams, staged in shared memory with coalesced loads where they fit (aligned
-  // there: one 32-bit load a word); else read where they are in the stream.
-  if (4ull * total <= stage_bytes) {  // warp-uniform
-    warp_load_words(in + streams_at, total, reinterpret_cast<uint32_t*>(stage), lane);
-    __syncwarp();
-    run(expbits::AlignedWordBitReader(stage + lane_at, words));
+  // The lane streams, staged in shared memory where they fit (ChunkBodyLoads; in a stream that
+  // is not 4-byte aligned, with loads here); else read where they are in the stream.
+  if (4ull * total <= stage_bytes) {  // warp-uniform; body.staged where the stream is 4-byte aligned
+    if (!body.staged) {
+      warp_load_words(in + streams_at, total, reinterpret_cast<uint32_t*>(stage), lane);
+      __syncwarp();
+    }
+    run(expbits::AlignedWordBitReader(stage + body.shift + lane_at, words));
   } else {
     run(expbits::WordBitReader(in + streams_at + lane_at, words));
   }
@@ -1424,9 +1544,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   const uint32_t lane = lane_id();
   const uint32_t warp = warp_in_block();
   WarpDecodeTables t{&s_code[kGauss ? 0 : warp], &s_se[warp], s_len[kGauss ? 0 : warp], ~0u, nullptr, nullptr, false, 0};
+  // The first chunk's offsets, loaded while the block builds its tables.
+  ChunkRangeLoads range{};
+  if (first_chunk() < d.g.chunks) range = load_chunk_range(stream, d, first_chunk());
   // This warp's dynamic shared memory: entropy-exp's bf16 triple table, its output window, then
-  // its stage (kDecodeWarpBytes).
-  uint8_t* const dynamic = warp_stage(kDecodeWarpBytes<K, L> + stage_bytes);
+  // its stage (kDecodeWarpBytes, then stage_bytes and kStageSlack).
+  uint8_t* const dynamic = warp_stage(kDecodeWarpBytes<K, L> + stage_bytes + kStageSlack);
   if constexpr (kDecodeTripleBytes<K, L> != 0) t.triples = reinterpret_cast<expbits::TripleCode*>(dynamic);
   auto* const out_window = reinterpret_cast<typename L::Bits*>(dynamic + kDecodeTripleBytes<K, L>);
   uint8_t* const stage = dynamic + kDecodeWarpBytes<K, L>;
@@ -1445,9 +1568,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     expbits::build_symbol_exponents<L>(expbits::DirectSymbols{}, *t.se, lane, kWarp);
     __syncwarp();
   }
-  for (uint64_t c = first_chunk(); c < d.g.chunks; c += chunk_stride()) {
+  for (uint64_t c = first_chunk(); c < d.g.chunks;) {
     uint64_t begin = 0, end = 0;
-    int32_t st = chunk_range(stream, d, c, begin, end);
+    int32_t st = range.check(d, c, begin, end);
     if (st == 0)
       st =
           decode_exponent_chunk<K, L>(stream + d.payload_at + begin, end - begin, d.g.chunk_size(c),
@@ -1455,6 +1578,8 @@ __global__ void __launch_bounds__(kBlockThreads)
                                       s_raw[warp], out_window, Put{});
     if (lane == 0) status[c] = st;
     __syncwarp();  // the next chunk may rebuild this warp's tables
+    c += chunk_stride();
+    if (c < d.g.chunks) range = load_chunk_range(stream, d, c);
   }
 }
 
@@ -1795,8 +1920,8 @@ void launch_exponent_decode(const uint8_t* stream_dev, const DecodeGeometry& d,
   if (d.g.chunks == 0) return;
   const auto kernel = decode_kernel<K, L, Put>;
   const uint32_t stage = stage_bytes_for<L>(d.g.chunk_elements);
-  const size_t smem = size_t{stage + kDecodeWarpBytes<K, L>} * kWarpsPerBlock;
-  allow_dynamic_smem<L>(kernel, kDecodeWarpBytes<K, L>);
+  const size_t smem = size_t{stage + kDecodeWarpBytes<K, L> + kStageSlack} * kWarpsPerBlock;
+  allow_dynamic_smem<L>(kernel, kDecodeWarpBytes<K, L> + kStageSlack);
   kernel<<<grid_blocks(kernel, d.g.chunks, smem), kBlockThreads, smem, stream>>>(
       stream_dev, d, out, status, stage, gauss_code_param<K>());
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
