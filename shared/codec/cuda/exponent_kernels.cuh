@@ -527,14 +527,22 @@ __device__ inline void for_each_window_bytes(const uint8_t* src, uint32_t n, uin
   }
 }
 
-// for_each_window_bytes over chunk x[0, n)'s elements, into `window` (16-byte aligned).
+// for_each_window_bytes over chunk x[0, n)'s elements, into `window` (16-byte aligned); first:
+// its first window (first_elements).
+template <class Bits>
+__device__ inline WindowOf<sizeof(Bits)> first_elements(const Bits* x, uint32_t n, uint32_t lane) {
+  return first_window<sizeof(Bits)>(reinterpret_cast<const uint8_t*>(x), n, lane);
+}
+template <class Bits, class Body>
+__device__ inline void for_each_window(const Bits* x, uint32_t n, Bits* window, uint32_t lane, Body body,
+                                       WindowOf<sizeof(Bits)> first) {
+  for_each_window_bytes<sizeof(Bits)>(
+      reinterpret_cast<const uint8_t*>(x), n, reinterpret_cast<uint32_t*>(window), lane,
+      [&](uint32_t base, uint32_t wn) { warp_load_window(x + base, wn, window, lane); }, body, NoStart{}, first);
+}
 template <class Bits, class Body>
 __device__ inline void for_each_window(const Bits* x, uint32_t n, Bits* window, uint32_t lane, Body body) {
-  const auto* bytes = reinterpret_cast<const uint8_t*>(x);
-  for_each_window_bytes<sizeof(Bits)>(
-      bytes, n, reinterpret_cast<uint32_t*>(window), lane,
-      [&](uint32_t base, uint32_t wn) { warp_load_window(x + base, wn, window, lane); }, body, NoStart{},
-      first_window<sizeof(Bits)>(bytes, n, lane));
+  for_each_window(x, n, window, lane, body, first_elements(x, n, lane));
 }
 
 // The raw bytes (L::raw) of the two 16-bit elements of `pair` at its bytes 0 and 2; bytes 1 and
@@ -906,12 +914,13 @@ __device__ inline void emit_stored_chunk(const typename L::Bits* x, uint32_t n, 
 // A coded chunk's lane table, raw section and lane streams at o (its header and code table are
 // the caller's), `words` this lane's word count: window by window, each lane's bits through a
 // BitWriter into the warp's stage (copied out at the end) or, when the streams do not fit
-// it, straight to global memory.
+// it, straight to global memory. first: the chunk's first window (first_elements).
 template <class L>
 __device__ inline void emit_coded_body(const typename L::Bits* x, uint32_t n, uint8_t* o,
                                        uint32_t table_bytes, uint32_t words,
                                        const expbits::KeyCode& kc, typename L::Bits* window,
-                                       uint8_t* stage, uint32_t stage_bytes, uint32_t lane) {
+                                       uint8_t* stage, uint32_t stage_bytes, uint32_t lane,
+                                       WindowOf<sizeof(typename L::Bits)> first) {
   format::store_u16(o + ChunkLayout<L>::lane_table_at(table_bytes) + 2 * lane,
                     static_cast<uint16_t>(words));
   auto* raw32 = reinterpret_cast<uint32_t*>(o + ChunkLayout<L>::raw_at(table_bytes));
@@ -927,7 +936,7 @@ __device__ inline void emit_coded_body(const typename L::Bits* x, uint32_t n, ui
     for (uint32_t w = lane; w < raw_words; w += kWarp)
       raw_window[w] = raw_section_word<L>(window, wn, w);
     expbits::put_lane<L>(window, wn, lane, kc, writer);
-  });
+  }, first);
   writer.finish();
   if (staged) {
     __syncwarp();
@@ -964,8 +973,17 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (uint64_t c = first_chunk(); c < g.chunks; c += chunk_stride()) {
     const uint32_t n = g.chunk_size(c);
     const Bits* x = in + c * g.chunk_elements;
+    // What the measure kernel left of the chunk, and its first window, loaded together: the
+    // warp waits for memory once before it codes.
     const uint64_t size = s.chunk_bytes[c];
-    uint8_t* o = payload + (s.chunk_end[c] - size);
+    const uint64_t end = s.chunk_end[c];
+    const uint32_t words = s.lane_words[c * format::kLanes + lane];
+    const uint32_t ref = kGauss ? s.gauss_ref[c] : 0;
+    const auto first = first_elements(x, n, lane);
+    uint8_t* o = payload + (end - size);
+    // gauss: the key code, before the chunk's mode is known (a stored chunk's reference is
+    // measured too), so that no load waits for that.
+    if constexpr (kGauss) gauss_key_code<L>(ref, cached_ref, *gauss_pc, kc, lane);
     if (size == ChunkLayout<L>::stored_bytes(n)) {  // a coded chunk is always smaller
       emit_stored_chunk<L>(x, n, o, window, lane);
       continue;
@@ -973,8 +991,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     uint32_t table_bytes = 0;
     uint32_t header_byte1;
     if constexpr (kGauss) {
-      header_byte1 = s.gauss_ref[c];
-      gauss_key_code<L>(header_byte1, cached_ref, *gauss_pc, kc, lane);
+      header_byte1 = ref;
     } else {
       uint8_t* len = s_len[warp];
       load_entropy_tables(s, c, lane, kc, len);
@@ -999,8 +1016,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       header_byte1 = nsyms - 1;
     }
     if (lane == 0) reinterpret_cast<uint32_t*>(o)[0] = format::kModeCoded | (header_byte1 << 8);
-    emit_coded_body<L>(x, n, o, table_bytes, s.lane_words[c * format::kLanes + lane], kc, window,
-                       stage, stage_bytes, lane);
+    emit_coded_body<L>(x, n, o, table_bytes, words, kc, window, stage, stage_bytes, lane, first);
     __syncwarp();  // the next chunk reloads this warp's tables and stage
   }
 }
@@ -1165,7 +1181,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       emit_stored_chunk<L>(x, n, o, window, lane);
     } else {
       if (lane == 0) reinterpret_cast<uint32_t*>(o)[0] = format::kModeCoded | (m.ref << 8);
-      emit_coded_body<L>(x, n, o, 0, m.words, kc, window, stage, stage_bytes, lane);
+      emit_coded_body<L>(x, n, o, 0, m.words, kc, window, stage, stage_bytes, lane, first_elements(x, n, lane));
     }
     if (lane == 0) {
       const uint64_t end = before + size;
