@@ -729,10 +729,11 @@ __device__ inline void load_entropy_tables(const EncodeScratch& s, uint64_t c, u
 template <class L>
 __device__ inline uint32_t measure_lane_words(const typename L::Bits* x, uint32_t n,
                                               const expbits::KeyCode& kc,
-                                              typename L::Bits* window, uint32_t lane) {
+                                              typename L::Bits* window, uint32_t lane,
+                                              WindowOf<sizeof(typename L::Bits)> first) {
   uint32_t bits = 0;  // the lane's, as encode_lane would write them
   for_each_window(x, n, window, lane,
-                  [&](uint32_t, uint32_t wn) { bits += expbits::lane_bits<L>(window, wn, lane, kc); });
+                  [&](uint32_t, uint32_t wn) { bits += expbits::lane_bits<L>(window, wn, lane, kc); }, first);
   return (bits + 31) / 32;
 }
 
@@ -812,16 +813,24 @@ __device__ inline void exponent_sums(const typename L::Bits* x, uint32_t n, uint
   if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
     const auto* v = reinterpret_cast<const uint4*>(x);
     const uint32_t vectors = n / kPerVector;
-    for (uint32_t i = lane; i < vectors; i += kWarp * kVisitLoads) {
+    constexpr uint32_t kRound = kWarp * kVisitLoads;  // vectors a round of the warp's loads
+    const auto round = [&](uint32_t i, auto whole) {
+      constexpr bool kWhole = decltype(whole)::value;
       uint4 q[kVisitLoads];
 #pragma unroll
       for (uint32_t u = 0; u < kVisitLoads; ++u)  // zeros past the end: exponent 0 is not normal
-        q[u] = i + u * kWarp < vectors ? v[i + u * kWarp] : make_uint4(0, 0, 0, 0);
+        q[u] = kWhole || i + u * kWarp < vectors ? v[i + u * kWarp] : make_uint4(0, 0, 0, 0);
       Packed packed;
 #pragma unroll
       for (uint32_t u = 0; u < kVisitLoads; ++u) packed.add(q[u]);
       packed.flush(sum, count);
-    }
+    };
+    // Whole rounds load unconditionally, all their loads in flight before the first sum (a
+    // load that may be skipped has its registers zeroed first, which holds the next one back).
+    const uint32_t whole = vectors / kRound * kRound;
+    uint32_t i = lane;
+    for (; i < whole; i += kRound) round(i, std::true_type{});
+    if (i < vectors) round(i, std::false_type{});
     from = vectors * kPerVector;
   }
   for (uint32_t k = from + lane; k < n; k += kWarp) {
@@ -837,13 +846,14 @@ __device__ inline GaussMeasure measure_gauss_chunk(const typename L::Bits* x, ui
                                                    const PrefixCode& gauss_pc, expbits::KeyCode& kc,
                                                    uint32_t& cached_ref, typename L::Bits* window,
                                                    uint32_t lane) {
+  const auto first = first_elements(x, n, lane);  // the lane bits' first window, in flight with the sums'
   uint32_t lane_sum = 0, lane_count = 0;
   exponent_sums<L>(x, n, lane, lane_sum, lane_count);
   const unsigned long long sum = warp_sum64(lane_sum);
   const uint32_t count = warp_sum(lane_count);
   const uint32_t ref = expbits::gauss_reference(sum, count);
   gauss_key_code<L>(ref, cached_ref, gauss_pc, kc, lane);
-  return {ref, measure_lane_words<L>(x, n, kc, window, lane)};
+  return {ref, measure_lane_words<L>(x, n, kc, window, lane, first)};
 }
 
 // Per chunk: the code (gauss: the reference; entropy: the tables above), each lane's word
@@ -883,7 +893,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       uint32_t used = 0;
       for (uint32_t i = lane; i < kKeys; i += kWarp) used += len[i] != 0;
       table_bytes = ChunkLayout<L>::table_bytes_entropy(warp_sum(used));
-      words = measure_lane_words<L>(x, n, kc, window, lane);
+      words = measure_lane_words<L>(x, n, kc, window, lane, first_elements(x, n, lane));
     }
     const uint64_t size = chunk_size_bytes<L>(table_bytes, n, words);
     s.lane_words[c * format::kLanes + lane] = static_cast<uint16_t>(words);
