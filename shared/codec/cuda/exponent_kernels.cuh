@@ -261,19 +261,16 @@ __device__ inline Bits load_bits(const uint8_t* p) {
     return format::load_u32(p);
 }
 
-// A chunk's first word (its header: mode, reference or symbol count, reserved bytes): one load
-// where it is 4-byte aligned, byte by byte elsewhere.
-__device__ inline uint32_t load_stream_u32(const uint8_t* p) {
-  if (reinterpret_cast<uintptr_t>(p) % 4 == 0) return *reinterpret_cast<const uint32_t*>(p);
-  return format::load_u32(p);
-}
-
-// A little-endian u64 field of a stream (an offset table entry, the header's payload size): one
-// load where it is 8-byte aligned (the stream is, as cudaMalloc returns it), byte by byte
-// elsewhere (a stream may start anywhere).
-__device__ inline uint64_t load_stream_u64(const uint8_t* p) {
-  if (reinterpret_cast<uintptr_t>(p) % 8 == 0) return *reinterpret_cast<const uint64_t*>(p);
-  return format::load_u64(p);
+// A little-endian field of a stream (a chunk's first word, an offset table entry, the
+// header's payload size; T: uint32_t or uint64_t): one load where it is aligned to its size
+// (the stream is, as cudaMalloc returns it), byte by byte elsewhere (a stream may start
+// anywhere).
+template <class T>
+__device__ inline T load_stream(const uint8_t* p) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "a 32- or 64-bit field");
+  if (reinterpret_cast<uintptr_t>(p) % sizeof(T) == 0) return *reinterpret_cast<const T*>(p);
+  if constexpr (sizeof(T) == 8) return format::load_u64(p);
+  else return format::load_u32(p);
 }
 
 // Copies count items from src to dst (of any memory; they do not overlap), one warp (or, with
@@ -539,10 +536,6 @@ __device__ inline void for_each_window(const Bits* x, uint32_t n, Bits* window, 
   for_each_window_bytes<sizeof(Bits)>(
       reinterpret_cast<const uint8_t*>(x), n, reinterpret_cast<uint32_t*>(window), lane,
       [&](uint32_t base, uint32_t wn) { warp_load_window(x + base, wn, window, lane); }, body, NoStart{}, first);
-}
-template <class Bits, class Body>
-__device__ inline void for_each_window(const Bits* x, uint32_t n, Bits* window, uint32_t lane, Body body) {
-  for_each_window(x, n, window, lane, body, first_elements(x, n, lane));
 }
 
 // The raw bytes (L::raw) of the two 16-bit elements of `pair` at its bytes 0 and 2; bytes 1 and
@@ -1225,12 +1218,15 @@ struct DecodeGeometry {
 // The payload size a chunk checks its offsets against: payload_bytes, or (payload_at_most)
 // the stream's own header's; 0 and *truncated where that exceeds payload_bytes (the stream was
 // cut short: its table and chunks run past the bytes given, and nothing more is read).
+// own: the header's payload size, read only where d.payload_at_most.
+__device__ inline uint64_t checked_payload(uint64_t own, const DecodeGeometry& d, bool* truncated) {
+  *truncated = d.payload_at_most && own > d.payload_bytes;
+  return !d.payload_at_most ? d.payload_bytes : *truncated ? 0 : own;
+}
 __device__ inline uint64_t stream_payload(const uint8_t* stream, const DecodeGeometry& d, bool* truncated) {
   *truncated = false;
   if (!d.payload_at_most) return d.payload_bytes;
-  const uint64_t own = load_stream_u64(stream + format::kOffPayloadBytes);
-  *truncated = own > d.payload_bytes;
-  return *truncated ? 0 : own;
+  return checked_payload(load_stream<uint64_t>(stream + format::kOffPayloadBytes), d, truncated);
 }
 
 __device__ inline int32_t status_of(CudaChunkStatus s) { return static_cast<int32_t>(s); }
@@ -1283,14 +1279,16 @@ __device__ inline int32_t check_chunk_range(uint8_t header_byte, uint64_t from, 
 // Chunk c's byte range, from the stream's own offset table; every lane reads the same entries.
 // Its loads (a header byte a lane, the two table entries, the header's payload size) are all
 // issued before the first test, so that a call waits for memory once: the host has checked that
-// the header and the whole table lie inside the stream.
+// the header and the whole table lie inside the stream. It makes the loads of load_chunk_range
+// itself: composed of that and ChunkRangeLoads::check, it costs the identity decoder, which
+// calls it with a batch of loads in flight, a 12-byte spill (nvcc 13, sm_90).
 __device__ inline int32_t chunk_range(const uint8_t* stream, const DecodeGeometry& d, uint64_t c,
                                       uint64_t& begin, uint64_t& end) {
   static_assert(format::kHeaderBytes == kWarp, "one header byte a lane");
   const uint8_t* table = stream + format::kHeaderBytes;
   const uint8_t header_byte = stream[lane_id()];
-  const uint64_t from = c == 0 ? 0 : load_stream_u64(table + format::kOffsetEntryBytes * (c - 1));
-  const uint64_t to = load_stream_u64(table + format::kOffsetEntryBytes * c);
+  const uint64_t from = c == 0 ? 0 : load_stream<uint64_t>(table + format::kOffsetEntryBytes * (c - 1));
+  const uint64_t to = load_stream<uint64_t>(table + format::kOffsetEntryBytes * c);
   bool truncated = false;
   const uint64_t payload = stream_payload(stream, d, &truncated);
   return check_chunk_range(header_byte, from, to, payload, truncated, d, c, begin, end);
@@ -1303,9 +1301,8 @@ struct ChunkRangeLoads {
   uint64_t from, to;
   uint64_t own_payload;  // the header's payload size, read only where d.payload_at_most
   __device__ int32_t check(const DecodeGeometry& d, uint64_t c, uint64_t& begin, uint64_t& end) const {
-    // stream_payload's, from the loaded size
-    const bool truncated = d.payload_at_most && own_payload > d.payload_bytes;
-    const uint64_t payload = !d.payload_at_most ? d.payload_bytes : truncated ? 0 : own_payload;
+    bool truncated = false;
+    const uint64_t payload = checked_payload(own_payload, d, &truncated);
     return check_chunk_range(header_byte, from, to, payload, truncated, d, c, begin, end);
   }
 };
@@ -1313,9 +1310,9 @@ __device__ inline ChunkRangeLoads load_chunk_range(const uint8_t* stream, const 
   const uint8_t* table = stream + format::kHeaderBytes;
   ChunkRangeLoads l;
   l.header_byte = stream[lane_id()];
-  l.from = c == 0 ? 0 : load_stream_u64(table + format::kOffsetEntryBytes * (c - 1));
-  l.to = load_stream_u64(table + format::kOffsetEntryBytes * c);
-  l.own_payload = d.payload_at_most ? load_stream_u64(stream + format::kOffPayloadBytes) : 0;
+  l.from = c == 0 ? 0 : load_stream<uint64_t>(table + format::kOffsetEntryBytes * (c - 1));
+  l.to = load_stream<uint64_t>(table + format::kOffsetEntryBytes * c);
+  l.own_payload = d.payload_at_most ? load_stream<uint64_t>(stream + format::kOffPayloadBytes) : 0;
   return l;
 }
 
@@ -1386,7 +1383,7 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
   if (bytes < format::kChunkHeaderBytes) return status_of(CudaChunkStatus::SizeMismatch);
   ChunkBodyLoads<L> body;
   if constexpr (K == Kind::Gauss) body.issue(in, bytes, n, 0, stage, stage_bytes, lane);
-  const uint32_t head = load_stream_u32(in);  // bytes 0-3: mode, reference or symbol count, reserved
+  const uint32_t head = load_stream<uint32_t>(in);  // bytes 0-3: mode, reference or symbol count, reserved
   const uint32_t mode = head & 0xFFu, byte1 = head >> 8 & 0xFFu;
   if (mode == format::kModeStored) {
     if (bytes != ChunkLayout<L>::stored_bytes(n)) return status_of(CudaChunkStatus::SizeMismatch);
