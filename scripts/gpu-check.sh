@@ -40,7 +40,10 @@
 # bundled tensor, nvCOMP beside them, and gauss-exp and entropy-exp at 1, 4, 16 and 64 MiB in
 # chunks of 4,096 and 8,192 elements (more warps on a small call, for 1.8% and 0.6% of ratio:
 # the sizes where calibrate's chunks by the stream's size change), and gauss-exp
-# with the one-launch encoder (COMPCOLL_CUDA_ENCODER=one-launch) at 1 to 256 MiB; calibrate of
+# with the one-launch encoder (COMPCOLL_CUDA_ENCODER=one-launch) at 1 to 256 MiB, and identity,
+# gauss-exp and entropy-exp at 4, 16 and 64 MiB split into 7 messages (a direct allreduce's
+# blocks to its peers on 8 ranks), coded as one batch and as 7 calls (--batch 7; the rows in
+# OUT_DIR/codec-batch.jsonl); calibrate of
 # bf16 only (identity, gauss-exp, entropy-exp with their decode_add curves, reduce, copy, and
 # nvCOMP's ANS with its ratios where libnvcomp.so.6 loads; 4 KiB to 256 MiB, --quick)
 # into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
@@ -171,6 +174,7 @@ mkdir -p "$out/calibration"
 cal="$out/calibration/$slug.yaml"
 [ $quick = 1 ] && cal="$out/calibration/$slug-bf16-quick.yaml"
 codec_rows="$out/codec-cuda.jsonl"
+batch_rows="$out/codec-batch.jsonl"
 # The limits, in seconds, together 22 minutes (--quick: 16; compute-sanitizer's two cases
 # 2 of them). calibrate took 360 s on one
 # H200 (the default sizes, 4 KiB to 1 GiB); its limit leaves a third more.
@@ -253,7 +257,9 @@ if [ $quick = 1 ]; then
       synthetic:gaussian:32M >>'$codec_rows' || rc=1; done; \
     COMPCOLL_CUDA_ENCODER=one-launch '$bench' codec --device cuda --dtype bf16 --json --codec gauss-exp \
       synthetic:gaussian:512k synthetic:gaussian:2M synthetic:gaussian:8M synthetic:gaussian:32M \
-      synthetic:gaussian:128M >>'$codec_rows' || rc=1; exit \$rc"
+      synthetic:gaussian:128M >>'$codec_rows' || rc=1; \
+    '$bench' codec --device cuda --dtype bf16 --json --batch 7 --chunk auto --codec identity,gauss-exp,entropy-exp \
+      synthetic:gaussian:2M synthetic:gaussian:8M synthetic:gaussian:32M >'$batch_rows' || rc=1; exit \$rc"
   quick_codecs=identity,gauss-exp,entropy-exp
   grep -q '^nvcomp: loaded' "$out/nvcomp.log" && quick_codecs+=,nvcomp-ans
   step calibrate 120 "$bench" calibrate --device cuda --quick --dtype bf16 --codec "$quick_codecs" \
@@ -319,9 +325,9 @@ if ! grep -q '"codec": "nvcomp-' "$codec_rows" 2>/dev/null; then
 fi
 
 deadline=  # the summary reads what the steps left, whatever the time
-step summary 60 python3 - "$cal" "$codec_rows" "$out/summary.json" "$out/summary.txt" "$gpu" "$here/tools" <<'EOF'
+step summary 60 python3 - "$cal" "$codec_rows" "$out/summary.json" "$out/summary.txt" "$gpu" "$here/tools" "$batch_rows" <<'EOF'
 import json, os, re, sys
-cal, codec_rows, json_out, txt_out, gpu, tools = sys.argv[1:7]
+cal, codec_rows, json_out, txt_out, gpu, tools, batch_rows = sys.argv[1:8]
 sys.path.insert(0, tools)
 import gpu_targets  # its reader of calibration files, which the targets step uses too
 size = 268435456  # 256 MiB
@@ -378,12 +384,23 @@ if codec:
         lines.append(f"  {os.path.basename(r['file'])[:40]:40s} {r['codec']:16s} {enc:10s} chunk {chunk or '-':>5} ratio {r['ratio']:6.3f}"
                      f"  enc {r['encode_gbps']:8.1f}  dec {r['decode_gbps']:8.1f}  memcpy {r['memcpy_gbps']:7.1f}"
                      f"  {'-' if check is None else ('OK' if check else 'FAILED')}{fused}")
+batch = [json.loads(l) for l in open(batch_rows) if l.startswith("{")] if os.path.exists(batch_rows) else []
+if batch:
+    lines.append("codec --device cuda --batch (median GB/s of the uncompressed bytes of all the messages)")
+    for r in batch:
+        if "batch_messages" not in r:
+            continue
+        k = r["batch_messages"]
+        lines.append(f"  {os.path.basename(r['file'])[:40]:40s} {r['codec']:16s} chunk {r.get('chunk_elements') or '-':>5}"
+                     f"  {k} messages: one batch enc {r['batch_encode_gbps']:8.1f} dec {r['batch_decode_gbps']:8.1f}"
+                     f"  {k} calls enc {r['calls_encode_gbps']:8.1f} dec {r['calls_decode_gbps']:8.1f}"
+                     f"  {'OK' if r.get('lossless_ok') else 'FAILED'}")
 lines += [f"WARNING: {w}" for w in warnings]
 open(txt_out, "w").write("\n".join(lines) + "\n")
 json.dump({"gpu": gpu, "calibration": cal if os.path.exists(cal) else None, "bytes": size, "copy_gbps": copy,
            "rows": [{"codec": c, "dtype": d, "op": o, "gbps": g, "fraction_of_copy": g / copy if copy else None}
                     for c, d, o, g in sorted(rows)],
-           "codec_rows": codec, "warnings": warnings},
+           "codec_rows": codec, "batch_rows": batch, "warnings": warnings},
           open(json_out, "w"), indent=1)
 EOF
 [ -f "$out/summary.txt" ] && cat "$out/summary.txt"

@@ -859,6 +859,9 @@ std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions&) {
 std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice&, const Codec&, uint64_t, const TimingOptions&) {
   return std::nullopt;
 }
+std::optional<BatchMeasurement> measure_cuda_batch(CalibrationDevice&, const Codec&, uint32_t, const TimingOptions&) {
+  return std::nullopt;
+}
 #endif
 
 int run_calibrate(int argc, char** argv) {

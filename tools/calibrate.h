@@ -115,6 +115,18 @@ std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions& encode 
 std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice& device, const Codec& codec, uint64_t bytes,
                                                    const TimingOptions& opt);
 
+// With a device of make_cuda_device(): the loaded input as `messages` messages (split as a
+// collective splits a buffer into blocks: equal, the first ones an element larger), coded as one
+// batch (cuda_encode_batch, cuda_decode_batch: codec/cuda/codec_cuda.h) and as a call a message,
+// each way timed as measure() times (all the messages a sample); the batch's streams decoded
+// checked against the input (`wrong` of each). Nothing for another device, for a codec without
+// batch kernels (fp8-hadamard, nvcomp-ans) or in a build without CUDA.
+struct BatchMeasurement {
+  Measurement encode_batch, decode_batch, encode_calls, decode_calls;
+};
+std::optional<BatchMeasurement> measure_cuda_batch(CalibrationDevice& device, const Codec& codec, uint32_t messages,
+                                                   const TimingOptions& opt);
+
 // Median of the values (sorts a copy); 0 for none.
 double median(std::vector<double> v);
 

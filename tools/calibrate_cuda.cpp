@@ -192,6 +192,79 @@ class CudaDevice : public CalibrationDevice {
     return m;
   }
 
+  // measure_cuda_batch: the input as `messages` blocks, one batch against a call a block.
+  BatchMeasurement measure_batch(const Codec& codec, uint32_t messages, const TimingOptions& opt) {
+    const size_t es = dtype_size(dtype_);
+    const uint64_t n = host_input_->size() / es;
+    std::vector<uint64_t> count(messages), at(messages), slot(messages), capacity(messages);
+    size_t slots = 0, scratch = 0, chunks = 0;
+    for (uint32_t i = 0; i < messages; ++i) {
+      count[i] = n / messages + (i < n % messages ? 1 : 0);
+      at[i] = i == 0 ? 0 : at[i - 1] + count[i - 1];
+      capacity[i] = max_encoded_size(codec, dtype_, count[i], encode_);
+      slot[i] = slots;
+      slots += format::align_up64(capacity[i], 16);
+      scratch = std::max(scratch, cuda_encode_scratch_bytes(codec.id(), dtype_, count[i], encode_));
+      chunks += format::chunk_count_for(count[i], format::chunk_elements_for(encode_.chunk_elements, count[i]));
+    }
+    scratch = std::max(scratch, cuda_encode_batch_scratch_bytes(codec.id(), dtype_, count.data(), messages, encode_));
+    DeviceMemory streams, sizes, scratch_dev, status;
+    streams.allocate(slots);
+    sizes.allocate(sizeof(uint64_t) * messages);
+    scratch_dev.allocate(scratch);
+    status.allocate(sizeof(int32_t) * (chunks + 1));
+    const auto* in = static_cast<const uint8_t*>(in_.get());
+    auto* out = static_cast<uint8_t*>(out_.get());
+    std::vector<CudaEncodeItem> enc(messages);
+    for (uint32_t i = 0; i < messages; ++i)
+      enc[i] = {count[i] ? in + at[i] * es : nullptr, count[i], streams.as<uint8_t>() + slot[i], capacity[i],
+                sizes.as<uint64_t>() + i};
+    const auto encode_batch = [&] {
+      cuda_encode_batch(codec.id(), dtype_, enc.data(), messages, scratch_dev.get(), scratch_dev.bytes(), encode_, stream_);
+    };
+    BatchMeasurement m;
+    m.encode_batch = time(encode_batch, opt);
+    m.encode_calls = time([&] {
+      for (const CudaEncodeItem& e : enc)
+        cuda_encode(codec.id(), dtype_, e.in_dev, e.elements, e.out_dev, e.out_capacity, e.out_size_dev,
+                    scratch_dev.get(), scratch_dev.bytes(), encode_, stream_);
+    }, opt);
+    // The receivers' infos from the streams' sizes (expected_stream_info: no header read back).
+    encode_batch();
+    std::vector<uint64_t> size(messages);
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(size.data(), sizes.get(), sizeof(uint64_t) * messages, cudaMemcpyDeviceToHost, stream_));
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<CudaDecodeItem> dec(messages);
+    size_t status_at = 0;
+    for (uint32_t i = 0; i < messages; ++i) {
+      const StreamInfo info = expected_stream_info(codec, dtype_, count[i], encode_, size[i]);
+      dec[i] = {info, streams.as<uint8_t>() + slot[i], size[i], count[i] ? out + at[i] * es : nullptr, count[i] * es,
+                status.as<int32_t>() + status_at};
+      status_at += info.chunk_count;
+    }
+    const auto decode_batch = [&] { cuda_decode_batch(dec.data(), messages, stream_); };
+    m.decode_batch = time(decode_batch, opt);
+    m.decode_calls = time([&] {
+      for (const CudaDecodeItem& d : dec)
+        cuda_decode(d.info, d.stream_dev, d.stream_bytes, d.out_dev, d.out_capacity, d.status_dev, stream_);
+    }, opt);
+    // The correctness pass: the batch's streams decoded by the batch, against the input.
+    COMPCOLL_CUDA_CHECK(cudaMemsetAsync(out_.get(), 0x5A, host_input_->size(), stream_));
+    COMPCOLL_CUDA_CHECK(cudaMemsetAsync(status.get(), 0x7F, status.bytes(), stream_));
+    decode_batch();
+    std::vector<uint8_t> got(host_input_->size());
+    std::vector<int32_t> st(status_at);
+    COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(got.data(), out_.get(), got.size(), cudaMemcpyDeviceToHost, stream_));
+    if (!st.empty())
+      COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(st.data(), status.get(), st.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    COMPCOLL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    int64_t wrong = 0;
+    for (uint64_t i = 0; i < got.size(); i += es) wrong += std::memcmp(got.data() + i, host_input_->data() + i, es) != 0;
+    if (std::any_of(st.begin(), st.end(), [](int32_t s) { return s != 0; })) wrong = std::max<int64_t>(wrong, 1);
+    m.encode_batch.wrong = m.decode_batch.wrong = wrong;
+    return m;
+  }
+
   // For cuda_peer_context: the loaded input on the device, and the stream everything runs on.
   const void* input_dev() const { return in_.get(); }
   uint64_t input_bytes() const { return host_input_ ? host_input_->size() : 0; }
@@ -290,6 +363,16 @@ std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice& device, co
   auto* cuda = dynamic_cast<CudaDevice*>(&device);
   if (cuda == nullptr || !gpu_decode_adds(codec.id())) return std::nullopt;
   return cuda->measure_decode_add(codec, bytes, opt);
+}
+
+std::optional<BatchMeasurement> measure_cuda_batch(CalibrationDevice& device, const Codec& codec, uint32_t messages,
+                                                   const TimingOptions& opt) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  const CodecId id = codec.id();
+  if (cuda == nullptr || messages == 0 ||
+      (id != CodecId::Identity && id != CodecId::GaussExp && id != CodecId::EntropyExp))
+    return std::nullopt;
+  return cuda->measure_batch(codec, messages, opt);
 }
 
 std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions& encode) {

@@ -1,6 +1,6 @@
 // tools/compcoll_bench.cpp — compcoll-bench: measures codecs on real or synthetic tensors.
 //   compcoll-bench codec [--codec NAME[,NAME...]|all] [--dtype bf16|fp16|fp32] [--json] [--chunk N] [--peer zipnn]
-//                        [--min-time SECONDS] [--threads N] [--device host|cuda] PATH...
+//                        [--min-time SECONDS] [--threads N] [--device host|cuda] [--batch K] PATH...
 // Per input and codec: ratio, the order-0 exponent-entropy bound, encode/decode GB/s (best of
 // several timed runs after an untimed warm-up), then a separate check: bit-exact for lossless
 // codecs; for lossy ones (fp8-hadamard) the max abs and relative L2 error, and a check that
@@ -9,7 +9,8 @@
 // --peer zipnn runs ZipNN on them too, through Python (tools/zipnn_peer.py).
 // --device cuda runs the CUDA kernels instead, through calibrate's CUDA device (same timing:
 // CUDA events, median), and where the build found nvCOMP its ANS and Bitcomp on the same
-// device buffer as yardsticks (tools/nvcomp_peer.h).
+// device buffer as yardsticks (tools/nvcomp_peer.h); --batch K also times each tensor as K
+// messages coded in one batch and in K calls (calibrate.h's measure_cuda_batch).
 //   compcoll-bench calibrate ...   (tools/calibrate.cpp: writes a calibration file)
 //   compcoll-bench pipeline ...    (tools/pipeline_cmd.cpp: a message over PCIe on one GPU)
 //   compcoll-bench version         (the build, and whether libnvcomp.so.6 loads; no GPU needed)
@@ -61,6 +62,7 @@ struct Options {
   bool zipnn = false;  // --peer zipnn: ZipNN through Python (tools/zipnn_peer.py) on the same bytes
   std::string device = "host";  // --device cuda: the CUDA kernels (and nvCOMP where built)
   uint32_t threads = 1;          // --threads N: host encode/decode on N threads (0: one per hardware thread)
+  uint32_t batch = 0;            // --batch K (--device cuda): also as K messages, one batch against K calls
   // --chunk and --threads as the encoder takes them (the CUDA kernels ignore threads, which is 1
   // with --device cuda).
   EncodeOptions encode_options() const {
@@ -79,6 +81,7 @@ struct Row {
   std::string check;  // "OK", "FAILED", or "-" for yardsticks that are not lossless checks
   double max_abs = -1, rel_l2 = -1;  // lossy codecs only; negative: not applicable
   std::string more_json{};            // more fields of its JSON line (", \"key\": value")
+  std::string more_text{};            // a line under its table row ("#   ...")
 };
 
 // Errors of a lossy round trip: max |got - want| and ||got - want|| / ||want|| (in double, over
@@ -110,7 +113,7 @@ LossyError lossy_error(DType dtype, const uint8_t* got, const uint8_t* want, siz
   std::fprintf(out,
                "usage: compcoll-bench codec [--codec NAME[,NAME...]|all] [--dtype bf16|fp16|fp32] [--json]\n"
                "                            [--chunk ELEMENTS|auto] [--min-time SECONDS] [--peer zipnn]\n"
-               "                            [--threads N] [--device host|cuda] PATH...\n"
+               "                            [--threads N] [--device host|cuda] [--batch K] PATH...\n"
                "  PATH: file.npy | file.safetensors | synthetic:gaussian:N | synthetic:uniform-bits:N\n"
                "       compcoll-bench calibrate --out FILE.yaml [...]     (calibrate --help)\n"
                "       compcoll-bench pipeline [--codec ...] [--pieces 1,4,16] PATH...   (a message over PCIe on one GPU)\n"
@@ -177,6 +180,7 @@ class RowPrinter {
       std::printf("%-44s %-20s %5s %11zu %7.4f %7.4f %9.3f %9.3f %9.3f %6s %s\n", shorten(r.file).c_str(),
                   r.codec.c_str(), std::string(dtype_name(r.dtype)).c_str(), r.elements, r.ratio,
                   r.bound, r.encode_gbps, r.decode_gbps, r.memcpy_gbps, r.check.c_str(), err);
+      if (!r.more_text.empty()) std::printf("#   %s\n", r.more_text.c_str());
     }
     std::fflush(stdout);
   }
@@ -403,7 +407,7 @@ bool bench_tensor_cuda(const TensorData& t, const Options& opt, const RowPrinter
     size_t size = 0;
     bool good = false;
     LossyError err;
-    std::string more;
+    std::string more, more_text;
     try {
       const bench::Measurement me = device.measure(calib::Op::Compress, &codec, bytes, timing);
       const bench::Measurement md = device.measure(calib::Op::Decompress, &codec, bytes, timing);
@@ -422,6 +426,20 @@ bool bench_tensor_cuda(const TensorData& t, const Options& opt, const RowPrinter
                       gbps(bytes, *reduce_s));
         more = b;
       }
+      if (const auto mb = opt.batch ? bench::measure_cuda_batch(device, codec, opt.batch, timing) : std::nullopt) {
+        good &= mb->decode_batch.wrong == 0;
+        const double be = gbps(bytes, mb->encode_batch.seconds), bd = gbps(bytes, mb->decode_batch.seconds);
+        const double ce = gbps(bytes, mb->encode_calls.seconds), cd = gbps(bytes, mb->decode_calls.seconds);
+        char b[192];
+        std::snprintf(b, sizeof b,
+                      ", \"batch_messages\": %u, \"batch_encode_gbps\": %.4f, \"batch_decode_gbps\": %.4f, "
+                      "\"calls_encode_gbps\": %.4f, \"calls_decode_gbps\": %.4f",
+                      opt.batch, be, bd, ce, cd);
+        more += b;
+        std::snprintf(b, sizeof b, "%u messages: one batch enc %.3f dec %.3f GB/s, %u calls enc %.3f dec %.3f GB/s%s",
+                      opt.batch, be, bd, opt.batch, ce, cd, mb->decode_batch.wrong == 0 ? "" : " (batch FAILED)");
+        more_text = b;
+      }
       const std::vector<uint8_t> stream = encode(codec, t.dtype, t.bytes.data(), t.elements(), opt.encode_options());
       size = stream.size();
       if (!codec.lossless()) {
@@ -437,7 +455,7 @@ bool bench_tensor_cuda(const TensorData& t, const Options& opt, const RowPrinter
     ok &= good;
     printer.row({t.source, name, t.dtype, t.elements(), size ? static_cast<double>(bytes) / size : 0, bound,
                  gbps(bytes, enc), gbps(bytes, dec), memcpy_gbps, good ? "OK" : "FAILED",
-                 codec.lossless() ? -1.0 : err.max_abs, codec.lossless() ? -1.0 : err.rel_l2, more});
+                 codec.lossless() ? -1.0 : err.max_abs, codec.lossless() ? -1.0 : err.rel_l2, more, more_text});
   }
   if (!opt.codecs.empty()) return ok;
 #ifdef COMPCOLL_HAVE_NVCOMP
@@ -500,6 +518,11 @@ Options parse_args(int argc, char** argv) {
       const auto t = bench::whole_number(v, 0, 1024);
       if (!t) usage_error("--threads: expected 0 (one per hardware thread) to 1024, got \"" + v + "\"");
       opt.threads = static_cast<uint32_t>(*t);
+    } else if (a == "--batch") {
+      const std::string v = value();
+      const auto k = bench::whole_number(v, 1, 1024);
+      if (!k) usage_error("--batch: expected messages from 1 to 1024, got \"" + v + "\"");
+      opt.batch = static_cast<uint32_t>(*k);
     } else if (a == "--device") {
       opt.device = value();
       if (opt.device != "host" && opt.device != "cuda")
@@ -514,6 +537,8 @@ Options parse_args(int argc, char** argv) {
   if (opt.device == "cuda") {
     if (opt.zipnn) usage_error("--peer zipnn: runs on the host, not with --device cuda");
     if (opt.threads != 1) usage_error("--threads: host threads, not with --device cuda");
+  } else if (opt.batch) {
+    usage_error("--batch: the CUDA kernels' batches, only with --device cuda");
   }
   return opt;
 }

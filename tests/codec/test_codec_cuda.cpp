@@ -1,7 +1,8 @@
 // tests/codec/test_codec_cuda.cpp — the CUDA codec kernels (codec/cuda/codec_cuda.h) against the
 // host reference: GPU streams byte-identical to encode(), GPU decode bit-exact, per-chunk errors
 // for damaged streams; fp8-hadamard (lossy) streams and decodes bit-identical to the host's;
-// encode, decode and decode-and-add captured in a CUDA graph and replayed. Runs on a non-blocking stream; without a device every GPU case says
+// encode, decode and decode-and-add captured in a CUDA graph and replayed; batches of messages
+// coded as each message alone (cuda_encode_batch, cuda_decode_batch), captured too. Runs on a non-blocking stream; without a device every GPU case says
 // "SKIPPED" with a warning instead of passing silently. Built only with CUDA.
 #ifdef COMPCOLL_HAVE_CUDA
 
@@ -897,5 +898,307 @@ TEST_CASE("cuda: fp8-hadamard damaged chunks give the host's errors", "[cuda][fp
     CHECK_THROWS_AS(decode(bad.data(), bad.size(), out.data(), out.size()), CodecError);
   }
 }
+
+// ---- batches ----------------------------------------------------------------------------------
+
+namespace {
+
+// Messages of a batch laid out as a collective's blocks are: the inputs one after another in
+// one buffer (element aligned, not more), each stream in a 16-byte aligned slot of its own in
+// another.
+struct BatchBuffers {
+  std::vector<uint64_t> elements;
+  std::vector<size_t> in_at, slot_at, capacity;
+  size_t in_bytes = 0, slot_bytes = 0;
+};
+
+BatchBuffers batch_layout(CodecId codec, DType dtype, const std::vector<uint64_t>& elements, const EncodeOptions& opt) {
+  BatchBuffers b;
+  b.elements = elements;
+  for (const uint64_t n : elements) {
+    b.in_at.push_back(b.in_bytes);
+    b.in_bytes += n * dtype_size(dtype);
+    const size_t cap = max_encoded_size(codec_of(codec), dtype, n, opt);
+    b.slot_at.push_back(b.slot_bytes);
+    b.capacity.push_back(cap);
+    b.slot_bytes += format::align_up64(cap, 16);
+  }
+  return b;
+}
+
+// Encodes the messages (whose bytes lie in `in`, laid out as b) with cuda_encode_batch; the
+// streams, each as long as its size says. Outputs, sizes and scratch start out as garbage.
+std::vector<std::vector<uint8_t>> gpu_encode_batch(const Stream& s, CodecId codec, DType dtype, const BatchBuffers& b,
+                                                   const std::vector<uint8_t>& in, const EncodeOptions& opt) {
+  const size_t count = b.elements.size();
+  DeviceBuffer<uint8_t> din(b.in_bytes + 1), dout(b.slot_bytes + 1);
+  DeviceBuffer<uint64_t> dsize(count + 1);
+  to_device(s, din.get(), in.data(), in.size());
+  COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dout.get(), 0x5A, dout.count(), s.get()));
+  COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dsize.get(), 0xFF, dsize.count() * sizeof(uint64_t), s.get()));
+  const size_t scratch_bytes = cuda_encode_batch_scratch_bytes(codec, dtype, b.elements.data(), count, opt);
+  DeviceBuffer<uint8_t> scratch(scratch_bytes);
+  if (scratch_bytes > 0) COMPCOLL_CUDA_CHECK(cudaMemsetAsync(scratch.get(), 0xC3, scratch_bytes, s.get()));
+  std::vector<CudaEncodeItem> items;
+  for (size_t i = 0; i < count; ++i)
+    items.push_back({b.elements[i] > 0 ? din.get() + b.in_at[i] : nullptr, b.elements[i], dout.get() + b.slot_at[i],
+                     b.capacity[i], dsize.get() + i});
+  cuda_encode_batch(codec, dtype, items.data(), count, scratch.get(), scratch_bytes, opt, s.get());
+  const std::vector<uint64_t> sizes = to_host(s, dsize.get(), count);
+  const std::vector<uint8_t> all = to_host(s, dout.get(), dout.count());
+  std::vector<std::vector<uint8_t>> streams;
+  for (size_t i = 0; i < count; ++i) {
+    REQUIRE(sizes[i] <= b.capacity[i]);
+    streams.emplace_back(all.begin() + static_cast<ptrdiff_t>(b.slot_at[i]),
+                         all.begin() + static_cast<ptrdiff_t>(b.slot_at[i] + sizes[i]));
+  }
+  return streams;
+}
+
+struct BatchDecoded {
+  std::vector<std::vector<uint8_t>> out;
+  std::vector<std::vector<int32_t>> status;
+};
+
+// Decodes host streams (their infos as the receiver expects them) with cuda_decode_batch, each
+// stream `skew` bytes into a 16-byte slot (any alignment), each output into its own buffer.
+BatchDecoded gpu_decode_batch(const Stream& s, const std::vector<std::vector<uint8_t>>& streams,
+                              const std::vector<StreamInfo>& infos, size_t skew) {
+  const size_t count = streams.size();
+  size_t slot_bytes = 0, out_bytes = 0, chunks = 0;
+  std::vector<size_t> slot_at, out_at, status_at;
+  for (size_t i = 0; i < count; ++i) {
+    slot_at.push_back(slot_bytes + skew);
+    slot_bytes += format::align_up64(streams[i].size() + skew, 16);
+    out_at.push_back(out_bytes);
+    out_bytes += format::align_up64(infos[i].elements * dtype_size(infos[i].dtype), 16);
+    status_at.push_back(chunks);
+    chunks += infos[i].chunk_count;
+  }
+  DeviceBuffer<uint8_t> din(slot_bytes + 1), dout(out_bytes + 1);
+  DeviceBuffer<int32_t> dstatus(chunks + 1);
+  for (size_t i = 0; i < count; ++i) to_device(s, din.get() + slot_at[i], streams[i].data(), streams[i].size());
+  COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dout.get(), 0xA5, dout.count(), s.get()));
+  COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dstatus.get(), 0x7F, dstatus.count() * sizeof(int32_t), s.get()));
+  std::vector<CudaDecodeItem> items;
+  for (size_t i = 0; i < count; ++i)
+    items.push_back({infos[i], din.get() + slot_at[i], streams[i].size(), dout.get() + out_at[i],
+                     infos[i].elements * dtype_size(infos[i].dtype), dstatus.get() + status_at[i]});
+  cuda_decode_batch(items.data(), count, s.get());
+  const std::vector<uint8_t> out = to_host(s, dout.get(), dout.count());
+  const std::vector<int32_t> status = to_host(s, dstatus.get(), dstatus.count());
+  BatchDecoded d;
+  for (size_t i = 0; i < count; ++i) {
+    const size_t bytes = infos[i].elements * dtype_size(infos[i].dtype);
+    d.out.emplace_back(out.begin() + static_cast<ptrdiff_t>(out_at[i]),
+                       out.begin() + static_cast<ptrdiff_t>(out_at[i] + bytes));
+    d.status.emplace_back(status.begin() + static_cast<ptrdiff_t>(status_at[i]),
+                          status.begin() + static_cast<ptrdiff_t>(status_at[i] + infos[i].chunk_count));
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a batch codes each message as a call of its own would", "[cuda][batch]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  EncodeOptions opt;
+  opt.chunk_elements = 1024;
+  // 19 messages: a group of cuda_batch_messages() and one of 3, empty ones and ones of one
+  // element among them, chunk counts 0 to 5.
+  REQUIRE(cuda_batch_messages() == 16);
+  test::SplitMix64 rng{777};
+  std::vector<uint64_t> elements = {0, 1, 3000, 1024, 0};
+  while (elements.size() < 19) elements.push_back(rng.next() % 5000);
+  for (const CodecId codec : {CodecId::Identity, CodecId::GaussExp, CodecId::EntropyExp, CodecId::Fp8Hadamard})
+    for (const DType dtype : kDTypes) {
+      CAPTURE(codec_name(codec), dtype_name(dtype));
+      const BatchBuffers b = batch_layout(codec, dtype, elements, opt);
+      uint64_t total = 0;
+      for (const uint64_t n : elements) total += n;
+      const auto in = test::gaussian_bytes(dtype, total, 0.02, 900 + static_cast<int>(codec));
+      const auto streams = gpu_encode_batch(s, codec, dtype, b, in, opt);
+      std::vector<std::vector<uint8_t>> host;
+      std::vector<StreamInfo> infos;
+      for (size_t i = 0; i < elements.size(); ++i) {
+        CAPTURE(i, elements[i]);
+        host.push_back(encode(codec_of(codec), dtype, in.data() + b.in_at[i], elements[i], opt));
+        CHECK(streams[i] == host.back());
+        infos.push_back(expected_stream_info(codec_of(codec), dtype, elements[i], opt, host.back().size()));
+      }
+      for (const size_t skew : {size_t{0}, size_t{3}}) {
+        CAPTURE(skew);
+        const BatchDecoded d = gpu_decode_batch(s, host, infos, skew);
+        for (size_t i = 0; i < elements.size(); ++i) {
+          CAPTURE(i, elements[i]);
+          std::vector<uint8_t> expect(elements[i] * dtype_size(dtype));
+          decode(host[i].data(), host[i].size(), expect.data(), expect.size());
+          CHECK(d.out[i] == expect);
+          CHECK(d.status[i] == std::vector<int32_t>(infos[i].chunk_count, 0));
+        }
+      }
+    }
+}
+
+TEST_CASE("cuda: a batch's messages may differ in chunk size; one damaged message fails alone",
+          "[cuda][batch][bad-input]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  for (const CodecId codec : kCodecs)
+    for (const DType dtype : kDTypes) {
+      CAPTURE(codec_name(codec), dtype_name(dtype));
+      std::vector<std::vector<uint8_t>> streams, inputs;
+      std::vector<StreamInfo> infos;
+      for (const uint32_t chunk : {1024u, 4096u, 32u}) {
+        EncodeOptions opt;
+        opt.chunk_elements = chunk;
+        const uint64_t n = 3000;
+        inputs.push_back(test::gaussian_bytes(dtype, n, 0.5, 60 + chunk));
+        streams.push_back(encode(codec_of(codec), dtype, inputs.back().data(), n, opt));
+        infos.push_back(read_stream_info(streams.back().data(), streams.back().size()));
+      }
+      // Message 0's chunk 1 damaged: its second half's bytes flipped (identity, whose bytes are
+      // all elements: its offset table entry a word short).
+      auto damaged = streams;
+      if (codec == CodecId::Identity) {
+        const size_t entry = format::kHeaderBytes + format::kOffsetEntryBytes;
+        format::store_u64(damaged[0].data() + entry, format::load_u64(streams[0].data() + entry) - 4);
+      } else {
+        const auto [begin, end] = chunk_bytes_at(streams[0], 1);
+        for (uint64_t at = (begin + end) / 2; at < end; ++at) damaged[0][at] ^= 0x5A;
+      }
+      const std::vector<int32_t> alone = gpu_statuses(s, infos[0], damaged[0]);
+      CHECK(alone[0] == 0);
+      CHECK(alone[1] != 0);
+      const BatchDecoded d = gpu_decode_batch(s, damaged, infos, 1);
+      CHECK(d.status[0] == alone);
+      for (size_t i = 1; i < streams.size(); ++i) {
+        CAPTURE(i);
+        CHECK(d.status[i] == std::vector<int32_t>(infos[i].chunk_count, 0));
+        CHECK(d.out[i] == inputs[i]);
+      }
+    }
+}
+
+TEST_CASE("cuda: a batch's argument errors name the message", "[cuda][batch][bad-input]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  const DType dtype = DType::BF16;
+  EncodeOptions opt;
+  opt.chunk_elements = 1024;
+  const std::vector<uint64_t> elements = {100, 20000, 50};
+  const BatchBuffers b = batch_layout(CodecId::GaussExp, dtype, elements, opt);
+  DeviceBuffer<uint8_t> din(b.in_bytes), dout(b.slot_bytes);
+  DeviceBuffer<uint64_t> dsize(3);
+  const size_t scratch_bytes = cuda_encode_batch_scratch_bytes(CodecId::GaussExp, dtype, elements.data(), 3, opt);
+  DeviceBuffer<uint8_t> scratch(scratch_bytes);
+  std::vector<CudaEncodeItem> items;
+  for (size_t i = 0; i < 3; ++i)
+    items.push_back({din.get() + b.in_at[i], elements[i], dout.get() + b.slot_at[i], b.capacity[i], dsize.get() + i});
+  // The scratch of three messages is more than that of the largest alone: one scan covers them.
+  CHECK(scratch_bytes > cuda_encode_scratch_bytes(CodecId::GaussExp, dtype, 20000, opt));
+  auto bad = items;
+  bad[2].out_size_dev = nullptr;
+  CHECK_THROWS_WITH(cuda_encode_batch(CodecId::GaussExp, dtype, bad.data(), 3, scratch.get(), scratch_bytes, opt, s.get()),
+                    Catch::Contains("message 2") && Catch::Contains("out_size_dev"));
+  bad = items;
+  bad[1].out_capacity = 10;
+  CHECK_THROWS_WITH(cuda_encode_batch(CodecId::GaussExp, dtype, bad.data(), 3, scratch.get(), scratch_bytes, opt, s.get()),
+                    Catch::Contains("message 1") && Catch::Contains("capacity"));
+  CHECK_THROWS_WITH(
+      cuda_encode_batch(CodecId::GaussExp, dtype, items.data(), 3, scratch.get(), scratch_bytes - 1, opt, s.get()),
+      Catch::Contains("scratch"));
+  // Decoding: a stream of another codec in the batch, and a stream too short for its info.
+  std::vector<std::vector<uint8_t>> host;
+  const auto in = test::gaussian_bytes(dtype, 20150, 0.02, 5);
+  std::vector<CudaDecodeItem> ditems;
+  DeviceBuffer<int32_t> dstatus(8);
+  for (size_t i = 0; i < 3; ++i) {
+    const CodecId codec = i == 1 ? CodecId::EntropyExp : CodecId::GaussExp;
+    host.push_back(encode(codec_of(codec), dtype, in.data() + b.in_at[i], elements[i], opt));
+    ditems.push_back({read_stream_info(host[i].data(), host[i].size()), dout.get() + b.slot_at[i], host[i].size(),
+                      din.get() + b.in_at[i], elements[i] * 2, dstatus.get() + 2 * i});
+  }
+  CHECK_THROWS_WITH(cuda_decode_batch(ditems.data(), 3, s.get()),
+                    Catch::Contains("message 1") && Catch::Contains("one codec and dtype"));
+  ditems[1] = ditems[0];
+  ditems[2].stream_bytes = 20;
+  CHECK_THROWS_WITH(cuda_decode_batch(ditems.data(), 3, s.get()), Catch::Contains("message 2"));
+  s.sync();
+}
+
+TEST_CASE("cuda: a batch's encode and decode captured in a CUDA graph, replayed", "[cuda][batch][graph]") {
+  SKIP_WITHOUT_CUDA();
+  Stream s;
+  for (const CodecId codec : kCodecs) {
+    CAPTURE(codec_name(codec));
+    const DType dtype = DType::BF16;
+    const EncodeOptions opt;
+    const std::vector<uint64_t> elements = {5000, 0, 7001};
+    const BatchBuffers b = batch_layout(codec, dtype, elements, opt);
+    const auto in = test::gaussian_bytes(dtype, 12001, 0.02, 47);
+    std::vector<std::vector<uint8_t>> host;
+    std::vector<StreamInfo> infos;
+    size_t chunks = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      host.push_back(encode(codec_of(codec), dtype, in.data() + b.in_at[i], elements[i], opt));
+      infos.push_back(expected_stream_info(codec_of(codec), dtype, elements[i], opt, host[i].size()));
+      chunks += infos[i].chunk_count;
+    }
+    const size_t scratch_bytes = cuda_encode_batch_scratch_bytes(codec, dtype, elements.data(), 3, opt);
+    DeviceBuffer<uint8_t> din(b.in_bytes), dstreams(b.slot_bytes), dout(b.in_bytes), scratch(scratch_bytes);
+    DeviceBuffer<uint64_t> dsize(3);
+    DeviceBuffer<int32_t> dstatus(chunks);
+    to_device(s, din.get(), in.data(), in.size());
+    std::vector<CudaEncodeItem> enc;
+    std::vector<CudaDecodeItem> dec;
+    size_t status_at = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      uint8_t* in_i = elements[i] > 0 ? din.get() + b.in_at[i] : nullptr;
+      uint8_t* out_i = elements[i] > 0 ? dout.get() + b.in_at[i] : nullptr;
+      enc.push_back({in_i, elements[i], dstreams.get() + b.slot_at[i], b.capacity[i], dsize.get() + i});
+      dec.push_back({infos[i], dstreams.get() + b.slot_at[i], host[i].size(), out_i, elements[i] * 2,
+                     infos[i].chunk_count > 0 ? dstatus.get() + status_at : nullptr});
+      status_at += infos[i].chunk_count;
+    }
+    s.sync();
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    REQUIRE(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    std::string failed;
+    try {
+      cuda_encode_batch(codec, dtype, enc.data(), 3, scratch.get(), scratch_bytes, opt, s.get());
+      cuda_decode_batch(dec.data(), 3, s.get());
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
+    const cudaError_t captured = cudaStreamEndCapture(s.get(), &graph);
+    cudaGetLastError();
+    INFO(failed);
+    REQUIRE(failed.empty());
+    REQUIRE(captured == cudaSuccess);
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    for (int replay = 0; replay < 2; ++replay) {
+      CAPTURE(replay);
+      COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dstreams.get(), 0x5A, b.slot_bytes, s.get()));
+      COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dout.get(), 0xA5, b.in_bytes, s.get()));
+      COMPCOLL_CUDA_CHECK(cudaMemsetAsync(dstatus.get(), 0xFF, chunks * sizeof(int32_t), s.get()));
+      COMPCOLL_CUDA_CHECK(cudaGraphLaunch(exec, s.get()));
+      const auto sizes = to_host(s, dsize.get(), 3);
+      const auto streams = to_host(s, dstreams.get(), b.slot_bytes);
+      for (size_t i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        CHECK(sizes[i] == host[i].size());
+        CHECK(std::equal(host[i].begin(), host[i].end(), streams.begin() + static_cast<ptrdiff_t>(b.slot_at[i])));
+      }
+      CHECK(to_host(s, dout.get(), b.in_bytes) == in);
+      for (const int32_t st : to_host(s, dstatus.get(), chunks)) CHECK(st == 0);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+}
+
 
 #endif  // COMPCOLL_HAVE_CUDA

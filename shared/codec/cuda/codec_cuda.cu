@@ -137,28 +137,36 @@ size_t cuda_encode_scratch_bytes(CodecId codec, DType dtype, uint64_t elements,
 }
 
 namespace {
-// The caller's arguments, checked before anything is launched (CodecError).
+// A message's arguments, checked before anything is launched (CodecError, its text after
+// `entry`: "cuda_encode: " or "cuda_encode_batch: message 3: ").
+void check_encode_message(const std::string& entry, const Codec& c, DType dtype, const void* in_dev,
+                          uint64_t elements, void* out_dev, size_t out_capacity, uint64_t* out_size_dev,
+                          const EncodeOptions& opt) {
+  const size_t need = max_encoded_size(c, dtype, elements, opt);
+  if (elements / format::chunk_elements_for(opt.chunk_elements, elements) >= UINT32_MAX)
+    throw CodecError(entry + "too many elements for one stream", 0);
+  if (out_capacity < need)
+    throw CodecError(entry + "output capacity " + std::to_string(out_capacity) + " < bound " + std::to_string(need),
+                     0);
+  if (out_dev == nullptr || !aligned(out_dev, 4))
+    throw CodecError(entry + "out_dev must be a 4-byte aligned device pointer", 0);
+  if (out_size_dev == nullptr) throw CodecError(entry + "out_size_dev is null", 0);
+  if (elements > 0 && (in_dev == nullptr || !aligned(in_dev, dtype_size(dtype))))
+    throw CodecError(entry + "in_dev must be a device pointer aligned to the element size", 0);
+}
+
+void check_scratch(const char* entry, void* scratch_dev, size_t scratch_bytes, size_t scratch_need) {
+  if (scratch_bytes < scratch_need || (scratch_need > 0 && scratch_dev == nullptr))
+    throw CodecError(std::string(entry) + ": scratch of " + std::to_string(scratch_bytes) + " bytes < " +
+                         std::to_string(scratch_need) + " needed",
+                     0);
+}
+
 void check_encode_args(const Codec& c, DType dtype, const void* in_dev, uint64_t elements,
                        void* out_dev, size_t out_capacity, uint64_t* out_size_dev,
                        void* scratch_dev, size_t scratch_bytes, const EncodeOptions& opt) {
-  const CodecId codec = c.id();
-  const size_t need = max_encoded_size(c, dtype, elements, opt);
-  if (elements / format::chunk_elements_for(opt.chunk_elements, elements) >= UINT32_MAX)
-    throw CodecError("cuda_encode: too many elements for one stream", 0);
-  if (out_capacity < need)
-    throw CodecError("cuda_encode: output capacity " + std::to_string(out_capacity) + " < bound " +
-                         std::to_string(need),
-                     0);
-  if (out_dev == nullptr || !aligned(out_dev, 4))
-    throw CodecError("cuda_encode: out_dev must be a 4-byte aligned device pointer", 0);
-  if (out_size_dev == nullptr) throw CodecError("cuda_encode: out_size_dev is null", 0);
-  if (elements > 0 && (in_dev == nullptr || !aligned(in_dev, dtype_size(dtype))))
-    throw CodecError("cuda_encode: in_dev must be a device pointer aligned to the element size", 0);
-  const size_t scratch_need = cuda_encode_scratch_bytes(codec, dtype, elements, opt);
-  if (scratch_bytes < scratch_need || (scratch_need > 0 && scratch_dev == nullptr))
-    throw CodecError("cuda_encode: scratch of " + std::to_string(scratch_bytes) + " bytes < " +
-                         std::to_string(scratch_need) + " needed",
-                     0);
+  check_encode_message("cuda_encode: ", c, dtype, in_dev, elements, out_dev, out_capacity, out_size_dev, opt);
+  check_scratch("cuda_encode", scratch_dev, scratch_bytes, cuda_encode_scratch_bytes(c.id(), dtype, elements, opt));
 }
 }  // namespace
 
@@ -290,6 +298,43 @@ StreamInfo cuda_read_stream_info(const void* stream_dev, size_t stream_bytes, cu
 
 namespace {
 
+// A stream's arguments to a decoder, checked (CodecError, its text after `entry`), and its
+// geometry as the kernels take it.
+gpu::DecodeGeometry decode_geometry(const std::string& entry, const StreamInfo& info, const void* stream_dev,
+                                    size_t stream_bytes, void* out_dev, size_t out_capacity,
+                                    int32_t* status_dev) {
+  const uint32_t c = info.chunk_elements;
+  if (!format::valid_chunk_elements(c))
+    throw CodecError(entry + ": bad chunk_elements " + std::to_string(c), 0);
+  if (info.elements > (uint64_t{1} << 48) ||
+      info.chunk_count != format::chunk_count_for(info.elements, c))
+    throw CodecError(entry + ": chunk_count " + std::to_string(info.chunk_count) +
+                         " does not match elements " + std::to_string(info.elements),
+                     0);
+  const uint64_t table_end =
+      format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * info.chunk_count;
+  if (table_end > stream_bytes || info.payload_bytes > stream_bytes - table_end)
+    throw CodecError(entry + ": header, offset table and payload of " +
+                         std::to_string(info.payload_bytes) + " bytes exceed the stream's " +
+                         std::to_string(stream_bytes) + " bytes",
+                     stream_bytes);
+  if (stream_dev == nullptr) throw CodecError(entry + ": stream_dev is null", 0);
+  const uint64_t need = info.elements * dtype_size(info.dtype);
+  if (out_capacity < need)
+    throw CodecError(entry + ": output capacity " + std::to_string(out_capacity) + " < " +
+                         std::to_string(need) + " bytes needed",
+                     0);
+  if (info.elements > 0 && (out_dev == nullptr || !aligned(out_dev, dtype_size(info.dtype))))
+    throw CodecError(entry + ": the output must be a device pointer aligned to the element size", 0);
+  if (info.chunk_count > 0 && status_dev == nullptr)
+    throw CodecError(entry + ": status_dev is null", 0);
+  gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes, {}, info.payload_at_most};
+  const gpu::HeaderPrefix prefix = gpu::make_header_prefix(info.codec, info.dtype, d.g);
+  std::memcpy(d.header, prefix.bytes, format::kOffPayloadBytes);
+  format::store_u64(d.header + format::kOffPayloadBytes, info.payload_bytes);
+  return d;
+}
+
 // cuda_decode (kAdd false: decoded elements are stored) and cuda_decode_add (true: added with
 // the dtype's adder): the checks, then the kernel.
 template <bool kAdd>
@@ -298,36 +343,8 @@ void decode_into(const char* entry, const StreamInfo& info, const void* stream_d
   using PutBf16 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddBf16>, expbits::StoreElement>;
   using PutFp16 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddFp16>, expbits::StoreElement>;
   using PutFp32 = std::conditional_t<kAdd, gpu::AddElement<gpu::AddFp32>, expbits::StoreElement>;
-  const uint32_t c = info.chunk_elements;
-  if (!format::valid_chunk_elements(c))
-    throw CodecError(std::string(entry) + ": bad chunk_elements " + std::to_string(c), 0);
-  if (info.elements > (uint64_t{1} << 48) ||
-      info.chunk_count != format::chunk_count_for(info.elements, c))
-    throw CodecError(std::string(entry) + ": chunk_count " + std::to_string(info.chunk_count) +
-                         " does not match elements " + std::to_string(info.elements),
-                     0);
-  const uint64_t table_end =
-      format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * info.chunk_count;
-  if (table_end > stream_bytes || info.payload_bytes > stream_bytes - table_end)
-    throw CodecError(std::string(entry) + ": header, offset table and payload of " +
-                         std::to_string(info.payload_bytes) + " bytes exceed the stream's " +
-                         std::to_string(stream_bytes) + " bytes",
-                     stream_bytes);
-  if (stream_dev == nullptr) throw CodecError(std::string(entry) + ": stream_dev is null", 0);
-  const uint64_t need = info.elements * dtype_size(info.dtype);
-  if (out_capacity < need)
-    throw CodecError(std::string(entry) + ": output capacity " + std::to_string(out_capacity) + " < " +
-                         std::to_string(need) + " bytes needed",
-                     0);
-  if (info.elements > 0 && (out_dev == nullptr || !aligned(out_dev, dtype_size(info.dtype))))
-    throw CodecError(std::string(entry) + ": the output must be a device pointer aligned to the element size",
-                     0);
-  if (info.chunk_count > 0 && status_dev == nullptr)
-    throw CodecError(std::string(entry) + ": status_dev is null", 0);
-  gpu::DecodeGeometry d{geometry(info.elements, c), table_end, info.payload_bytes, {}, info.payload_at_most};
-  const gpu::HeaderPrefix prefix = gpu::make_header_prefix(info.codec, info.dtype, d.g);
-  std::memcpy(d.header, prefix.bytes, format::kOffPayloadBytes);
-  format::store_u64(d.header + format::kOffPayloadBytes, info.payload_bytes);
+  const gpu::DecodeGeometry d =
+      decode_geometry(entry, info, stream_dev, stream_bytes, out_dev, out_capacity, status_dev);
   const auto* in = static_cast<const uint8_t*>(stream_dev);
   switch (dispatch_key(info.codec, info.dtype)) {
     case dispatch_key(CodecId::Identity, DType::BF16):
@@ -424,6 +441,154 @@ StreamInfo cuda_decode_checked(const void* stream_dev, size_t stream_bytes, void
                      payload_at + begin);
   }
   return info;
+}
+
+// ---- batches ---------------------------------------------------------------------------------
+
+size_t cuda_batch_messages() { return gpu::kBatchItems; }
+
+namespace {
+
+// Calls f(kind, layout), the exponent codec's gpu::Kind as a type and the dtype's layout; false
+// for any other codec.
+template <class F>
+bool with_exponent_kernels(CodecId codec, DType dtype, F&& f) {
+  const auto by_dtype = [&](auto kind) {
+    switch (dtype) {
+      case DType::BF16: f(kind, Bf16Layout{}); return true;
+      case DType::FP16: f(kind, Fp16Layout{}); return true;
+      case DType::FP32: f(kind, Fp32Layout{}); return true;
+    }
+    return false;
+  };
+  if (codec == CodecId::GaussExp) return by_dtype(std::integral_constant<Kind, Kind::Gauss>{});
+  if (codec == CodecId::EntropyExp) return by_dtype(std::integral_constant<Kind, Kind::Entropy>{});
+  return false;
+}
+
+// f(begin, end) for each group [begin, end) of at most gpu::kBatchItems messages, in order.
+template <class F>
+void for_each_group(size_t count, F&& f) {
+  for (size_t at = 0; at < count; at += gpu::kBatchItems) f(at, std::min<size_t>(count, at + gpu::kBatchItems));
+}
+
+std::string message_entry(const char* entry, size_t i) {
+  return std::string(entry) + ": message " + std::to_string(i);
+}
+
+}  // namespace
+
+size_t cuda_encode_batch_scratch_bytes(CodecId codec, DType dtype, const uint64_t* elements, size_t count,
+                                       const EncodeOptions& opt) {
+  if (count > 0 && elements == nullptr) throw CodecError("cuda_encode_batch_scratch_bytes: elements is null", 0);
+  size_t most = 0;
+  if (codec != CodecId::GaussExp && codec != CodecId::EntropyExp) {  // a call a message, one after another
+    for (size_t i = 0; i < count; ++i) most = std::max(most, cuda_encode_scratch_bytes(codec, dtype, elements[i], opt));
+    return most;
+  }
+  // The per-chunk scratch of a group's messages together, one group after another.
+  for_each_group(count, [&](size_t begin, size_t end) {
+    uint64_t chunks = 0;
+    for (size_t i = begin; i < end; ++i) {
+      max_encoded_size(codec_by_id(codec), dtype, elements[i], opt);  // validates the options
+      const uint32_t c = format::chunk_elements_for(opt.chunk_elements, elements[i]);
+      chunks += (elements[i] + c - 1) / c;
+    }
+    if (chunks >= UINT32_MAX)
+      throw CodecError("cuda_encode_batch_scratch_bytes: messages " + std::to_string(begin) + " to " +
+                           std::to_string(end - 1) + " have too many chunks for one batch",
+                       0);
+    most = std::max(most, gpu::scratch_layout(exponent_kind(codec), static_cast<uint32_t>(chunks)).total);
+  });
+  return most;
+}
+
+void cuda_encode_batch(CodecId codec, DType dtype, const CudaEncodeItem* items, size_t count, void* scratch_dev,
+                       size_t scratch_bytes, const EncodeOptions& opt, cudaStream_t stream) {
+  constexpr const char* kEntry = "cuda_encode_batch";
+  if (count > 0 && items == nullptr) throw CodecError("cuda_encode_batch: items is null", 0);
+  const Codec& c = codec_by_id(codec);
+  std::vector<uint64_t> elements(count);
+  for (size_t i = 0; i < count; ++i) {
+    const CudaEncodeItem& m = items[i];
+    check_encode_message(message_entry(kEntry, i) + ": ", c, dtype, m.in_dev, m.elements, m.out_dev, m.out_capacity,
+                         m.out_size_dev, opt);
+    elements[i] = m.elements;
+  }
+  check_scratch(kEntry, scratch_dev, scratch_bytes,
+                cuda_encode_batch_scratch_bytes(codec, dtype, elements.data(), count, opt));
+  if (codec == CodecId::Fp8Hadamard) {  // no batch kernels: a call a message
+    for (size_t i = 0; i < count; ++i)
+      cuda_encode(codec, dtype, items[i].in_dev, items[i].elements, items[i].out_dev, items[i].out_capacity,
+                  items[i].out_size_dev, scratch_dev, scratch_bytes, opt, stream);
+    return;
+  }
+  for_each_group(count, [&](size_t begin, size_t end) {
+    gpu::EncodeBatch b{};
+    gpu::BatchShape shape;
+    shape.n = static_cast<uint32_t>(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      const gpu::Geometry g = geometry(items[i].elements, opt.chunk_elements);
+      b.items[i - begin] = {items[i].in_dev, g, static_cast<uint8_t*>(items[i].out_dev), items[i].out_size_dev,
+                            shape.total_chunks, gpu::make_header_prefix(codec, dtype, g)};
+      shape.max_chunks = std::max(shape.max_chunks, g.chunks);
+      shape.max_chunk_elements = std::max(shape.max_chunk_elements, g.chunk_elements);
+      shape.total_chunks += g.chunks;  // below UINT32_MAX: cuda_encode_batch_scratch_bytes checked it
+    }
+    if (codec == CodecId::Identity) {
+      if (dtype_size(dtype) == 2) return gpu::launch_identity_encode_batch<uint16_t>(b, shape, stream);
+      return gpu::launch_identity_encode_batch<uint32_t>(b, shape, stream);
+    }
+    const bool launched = with_exponent_kernels(codec, dtype, [&](auto kind, auto layout) {
+      gpu::launch_exponent_encode_batch<decltype(kind)::value, decltype(layout)>(b, shape, scratch_dev, stream);
+    });
+    if (!launched) throw_no_kernel(kEntry, codec, dtype);
+  });
+}
+
+void cuda_decode_batch(const CudaDecodeItem* items, size_t count, cudaStream_t stream) {
+  constexpr const char* kEntry = "cuda_decode_batch";
+  if (count == 0) return;
+  if (items == nullptr) throw CodecError("cuda_decode_batch: items is null", 0);
+  const CodecId codec = items[0].info.codec;
+  const DType dtype = items[0].info.dtype;
+  std::vector<gpu::DecodeGeometry> d(count);
+  for (size_t i = 0; i < count; ++i) {
+    const CudaDecodeItem& m = items[i];
+    if (m.info.codec != codec || m.info.dtype != dtype)
+      throw CodecError(message_entry(kEntry, i) + ": codec id " + std::to_string(static_cast<int>(m.info.codec)) +
+                           " and dtype code " + std::to_string(static_cast<int>(m.info.dtype)) +
+                           " where message 0 has " + std::to_string(static_cast<int>(codec)) + " and " +
+                           std::to_string(static_cast<int>(dtype)) + ": a batch is of one codec and dtype",
+                       0);
+    d[i] = decode_geometry(message_entry(kEntry, i), m.info, m.stream_dev, m.stream_bytes, m.out_dev,
+                           m.out_capacity, m.status_dev);
+  }
+  if (codec == CodecId::Fp8Hadamard) {  // no batch kernels: a call a message
+    for (size_t i = 0; i < count; ++i)
+      cuda_decode(items[i].info, items[i].stream_dev, items[i].stream_bytes, items[i].out_dev,
+                  items[i].out_capacity, items[i].status_dev, stream);
+    return;
+  }
+  for_each_group(count, [&](size_t begin, size_t end) {
+    gpu::DecodeBatch b{};
+    gpu::BatchShape shape;
+    shape.n = static_cast<uint32_t>(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      b.items[i - begin] = {static_cast<const uint8_t*>(items[i].stream_dev), d[i], items[i].out_dev,
+                            items[i].status_dev};
+      shape.max_chunks = std::max(shape.max_chunks, d[i].g.chunks);
+      shape.max_chunk_elements = std::max(shape.max_chunk_elements, d[i].g.chunk_elements);
+    }
+    if (codec == CodecId::Identity) {
+      if (dtype_size(dtype) == 2) return gpu::launch_identity_decode_batch<uint16_t>(b, shape, stream);
+      return gpu::launch_identity_decode_batch<uint32_t>(b, shape, stream);
+    }
+    const bool launched = with_exponent_kernels(codec, dtype, [&](auto kind, auto layout) {
+      gpu::launch_exponent_decode_batch<decltype(kind)::value, decltype(layout)>(b, shape, stream);
+    });
+    if (!launched) throw_no_kernel(kEntry, codec, dtype);
+  });
 }
 
 // ---- library codecs ------------------------------------------------------------------------

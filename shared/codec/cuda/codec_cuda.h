@@ -133,6 +133,51 @@ void cuda_decode_add(const StreamInfo& info, const void* stream_dev, size_t stre
 StreamInfo cuda_decode_checked(const void* stream_dev, size_t stream_bytes, void* out_dev,
                                size_t out_capacity, cudaStream_t stream);
 
+// ---- batches: several messages in one launch a kernel ------------------------------------
+// A collective step that codes several messages at once (the blocks a direct allreduce sends
+// its peers, those it receives) codes them as a batch: one launch of each kernel that codes one
+// message codes every message of the batch (gauss-exp and entropy-exp: measure, scan, emit and
+// header for all; identity: one copy kernel; decoding: one kernel), so a batch pays a call's
+// launches, not a call's launches a message. Each message's stream is the one cuda_encode
+// writes, byte for byte, and is decoded, checked and reported as cuda_decode does it. The
+// messages share the codec and dtype (and the encoder's options); their sizes and chunk sizes
+// may differ. A batch larger than cuda_batch_messages() runs in groups of that many, one after
+// another. fp8-hadamard runs a call per message, and gauss-exp's batch always runs the Passes
+// kernels, whatever cuda_encoder() says. Same rules as the single calls: every argument checked
+// before anything is launched (CodecError naming the message), nothing allocated, copied to the
+// host or synchronised.
+size_t cuda_batch_messages();  // 16
+
+struct CudaEncodeItem {
+  const void* in_dev;      // as cuda_encode's in_dev
+  uint64_t elements;
+  void* out_dev;           // as cuda_encode's out_dev, out_capacity and out_size_dev
+  size_t out_capacity;
+  uint64_t* out_size_dev;
+};
+
+// Device scratch bytes cuda_encode_batch needs for messages of these element counts.
+size_t cuda_encode_batch_scratch_bytes(CodecId codec, DType dtype, const uint64_t* elements, size_t count,
+                                       const EncodeOptions& opt = {});
+
+// Encodes items[0, count) on `stream`, asynchronously; scratch as cuda_encode's, of
+// cuda_encode_batch_scratch_bytes(...) bytes.
+void cuda_encode_batch(CodecId codec, DType dtype, const CudaEncodeItem* items, size_t count, void* scratch_dev,
+                       size_t scratch_bytes, const EncodeOptions& opt, cudaStream_t stream);
+
+struct CudaDecodeItem {
+  StreamInfo info;          // as cuda_decode's info, stream_dev, stream_bytes, out_dev,
+  const void* stream_dev;   // out_capacity and status_dev
+  size_t stream_bytes;
+  void* out_dev;
+  size_t out_capacity;
+  int32_t* status_dev;
+};
+
+// Decodes items[0, count) on `stream`, asynchronously, as cuda_decode decodes each. Every
+// message's info names the same codec and dtype.
+void cuda_decode_batch(const CudaDecodeItem* items, size_t count, cudaStream_t stream);
+
 // ---- library codecs: the compcoll container around a library's chunks -------------------
 // A library codec (nvcomp-ans: codec/cuda/nvcomp.h) compresses a message's 64 KiB chunks in one
 // batched call into slots of its own; these kernels put them into the container of

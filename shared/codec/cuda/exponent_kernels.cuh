@@ -666,8 +666,7 @@ union TableScratch {
 };
 
 template <class L>
-__global__ void __launch_bounds__(kBlockThreads)
-    entropy_table_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s) {
+__device__ __forceinline__ void entropy_tables(const typename L::Bits* in, const Geometry& g, const EncodeScratch& s) {
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   __shared__ __align__(16) expbits::CanonicalCode s_code[kWarpsPerBlock];
@@ -702,6 +701,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
     __syncwarp();  // the next chunk rebuilds this warp's tables
   }
+}
+
+template <class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    entropy_table_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s) {
+  entropy_tables<L>(in, g, s);
 }
 
 // Loads chunk c's entropy-exp key code and code lengths from scratch into shared memory.
@@ -852,9 +857,8 @@ __device__ inline GaussMeasure measure_gauss_chunk(const typename L::Bits* x, ui
 // Per chunk: the code (gauss: the reference; entropy: the tables above), each lane's word
 // count and the chunk's size.
 template <Kind K, class L>
-__global__ void __launch_bounds__(kBlockThreads)
-    measure_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s,
-                   const __grid_constant__ GaussCodeParam<K> gauss) {
+__device__ __forceinline__ void measure_chunks(const typename L::Bits* in, const Geometry& g, const EncodeScratch& s,
+                                               const GaussCodeParam<K>& gauss) {
   using Bits = typename L::Bits;
   constexpr bool kGauss = K == Kind::Gauss;
   __shared__ expbits::KeyCode s_kc[kWarpsPerBlock];
@@ -893,6 +897,13 @@ __global__ void __launch_bounds__(kBlockThreads)
     if (lane == 0) s.chunk_bytes[c] = size;
     __syncwarp();  // the next chunk rebuilds this warp's tables
   }
+}
+
+template <Kind K, class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    measure_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s,
+                   const __grid_constant__ GaussCodeParam<K> gauss) {
+  measure_chunks<K, L>(in, g, s, gauss);
 }
 
 // ---- encode: emit -------------------------------------------------------------------------
@@ -948,12 +959,13 @@ __device__ inline void emit_coded_body(const typename L::Bits* x, uint32_t n, ui
   }
 }
 
-// Each chunk written at its final offset (payload + chunk_end - chunk_bytes, a multiple of 4;
-// payload is 4-byte aligned): header, code table, lane table, raw section, lane streams.
+// Each chunk written at its final offset (payload + chunk_end - base - chunk_bytes, a multiple
+// of 4; payload is 4-byte aligned): header, code table, lane table, raw section, lane streams.
+// base: what chunk_end counts before the stream's first chunk (a batch's stream after the first).
 template <Kind K, class L>
-__global__ void __launch_bounds__(kBlockThreads)
-    emit_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s, uint8_t* payload,
-                uint32_t stage_bytes, const __grid_constant__ GaussCodeParam<K> gauss) {
+__device__ __forceinline__ void emit_chunks(const typename L::Bits* in, const Geometry& g, const EncodeScratch& s,
+                                            uint64_t base, uint8_t* payload, uint32_t stage_bytes,
+                                            const GaussCodeParam<K>& gauss) {
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   constexpr bool kGauss = K == Kind::Gauss;
@@ -983,7 +995,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     const uint32_t words = s.lane_words[c * format::kLanes + lane];
     const uint32_t ref = kGauss ? s.gauss_ref[c] : 0;
     const auto first = first_elements(x, n, lane);
-    uint8_t* o = payload + (end - size);
+    uint8_t* o = payload + (end - base - size);
     // gauss: the key code, before the chunk's mode is known (a stored chunk's reference is
     // measured too), so that no load waits for that.
     if constexpr (kGauss) gauss_key_code<L>(ref, cached_ref, *gauss_pc, kc, lane);
@@ -1024,6 +1036,13 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+template <Kind K, class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    emit_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s, uint8_t* payload,
+                uint32_t stage_bytes, const __grid_constant__ GaussCodeParam<K> gauss) {
+  emit_chunks<K, L>(in, g, s, 0, payload, stage_bytes, gauss);
+}
+
 // ---- encode: container --------------------------------------------------------------------
 // The header's first 24 bytes (everything but payload_bytes), built on the host.
 struct HeaderPrefix {
@@ -1059,12 +1078,13 @@ __device__ inline void store_header(uint8_t* out, const HeaderPrefix& header, ui
 // Writes the offset table, the header and *out_size, as thread `thread` of `threads`. chunk_end
 // is the scan's output, or null for identity, whose chunk sizes are fixed (element bytes padded
 // to 4); identity_esize then gives the element size and the call also zeroes the payload's final
-// pad.
+// pad. base: what chunk_end counts before the stream's first chunk (emit_chunks).
 __device__ inline void write_table_and_header(uint8_t* out, const HeaderPrefix& header, const Geometry& g,
                                               const uint64_t* chunk_end, uint32_t identity_esize,
-                                              uint64_t* out_size, uint64_t thread, uint64_t threads) {
+                                              uint64_t* out_size, uint64_t thread, uint64_t threads,
+                                              uint64_t base = 0) {
   const auto end_of = [&](uint64_t c) -> uint64_t {
-    if (chunk_end != nullptr) return chunk_end[c];
+    if (chunk_end != nullptr) return chunk_end[c] - base;
     const uint64_t next = (c + 1) * g.chunk_elements;
     const uint64_t last = next < g.elements ? next : g.elements;
     return format::align_up64(last * identity_esize, format::kChunkAlign);
@@ -1552,9 +1572,8 @@ __device__ inline int32_t decode_exponent_chunk(const uint8_t* in, uint64_t byte
 }
 
 template <Kind K, class L, class Put>
-__global__ void __launch_bounds__(kBlockThreads)
-    decode_kernel(const uint8_t* stream, DecodeGeometry d, typename L::Bits* out, int32_t* status,
-                  uint32_t stage_bytes, const __grid_constant__ GaussCodeParam<K> gauss) {
+__device__ __forceinline__ void decode_chunks(const uint8_t* stream, const DecodeGeometry& d, typename L::Bits* out,
+                                              int32_t* status, uint32_t stage_bytes, const GaussCodeParam<K>& gauss) {
   constexpr bool kGauss = K == Kind::Gauss;
   __shared__ __align__(16) PrefixCode s_code[kGauss ? 1 : kWarpsPerBlock];
   __shared__ expbits::SymbolExponents s_se[kWarpsPerBlock];
@@ -1604,6 +1623,13 @@ __global__ void __launch_bounds__(kBlockThreads)
     c += chunk_stride();
     if (c < d.g.chunks) range = load_chunk_range(stream, d, c);
   }
+}
+
+template <Kind K, class L, class Put>
+__global__ void __launch_bounds__(kBlockThreads)
+    decode_kernel(const uint8_t* stream, const __grid_constant__ DecodeGeometry d, typename L::Bits* out, int32_t* status,
+                  uint32_t stage_bytes, const __grid_constant__ GaussCodeParam<K> gauss) {
+  decode_chunks<K, L, Put>(stream, d, out, status, stage_bytes, gauss);
 }
 
 // ---- identity: a copy a block -----------------------------------------------------------
@@ -1719,8 +1745,8 @@ __host__ __device__ inline uint32_t identity_unit_chunks(uint32_t chunk_elements
 }
 
 template <class Bits, class Put>
-__global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
-    identity_decode_kernel(const uint8_t* stream, DecodeGeometry d, Bits* out, int32_t* status) {
+__device__ __forceinline__ void identity_decode_units(const uint8_t* stream, const DecodeGeometry& d, Bits* out,
+                                                      int32_t* status) {
   using Batch = ItemBatch<Bits, uint4, Put, kCopyThreads>;
   constexpr uint32_t kPerVector = 16 / sizeof(Bits);
   constexpr uint32_t kBatchVectors = Batch::kItems * kCopyThreads;
@@ -1783,13 +1809,19 @@ __global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
   }
 }
 
+template <class Bits, class Put>
+__global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
+    identity_decode_kernel(const uint8_t* stream, const __grid_constant__ DecodeGeometry d, Bits* out, int32_t* status) {
+  identity_decode_units<Bits, Put>(stream, d, out, status);
+}
+
 // Identity in one launch: the grid copies the elements into the payload (chunk c's element bytes
 // are the payload's from c times a whole chunk's, no pad between them: a whole chunk's bytes are
 // a multiple of kChunkAlign) in tiles of a batch, and writes the offset table, the header, the
 // final pad and the size beside the copy.
 template <class Bits>
-__global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
-    identity_encode_kernel(const Bits* in, Geometry g, uint8_t* out, HeaderPrefix header, uint64_t* out_size) {
+__device__ __forceinline__ void identity_encode_tiles(const Bits* in, const Geometry& g, uint8_t* out,
+                                                      const HeaderPrefix& header, uint64_t* out_size) {
   constexpr uint64_t kTile = ItemBatch<Bits, uint4, expbits::StoreElement, kCopyThreads>::kBytes / sizeof(Bits);
   const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
   // out is 4-byte aligned and payload_at a multiple of 8: the payload is aligned to the element.
@@ -1802,6 +1834,119 @@ __global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
   }
   write_table_and_header(out, header, g, nullptr, sizeof(Bits), out_size,
                          uint64_t{blockIdx.x} * blockDim.x + threadIdx.x, uint64_t{gridDim.x} * blockDim.x);
+}
+
+template <class Bits>
+__global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
+    identity_encode_kernel(const Bits* in, Geometry g, uint8_t* out, HeaderPrefix header, uint64_t* out_size) {
+  identity_encode_tiles<Bits>(in, g, out, header, out_size);
+}
+
+// ---- batches: several streams in one launch a kernel --------------------------------------
+// A batch is up to kBatchItems streams of one codec and dtype, coded (or decoded) by one launch
+// of each kernel that codes one stream: the grid's y is the stream, its x the blocks of one
+// stream, which deal that stream's chunks among their warps as for a stream alone. The
+// encoder's per-chunk scratch holds the batch's chunks one stream after another (chunk_base: a
+// stream's first), so that one scan covers them all; a stream's offsets are then its chunks'
+// scanned ends less what the streams before it hold (item_base).
+constexpr uint32_t kBatchItems = 16;
+
+struct EncodeItem {
+  const void* in;  // the dtype's elements
+  Geometry g;
+  uint8_t* out;
+  uint64_t* out_size;
+  uint32_t chunk_base;
+  HeaderPrefix header;
+};
+struct EncodeBatch {
+  EncodeItem items[kBatchItems];
+};
+
+struct DecodeItem {
+  const uint8_t* stream;
+  DecodeGeometry d;
+  void* out;  // the dtype's elements
+  int32_t* status;
+};
+struct DecodeBatch {
+  DecodeItem items[kBatchItems];
+};
+
+// A stream's view of its batch's scratch: its own chunks'.
+template <Kind K>
+__device__ inline EncodeScratch item_scratch(EncodeScratch s, uint32_t chunk_base) {
+  s.chunk_bytes += chunk_base;
+  s.chunk_end += chunk_base;
+  s.lane_words += uint64_t{chunk_base} * format::kLanes;
+  if constexpr (K == Kind::Gauss) {
+    s.gauss_ref += chunk_base;
+  } else {
+    s.key_entry += uint64_t{chunk_base} * kKeys;
+    s.code_length += uint64_t{chunk_base} * kKeys;
+  }
+  return s;
+}
+// What the batch's scan counts before the stream's first chunk.
+__device__ inline uint64_t item_base(const EncodeScratch& s, uint32_t chunk_base) {
+  return chunk_base == 0 ? 0 : s.chunk_end[chunk_base - 1];
+}
+
+template <class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    entropy_table_batch_kernel(const __grid_constant__ EncodeBatch b, EncodeScratch s) {
+  const EncodeItem& it = b.items[blockIdx.y];
+  entropy_tables<L>(static_cast<const typename L::Bits*>(it.in), it.g, item_scratch<Kind::Entropy>(s, it.chunk_base));
+}
+
+template <Kind K, class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    measure_batch_kernel(const __grid_constant__ EncodeBatch b, EncodeScratch s,
+                         const __grid_constant__ GaussCodeParam<K> gauss) {
+  const EncodeItem& it = b.items[blockIdx.y];
+  measure_chunks<K, L>(static_cast<const typename L::Bits*>(it.in), it.g, item_scratch<K>(s, it.chunk_base), gauss);
+}
+
+template <Kind K, class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    emit_batch_kernel(const __grid_constant__ EncodeBatch b, EncodeScratch s, uint32_t stage_bytes,
+                      const __grid_constant__ GaussCodeParam<K> gauss) {
+  const EncodeItem& it = b.items[blockIdx.y];
+  uint8_t* payload = it.out + format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * it.g.chunks;
+  emit_chunks<K, L>(static_cast<const typename L::Bits*>(it.in), it.g, item_scratch<K>(s, it.chunk_base),
+                    item_base(s, it.chunk_base), payload, stage_bytes, gauss);
+}
+
+// Each stream's offset table, header and size (a stream of no chunks: its header and size).
+__global__ void finish_batch_kernel(const __grid_constant__ EncodeBatch b, EncodeScratch s) {
+  const EncodeItem& it = b.items[blockIdx.y];
+  const bool chunks = it.g.chunks > 0;
+  write_table_and_header(it.out, it.header, it.g, chunks ? s.chunk_end + it.chunk_base : nullptr, 0, it.out_size,
+                         uint64_t{blockIdx.x} * blockDim.x + threadIdx.x, uint64_t{gridDim.x} * blockDim.x,
+                         chunks ? item_base(s, it.chunk_base) : 0);
+}
+
+template <Kind K, class L>
+__global__ void __launch_bounds__(kBlockThreads)
+    decode_batch_kernel(const __grid_constant__ DecodeBatch b, uint32_t stage_bytes,
+                        const __grid_constant__ GaussCodeParam<K> gauss) {
+  const DecodeItem& it = b.items[blockIdx.y];
+  decode_chunks<K, L, expbits::StoreElement>(it.stream, it.d, static_cast<typename L::Bits*>(it.out), it.status,
+                                             stage_bytes, gauss);
+}
+
+template <class Bits>
+__global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
+    identity_encode_batch_kernel(const __grid_constant__ EncodeBatch b) {
+  const EncodeItem& it = b.items[blockIdx.y];
+  identity_encode_tiles<Bits>(static_cast<const Bits*>(it.in), it.g, it.out, it.header, it.out_size);
+}
+
+template <class Bits>
+__global__ void __launch_bounds__(kCopyThreads, kCopyBlocksPerSm)
+    identity_decode_batch_kernel(const __grid_constant__ DecodeBatch b) {
+  const DecodeItem& it = b.items[blockIdx.y];
+  identity_decode_units<Bits, expbits::StoreElement>(it.stream, it.d, static_cast<Bits*>(it.out), it.status);
 }
 
 // ---- launchers ----------------------------------------------------------------------------
@@ -1959,6 +2104,94 @@ void launch_identity_decode(const uint8_t* stream_dev, const DecodeGeometry& d, 
       identity_unit_chunks(d.g.chunk_elements, sizeof(Bits), ItemBatch<Bits, uint4, Put, kCopyThreads>::kBytes);
   const uint64_t units = (d.g.chunks + unit - 1) / unit;
   kernel<<<resident_grid(kernel, units, kCopyThreads), kCopyThreads, 0, stream>>>(stream_dev, d, out, status);
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+// ---- batch launchers ----------------------------------------------------------------------
+// A batch's shape, as its launchers size the grid: n streams (grid y), the most chunks and the
+// largest chunk of any of them, and all their chunks.
+struct BatchShape {
+  uint32_t n = 0;
+  uint32_t max_chunks = 0;
+  uint32_t max_chunk_elements = 0;
+  uint32_t total_chunks = 0;
+};
+
+// Blocks along x for n streams of which the largest wants `blocks` blocks: the grid at most a
+// resident wave (at least a block a stream).
+template <class Kernel>
+inline uint32_t batch_grid_x(Kernel kernel, uint64_t blocks, uint32_t n, uint32_t threads, size_t dynamic_smem = 0) {
+  const uint64_t wave = resident_grid(kernel, std::max<uint64_t>(blocks, 1) * n, threads, dynamic_smem);
+  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(blocks, wave / n)));
+}
+
+// scratch: scratch_layout(K, shape.total_chunks).total bytes (checked by the caller).
+template <Kind K, class L>
+void launch_exponent_encode_batch(const EncodeBatch& b, const BatchShape& shape, void* scratch, cudaStream_t stream) {
+  EncodeScratch s{};
+  const uint64_t blocks = (uint64_t{shape.max_chunks} + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (shape.total_chunks > 0) {
+    s = bind_scratch(scratch_layout(K, shape.total_chunks), scratch);
+    const GaussCodeParam<K>& gauss = gauss_code_param<K>();
+    if constexpr (K == Kind::Entropy) {
+      const auto tables = entropy_table_batch_kernel<L>;
+      tables<<<dim3(batch_grid_x(tables, blocks, shape.n, kBlockThreads), shape.n), kBlockThreads, 0, stream>>>(b, s);
+    }
+    const auto measure = measure_batch_kernel<K, L>;
+    measure<<<dim3(batch_grid_x(measure, blocks, shape.n, kBlockThreads), shape.n), kBlockThreads, 0, stream>>>(
+        b, s, gauss);
+    COMPCOLL_CUDA_CHECK(cub::DeviceScan::InclusiveSum(s.scan_temp, s.scan_temp_bytes, s.chunk_bytes, s.chunk_end,
+                                                      shape.total_chunks, stream));
+    const auto emit = emit_batch_kernel<K, L>;
+    const uint32_t stage = stage_bytes_for<L>(shape.max_chunk_elements);
+    const size_t smem = size_t{stage} * kWarpsPerBlock;
+    allow_dynamic_smem<L>(emit);
+    emit<<<dim3(batch_grid_x(emit, blocks, shape.n, kBlockThreads, smem), shape.n), kBlockThreads, smem, stream>>>(
+        b, s, stage, gauss);
+  }
+  constexpr uint32_t kThreads = 256;  // as launch_finish
+  const uint32_t x = static_cast<uint32_t>(std::clamp<uint64_t>((uint64_t{shape.max_chunks} + kThreads - 1) / kThreads, 1, 1024));
+  finish_batch_kernel<<<dim3(x, shape.n), kThreads, 0, stream>>>(b, s);
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+template <class Bits>
+void launch_identity_encode_batch(const EncodeBatch& b, const BatchShape& shape, cudaStream_t stream) {
+  const auto kernel = identity_encode_batch_kernel<Bits>;
+  uint64_t tiles = 0;  // the most of any stream, as launch_identity_encode counts them
+  for (uint32_t i = 0; i < shape.n; ++i)
+    tiles = std::max<uint64_t>(
+        tiles, b.items[i].g.elements * sizeof(Bits) / ItemBatch<Bits, uint4, expbits::StoreElement, kCopyThreads>::kBytes + 1);
+  kernel<<<dim3(batch_grid_x(kernel, tiles, shape.n, kCopyThreads), shape.n), kCopyThreads, 0, stream>>>(b);
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+template <Kind K, class L>
+void launch_exponent_decode_batch(const DecodeBatch& b, const BatchShape& shape, cudaStream_t stream) {
+  if (shape.max_chunks == 0) return;
+  const auto kernel = decode_batch_kernel<K, L>;
+  const uint32_t stage = stage_bytes_for<L>(shape.max_chunk_elements);
+  const size_t smem = size_t{stage + kDecodeWarpBytes<K, L> + kStageSlack} * kWarpsPerBlock;
+  allow_dynamic_smem<L>(kernel, kDecodeWarpBytes<K, L> + kStageSlack);
+  const uint64_t blocks = (uint64_t{shape.max_chunks} + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  kernel<<<dim3(batch_grid_x(kernel, blocks, shape.n, kBlockThreads, smem), shape.n), kBlockThreads, smem, stream>>>(
+      b, stage, gauss_code_param<K>());
+  COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
+}
+
+template <class Bits>
+void launch_identity_decode_batch(const DecodeBatch& b, const BatchShape& shape, cudaStream_t stream) {
+  if (shape.max_chunks == 0) return;
+  const auto kernel = identity_decode_batch_kernel<Bits>;
+  uint64_t units = 0;  // the most of any stream, as launch_identity_decode counts them
+  for (uint32_t i = 0; i < shape.n; ++i) {
+    const Geometry& g = b.items[i].d.g;
+    if (g.chunks == 0) continue;
+    const uint32_t unit = identity_unit_chunks(g.chunk_elements, sizeof(Bits),
+                                               ItemBatch<Bits, uint4, expbits::StoreElement, kCopyThreads>::kBytes);
+    units = std::max<uint64_t>(units, (uint64_t{g.chunks} + unit - 1) / unit);
+  }
+  kernel<<<dim3(batch_grid_x(kernel, units, shape.n, kCopyThreads), shape.n), kCopyThreads, 0, stream>>>(b);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 

@@ -259,7 +259,7 @@ __device__ inline int32_t check_fp8_chunk(const uint8_t* in, uint64_t bytes, uin
 
 template <class E>
 __global__ void __launch_bounds__(kFp8BlockThreads, 4)
-    fp8_decode_kernel(const uint8_t* stream, DecodeGeometry d, typename E::Bits* out,
+    fp8_decode_kernel(const uint8_t* stream, const __grid_constant__ DecodeGeometry d, typename E::Bits* out,
                       int32_t* status) {
   using Bits = typename E::Bits;
   __shared__ uint32_t s_first_bad;  // the chunk's lowest group with a bad scale

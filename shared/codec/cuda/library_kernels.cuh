@@ -92,7 +92,7 @@ __device__ inline int32_t library_status(libbits::ChunkCheck check) {
 // One thread a chunk: the stream's header against the expected one, then the chunk's offsets,
 // size prefix and padding (codec/library_bits.h); its data and size for the library, or an
 // empty chunk.
-__global__ void library_unpack_kernel(const uint8_t* stream, DecodeGeometry d, void** chunks_out,
+__global__ void library_unpack_kernel(const uint8_t* stream, const __grid_constant__ DecodeGeometry d, void** chunks_out,
                                       size_t* compressed, int32_t* status) {
   const uint32_t chunks = d.g.chunks;
   const uint32_t prefix = format::library_prefix_bytes(chunks);
