@@ -39,6 +39,21 @@ inline void check_decoded(const StreamInfo& info, const Codec& codec, const Enco
                      0);
 }
 
+// A message of a batch (compress_batch, decompress_batch): compress's and decompress's arguments.
+struct CompressItem {
+  const void* src;
+  uint64_t count;
+  void* wire;
+  size_t capacity;
+  uint64_t* stream_bytes;
+};
+struct DecompressItem {
+  const void* wire;
+  size_t bytes;
+  void* dst;
+  uint64_t count;
+};
+
 class DataBackend {
  public:
   virtual ~DataBackend() = default;
@@ -85,6 +100,27 @@ class DataBackend {
     throw std::logic_error("decompress_add: this backend does not decode and add " + std::string(codec.name()) +
                            " in one operation");
   }
+  // Whether compress_batch and decompress_batch code a batch of `codec`'s messages in one call
+  // here; false (the default): the executor runs a batch's ops one by one.
+  virtual bool batches(const Codec& codec) const {
+    (void)codec;
+    return false;
+  }
+  // compress of each item, in one call (each stream's size in its *stream_bytes once the
+  // completion is done); decompress of each item, in one call, the streams as for decompress
+  // (damage in any throws CodecError from done()). Only where batches(codec).
+  virtual Completion compress_batch(const Codec& codec, DType dtype, const CompressItem* items, size_t count,
+                                    const EncodeOptions& opt) {
+    (void)dtype, (void)items, (void)count, (void)opt;
+    throw std::logic_error("compress_batch: this backend does not code a batch of " + std::string(codec.name()) +
+                           " messages in one call");
+  }
+  virtual Completion decompress_batch(const Codec& codec, const EncodeOptions& opt, DType dtype,
+                                      const DecompressItem* items, size_t count) {
+    (void)opt, (void)dtype, (void)items, (void)count;
+    throw std::logic_error("decompress_batch: this backend does not decode a batch of " + std::string(codec.name()) +
+                           " messages in one call");
+  }
   // True once c finished (c is then released); an error the operation raised (a CodecError)
   // is thrown here. host_seconds, if given, gets how long a host operation run on the compute
   // thread took (the executor times those it runs itself).
@@ -120,8 +156,10 @@ class DataBackend {
 // rank's receive copies (MPI's progress, on the rank's thread) run beside its kernels.
 // decode_add: decompress_add for every codec (a decode into a buffer of its own, then the
 // reduce), so that the executor's fused path runs on hosts too (the tests); compcoll-run's MPI
-// backend leaves it off.
+// backend leaves it off. batch: compress_batch and decompress_batch for every codec (the
+// messages one after another, in one operation), so that the executor's batched path runs on
+// hosts too (the tests); compcoll-run's MPI backend leaves it off.
 std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads = 1, bool compute_thread = false,
-                                               bool decode_add = false);
+                                               bool decode_add = false, bool batch = false);
 
 }  // namespace compcoll::real

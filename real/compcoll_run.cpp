@@ -987,6 +987,9 @@ ExecutorOptions options(const Session& s, const std::string& codec) {
   opt.codec = find_plan_codec(codec);
   opt.lockstep = s.args.lockstep;
   opt.fuse_decode_add = s.st.exp.run.fused_decode;
+  // A batch of codec ops as one call where the backend has one and the calibration, which
+  // prices the model column, charges a batch so (batch_launch).
+  opt.batch_codec = s.st.cal.batch_launch;
   opt.wire_budget = s.st.exp.run.wire_budget;
   opt.wire_budget_margin = s.st.exp.run.wire_budget_margin;
   opt.queue_ahead = s.st.exp.run.queue_ahead;

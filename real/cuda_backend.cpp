@@ -12,6 +12,7 @@
 // buffers a slot outgrows are freed when the backend is. Never run on a machine without a GPU.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,8 @@ class CudaBackend final : public DataBackend {
       cudaEventDestroy(s.done);
       cudaFreeHost(s.size_host);
       cudaFree(s.size_dev);
+      cudaFreeHost(s.sizes_host);
+      cudaFree(s.sizes_dev);
       cudaFreeHost(s.status_host);
       cudaFree(s.status_dev);
     }
@@ -151,6 +154,54 @@ class CudaBackend final : public DataBackend {
     if (!decompress_adds(codec)) return DataBackend::decompress_add(codec, opt, wire, bytes, dtype, acc, count);
     return decode_stream(cuda_decode_add, codec, opt, wire, bytes, dtype, acc, count);
   }
+  // A batch of messages in one launch of each kernel (cuda_encode_batch, cuda_decode_batch):
+  // identity, gauss-exp and entropy-exp (fp8-hadamard's parameters live in its name, which the
+  // batch call does not take).
+  bool batches(const Codec& codec) const override {
+    const CodecId id = codec.id();
+    return id == CodecId::Identity || id == CodecId::GaussExp || id == CodecId::EntropyExp;
+  }
+  Completion compress_batch(const Codec& codec, DType dtype, const CompressItem* items, size_t count,
+                            const EncodeOptions& opt) override {
+    if (!batches(codec)) return DataBackend::compress_batch(codec, dtype, items, count, opt);
+    std::vector<uint64_t> elements(count);
+    for (size_t k = 0; k < count; ++k) elements[k] = items[k].count;
+    grow_scratch(cuda_encode_batch_scratch_bytes(codec.id(), dtype, elements.data(), count, opt));
+    const int c = take_slot();
+    return with_slot(c, [&] {
+      Slot& s = slots_[static_cast<size_t>(c)];
+      hold_sizes(s, count);
+      std::vector<CudaEncodeItem> enc(count);
+      for (size_t k = 0; k < count; ++k)
+        enc[k] = {items[k].src, items[k].count, items[k].wire, items[k].capacity, s.sizes_dev + k};
+      cuda_encode_batch(codec.id(), dtype, enc.data(), count, scratch_, scratch_bytes_, opt, stream_);
+      if (count > 0)
+        COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(s.sizes_host, s.sizes_dev, count * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                            stream_));
+      for (size_t k = 0; k < count; ++k) s.dests.push_back(items[k].stream_bytes);
+      COMPCOLL_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+      COMPCOLL_CUDA_CHECK_LAUNCHES(stream_);
+    });
+  }
+  // As decompress, every message's statuses in one array (a message's from its start).
+  Completion decompress_batch(const Codec& codec, const EncodeOptions& opt, DType dtype, const DecompressItem* items,
+                              size_t count) override {
+    if (!batches(codec)) return DataBackend::decompress_batch(codec, opt, dtype, items, count);
+    std::vector<CudaDecodeItem> dec(count);
+    std::vector<size_t> starts(count);
+    size_t chunks = 0;
+    for (size_t k = 0; k < count; ++k) {
+      const StreamInfo info = expected_stream_info(codec, dtype, items[k].count, opt, items[k].bytes, /*within=*/true);
+      dec[k] = {info, items[k].wire, items[k].bytes, items[k].dst, items[k].count * dtype_size(dtype), nullptr};
+      starts[k] = chunks;
+      chunks += info.chunk_count;
+    }
+    return on_status_slot(chunks, codec.id(), [&](Slot& s) {
+      for (size_t k = 0; k < count; ++k) dec[k].status_dev = s.status_dev + starts[k];
+      cuda_decode_batch(dec.data(), count, stream_);
+      s.message_starts = std::move(starts);
+    });
+  }
   bool done(Completion c, double* /*host_seconds*/) override {
     if (c < 0) return true;
     Slot& s = slots_.at(static_cast<size_t>(c));
@@ -159,14 +210,24 @@ class CudaBackend final : public DataBackend {
     COMPCOLL_CUDA_CHECK(e);
     if (s.dest) *s.dest = *s.size_host;
     s.dest = nullptr;
+    for (size_t k = 0; k < s.dests.size(); ++k) *s.dests[k] = s.sizes_host[k];
+    s.dests.clear();
     const size_t chunks = s.status_chunks;
     s.status_chunks = 0;
+    const std::vector<size_t> starts = std::move(s.message_starts);
+    s.message_starts.clear();
     free_.push_back(c);
-    for (size_t k = 0; k < chunks; ++k)
-      if (s.status_host[k] != 0)
-        throw CodecError(std::string(codec_by_id(s.codec).name()) + " stream: chunk " + std::to_string(k) + ": " +
-                             cuda_chunk_status_message(s.status_host[k]),
-                         0);
+    for (size_t k = 0; k < chunks; ++k) {
+      if (s.status_host[k] == 0) continue;
+      // A batch's: the message and its own chunk.
+      const auto m = std::upper_bound(starts.begin(), starts.end(), k);
+      const std::string where = starts.empty() ? "chunk " + std::to_string(k)
+                                               : "message " + std::to_string(m - starts.begin() - 1) + " chunk " +
+                                                     std::to_string(k - *(m - 1));
+      throw CodecError(std::string(codec_by_id(s.codec).name()) + " stream: " + where + ": " +
+                           cuda_chunk_status_message(s.status_host[k]),
+                       0);
+    }
     return true;
   }
   void synchronize() override {
@@ -204,6 +265,13 @@ class CudaBackend final : public DataBackend {
     uint64_t* size_host = nullptr;  // pinned
     uint64_t* size_dev = nullptr;
     uint64_t* dest = nullptr;
+    // A batch's stream sizes (pinned mirror of the device array, kept and grown with the slot)
+    // and where each goes.
+    uint64_t* sizes_host = nullptr;
+    uint64_t* sizes_dev = nullptr;
+    size_t sizes_capacity = 0;
+    std::vector<uint64_t*> dests;
+    std::vector<size_t> message_starts;  // a batch's decompression: each message's first status
     // A decompression's (or nvcomp-ans's compression's) per-chunk statuses (pinned mirror of
     // the device array), kept and grown with the slot: a slot allocates only when a call has
     // more chunks than it held before.
@@ -233,8 +301,11 @@ class CudaBackend final : public DataBackend {
     try {
       launch();
     } catch (...) {
-      slots_[static_cast<size_t>(c)].dest = nullptr;
-      slots_[static_cast<size_t>(c)].status_chunks = 0;
+      Slot& s = slots_[static_cast<size_t>(c)];
+      s.dest = nullptr;
+      s.dests.clear();
+      s.message_starts.clear();
+      s.status_chunks = 0;
       free_.push_back(c);
       throw;
     }
@@ -272,17 +343,22 @@ class CudaBackend final : public DataBackend {
       kernel(info, wire, bytes, out, count * dtype_size(dtype), s.status_dev, stream_);
     });
   }
-  // Slot s's status arrays, grown to `chunks` (the slot is free: nothing reads its old ones).
-  void hold_statuses(Slot& s, size_t chunks) {
-    if (chunks <= s.status_capacity) return;
-    if (s.status_host) retired_pinned_.push_back(s.status_host);
-    if (s.status_dev) COMPCOLL_CUDA_CHECK(cudaFreeAsync(s.status_dev, stream_));
-    s.status_host = nullptr;
-    s.status_dev = nullptr;
-    s.status_capacity = 0;
-    COMPCOLL_CUDA_CHECK(cudaMallocHost(&s.status_host, chunks * sizeof(int32_t)));
-    COMPCOLL_CUDA_CHECK(cudaMallocAsync(&s.status_dev, chunks * sizeof(int32_t), stream_));
-    s.status_capacity = chunks;
+  // Slot s's status arrays, grown to `chunks`, and its size arrays, grown to `count` (the slot
+  // is free: nothing reads its old ones).
+  void hold_statuses(Slot& s, size_t chunks) { hold_pinned(s.status_host, s.status_dev, s.status_capacity, chunks); }
+  void hold_sizes(Slot& s, size_t count) { hold_pinned(s.sizes_host, s.sizes_dev, s.sizes_capacity, count); }
+  // A pinned host array and its device twin, grown to `count` elements.
+  template <typename T>
+  void hold_pinned(T*& host, T*& dev, size_t& capacity, size_t count) {
+    if (count <= capacity) return;
+    if (host) retired_pinned_.push_back(host);
+    if (dev) COMPCOLL_CUDA_CHECK(cudaFreeAsync(dev, stream_));
+    host = nullptr;
+    dev = nullptr;
+    capacity = 0;
+    COMPCOLL_CUDA_CHECK(cudaMallocHost(&host, count * sizeof(T)));
+    COMPCOLL_CUDA_CHECK(cudaMallocAsync(&dev, count * sizeof(T), stream_));
+    capacity = count;
   }
   // After a codec call on slot s: its `chunks` statuses back to pinned memory behind it, for
   // done() to check once the slot's event has passed; then the event.

@@ -107,6 +107,15 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
     for (uint32_t d : dependents_[i]) deps_of_[d].push_back(i);
   fused_into_.assign(n, kNotFused);
   fused_from_.assign(n, kNotFused);
+  batch_lead_.assign(n, kNotFused);
+  batch_end_.resize(n);
+  std::iota(batch_end_.begin(), batch_end_.end(), 1u);
+  if (opt_.batch_codec && opt_.codec && b_.batches(*opt_.codec))
+    for (uint32_t i = 0; i < n; ++i) {
+      if ((ops[i].kind != OpKind::Compress && ops[i].kind != OpKind::Decompress) || ops[i].batched) continue;
+      batch_end_[i] = sched::batch_end(ops, i);
+      for (uint32_t j = i + 1; j < batch_end_[i]; ++j) batch_lead_[j] = i;
+    }
   if (opt_.fuse_decode_add && opt_.codec && b_.decompress_adds(*opt_.codec)) fuse_decode_add();
 
   // No rank compresses: nothing to budget, and no agreement to end the runs with.
@@ -116,6 +125,7 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
 
 void Executor::fuse_decode_add() {
   for (const auto& [d, r] : sched::decode_add_pairs(prog_.ops)) {
+    if (rides(d) || batch_end_[d] > d + 1) continue;  // in a batch run as one call
     // The fused op writes the reduce's destination: it waits for the reduce's other
     // dependencies too (none of which waits for d, whose one dependent is r: no cycle).
     for (uint32_t x : deps_of_[r])
@@ -166,7 +176,10 @@ bool Executor::conflicts(uint32_t i, uint32_t other) const {
 }
 
 bool Executor::conflicts_inflight(uint32_t i) const {
-  return std::any_of(running_.begin(), running_.end(), [&](const Running& r) { return conflicts(i, r.op); });
+  for (uint32_t j = i; j < batch_end_[i]; ++j)
+    if (std::any_of(running_.begin(), running_.end(), [&](const Running& r) { return conflicts(j, r.op); }))
+      return true;
+  return false;
 }
 
 void Executor::queue_waits(uint32_t i) {
@@ -178,7 +191,7 @@ void Executor::queue_waits(uint32_t i) {
     else b_.queue_after(m);
   };
   for (uint32_t d : deps_of_[i]) {
-    const uint32_t w = absorbed(d) ? fused_from_[d] : d;  // an absorbed reduce's work is its decompression's
+    const uint32_t w = work_of(d);  // an absorbed reduce's work is its decompression's, a batch's its lead's
     if (op_state_[w] == kRunning) follow(is_transfer(prog_.ops[w].kind), op_handle_[w]);
   }
   // Not the transfers of its own step group (posted with it, ordered by nothing; lockstep
@@ -186,11 +199,18 @@ void Executor::queue_waits(uint32_t i) {
   const auto same_group = [&](const Running& r) {
     return opt_.lockstep && transfer && r.transfer && group_of_[r.op] == group_of_[i];
   };
-  for (const Running& r : running_)
-    if (!same_group(r) && conflicts(i, r.op)) follow(r.transfer, r.handle);
+  for (const Running& r : running_) {
+    if (same_group(r) || !conflicts(i, r.op)) continue;
+    if (!rides(r.op)) {
+      follow(r.transfer, r.handle);
+    } else if (const uint32_t lead = batch_lead_[r.op]; op_state_[lead] == kRunning) {
+      follow(false, op_handle_[lead]);  // its lead's call does its work (once that is done, nothing to wait for)
+    }
+  }
 }
 
 void Executor::start(uint32_t i, RunStats& st) {
+  if (batch_end_[i] > i + 1) return start_batch(i, st);
   const sched::Op& op = prog_.ops[i];
   if (queued_ && !absorbed(i)) queue_waits(i);  // an absorbed reduce submits nothing
   op_state_[i] = kRunning;
@@ -258,6 +278,47 @@ void Executor::start(uint32_t i, RunStats& st) {
   }
 }
 
+// Op `lead`'s batch as one call: every op of it running from now on, the others ending once the
+// lead has (poll_running).
+void Executor::start_batch(uint32_t lead, RunStats& st) {
+  const uint32_t end = batch_end_[lead];
+  const auto& ops = prog_.ops;
+  if (queued_)
+    for (uint32_t j = lead; j < end; ++j) queue_waits(j);
+  const bool host = b_.memory() == MemorySpace::Host;
+  const auto t0 = std::chrono::steady_clock::now();
+  Completion c = -1;
+  if (ops[lead].kind == OpKind::Compress) {
+    std::vector<CompressItem> items;
+    for (uint32_t j = lead; j < end; ++j) {
+      const sched::Op& o = ops[j];
+      st.compress_in += o.src.count * es_;
+      if (budgeted_) wire_size_[o.dst.index] = budget_[j];  // known now: queued ops read it at once
+      items.push_back({slice_ptr(o.src), o.src.count, wire_[o.dst.index], wire_capacity_[o.dst.index], &stream_bytes_[j]});
+    }
+    c = b_.compress_batch(*opt_.codec, dtype_, items.data(), items.size(), opt_.encode);
+  } else {
+    std::vector<DecompressItem> items;
+    for (uint32_t j = lead; j < end; ++j) {
+      const sched::Op& o = ops[j];
+      items.push_back({wire_[o.src.index], wire_size_[o.src.index], slice_ptr(o.dst), o.dst.count});
+    }
+    try {  // as a single decompression's (start)
+      c = b_.decompress_batch(*opt_.codec, opt_.encode, dtype_, items.data(), items.size());
+    } catch (const CodecError&) {
+      hold_decode_error(lead);
+      c = -1;
+    }
+  }
+  ++st.batches;
+  if (host && c < 0) add_kernel_time(st, ops[lead].kind, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  for (uint32_t j = lead; j < end; ++j) {
+    op_state_[j] = kRunning;
+    running_.push_back({j, false, j == lead ? c : -1});
+  }
+  op_handle_[lead] = c;
+}
+
 void Executor::add_kernel_time(RunStats& st, sched::OpKind kind, double seconds) {
   if (kind == OpKind::Reduce) st.reduce_s += seconds;
   else if (kind == OpKind::Copy) st.copy_s += seconds;
@@ -273,6 +334,7 @@ struct Executor::Pass {
 };
 
 void Executor::make_ready(Pass& p, uint32_t i) {
+  if (op_state_[i] != kWaiting) return;  // an op of a batch, started with its lead
   if (!is_transfer(prog_.ops[i].kind)) p.ready_compute.push_back(i);
   else if (opt_.lockstep) ++p.group_ready[group_of_[i]];
   else p.ready_transfer.push_back(i);
@@ -317,7 +379,8 @@ void Executor::release(Pass& p, uint32_t i) {
 void Executor::launch(Pass& p, uint32_t i) {
   start(i, p.st);
   if (prog_.ops[i].kind == OpKind::Send) finish(p, i, 0);
-  else if (queued_) release(p, i);  // its dependents may be submitted behind it
+  else if (queued_)  // its dependents (and its batch's) may be submitted behind it
+    for (uint32_t j = i; j < batch_end_[i]; ++j) release(p, j);
 }
 
 // Completes what has finished; true when anything did.
@@ -329,7 +392,8 @@ bool Executor::poll_running(Pass& p) {
     double seconds = 0;
     bool fin = false;
     try {
-      fin = r.transfer ? t_.test(r.handle, &received) : b_.done(r.handle, &seconds);
+      if (!r.transfer && rides(r.op)) fin = op_state_[batch_lead_[r.op]] == kFinished;  // ends after its lead
+      else fin = r.transfer ? t_.test(r.handle, &received) : b_.done(r.handle, &seconds);
     } catch (const CodecError&) {  // a decompression's, on the device or the compute thread
       hold_decode_error(r.op);
       fin = true;

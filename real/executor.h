@@ -32,6 +32,12 @@ struct ExecutorOptions {
   // dependencies are done): the bits are the same, the decoded block is never written out.
   // Off by default (run.fused_decode; the simulator and the cost model price what runs).
   bool fuse_decode_add = false;
+  // Where the backend codes a batch of messages in one call (DataBackend::batches), a batch of
+  // compress or decompress ops (Op::batched, sched::batch_end) runs as that one call when the
+  // op that leads it starts (once everything the batch depends on is done), and its other ops
+  // end with it; their ops are then not fused with reduces. Off: each op its own call.
+  // compcoll-run sets it where its calibration prices a batch as one call (batch_launch).
+  bool batch_codec = false;
   // Compressed messages within a wire budget, so that no stream's size is needed on the host
   // before its transfer is posted (docs/compcoll-run.md, "Variable-length messages"). A run
   // that sends every stream at its exact size (the first, and any redone) teaches each message
@@ -64,6 +70,7 @@ struct RunStats {
   uint64_t compress_in = 0;    // bytes given to compress ops
   uint64_t compress_out = 0;   // stream bytes they produced
   uint64_t fused = 0;          // decompress-and-reduce pairs run as one decode-and-add
+  uint64_t batches = 0;        // batches of codec ops run as one call (ExecutorOptions::batch_codec)
   uint64_t overflows = 0;      // wire budget: this rank's streams longer than their budget
   uint64_t reruns = 0;         // wire budget: 1 when the run was redone with exact sizes (then
                                // every other count is of both passes)
@@ -73,7 +80,8 @@ struct RunStats {
   // Every count and time summed (several runs, or a run and its redone pass).
   RunStats& operator+=(const RunStats& o) {
     messages += o.messages, sent_bytes += o.sent_bytes, compress_in += o.compress_in;
-    compress_out += o.compress_out, fused += o.fused, overflows += o.overflows, reruns += o.reruns;
+    compress_out += o.compress_out, fused += o.fused, batches += o.batches, overflows += o.overflows;
+    reruns += o.reruns;
     queued += o.queued, codec_s += o.codec_s, reduce_s += o.reduce_s, copy_s += o.copy_s;
     return *this;
   }
@@ -109,6 +117,7 @@ class Executor {
  private:
   void* slice_ptr(const sched::Slice& s) const;
   void start(uint32_t i, RunStats& st);
+  void start_batch(uint32_t lead, RunStats& st);
   struct Pass;  // one run's progress (executor.cpp)
   RunStats run_pass(bool budgeted);
   void learn_budgets();
@@ -122,7 +131,7 @@ class Executor {
   bool start_compute(Pass& p);
   // True when op i writes memory that an op still in flight reads or writes (a send, a kernel
   // on the compute thread, a receive), or reads memory one still writes.
-  bool conflicts_inflight(uint32_t i) const;
+  bool conflicts_inflight(uint32_t i) const;  // of a batch's lead: of any op of its batch
   bool conflicts(uint32_t i, uint32_t o) const;  // op i against op o in flight, as above
   // Queued mode: op i, about to be submitted, waits on its queue for each dependency still
   // running and each op in flight it conflicts with, where that op is on the other queue (or
@@ -164,6 +173,13 @@ class Executor {
   static constexpr uint32_t kNotFused = UINT32_MAX;
   std::vector<uint32_t> fused_into_, fused_from_;
   bool absorbed(uint32_t r) const { return fused_from_[r] != kNotFused; }
+  // batch_lead_[i]: for an op of a batch that runs as one call (ExecutorOptions::batch_codec),
+  // the op that leads it (kNotFused: none, or it leads); batch_end_[lead]: one past its batch's
+  // last op (lead + 1 for every other op). Such an op starts with its lead and ends after it.
+  std::vector<uint32_t> batch_lead_, batch_end_;
+  bool rides(uint32_t i) const { return batch_lead_[i] != kNotFused; }
+  // The op whose call does op d's work: an absorbed reduce's decompression, a batch's lead, or d.
+  uint32_t work_of(uint32_t d) const { return absorbed(d) ? fused_from_[d] : rides(d) ? batch_lead_[d] : d; }
 
   // Wire budget: per compress op and per receive into a wire buffer, the stream's size in the
   // last run at exact sizes (learned_) and its budget (budget_).

@@ -29,8 +29,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 class HostBackend final : public DataBackend {
  public:
-  HostBackend(uint32_t codec_threads, bool compute_thread, bool decode_add)
-      : codec_threads_(codec_threads), decode_add_(decode_add) {
+  HostBackend(uint32_t codec_threads, bool compute_thread, bool decode_add, bool batch)
+      : codec_threads_(codec_threads), decode_add_(decode_add), batch_(batch) {
     if (compute_thread) worker_ = std::thread([this] { work(); });
   }
   ~HostBackend() override {
@@ -71,19 +71,22 @@ class HostBackend final : public DataBackend {
   }
   Completion compress(const Codec& codec, DType dtype, const void* src, uint64_t count, void* wire, size_t capacity,
                       const EncodeOptions& opt, uint64_t* stream_bytes) override {
-    EncodeOptions threaded = opt;
-    threaded.threads = codec_threads_;
-    const Codec* c = &codec;
-    return run([=] { *stream_bytes = encode(*c, dtype, src, count, wire, capacity, threaded); });
+    return compress_batch_of(codec, dtype, {CompressItem{src, count, wire, capacity, stream_bytes}}, opt);
   }
   Completion decompress(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes, DType dtype,
                         void* dst, uint64_t count) override {
-    const uint32_t threads = codec_threads_;
-    const Codec* c = &codec;
-    return run([=] {
-      const StreamInfo info = decode(wire, bytes, dst, count * dtype_size(dtype), threads);
-      check_decoded(info, *c, opt, dtype, count);
-    });
+    return decompress_batch_of(codec, opt, dtype, {DecompressItem{wire, bytes, dst, count}});
+  }
+  bool batches(const Codec&) const override { return batch_; }
+  Completion compress_batch(const Codec& codec, DType dtype, const CompressItem* items, size_t count,
+                            const EncodeOptions& opt) override {
+    if (!batch_) return DataBackend::compress_batch(codec, dtype, items, count, opt);
+    return compress_batch_of(codec, dtype, std::vector<CompressItem>(items, items + count), opt);
+  }
+  Completion decompress_batch(const Codec& codec, const EncodeOptions& opt, DType dtype, const DecompressItem* items,
+                              size_t count) override {
+    if (!batch_) return DataBackend::decompress_batch(codec, opt, dtype, items, count);
+    return decompress_batch_of(codec, opt, dtype, std::vector<DecompressItem>(items, items + count));
   }
   bool decompress_adds(const Codec&) const override { return decode_add_; }
   Completion decompress_add(const Codec& codec, const EncodeOptions& opt, const void* wire, size_t bytes, DType dtype,
@@ -150,6 +153,28 @@ class HostBackend final : public DataBackend {
     double seconds = 0;
     std::exception_ptr error;
   };
+  // The items coded one after another, in one operation.
+  Completion compress_batch_of(const Codec& codec, DType dtype, std::vector<CompressItem> items,
+                               const EncodeOptions& opt) {
+    EncodeOptions threaded = opt;
+    threaded.threads = codec_threads_;
+    const Codec* c = &codec;
+    return run([=] {
+      for (const CompressItem& m : items)
+        *m.stream_bytes = encode(*c, dtype, m.src, m.count, m.wire, m.capacity, threaded);
+    });
+  }
+  Completion decompress_batch_of(const Codec& codec, const EncodeOptions& opt, DType dtype,
+                                 std::vector<DecompressItem> items) {
+    const uint32_t threads = codec_threads_;
+    const Codec* c = &codec;
+    return run([=] {
+      for (const DecompressItem& m : items) {
+        const StreamInfo info = decode(m.wire, m.bytes, m.dst, m.count * dtype_size(dtype), threads);
+        check_decoded(info, *c, opt, dtype, m.count);
+      }
+    });
+  }
   // Runs `fn` now (no compute thread: the completion is -1, and the executor times it), or
   // queues it for the compute thread.
   Completion run(std::function<void()> fn) {
@@ -203,6 +228,7 @@ class HostBackend final : public DataBackend {
   static constexpr Completion kMaxId = 1 << 30;
   uint32_t codec_threads_;
   bool decode_add_;
+  bool batch_;
   double t0_ = 0;
   std::thread worker_;
   std::mutex m_;
@@ -224,8 +250,9 @@ class HostBackend final : public DataBackend {
 
 }  // namespace
 
-std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads, bool compute_thread, bool decode_add) {
-  return std::make_unique<HostBackend>(codec_threads, compute_thread, decode_add);
+std::unique_ptr<DataBackend> make_host_backend(uint32_t codec_threads, bool compute_thread, bool decode_add,
+                                               bool batch) {
+  return std::make_unique<HostBackend>(codec_threads, compute_thread, decode_add, batch);
 }
 
 }  // namespace compcoll::real

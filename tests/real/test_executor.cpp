@@ -89,6 +89,17 @@ Reference reference_of(const sched::Schedule& s, const ExecutorOptions& opt) {
   return r;
 }
 
+// The correctness pass's integers through the executor, against their closed-form output.
+void check_integer_pass(Executor& ex, const sched::Schedule& s, int rank) {
+  const auto ints = integer_input(s, rank);
+  std::memcpy(ex.input(), ints.data(), ints.size());
+  std::memset(ex.output(), 0xff, ex.output_bytes());
+  ex.run();
+  std::vector<uint8_t> got(ex.output_bytes());
+  std::memcpy(got.data(), ex.output(), got.size());
+  CHECK(count_wrong(s.dtype, got, expected_output(s, rank)) == 0);
+}
+
 }  // namespace
 
 TEST_CASE("expected_output is what the reference executor computes on the integer inputs", "[real][verify]") {
@@ -195,18 +206,87 @@ TEST_CASE("the real executor over MPI is bitwise the reference executor", "[real
             CHECK(st.compress_out > 0);
             CHECK(st.codec_s > 0);  // timed where it ran, on the compute thread too
           }
-          const auto ints = integer_input(s, rank);
-          std::memcpy(ex.input(), ints.data(), ints.size());
-          std::memset(ex.output(), 0xff, ex.output_bytes());
-          ex.run();
-          std::memcpy(got.data(), ex.output(), got.size());
-          CHECK(count_wrong(dt, got, expected_output(s, rank)) == 0);
+          check_integer_pass(ex, s, rank);
           t.barrier();
         }
   // Reduce-scatters and allreduces decode a received block and add it (with 2 ranks and more):
   // fused where the backend can, never where it cannot.
   if (n > 1) CHECK(fused > 0);
   CHECK(fused_elsewhere == 0);
+}
+
+// A batch of codec ops run as one call (ExecutorOptions::batch_codec) on a backend that has one
+// (the host backend's, the messages one after another in one operation): bitwise the reference
+// executor's, in every posting mode, within wire budgets too (queued: the batch's ops end with
+// its call, their dependents submitted behind it), with the fused pairs outside batches; one
+// call a batch, and none without the option or on a backend without batches.
+TEST_CASE("the real executor runs a batch of codec ops as one call", "[real][executor][mpi][batch]") {
+  const int n = world_size(), rank = world_rank();
+  MpiTransport t(MPI_COMM_WORLD);
+  auto batching = make_host_backend(1, false, false, true), batching_threaded = make_host_backend(1, true, false, true);
+  auto batching_fusing = make_host_backend(1, true, true, true), plain = make_host_backend(1, true);
+  const Case cases[] = {{"allreduce", "direct", "zipccl"},
+                        {"allreduce", "direct", "compress-once"},
+                        {"allreduce", "hierarchical", "zipccl", "none", "direct"},
+                        {"allreduce", "ring", "zipccl"}};
+  uint64_t batched = 0;
+  for (const std::string mode : {"as ready", "lockstep", "compute thread", "queued, budget", "queued, budget, fused",
+                                 "lockstep, budget", "without batches", "option off"})
+    for (const char* codec_name : {"gauss-exp", "entropy-exp", "identity"})
+      for (const Case& c : cases) {
+        if (std::string(c.algorithm) == "hierarchical" && n % 2) continue;
+        const DType dt = DType::BF16;
+        const sched::Schedule s = sched::build_schedule(spec(c, codec_name, n, dt, 4099));
+        const bool lockstep = mode.rfind("lockstep", 0) == 0;
+        if (lockstep && !lockstep_problem(s).empty()) continue;
+        const bool budget = mode.find("budget") != std::string::npos;
+        DataBackend& backend = mode == "as ready" || mode == "lockstep, budget" || mode == "lockstep" ? *batching
+                               : mode == "queued, budget, fused"                                    ? *batching_fusing
+                               : mode == "without batches"                                          ? *plain
+                                                                                                    : *batching_threaded;
+        INFO(c.collective << " " << c.algorithm << " " << codec_name << " " << mode << " n=" << n << " rank " << rank);
+        ExecutorOptions opt;
+        opt.codec = find_codec(codec_name);
+        opt.encode.chunk_elements = 1024;
+        opt.lockstep = lockstep;
+        opt.batch_codec = mode != "option off";
+        opt.wire_budget = budget;
+        opt.wire_budget_margin = 0.05;  // a budget is not the stream's size
+        opt.queue_ahead = mode.rfind("queued", 0) == 0;
+        opt.fuse_decode_add = mode == "queued, budget, fused";
+        Executor ex(s, rank, t, backend, opt);
+        const Reference reference = reference_of(s, opt);
+        std::vector<uint8_t> got(ex.output_bytes());
+        // Batches of more than one op on this rank: each one call when the executor batches.
+        const auto& ops = s.ranks[rank].ops;
+        uint64_t batches = 0;
+        for (uint32_t i = 0; i < ops.size(); ++i)
+          if ((ops[i].kind == sched::OpKind::Compress || ops[i].kind == sched::OpKind::Decompress) && !ops[i].batched &&
+              sched::batch_end(ops, i) > i + 1)
+            ++batches;
+        const bool batches_here = opt.batch_codec && backend.batches(*opt.codec);
+        uint64_t exact_sent = 0;
+        for (int pass = 0; pass < (budget ? 2 : 1); ++pass) {  // within budgets: the second pass
+          CAPTURE(pass);
+          std::memcpy(ex.input(), reference.in[rank].data(), reference.in[rank].size());
+          std::memset(ex.output(), 0xff, ex.output_bytes());
+          const RunStats st = ex.run();
+          std::memcpy(got.data(), ex.output(), got.size());
+          CHECK(count_wrong(dt, got, reference.out[rank]) == 0);
+          CHECK(st.batches == (batches_here ? batches : 0));
+          if (budget && pass == 1) {
+            CHECK(st.queued == (opt.queue_ahead ? 1u : 0u));
+            CHECK(st.reruns == 0);
+            // Every stream goes as its budget, 5% over its size (a batch's ops' too).
+            if (st.compress_in > 0) CHECK(st.sent_bytes > exact_sent);
+          }
+          exact_sent = st.sent_bytes;
+          batched += st.batches;
+        }
+        check_integer_pass(ex, s, rank);
+        t.barrier();
+      }
+  if (n > 2) CHECK(batched > 0);  // the direct allreduce's batches: n - 1 messages a phase
 }
 
 // The one-rank schedule the [nccl] test runs on one GPU (tests/real/self_send.h), here on the
@@ -216,6 +296,12 @@ TEST_CASE("one rank sends to itself: sizes, budgets, queues and the fused pair o
   const auto b = make_host_backend(1, true, true);
   for (const char* codec : {"identity", "gauss-exp", "entropy-exp"})
     real::test::check_self_send(t, *b, codec, true, true);
+  // Batches: one call each where the backend codes batches, op by op where it does not.
+  const auto batching = make_host_backend(1, true, false, true), plain = make_host_backend(1, true);
+  for (const char* codec : {"identity", "gauss-exp", "entropy-exp"}) {
+    real::test::check_self_send_batch(t, *batching, codec, true);
+    real::test::check_self_send_batch(t, *plain, codec, false);
+  }
 }
 
 TEST_CASE("the host backend's compute thread runs kernels in order and reports a damaged stream at done()",

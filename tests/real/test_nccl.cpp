@@ -75,7 +75,8 @@ TEST_CASE("nccl: CUDA codecs inside the executor round-trip real gradients bit-e
 
 // NCCL's transfers with one GPU: a rank that sends to itself (NCCL's send and receive to its own
 // rank in one group) at exact sizes (the size over MPI), within wire budgets (no size exchange),
-// queued on the streams and with the fused decode-and-add, bitwise (tests/real/self_send.h).
+// queued on the streams and with the fused decode-and-add, and with its codec work in batches,
+// bitwise (tests/real/self_send.h).
 TEST_CASE("nccl: one rank sends to itself: sizes, budgets, queues and the fused kernel", "[real][nccl][cuda]") {
   SKIP_WITHOUT_GPU();
   NcclSetup g = make_nccl_backend(MPI_COMM_SELF, 0);
@@ -83,9 +84,12 @@ TEST_CASE("nccl: one rank sends to itself: sizes, budgets, queues and the fused 
 #ifdef COMPCOLL_HAVE_NVCOMP
   if (nvcomp_unavailable().empty()) codecs.push_back(std::string(kNvcompAnsName));
 #endif
-  for (const std::string& codec : codecs)
+  for (const std::string& codec : codecs) {
     real::test::check_self_send(*g.transport, *g.backend, codec, gpu_decode_adds(find_plan_codec(codec)->id()) &&
                                                                !find_library_codec(codec), true);
+    // Batches: cuda_encode_batch and cuda_decode_batch (not nvcomp-ans: op by op).
+    real::test::check_self_send_batch(*g.transport, *g.backend, codec, g.backend->batches(*find_plan_codec(codec)));
+  }
 }
 
 TEST_CASE("nccl: a one-rank schedule and ncclAllReduce give the input back", "[real][nccl][cuda]") {
