@@ -48,6 +48,18 @@ inline sched::Schedule self_send_schedule(uint64_t n) {
   return s;
 }
 
+// Three runs of `ex` on `in` (the first at exact sizes, which teaches the budgets): their counts,
+// and the output they leave in `out`.
+inline RunStats run_three_times(Executor& ex, DataBackend& b, const std::vector<uint8_t>& in, std::vector<uint8_t>& out) {
+  b.upload(ex.input(), in.data(), in.size());
+  RunStats st;
+  for (int run = 0; run < 3; ++run) st += ex.run();
+  b.synchronize();
+  out.resize(ex.output_bytes());
+  b.download(out.data(), ex.output(), out.size());
+  return st;
+}
+
 // Runs the schedule with `codec` in every mode, three runs each (the first at exact sizes,
 // which teaches the budgets), on real gradients: the output must be input + input, every run
 // must send one message, fuse where the backend does (`fuses`), queue its budgeted runs where
@@ -76,12 +88,8 @@ inline void check_self_send(Transport& t, DataBackend& b, const std::string& cod
     opt.wire_budget_margin = m.margin;
     opt.queue_ahead = m.queued;
     Executor ex(s, 0, t, b, opt);
-    b.upload(ex.input(), in.data(), in.size());
-    RunStats st;
-    for (int run = 0; run < 3; ++run) st += ex.run();
-    b.synchronize();
-    std::vector<uint8_t> got(ex.output_bytes());
-    b.download(got.data(), ex.output(), got.size());
+    std::vector<uint8_t> got;
+    const RunStats st = run_three_times(ex, b, in, got);
     CHECK(count_wrong(DType::BF16, got, want) == 0);
     CHECK(st.messages == 3);
     CHECK(st.fused == (m.fused && fuses ? 3u : 0u));
@@ -140,12 +148,8 @@ inline void check_self_send_batch(Transport& t, DataBackend& b, const std::strin
     opt.wire_budget_margin = 0.05;
     opt.queue_ahead = budget;
     Executor ex(s, 0, t, b, opt);
-    b.upload(ex.input(), in.data(), in.size());
-    RunStats st;
-    for (int run = 0; run < 3; ++run) st += ex.run();
-    b.synchronize();
-    std::vector<uint8_t> got(ex.output_bytes());
-    b.download(got.data(), ex.output(), got.size());
+    std::vector<uint8_t> got;
+    const RunStats st = run_three_times(ex, b, in, got);
     CHECK(count_wrong(DType::BF16, got, want) == 0);
     CHECK(st.messages == 9);
     CHECK(st.batches == (batches ? 6u : 0u));
