@@ -54,8 +54,9 @@ void cuda_encode_fp8_hadamard(const Fp8HadamardParams& params, DType dtype, cons
                               const EncodeOptions& opt, cudaStream_t stream);
 
 // How cuda_encode runs gauss-exp; both write the same bytes.
-//   Passes     four kernels and CUB's scan: measure every chunk, scan the sizes into the offset
-//              table, emit every chunk at its offset, write the header.
+//   Passes     measure every chunk (entropy-exp: build its code tables first), scan the sizes
+//              with CUB, emit every chunk at its offset with its offset table entry, the
+//              first warp writing the header and the size.
 //   OneLaunch  one kernel (and a memset of its descriptors): each warp takes the next chunk,
 //              measures it, learns its offset from the chunks before it (decoupled look-back)
 //              and writes it; the last chunk's warp writes the header.
@@ -136,8 +137,8 @@ StreamInfo cuda_decode_checked(const void* stream_dev, size_t stream_bytes, void
 // ---- batches: several messages in one launch a kernel ------------------------------------
 // A collective step that codes several messages at once (the blocks a direct allreduce sends
 // its peers, those it receives) codes them as a batch: one launch of each kernel that codes one
-// message codes every message of the batch (gauss-exp and entropy-exp: measure, scan, emit and
-// header for all; identity: one copy kernel; decoding: one kernel), so a batch pays a call's
+// message codes every message of the batch (gauss-exp and entropy-exp: measure, scan and emit
+// for all; identity: one copy kernel; decoding: one kernel), so a batch pays a call's
 // launches, not a call's launches a message. Each message's stream is the one cuda_encode
 // writes, byte for byte, and is decoded, checked and reported as cuda_decode does it. The
 // messages share the codec and dtype (and the encoder's options); their sizes and chunk sizes

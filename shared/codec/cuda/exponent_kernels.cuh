@@ -906,6 +906,38 @@ __global__ void __launch_bounds__(kBlockThreads)
   measure_chunks<K, L>(in, g, s, gauss);
 }
 
+// ---- encode: container --------------------------------------------------------------------
+// The header's first 24 bytes (everything but payload_bytes), built on the host.
+struct HeaderPrefix {
+  uint8_t bytes[format::kOffPayloadBytes];
+};
+
+inline HeaderPrefix make_header_prefix(CodecId codec, DType dtype, const Geometry& g) {
+  HeaderPrefix h{};
+  std::memcpy(h.bytes + format::kOffMagic, format::kMagic, 4);
+  h.bytes[format::kOffVersion] = format::kVersion;
+  h.bytes[format::kOffCodec] = static_cast<uint8_t>(codec);
+  h.bytes[format::kOffDType] = static_cast<uint8_t>(dtype);
+  h.bytes[format::kOffFlags] = 0;
+  format::store_u64(h.bytes + format::kOffElements, g.elements);
+  format::store_u32(h.bytes + format::kOffChunkElements, g.chunk_elements);
+  format::store_u32(h.bytes + format::kOffChunkCount, g.chunks);
+  return h;
+}
+
+// Chunk c's entry of the offset table (little-endian u64 as two aligned words; out is 4-byte
+// aligned) and the header, its payload size last: what emit_kernel, finish_kernel and
+// gauss_encode_kernel write.
+__device__ inline void store_offset_entry(uint8_t* out, uint64_t c, uint64_t end) {
+  auto* table32 = reinterpret_cast<uint32_t*>(out + format::kHeaderBytes);
+  table32[2 * c] = static_cast<uint32_t>(end);
+  table32[2 * c + 1] = static_cast<uint32_t>(end >> 32);
+}
+__device__ inline void store_header(uint8_t* out, const HeaderPrefix& header, uint64_t payload) {
+  for (uint32_t i = 0; i < format::kOffPayloadBytes; ++i) out[i] = header.bytes[i];
+  format::store_u64(out + format::kOffPayloadBytes, payload);
+}
+
 // ---- encode: emit -------------------------------------------------------------------------
 // A stored chunk at o (4-byte aligned): mode word, then the elements, zero-padded to a word.
 template <class L>
@@ -959,13 +991,15 @@ __device__ inline void emit_coded_body(const typename L::Bits* x, uint32_t n, ui
   }
 }
 
-// Each chunk written at its final offset (payload + chunk_end - base - chunk_bytes, a multiple
-// of 4; payload is 4-byte aligned): header, code table, lane table, raw section, lane streams.
+// Each chunk written at its final offset in the stream at out (its payload + chunk_end - base -
+// chunk_bytes, a multiple of 4; out is 4-byte aligned): header, code table, lane table, raw
+// section, lane streams; and its offset table entry. The grid's first warp writes the stream's
+// header and *out_size (the payload: the last chunk's end), also for a stream of no chunks.
 // base: what chunk_end counts before the stream's first chunk (a batch's stream after the first).
 template <Kind K, class L>
 __device__ __forceinline__ void emit_chunks(const typename L::Bits* in, const Geometry& g, const EncodeScratch& s,
-                                            uint64_t base, uint8_t* payload, uint32_t stage_bytes,
-                                            const GaussCodeParam<K>& gauss) {
+                                            uint64_t base, uint8_t* out, const HeaderPrefix& header,
+                                            uint64_t* out_size, uint32_t stage_bytes, const GaussCodeParam<K>& gauss) {
   using Bits = typename L::Bits;
   constexpr uint32_t kSyms = kExpSymbols<L>;
   constexpr bool kGauss = K == Kind::Gauss;
@@ -984,6 +1018,13 @@ __device__ __forceinline__ void emit_chunks(const typename L::Bits* in, const Ge
   expbits::KeyCode& kc = s_kc[warp];
   Bits* window = s_window[warp];
   uint8_t* stage = warp_stage(stage_bytes);
+  const uint64_t payload_at = format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
+  uint8_t* const payload = out + payload_at;
+  if (first_chunk() == 0 && lane == 0) {
+    const uint64_t bytes = g.chunks == 0 ? 0 : s.chunk_end[g.chunks - 1] - base;
+    store_header(out, header, bytes);
+    *out_size = payload_at + bytes;
+  }
   uint32_t cached_ref = ~0u;
   for (uint64_t c = first_chunk(); c < g.chunks; c += chunk_stride()) {
     const uint32_t n = g.chunk_size(c);
@@ -996,6 +1037,7 @@ __device__ __forceinline__ void emit_chunks(const typename L::Bits* in, const Ge
     const uint32_t ref = kGauss ? s.gauss_ref[c] : 0;
     const auto first = first_elements(x, n, lane);
     uint8_t* o = payload + (end - base - size);
+    if (lane == 0) store_offset_entry(out, c, end - base);
     // gauss: the key code, before the chunk's mode is known (a stored chunk's reference is
     // measured too), so that no load waits for that.
     if constexpr (kGauss) gauss_key_code<L>(ref, cached_ref, *gauss_pc, kc, lane);
@@ -1038,53 +1080,20 @@ __device__ __forceinline__ void emit_chunks(const typename L::Bits* in, const Ge
 
 template <Kind K, class L>
 __global__ void __launch_bounds__(kBlockThreads)
-    emit_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s, uint8_t* payload,
-                uint32_t stage_bytes, const __grid_constant__ GaussCodeParam<K> gauss) {
-  emit_chunks<K, L>(in, g, s, 0, payload, stage_bytes, gauss);
-}
-
-// ---- encode: container --------------------------------------------------------------------
-// The header's first 24 bytes (everything but payload_bytes), built on the host.
-struct HeaderPrefix {
-  uint8_t bytes[format::kOffPayloadBytes];
-};
-
-inline HeaderPrefix make_header_prefix(CodecId codec, DType dtype, const Geometry& g) {
-  HeaderPrefix h{};
-  std::memcpy(h.bytes + format::kOffMagic, format::kMagic, 4);
-  h.bytes[format::kOffVersion] = format::kVersion;
-  h.bytes[format::kOffCodec] = static_cast<uint8_t>(codec);
-  h.bytes[format::kOffDType] = static_cast<uint8_t>(dtype);
-  h.bytes[format::kOffFlags] = 0;
-  format::store_u64(h.bytes + format::kOffElements, g.elements);
-  format::store_u32(h.bytes + format::kOffChunkElements, g.chunk_elements);
-  format::store_u32(h.bytes + format::kOffChunkCount, g.chunks);
-  return h;
-}
-
-// Chunk c's entry of the offset table (little-endian u64 as two aligned words; out is 4-byte
-// aligned) and the header, its payload size last: what finish_kernel and gauss_encode_kernel
-// write.
-__device__ inline void store_offset_entry(uint8_t* out, uint64_t c, uint64_t end) {
-  auto* table32 = reinterpret_cast<uint32_t*>(out + format::kHeaderBytes);
-  table32[2 * c] = static_cast<uint32_t>(end);
-  table32[2 * c + 1] = static_cast<uint32_t>(end >> 32);
-}
-__device__ inline void store_header(uint8_t* out, const HeaderPrefix& header, uint64_t payload) {
-  for (uint32_t i = 0; i < format::kOffPayloadBytes; ++i) out[i] = header.bytes[i];
-  format::store_u64(out + format::kOffPayloadBytes, payload);
+    emit_kernel(const typename L::Bits* in, Geometry g, EncodeScratch s, uint8_t* out, HeaderPrefix header,
+                uint64_t* out_size, uint32_t stage_bytes, const __grid_constant__ GaussCodeParam<K> gauss) {
+  emit_chunks<K, L>(in, g, s, 0, out, header, out_size, stage_bytes, gauss);
 }
 
 // Writes the offset table, the header and *out_size, as thread `thread` of `threads`. chunk_end
 // is the scan's output, or null for identity, whose chunk sizes are fixed (element bytes padded
 // to 4); identity_esize then gives the element size and the call also zeroes the payload's final
-// pad. base: what chunk_end counts before the stream's first chunk (emit_chunks).
+// pad.
 __device__ inline void write_table_and_header(uint8_t* out, const HeaderPrefix& header, const Geometry& g,
                                               const uint64_t* chunk_end, uint32_t identity_esize,
-                                              uint64_t* out_size, uint64_t thread, uint64_t threads,
-                                              uint64_t base = 0) {
+                                              uint64_t* out_size, uint64_t thread, uint64_t threads) {
   const auto end_of = [&](uint64_t c) -> uint64_t {
-    if (chunk_end != nullptr) return chunk_end[c] - base;
+    if (chunk_end != nullptr) return chunk_end[c];
     const uint64_t next = (c + 1) * g.chunk_elements;
     const uint64_t last = next < g.elements ? next : g.elements;
     return format::align_up64(last * identity_esize, format::kChunkAlign);
@@ -1912,18 +1921,15 @@ __global__ void __launch_bounds__(kBlockThreads)
     emit_batch_kernel(const __grid_constant__ EncodeBatch b, EncodeScratch s, uint32_t stage_bytes,
                       const __grid_constant__ GaussCodeParam<K> gauss) {
   const EncodeItem& it = b.items[blockIdx.y];
-  uint8_t* payload = it.out + format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * it.g.chunks;
   emit_chunks<K, L>(static_cast<const typename L::Bits*>(it.in), it.g, item_scratch<K>(s, it.chunk_base),
-                    item_base(s, it.chunk_base), payload, stage_bytes, gauss);
+                    item_base(s, it.chunk_base), it.out, it.header, it.out_size, stage_bytes, gauss);
 }
 
-// Each stream's offset table, header and size (a stream of no chunks: its header and size).
-__global__ void finish_batch_kernel(const __grid_constant__ EncodeBatch b, EncodeScratch s) {
-  const EncodeItem& it = b.items[blockIdx.y];
-  const bool chunks = it.g.chunks > 0;
-  write_table_and_header(it.out, it.header, it.g, chunks ? s.chunk_end + it.chunk_base : nullptr, 0, it.out_size,
-                         uint64_t{blockIdx.x} * blockDim.x + threadIdx.x, uint64_t{gridDim.x} * blockDim.x,
-                         chunks ? item_base(s, it.chunk_base) : 0);
+// The header and size of streams of no chunks, a block each (emit_batch_kernel writes them
+// where any stream of the batch has a chunk).
+__global__ void header_batch_kernel(const __grid_constant__ EncodeBatch b) {
+  const EncodeItem& it = b.items[blockIdx.x];
+  write_table_and_header(it.out, it.header, it.g, nullptr, 0, it.out_size, threadIdx.x, blockDim.x);
 }
 
 template <Kind K, class L>
@@ -2051,15 +2057,16 @@ void launch_exponent_encode(CodecId codec, DType dtype, const typename L::Bits* 
     measure<<<grid_blocks(measure, g.chunks), kBlockThreads, 0, stream>>>(in, g, s, gauss);
     COMPCOLL_CUDA_CHECK(cub::DeviceScan::InclusiveSum(s.scan_temp, s.scan_temp_bytes, s.chunk_bytes,
                                                       s.chunk_end, g.chunks, stream));
-    uint8_t* payload = out + format::kHeaderBytes + uint64_t{format::kOffsetEntryBytes} * g.chunks;
+    // The offset table, the header and the size too (no finish kernel).
     const auto emit = emit_kernel<K, L>;
     const uint32_t stage = stage_bytes_for<L>(g.chunk_elements);
     const size_t smem = size_t{stage} * kWarpsPerBlock;
     allow_dynamic_smem<L>(emit);
-    emit<<<grid_blocks(emit, g.chunks, smem), kBlockThreads, smem, stream>>>(in, g, s, payload,
-                                                                             stage, gauss);
+    emit<<<grid_blocks(emit, g.chunks, smem), kBlockThreads, smem, stream>>>(
+        in, g, s, out, make_header_prefix(codec, dtype, g), out_size, stage, gauss);
+  } else {
+    launch_finish(out, make_header_prefix(codec, dtype, g), g, nullptr, out_size, stream);
   }
-  launch_finish(out, make_header_prefix(codec, dtype, g), g, s.chunk_end, out_size, stream);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
@@ -2146,12 +2153,12 @@ void launch_exponent_encode_batch(const EncodeBatch& b, const BatchShape& shape,
     const uint32_t stage = stage_bytes_for<L>(shape.max_chunk_elements);
     const size_t smem = size_t{stage} * kWarpsPerBlock;
     allow_dynamic_smem<L>(emit);
+    // Every stream's offset table, header and size too, a stream of no chunks among them.
     emit<<<dim3(batch_grid_x(emit, blocks, shape.n, kBlockThreads, smem), shape.n), kBlockThreads, smem, stream>>>(
         b, s, stage, gauss);
+  } else {  // no stream has a chunk: their headers and sizes
+    header_batch_kernel<<<shape.n, kWarp, 0, stream>>>(b);
   }
-  constexpr uint32_t kThreads = 256;  // as launch_finish
-  const uint32_t x = static_cast<uint32_t>(std::clamp<uint64_t>((uint64_t{shape.max_chunks} + kThreads - 1) / kThreads, 1, 1024));
-  finish_batch_kernel<<<dim3(x, shape.n), kThreads, 0, stream>>>(b, s);
   COMPCOLL_CUDA_CHECK_LAUNCHES(stream);
 }
 
