@@ -159,7 +159,7 @@ class HostBackend final : public DataBackend {
     EncodeOptions threaded = opt;
     threaded.threads = codec_threads_;
     const Codec* c = &codec;
-    return run([=] {
+    return run([c, dtype, threaded, items = std::move(items)] {
       for (const CompressItem& m : items)
         *m.stream_bytes = encode(*c, dtype, m.src, m.count, m.wire, m.capacity, threaded);
     });
@@ -167,10 +167,11 @@ class HostBackend final : public DataBackend {
   Completion decompress_batch_of(const Codec& codec, const EncodeOptions& opt, DType dtype,
                                  std::vector<DecompressItem> items) {
     const uint32_t threads = codec_threads_;
+    const uint32_t es = dtype_size(dtype);
     const Codec* c = &codec;
-    return run([=] {
+    return run([c, opt, dtype, threads, es, items = std::move(items)] {
       for (const DecompressItem& m : items) {
-        const StreamInfo info = decode(m.wire, m.bytes, m.dst, m.count * dtype_size(dtype), threads);
+        const StreamInfo info = decode(m.wire, m.bytes, m.dst, m.count * es, threads);
         check_decoded(info, *c, opt, dtype, m.count);
       }
     });

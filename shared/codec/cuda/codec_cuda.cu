@@ -1,6 +1,7 @@
 // shared/codec/cuda/codec_cuda.cu — the API of codec_cuda.h: checks the caller's arguments on
-// the host, then turns the runtime codec and dtype into template parameters in one switch per
-// entry point and calls the launchers of exponent_kernels.cuh and fp8_kernels.cuh. No kernel code here.
+// the host, then turns the runtime codec and dtype into template parameters in one place per
+// entry point (a switch, and with_exponent_kernels for gauss-exp and entropy-exp) and calls the
+// launchers of exponent_kernels.cuh and fp8_kernels.cuh. No kernel code here.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -44,6 +45,23 @@ gpu::Geometry geometry(uint64_t elements, uint32_t chunk_elements) {
 
 Kind exponent_kind(CodecId codec) {
   return codec == CodecId::GaussExp ? Kind::Gauss : Kind::Entropy;
+}
+
+// Calls f(kind, layout), the exponent codec's gpu::Kind as a type and the dtype's layout; false
+// for any other codec.
+template <class F>
+bool with_exponent_kernels(CodecId codec, DType dtype, F&& f) {
+  const auto by_dtype = [&](auto kind) {
+    switch (dtype) {
+      case DType::BF16: f(kind, Bf16Layout{}); return true;
+      case DType::FP16: f(kind, Fp16Layout{}); return true;
+      case DType::FP32: f(kind, Fp32Layout{}); return true;
+    }
+    return false;
+  };
+  if (codec == CodecId::GaussExp) return by_dtype(std::integral_constant<Kind, Kind::Gauss>{});
+  if (codec == CodecId::EntropyExp) return by_dtype(std::integral_constant<Kind, Kind::Entropy>{});
+  return false;
 }
 
 // The stream's header and offset table, copied to the host, and what they say.
@@ -181,38 +199,13 @@ void cuda_encode(CodecId codec, DType dtype, const void* in_dev, uint64_t elemen
   const gpu::Geometry g = geometry(elements, opt.chunk_elements);
   auto* out = static_cast<uint8_t*>(out_dev);
   const bool one_launch = cuda_encoder() == CudaEncoder::OneLaunch;  // gauss-exp only
-  switch (dispatch_key(codec, dtype)) {
-    case dispatch_key(CodecId::Identity, DType::BF16):
-    case dispatch_key(CodecId::Identity, DType::FP16):
-    case dispatch_key(CodecId::Identity, DType::FP32):
-      return gpu::launch_identity_encode(dtype, in_dev, g, out, out_size_dev, stream);
-    case dispatch_key(CodecId::GaussExp, DType::BF16):
-      return gpu::launch_exponent_encode<Kind::Gauss, Bf16Layout>(
-          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          one_launch, stream);
-    case dispatch_key(CodecId::GaussExp, DType::FP16):
-      return gpu::launch_exponent_encode<Kind::Gauss, Fp16Layout>(
-          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          one_launch, stream);
-    case dispatch_key(CodecId::GaussExp, DType::FP32):
-      return gpu::launch_exponent_encode<Kind::Gauss, Fp32Layout>(
-          codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          one_launch, stream);
-    case dispatch_key(CodecId::EntropyExp, DType::BF16):
-      return gpu::launch_exponent_encode<Kind::Entropy, Bf16Layout>(
-          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          one_launch, stream);
-    case dispatch_key(CodecId::EntropyExp, DType::FP16):
-      return gpu::launch_exponent_encode<Kind::Entropy, Fp16Layout>(
-          codec, dtype, static_cast<const uint16_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          one_launch, stream);
-    case dispatch_key(CodecId::EntropyExp, DType::FP32):
-      return gpu::launch_exponent_encode<Kind::Entropy, Fp32Layout>(
-          codec, dtype, static_cast<const uint32_t*>(in_dev), g, out, out_size_dev, scratch_dev,
-          one_launch, stream);
-    default:
-      throw_no_kernel("cuda_encode", codec, dtype);
-  }
+  if (codec == CodecId::Identity) return gpu::launch_identity_encode(dtype, in_dev, g, out, out_size_dev, stream);
+  const bool launched = with_exponent_kernels(codec, dtype, [&](auto kind, auto layout) {
+    using L = decltype(layout);
+    gpu::launch_exponent_encode<decltype(kind)::value, L>(codec, dtype, static_cast<const typename L::Bits*>(in_dev),
+                                                           g, out, out_size_dev, scratch_dev, one_launch, stream);
+  });
+  if (!launched) throw_no_kernel("cuda_encode", codec, dtype);
 }
 
 void cuda_encode_fp8_hadamard(const Fp8HadamardParams& params, DType dtype, const void* in_dev,
@@ -356,27 +349,17 @@ void decode_into(const char* entry, const StreamInfo& info, const void* stream_d
     case dispatch_key(CodecId::Identity, DType::FP32):
       return gpu::launch_identity_decode<uint32_t, PutFp32>(in, d, static_cast<uint32_t*>(out_dev),
                                                             status_dev, stream);
-    case dispatch_key(CodecId::GaussExp, DType::BF16):
-      return gpu::launch_exponent_decode<Kind::Gauss, Bf16Layout, PutBf16>(
-          in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
-    case dispatch_key(CodecId::GaussExp, DType::FP16):
-      return gpu::launch_exponent_decode<Kind::Gauss, Fp16Layout, PutFp16>(
-          in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
-    case dispatch_key(CodecId::GaussExp, DType::FP32):
-      return gpu::launch_exponent_decode<Kind::Gauss, Fp32Layout, PutFp32>(
-          in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
-    case dispatch_key(CodecId::EntropyExp, DType::BF16):
-      return gpu::launch_exponent_decode<Kind::Entropy, Bf16Layout, PutBf16>(
-          in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
-    case dispatch_key(CodecId::EntropyExp, DType::FP16):
-      return gpu::launch_exponent_decode<Kind::Entropy, Fp16Layout, PutFp16>(
-          in, d, static_cast<uint16_t*>(out_dev), status_dev, stream);
-    case dispatch_key(CodecId::EntropyExp, DType::FP32):
-      return gpu::launch_exponent_decode<Kind::Entropy, Fp32Layout, PutFp32>(
-          in, d, static_cast<uint32_t*>(out_dev), status_dev, stream);
     default:
       break;
   }
+  const bool launched = with_exponent_kernels(info.codec, info.dtype, [&](auto kind, auto layout) {
+    using L = decltype(layout);
+    using Put = std::conditional_t<std::is_same_v<L, Bf16Layout>, PutBf16,
+                                   std::conditional_t<std::is_same_v<L, Fp16Layout>, PutFp16, PutFp32>>;
+    gpu::launch_exponent_decode<decltype(kind)::value, L, Put>(in, d, static_cast<typename L::Bits*>(out_dev),
+                                                               status_dev, stream);
+  });
+  if (launched) return;
   if (!kAdd) {
     switch (dispatch_key(info.codec, info.dtype)) {
       case dispatch_key(CodecId::Fp8Hadamard, DType::BF16):
@@ -448,23 +431,6 @@ StreamInfo cuda_decode_checked(const void* stream_dev, size_t stream_bytes, void
 size_t cuda_batch_messages() { return gpu::kBatchItems; }
 
 namespace {
-
-// Calls f(kind, layout), the exponent codec's gpu::Kind as a type and the dtype's layout; false
-// for any other codec.
-template <class F>
-bool with_exponent_kernels(CodecId codec, DType dtype, F&& f) {
-  const auto by_dtype = [&](auto kind) {
-    switch (dtype) {
-      case DType::BF16: f(kind, Bf16Layout{}); return true;
-      case DType::FP16: f(kind, Fp16Layout{}); return true;
-      case DType::FP32: f(kind, Fp32Layout{}); return true;
-    }
-    return false;
-  };
-  if (codec == CodecId::GaussExp) return by_dtype(std::integral_constant<Kind, Kind::Gauss>{});
-  if (codec == CodecId::EntropyExp) return by_dtype(std::integral_constant<Kind, Kind::Entropy>{});
-  return false;
-}
 
 // f(begin, end) for each group [begin, end) of at most gpu::kBatchItems messages, in order.
 template <class F>
