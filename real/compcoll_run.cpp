@@ -982,14 +982,15 @@ void library_row(Session& s, const Cell& cell, const Entry* entry = nullptr) {
   emit(s, w);
 }
 
-ExecutorOptions options(const Session& s, const std::string& codec) {
+ExecutorOptions options(const Session& s, const std::string& codec, DType dtype) {
   ExecutorOptions opt;
   opt.codec = find_plan_codec(codec);
   opt.lockstep = s.args.lockstep;
   opt.fuse_decode_add = s.st.exp.run.fused_decode;
   // A batch of codec ops as one call where the backend has one and the calibration, which
-  // prices the model column, charges a batch so (batch_launch).
-  opt.batch_codec = s.st.cal.batch_launch;
+  // prices the model column, charges a batch so (batch_launch, or a batch curve).
+  opt.batch_compress = s.st.cal.batches(calib::Op::Compress, codec, dtype);
+  opt.batch_decompress = s.st.cal.batches(calib::Op::Decompress, codec, dtype);
   opt.wire_budget = s.st.exp.run.wire_budget;
   opt.wire_budget_margin = s.st.exp.run.wire_budget_margin;
   opt.queue_ahead = s.st.exp.run.queue_ahead;
@@ -1003,7 +1004,7 @@ ExecutorOptions options(const Session& s, const std::string& codec) {
 // against).
 std::vector<uint8_t> reference_output(Session& s, const Cell& cell) {
   const sched::Schedule sch = sched::build_schedule(cell.baseline);
-  Executor ex(sch, s.rank, *s.transport, *s.backend, options(s, "identity"));
+  Executor ex(sch, s.rank, *s.transport, *s.backend, options(s, "identity", sch.dtype));
   const auto tin = timing_input(sch.dtype, sch.ranks[s.rank].input_count, s.rank, s.st.exp.tensors_dir,
                                 s.st.exp.calls[cell.cell.call].tensor);
   s.backend->upload(ex.input(), tin.data(), tin.size());
@@ -1027,7 +1028,7 @@ void entry_row(Session& s, const Cell& cell, const Entry& entry, const std::vect
   w.codec_exposed_s = entry.codec_exposed_s;
   // The kernels' measured time is the host backend's (GPU kernels run asynchronously).
   if (s.backend->memory() == MemorySpace::Host) w.model_kernel_s = entry.model_kernel_s;
-  const ExecutorOptions opt = options(s, entry.codec);
+  const ExecutorOptions opt = options(s, entry.codec, sch.dtype);
   Executor ex(sch, s.rank, *s.transport, *s.backend, opt);
   const auto tin =
       timing_input(sch.dtype, sch.ranks[s.rank].input_count, s.rank, exp.tensors_dir, exp.calls[cell.cell.call].tensor);
@@ -1077,7 +1078,7 @@ void lowrank_row(Session& s, const Cell& cell, const Entry& entry, const std::ve
   const auto wall0 = std::chrono::steady_clock::now();
   const auto& exp = s.st.exp;
   const sched::Schedule sp = sched::build_schedule(entry.spec), sq = sched::build_schedule(entry.q_spec);
-  const ExecutorOptions opt = options(s, "identity");
+  const ExecutorOptions opt = options(s, "identity", sp.dtype);
   Executor ex_p(sp, s.rank, *s.transport, *s.backend, opt), ex_q(sq, s.rank, *s.transport, *s.backend, opt);
   const DType dt = cell.baseline.dtype;
   const uint64_t n = entry.rows * entry.cols;

@@ -110,9 +110,12 @@ Executor::Executor(const sched::Schedule& s, int rank, Transport& transport, Dat
   batch_lead_.assign(n, kNotFused);
   batch_end_.resize(n);
   std::iota(batch_end_.begin(), batch_end_.end(), 1u);
-  if (opt_.batch_codec && opt_.codec && b_.batches(*opt_.codec))
+  if ((opt_.batch_compress || opt_.batch_decompress) && opt_.codec && b_.batches(*opt_.codec))
     for (uint32_t i = 0; i < n; ++i) {
-      if ((ops[i].kind != OpKind::Compress && ops[i].kind != OpKind::Decompress) || ops[i].batched) continue;
+      if (ops[i].batched || !(ops[i].kind == OpKind::Compress ? opt_.batch_compress
+                              : ops[i].kind == OpKind::Decompress ? opt_.batch_decompress
+                                                                  : false))
+        continue;
       batch_end_[i] = sched::batch_end(ops, i);
       for (uint32_t j = i + 1; j < batch_end_[i]; ++j) batch_lead_[j] = i;
     }

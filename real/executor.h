@@ -36,8 +36,10 @@ struct ExecutorOptions {
   // compress or decompress ops (Op::batched, sched::batch_end) runs as that one call when the
   // op that leads it starts (once everything the batch depends on is done), and its other ops
   // end with it; their ops are then not fused with reduces. Off: each op its own call.
-  // compcoll-run sets it where its calibration prices a batch as one call (batch_launch).
-  bool batch_codec = false;
+  // batch_compress for batches of compress ops, batch_decompress for decompress ops;
+  // compcoll-run sets each where its calibration prices such a batch as one call
+  // (calib::Calibration::batches).
+  bool batch_compress = false, batch_decompress = false;
   // Compressed messages within a wire budget, so that no stream's size is needed on the host
   // before its transfer is posted (docs/compcoll-run.md, "Variable-length messages"). A run
   // that sends every stream at its exact size (the first, and any redone) teaches each message
@@ -70,7 +72,7 @@ struct RunStats {
   uint64_t compress_in = 0;    // bytes given to compress ops
   uint64_t compress_out = 0;   // stream bytes they produced
   uint64_t fused = 0;          // decompress-and-reduce pairs run as one decode-and-add
-  uint64_t batches = 0;        // batches of codec ops run as one call (ExecutorOptions::batch_codec)
+  uint64_t batches = 0;        // batches of codec ops run as one call (ExecutorOptions::batch_compress, batch_decompress)
   uint64_t overflows = 0;      // wire budget: this rank's streams longer than their budget
   uint64_t reruns = 0;         // wire budget: 1 when the run was redone with exact sizes (then
                                // every other count is of both passes)
@@ -173,7 +175,7 @@ class Executor {
   static constexpr uint32_t kNotFused = UINT32_MAX;
   std::vector<uint32_t> fused_into_, fused_from_;
   bool absorbed(uint32_t r) const { return fused_from_[r] != kNotFused; }
-  // batch_lead_[i]: for an op of a batch that runs as one call (ExecutorOptions::batch_codec),
+  // batch_lead_[i]: for an op of a batch that runs as one call (ExecutorOptions::batch_compress, batch_decompress),
   // the op that leads it (kNotFused: none, or it leads); batch_end_[lead]: one past its batch's
   // last op (lead + 1 for every other op). Such an op starts with its lead and ends after it.
   std::vector<uint32_t> batch_lead_, batch_end_;

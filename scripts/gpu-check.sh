@@ -44,7 +44,8 @@
 # gauss-exp and entropy-exp at 4, 16 and 64 MiB split into 7 messages (a direct allreduce's
 # blocks to its peers on 8 ranks), coded as one batch and as 7 calls (--batch 7; the rows in
 # OUT_DIR/codec-batch.jsonl); calibrate of
-# bf16 only (identity, gauss-exp, entropy-exp with their decode_add curves, reduce, copy, and
+# bf16 only (identity, gauss-exp, entropy-exp with their decode_add curves, gauss-exp's and
+# entropy-exp's batch curves of 16 messages a call, reduce, copy, and
 # nvCOMP's ANS with its ratios where libnvcomp.so.6 loads; 4 KiB to 256 MiB, --quick)
 # into OUT_DIR/calibration/<gpu>-bf16-quick.yaml; where Nsight
 # Compute's `ncu` is on PATH, the GPU time of every kernel launch of one gauss-exp, entropy-exp,
@@ -361,6 +362,22 @@ if curves:
         if m:
             c, d, t, r, b = m.groups()
             lines.append(f"  ratio {c} {d} {t}: {float(r):.5f} (x{1 / float(r):.3f} smaller) on {b} bytes")
+    # A batch of 16 messages in one call against one call of the same bytes (batch_curves): what
+    # the simulator prices the schedules' batches by.
+    try:
+        batch_curves, _ = gpu_targets.read_calibration(cal, batches=True)
+    except SystemExit as e:
+        batch_curves = {}
+        warnings.append(str(e))
+    if batch_curves:
+        lines.append("calibrate's batch curves: a batch in one call, against one call of the same bytes")
+        for (op, codec, dtype, k), points in sorted(batch_curves.items()):
+            single = curves.get((op, codec, dtype), {})
+            for b in (4 << 20, 16 << 20, 256 << 20):
+                if b in points and b in single:
+                    lines.append(f"  {codec:14s} {dtype:5s} {op:10s} {k} messages at {b >> 20:3d} MiB: "
+                                 f"{points[b] * 1e6:9.1f} us, one call {single[b] * 1e6:9.1f} us "
+                                 f"(x{points[b] / single[b]:.2f})")
 elif not os.path.exists(cal):
     warnings.append(f"no calibration file ({cal}): see calibrate.log")
 codec = []

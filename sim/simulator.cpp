@@ -232,9 +232,14 @@ class RankState {
   void start_exec(const Kernel& k);
   // Op i's kernel: its calibrated time (counted in codec_s_ or reduce_s_) and, with shared
   // memory, its work on the node.
-  Kernel kernel(uint32_t i, calib::Op kind, uint64_t bytes);
-  // The uncompressed bytes codec op i's launch covers (sched::launch_elements).
-  uint64_t codec_bytes(uint32_t i) const { return sched::launch_elements(p_.ops, i, run_.cal->batch_launch) * dsize_; }
+  // `messages` > 1: a batch of that many codec ops in one call over `bytes` in all
+  // (calib::Calibration::batch_seconds).
+  Kernel kernel(uint32_t i, calib::Op kind, uint64_t bytes, uint32_t messages = 1);
+  // Whether a batch of codec ops of this kind runs as one call (calib::Calibration::batches).
+  bool batches(calib::Op kind) const { return run_.cal->batches(kind, run_.call->codec, dtype_); }
+  // Codec op i's kernel: its own, or where its kind batches the call over the batch it leads
+  // (sched::launch_elements); nothing for an op that rides in its batch's first op's call.
+  Kernel codec_kernel(uint32_t i, calib::Op kind);
   void complete(uint32_t i);
   void close(uint32_t i);
 
@@ -490,14 +495,23 @@ void RankState::start_send(uint64_t conn) {
   d_.post_send(r_, peer, static_cast<uint32_t>(conn >> 32), m.seq, m.op, m.payload);
 }
 
-RankState::Kernel RankState::kernel(uint32_t i, calib::Op kind, uint64_t bytes) {
-  Kernel k{i, run_.cal->seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes)), {}};
+RankState::Kernel RankState::kernel(uint32_t i, calib::Op kind, uint64_t bytes, uint32_t messages) {
+  const double b = static_cast<double>(bytes);
+  Kernel k{i, messages > 1 ? run_.cal->batch_seconds(kind, run_.call->codec, dtype_, messages, b)
+                           : run_.cal->seconds(kind, run_.call->codec, dtype_, b), {}};
   if (kind == calib::Op::Compress || kind == calib::Op::Decompress || kind == calib::Op::DecodeAdd) codec_s_ += k.seconds;
   else reduce_s_ += k.seconds;
+  // A batch is a GPU call: no alone time of its own.
   if (run_.topology->shared_memory)
-    k.w = policy::shared_work(k.seconds, run_.cal->alone_seconds(kind, run_.call->codec, dtype_, static_cast<double>(bytes)),
+    k.w = policy::shared_work(k.seconds, messages > 1 ? k.seconds : run_.cal->alone_seconds(kind, run_.call->codec, dtype_, b),
                               kernels_at_once_);
   return k;
+}
+
+RankState::Kernel RankState::codec_kernel(uint32_t i, calib::Op kind) {
+  if (!batches(kind)) return kernel(i, kind, sched::launch_elements(p_.ops, i, false) * dsize_);
+  if (p_.ops[i].batched) return Kernel{i, 0, {}};
+  return kernel(i, kind, sched::launch_elements(p_.ops, i, true) * dsize_, sched::batch_end(p_.ops, i) - i);
 }
 
 // Sends are buffered, as the IR says (validate() assumes it): what depends on a send may start
@@ -559,11 +573,11 @@ void RankState::run_op(uint32_t i) {
           Payload{policy::wire_message_bytes(run_.call->codec, dtype_, op.src.count, run_.call->ratio,
                                              run_.topology->wire_budget_margin, run_.cal->chunk_elements),
                   op.src.count * dsize_};
-      if (!op.batched || !run_.cal->batch_launch) k = kernel(i, calib::Op::Compress, codec_bytes(i));
+      k = codec_kernel(i, calib::Op::Compress);
       break;
     case OpKind::Decompress:
       if (!fused_.empty() && fused_[i] == policy::FusedOp::Absorbed) break;  // in its reduce's kernel
-      if (!op.batched || !run_.cal->batch_launch) k = kernel(i, calib::Op::Decompress, codec_bytes(i));
+      k = codec_kernel(i, calib::Op::Decompress);
       break;
     case OpKind::Reduce:
       if (!fused_.empty() && fused_[i] == policy::FusedOp::DecodeAdd)  // its block decoded and added in one kernel

@@ -382,6 +382,8 @@ struct Options {
   // cuda: the chunk size the codecs code in (--chunk; format::kAutoChunk: by each stream's size)
   uint32_t chunk = format::kAutoChunk;
   bool nvcomp = false;    // nvcomp-ans is measured (curves and ratios)
+  // cuda: the messages of the batch curves (--batch; 0: none), of the codecs with batch kernels
+  uint32_t batch = 0;
   // Why nvcomp-ans is not measured though the selection (no --codec, or all) takes it; "" else.
   std::string nvcomp_skipped;
 };
@@ -391,6 +393,7 @@ const char* const kUsage =
     "                                [--min-time SECONDS] [--quick] [--data DIR]\n"
     "                                [--dtype LIST] [--codec LIST] [--ops LIST]\n"
     "                                [--concurrent N] [--threads N] [--warm] [--chunk N|auto]\n"
+    "                                [--batch K]\n"
     "  --device     where the kernels run (default host: one CPU thread)\n"
     "  --out        the calibration file to write (docs/CALIBRATION.md); rewritten after every finished\n"
     "               curve, with complete: false until the run ends (an existing FILE is moved to FILE.bak)\n"
@@ -407,6 +410,10 @@ const char* const kUsage =
     "  --chunk      cuda: elements per chunk of compcoll's codecs (default auto: 4096 to 16384 by each\n"
     "               stream's size, docs/FORMAT.md; the file's chunk_elements). A host calibration codes\n"
     "               in chunks of 16384\n"
+    "  --batch      cuda: the messages of each batch curve: gauss-exp's and entropy-exp's compress and\n"
+    "               decompress of K messages in one call (cuda_encode_batch, cuda_decode_batch), at each\n"
+    "               size of their curves, into the file's batch_curves (default: the most one call codes,\n"
+    "               16; 2 to that; 0: none)\n"
     "  --data       directory of the real tensors (default $COMPCOLL_TEST_DATA_DIR, else the bundled tests/data)\n"
     "  --dtype      only these element types: bf16, fp16, fp32 (repeatable or a comma list; default all)\n"
     "  --codec      only these codecs' compress and decompress curves: identity, gauss-exp, entropy-exp,\n"
@@ -460,7 +467,7 @@ Options parse_args(int argc, char** argv) {
   std::vector<bool> codec_on(names.size(), false);
   bool any_dtype = false, any_codec = false, any_op = false;
   bool nvcomp_named = false, nvcomp_all = false;  // --codec nvcomp-ans; --codec all
-  bool chunk_given = false;
+  bool chunk_given = false, batch_given = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -506,6 +513,12 @@ Options parse_args(int argc, char** argv) {
       if (!c) fail(chunk_elements_error(v));
       opt.chunk = *c;
       chunk_given = true;
+    } else if (a == "--batch") {
+      const std::string v = value();
+      const auto k = whole_number(v, 0, 1 << 20);
+      if (!k || *k == 1) fail("--batch: expected 0 (no batch curves) or the messages of a batch, 2 or more, got \"" + v + "\"");
+      opt.batch = static_cast<uint32_t>(*k);
+      batch_given = true;
     } else if (a == "--data") {
       opt.data_dir = value();
     } else if (a == "--dtype") {
@@ -554,6 +567,16 @@ Options parse_args(int argc, char** argv) {
   if (opt.warm && opt.device != "host") fail("--warm: host only (a GPU's ops run on one buffer)");
   if (chunk_given && opt.device != "cuda") fail("--chunk: cuda only (a host calibration codes in chunks of 16384)");
   if (opt.device != "cuda") opt.chunk = format::kDefaultChunkElements;
+  // Batches: the GPU's (compcoll-run's MPI backend codes a batch op by op).
+  if (batch_given && opt.device != "cuda" && opt.batch > 0)
+    fail("--batch: cuda only (a host codes a batch's messages one call each)");
+  if (opt.device == "cuda") {
+    const uint32_t limit = cuda_batch_limit();
+    if (!batch_given) opt.batch = limit;
+    else if (opt.batch > limit)
+      fail("--batch: at most " + std::to_string(limit) + ", the messages one call codes (a larger batch is " +
+           "several calls), got " + std::to_string(opt.batch));
+  }
   for (size_t k = 0; k < std::size(kDTypes); ++k)
     if (!any_dtype || dtype_on[k]) opt.dtypes.push_back(kDTypes[k]);
   for (size_t k = 0; k < names.size(); ++k)
@@ -650,13 +673,16 @@ std::vector<uint8_t> tile(const std::vector<uint8_t>& pool, uint64_t bytes) {
 struct CurveKey {
   calib::Op op;
   std::string codec, dtype;
+  uint32_t messages = 1;  // > 1: a batch curve (the file's batch_curves)
   bool operator<(const CurveKey& o) const {
-    return std::tie(op, codec, dtype) < std::tie(o.op, o.codec, o.dtype);
+    return std::tie(op, codec, dtype, messages) < std::tie(o.op, o.codec, o.dtype, o.messages);
   }
   bool operator==(const CurveKey& o) const { return !(*this < o) && !(o < *this); }
-  // "compress gauss-exp bf16", "reduce fp32", "copy any": the file's `missing:` entries.
+  // "compress gauss-exp bf16", "reduce fp32", "copy any", "compress gauss-exp bf16 batch of
+  // 16": the file's `missing:` entries.
   std::string name() const {
-    return std::string(calib::op_name(op)) + (codec.empty() ? "" : " " + codec) + " " + dtype;
+    return std::string(calib::op_name(op)) + (codec.empty() ? "" : " " + codec) + " " + dtype +
+           (messages > 1 ? " batch of " + std::to_string(messages) : "");
   }
 };
 
@@ -687,14 +713,14 @@ std::string describe_curves(const std::vector<CurveKey>& keys, const std::vector
         continue;
       }
       // compress and decompress of one codec, when both are there, as one item.
-      const bool both = k.op == calib::Op::Compress &&
-                        std::any_of(mine.begin(), mine.end(), [&](const CurveKey& o) {
-                          return o.op == calib::Op::Decompress && o.codec == k.codec;
-                        });
-      if (k.op == calib::Op::Decompress &&
-          std::any_of(mine.begin(), mine.end(), [&](const CurveKey& o) { return o.op == calib::Op::Compress && o.codec == k.codec; }))
-        continue;
-      items.push_back(k.codec + (both ? " compress and decompress" : " " + std::string(calib::op_name(k.op))));
+      const auto has = [&](calib::Op op) {
+        return std::any_of(mine.begin(), mine.end(),
+                           [&](const CurveKey& o) { return o.op == op && o.codec == k.codec && o.messages == k.messages; });
+      };
+      const bool both = k.op == calib::Op::Compress && has(calib::Op::Decompress);
+      if (k.op == calib::Op::Decompress && has(calib::Op::Compress)) continue;
+      items.push_back(k.codec + (both ? " compress and decompress" : " " + std::string(calib::op_name(k.op))) +
+                      (k.messages > 1 ? " in batches of " + std::to_string(k.messages) : ""));
     }
     std::string joined;
     for (const std::string& it : items) joined += (joined.empty() ? "" : ", ") + it;
@@ -859,9 +885,12 @@ std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions&) {
 std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice&, const Codec&, uint64_t, const TimingOptions&) {
   return std::nullopt;
 }
-std::optional<BatchMeasurement> measure_cuda_batch(CalibrationDevice&, const Codec&, uint32_t, const TimingOptions&) {
+std::optional<BatchMeasurement> measure_cuda_batch(CalibrationDevice&, const Codec&, uint32_t, const TimingOptions&,
+                                                   uint64_t, bool) {
   return std::nullopt;
 }
+uint32_t cuda_batch_limit() { return 0; }
+bool cuda_batches(const Codec&) { return false; }
 #endif
 
 int run_calibrate(int argc, char** argv) {
@@ -896,6 +925,10 @@ int run_calibrate(int argc, char** argv) {
   for (DType dtype : opt.dtypes) pools.push_back(tensor_pool(opt.data_dir, dtype));
 
   const auto has_op = [&](calib::Op op) { return std::find(opt.ops.begin(), opt.ops.end(), op) != opt.ops.end(); };
+  // Batch curves: the codecs whose batches the model prices (identity's cost nothing).
+  const auto batch_curves_of = [&](const Codec& codec) {
+    return opt.batch > 1 && codec.id() != CodecId::Identity && cuda_batches(codec);
+  };
   // Every curve this run is asked for, in the order it measures them.
   std::vector<CurveKey> wanted;
   for (DType dtype : opt.dtypes) {
@@ -905,6 +938,9 @@ int run_calibrate(int argc, char** argv) {
         if (has_op(op)) wanted.push_back({op, std::string(codec->name()), dt});
       if (has_op(calib::Op::DecodeAdd) && gpu_decode_adds(codec->id()))
         wanted.push_back({calib::Op::DecodeAdd, std::string(codec->name()), dt});
+      if (batch_curves_of(*codec))
+        for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress})
+          if (has_op(op)) wanted.push_back({op, std::string(codec->name()), dt, opt.batch});
     }
     if (opt.nvcomp)
       for (calib::Op op : {calib::Op::Compress, calib::Op::Decompress})
@@ -918,6 +954,9 @@ int run_calibrate(int argc, char** argv) {
               config::format_bytes(largest).c_str(), timing.min_samples, timing.min_time);
   std::printf("# %zu curves; %s is rewritten after each one\n", wanted.size(), opt.out.c_str());
   std::printf("# inputs: the tensors of %s\n", opt.data_dir.c_str());
+  if (opt.batch > 1)
+    std::printf("# batch curves: a prefix as %u messages coded in one call (codec column CODEC/%u), after each "
+                "codec's other curves\n", opt.batch, opt.batch);
   if (!opt.nvcomp_skipped.empty()) std::printf("# %s: not measured (%s)\n", kNvcompAns.c_str(), opt.nvcomp_skipped.c_str());
   std::string nvcomp_version_text;  // "nvCOMP 6.0.0" when nvcomp-ans is measured
 #ifdef COMPCOLL_HAVE_NVCOMP
@@ -1032,6 +1071,12 @@ int run_calibrate(int argc, char** argv) {
                       ? " decode_add: the codec's decode of its stream added to an accumulator that holds the input, "
                         "in one kernel (the fused decode-and-add of run.fused_decode)."
                       : "");
+    if (opt.batch > 1)
+      statement << " batch_curves: each size's prefix split into " << opt.batch
+                << " messages as a collective splits a buffer (equal, the first ones an element larger), coded in "
+                << "one call (cuda_encode_batch) and decoded in one (cuda_decode_batch), on the same stream and with "
+                << "the same timing; the check decodes the batch's streams with the batch decoder against the input. "
+                << "batch_messages: the most messages one call codes (cuda_batch_messages()).";
 #ifdef COMPCOLL_HAVE_NVCOMP
     if (opt.nvcomp)
       statement << " " << kNvcompAns << ": nvCOMP's batched ANS (" << nvcomp_version_text
@@ -1075,24 +1120,37 @@ int run_calibrate(int argc, char** argv) {
     y << "  compcoll_version: " << config::yaml_quote(COMPCOLL_VERSION) << "\n";
     y << "  command: " << config::yaml_quote(command) << "\n";
     y << "  measured_at: " << config::yaml_quote(stamp) << "\n";
-    y << "curves:" << (curves.empty() ? " []" : "") << "\n";
     char num[64];
-    for (const auto& [key, points] : curves) {
-      y << "  - {op: " << calib::op_name(key.op);
-      if (!key.codec.empty()) y << ", codec: " << key.codec;
-      const auto list = [&](const char* name, const std::vector<std::pair<uint64_t, double>>& pts) {
-        y << ", " << name << ": [";
-        for (size_t i = 0; i < pts.size(); ++i) {
-          std::snprintf(num, sizeof num, "%s[%llu, %.5g]", i ? ", " : "", static_cast<unsigned long long>(pts[i].first),
-                        pts[i].second);
-          y << num;
-        }
-        y << "]";
-      };
-      y << ", dtype: " << key.dtype;
-      list("points", points.timed);
-      if (!points.alone.empty()) list("alone", points.alone);
-      y << "}\n";
+    // Single calls under curves, batches under batch_curves.
+    const auto write_curves = [&](bool batches) {
+      for (const auto& [key, points] : curves) {
+        if ((key.messages > 1) != batches) continue;
+        y << "  - {op: " << calib::op_name(key.op);
+        if (!key.codec.empty()) y << ", codec: " << key.codec;
+        const auto list = [&](const char* name, const std::vector<std::pair<uint64_t, double>>& pts) {
+          y << ", " << name << ": [";
+          for (size_t i = 0; i < pts.size(); ++i) {
+            std::snprintf(num, sizeof num, "%s[%llu, %.5g]", i ? ", " : "", static_cast<unsigned long long>(pts[i].first),
+                          pts[i].second);
+            y << num;
+          }
+          y << "]";
+        };
+        y << ", dtype: " << key.dtype;
+        if (key.messages > 1) y << ", messages: " << key.messages;
+        list("points", points.timed);
+        if (!points.alone.empty()) list("alone", points.alone);
+        y << "}\n";
+      }
+    };
+    const size_t batch_count =
+        std::count_if(curves.begin(), curves.end(), [](const auto& c) { return c.first.messages > 1; });
+    y << "curves:" << (curves.size() == batch_count ? " []" : "") << "\n";
+    write_curves(false);
+    if (batch_count > 0) {
+      y << "batch_messages: " << cuda_batch_limit() << "\n";
+      y << "batch_curves:\n";
+      write_curves(true);
     }
     if (!ratios.empty()) {
       y << "ratios:\n";
@@ -1118,16 +1176,18 @@ int run_calibrate(int argc, char** argv) {
   std::map<CurveKey, std::pair<bool, Points>> in_progress;  // ok, points
   // A point: its row, and its place in its curve (codec "" for reduce and copy). `wrong`: the
   // #wrong column (default: m.wrong, "-" when unchecked); m.wrong > 0 fails the curve.
+  // `messages` > 1: a batch curve's point (its codec column says "gauss-exp/16").
   auto record = [&](calib::Op op, const std::string& codec, DType dtype, const std::string& curve_dtype,
-                    uint64_t bytes, const Measurement& m, const std::string& wrong = "") {
+                    uint64_t bytes, const Measurement& m, const std::string& wrong = "", uint32_t messages = 1) {
+    const std::string codec_column = codec.empty() ? "-" : messages > 1 ? codec + "/" + std::to_string(messages) : codec;
     std::printf("%12llu %5s %-10s %-12s %12.3f %9.3f %8d %7s", static_cast<unsigned long long>(bytes),
                 std::string(dtype_name(dtype)).c_str(), std::string(calib::op_name(op)).c_str(),
-                codec.empty() ? "-" : codec.c_str(), m.seconds * 1e6, m.seconds > 0 ? bytes / m.seconds / 1e9 : 0.0,
+                codec_column.c_str(), m.seconds * 1e6, m.seconds > 0 ? bytes / m.seconds / 1e9 : 0.0,
                 m.samples, !wrong.empty() ? wrong.c_str() : m.wrong < 0 ? "-" : std::to_string(m.wrong).c_str());
     if (alone) std::printf(" %12.3f", m.alone_seconds * 1e6);
     std::printf("\n");
     std::fflush(stdout);
-    auto [it, fresh] = in_progress.try_emplace({op, codec, curve_dtype});
+    auto [it, fresh] = in_progress.try_emplace({op, codec, curve_dtype, messages});
     if (fresh) it->second.first = true;
     it->second.first = it->second.first && m.wrong <= 0;
     it->second.second.timed.emplace_back(bytes, m.seconds);
@@ -1164,6 +1224,18 @@ int run_calibrate(int argc, char** argv) {
         finish();
         if (has_op(calib::Op::DecodeAdd) && gpu_decode_adds(codec->id())) {
           for (uint64_t b : sizes) row(calib::Op::DecodeAdd, codec, dtype, dt, b);
+          finish();
+        }
+        // A batch of opt.batch messages at each size, both ways in one measurement.
+        if (batch_curves_of(*codec)) {
+          for (uint64_t b : sizes) {
+            const auto mb = measure_cuda_batch(*device, *codec, opt.batch, timing, b, false);
+            if (!mb) throw std::logic_error("calibrate: no batch measurement of " + std::string(codec->name()));
+            if (has_op(calib::Op::Compress))
+              record(calib::Op::Compress, std::string(codec->name()), dtype, dt, b, mb->encode_batch, "", opt.batch);
+            if (has_op(calib::Op::Decompress))
+              record(calib::Op::Decompress, std::string(codec->name()), dtype, dt, b, mb->decode_batch, "", opt.batch);
+          }
           finish();
         }
       }

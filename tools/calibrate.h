@@ -124,8 +124,15 @@ std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice& device, co
 struct BatchMeasurement {
   Measurement encode_batch, decode_batch, encode_calls, decode_calls;
 };
+// `bytes`: the loaded input's first bytes (0: all of it); `calls`: also time the K calls
+// (encode_calls, decode_calls; otherwise left empty).
 std::optional<BatchMeasurement> measure_cuda_batch(CalibrationDevice& device, const Codec& codec, uint32_t messages,
-                                                   const TimingOptions& opt);
+                                                   const TimingOptions& opt, uint64_t bytes = 0, bool calls = true);
+// The most messages one batch call of compcoll's CUDA codecs codes (cuda_batch_messages()); 0
+// in a build without CUDA.
+uint32_t cuda_batch_limit();
+// Whether `codec` has batch kernels (cuda_encode_batch: identity, gauss-exp, entropy-exp).
+bool cuda_batches(const Codec& codec);
 
 // Median of the values (sorts a copy); 0 for none.
 double median(std::vector<double> v);

@@ -193,9 +193,11 @@ class CudaDevice : public CalibrationDevice {
   }
 
   // measure_cuda_batch: the input as `messages` blocks, one batch against a call a block.
-  BatchMeasurement measure_batch(const Codec& codec, uint32_t messages, const TimingOptions& opt) {
+  BatchMeasurement measure_batch(const Codec& codec, uint32_t messages, const TimingOptions& opt, uint64_t bytes,
+                                 bool calls) {
     const size_t es = dtype_size(dtype_);
-    const uint64_t n = host_input_->size() / es;
+    if (bytes == 0 || bytes > host_input_->size()) bytes = host_input_->size();
+    const uint64_t n = bytes / es;
     std::vector<uint64_t> count(messages), at(messages), slot(messages), capacity(messages);
     size_t slots = 0, scratch = 0, chunks = 0;
     for (uint32_t i = 0; i < messages; ++i) {
@@ -224,11 +226,12 @@ class CudaDevice : public CalibrationDevice {
     };
     BatchMeasurement m;
     m.encode_batch = time(encode_batch, opt);
-    m.encode_calls = time([&] {
-      for (const CudaEncodeItem& e : enc)
-        cuda_encode(codec.id(), dtype_, e.in_dev, e.elements, e.out_dev, e.out_capacity, e.out_size_dev,
-                    scratch_dev.get(), scratch_dev.bytes(), encode_, stream_);
-    }, opt);
+    if (calls)
+      m.encode_calls = time([&] {
+        for (const CudaEncodeItem& e : enc)
+          cuda_encode(codec.id(), dtype_, e.in_dev, e.elements, e.out_dev, e.out_capacity, e.out_size_dev,
+                      scratch_dev.get(), scratch_dev.bytes(), encode_, stream_);
+      }, opt);
     // The receivers' infos from the streams' sizes (expected_stream_info: no header read back).
     encode_batch();
     std::vector<uint64_t> size(messages);
@@ -244,15 +247,16 @@ class CudaDevice : public CalibrationDevice {
     }
     const auto decode_batch = [&] { cuda_decode_batch(dec.data(), messages, stream_); };
     m.decode_batch = time(decode_batch, opt);
-    m.decode_calls = time([&] {
-      for (const CudaDecodeItem& d : dec)
-        cuda_decode(d.info, d.stream_dev, d.stream_bytes, d.out_dev, d.out_capacity, d.status_dev, stream_);
-    }, opt);
+    if (calls)
+      m.decode_calls = time([&] {
+        for (const CudaDecodeItem& d : dec)
+          cuda_decode(d.info, d.stream_dev, d.stream_bytes, d.out_dev, d.out_capacity, d.status_dev, stream_);
+      }, opt);
     // The correctness pass: the batch's streams decoded by the batch, against the input.
-    COMPCOLL_CUDA_CHECK(cudaMemsetAsync(out_.get(), 0x5A, host_input_->size(), stream_));
+    COMPCOLL_CUDA_CHECK(cudaMemsetAsync(out_.get(), 0x5A, n * es, stream_));
     COMPCOLL_CUDA_CHECK(cudaMemsetAsync(status.get(), 0x7F, status.bytes(), stream_));
     decode_batch();
-    std::vector<uint8_t> got(host_input_->size());
+    std::vector<uint8_t> got(n * es);
     std::vector<int32_t> st(status_at);
     COMPCOLL_CUDA_CHECK(cudaMemcpyAsync(got.data(), out_.get(), got.size(), cudaMemcpyDeviceToHost, stream_));
     if (!st.empty())
@@ -366,13 +370,17 @@ std::optional<Measurement> measure_cuda_decode_add(CalibrationDevice& device, co
 }
 
 std::optional<BatchMeasurement> measure_cuda_batch(CalibrationDevice& device, const Codec& codec, uint32_t messages,
-                                                   const TimingOptions& opt) {
+                                                   const TimingOptions& opt, uint64_t bytes, bool calls) {
   auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  if (cuda == nullptr || messages == 0 || !cuda_batches(codec)) return std::nullopt;
+  return cuda->measure_batch(codec, messages, opt, bytes, calls);
+}
+
+uint32_t cuda_batch_limit() { return static_cast<uint32_t>(cuda_batch_messages()); }
+
+bool cuda_batches(const Codec& codec) {
   const CodecId id = codec.id();
-  if (cuda == nullptr || messages == 0 ||
-      (id != CodecId::Identity && id != CodecId::GaussExp && id != CodecId::EntropyExp))
-    return std::nullopt;
-  return cuda->measure_batch(codec, messages, opt);
+  return id == CodecId::Identity || id == CodecId::GaussExp || id == CodecId::EntropyExp;
 }
 
 std::unique_ptr<CalibrationDevice> make_cuda_device(const EncodeOptions& encode) {

@@ -33,7 +33,8 @@ import re
 import sys
 
 MIB = 1 << 20
-POINTS = re.compile(r"\s*- \{op: (\w+), (?:codec: ([\w:=-]*), )?dtype: (\w+), points: \[(.*)\]\}\s*$")
+# A curve line; a batch curve's (batch_curves) has its messages before its points.
+POINTS = re.compile(r"\s*- \{op: (\w+), (?:codec: ([\w:=-]*), )?dtype: (\w+), (?:messages: (\d+), )?points: \[(.*)\]\}\s*$")
 PAIR = re.compile(r"\[(\d+), ([0-9.eE+-]+)\]")
 
 
@@ -41,8 +42,9 @@ def fail(msg):
     sys.exit(f"gpu_targets.py: {msg}")
 
 
-def read_calibration(path):
-    """{(op, codec, dtype): {bytes: seconds}}, and the device line."""
+def read_calibration(path, batches=False):
+    """{(op, codec, dtype): {bytes: seconds}}, and the device line; batches=True: the batch
+    curves instead, {(op, codec, dtype, messages): {bytes: seconds}}."""
     curves, device = {}, None
     try:
         lines = open(path, encoding="utf-8").read().splitlines()
@@ -56,7 +58,9 @@ def read_calibration(path):
         m = POINTS.match(line)
         if not m:
             fail(f"{path}:{n}: a curve line this tool cannot read: {line.strip()[:80]}")
-        op, codec, dtype, pts = m.groups()
+        op, codec, dtype, messages, pts = m.groups()
+        if bool(messages) != batches:
+            continue  # a batch of messages in one call (batch_curves): the targets are single calls'
         pairs = PAIR.findall(pts)
         if not pairs:
             fail(f"{path}:{n}: a curve with no [bytes, seconds] points")
@@ -65,8 +69,8 @@ def read_calibration(path):
             if float(s) <= 0:
                 fail(f"{path}:{n}: a duration of {s} s at {b} bytes (durations are positive)")
             curve[int(b)] = float(s)
-        curves[(op, codec or "-", dtype)] = curve
-    if not curves:
+        curves[(op, codec or "-", dtype, int(messages)) if batches else (op, codec or "-", dtype)] = curve
+    if not curves and not batches:
         fail(f"{path}: no curves (not a file of compcoll-bench calibrate)")
     return curves, device
 

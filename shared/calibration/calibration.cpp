@@ -66,6 +66,39 @@ const CalibratedRatio* Calibration::find_ratio(const std::string& codec, DType d
 
 bool Calibration::has(Op op, const std::string& codec, DType dtype) const { return find(op, codec, dtype) != nullptr; }
 
+const Curve* Calibration::find_batch(Op op, const std::string& codec, DType dtype) const {
+  const Curve* best = nullptr;
+  for (const auto& c : batch_curves)
+    if (c.op == op && c.codec == codec) {
+      if (c.dtype == dtype_name(dtype)) best = &c;
+      else if (c.dtype == "any" && !best) best = &c;
+    }
+  return best;
+}
+
+bool Calibration::batches(Op op, const std::string& codec, DType dtype) const {
+  return (op == Op::Compress || op == Op::Decompress) && (batch_launch || find_batch(op, codec, dtype) != nullptr);
+}
+
+double Calibration::batch_seconds(Op op, const std::string& codec, DType dtype, uint32_t messages, double bytes) const {
+  if (messages <= 1) return seconds(op, codec, dtype, bytes);
+  const double per_message = bytes / messages;
+  if (!batches(op, codec, dtype)) return messages * seconds(op, codec, dtype, per_message);
+  const Curve* single = timed_curve(op, codec, dtype);
+  if (single == nullptr) return 0;  // no kernel runs (identity, a zero calibration)
+  const Curve* batch = find_batch(op, codec, dtype);
+  double total = 0;
+  for (uint32_t left = messages; left > 0;) {
+    const uint32_t k = batch_messages > 0 ? std::min(left, batch_messages) : left;
+    const double b = k == messages ? bytes : per_message * k;
+    double t = single->seconds(b);
+    if (batch != nullptr && k > 1) t += (batch->seconds(b) - t) * (k - 1) / (batch->messages - 1);
+    total += std::max(0.0, t);
+    left -= k;
+  }
+  return total;
+}
+
 const Curve* Calibration::timed_curve(Op op, const std::string& codec, DType dtype) const {
   if (source == "zero") return nullptr;
   if ((op == Op::Compress || op == Op::Decompress) && codec == "identity") return nullptr;
@@ -99,6 +132,9 @@ std::string Calibration::label() const {
     l += ", codecs in chunks by each message's size";
   else if (chunk_elements != format::kDefaultChunkElements)
     l += ", codecs in chunks of " + std::to_string(chunk_elements) + " elements";
+  if (!batch_curves.empty())
+    l += ", batches of codec ops as measured (batch_curves" +
+         (batch_messages > 0 ? ", at most " + std::to_string(batch_messages) + " messages a call)" : std::string(")"));
   if (!complete)
     l += " -- PARTIAL (complete: false): " + std::to_string(curves.size()) + " curves; " +
          (missing.empty() ? std::string("the run that wrote it did not finish")
@@ -175,11 +211,12 @@ Calibration load_calibration(const std::string& path) {
       cal.ratios.push_back(std::move(cr));
     }
   }
-  const Node curves = root.get("curves");
-  for (size_t i = 0; i < curves.size(); ++i) {
-    const Node c = curves[i];
+  // One entry of curves (batch: false) or of batch_curves (batch: true: a codec op with its
+  // messages, and no alone points).
+  const auto read_curve = [&cal](const Node& c, bool batch) {
     Curve cv;
-    const std::string op = c.get("op").as_choice({"compress", "decompress", "decode_add", "reduce", "copy"});
+    const std::string op = batch ? c.get("op").as_choice({"compress", "decompress"})
+                                 : c.get("op").as_choice({"compress", "decompress", "decode_add", "reduce", "copy"});
     cv.op = op == "compress"     ? Op::Compress
             : op == "decompress" ? Op::Decompress
             : op == "decode_add" ? Op::DecodeAdd
@@ -187,6 +224,8 @@ Calibration load_calibration(const std::string& path) {
                                  : Op::Copy;
     if (cv.op == Op::Compress || cv.op == Op::Decompress || cv.op == Op::DecodeAdd) cv.codec = c.get("codec").as_string();
     cv.dtype = c.get("dtype").as_choice({"bf16", "fp16", "fp32", "any"});
+    // A batch of one message is a single call: its curve belongs in curves.
+    if (batch) cv.messages = static_cast<uint32_t>(c.get("messages").as_int(2, 65536));
     const auto read_points = [](const Node& pts, std::vector<std::pair<double, double>>& out) {
       if (!pts.is_sequence()) pts.fail("expected a list of [bytes, seconds]");
       for (size_t k = 0; k < pts.size(); ++k) {
@@ -205,6 +244,7 @@ Calibration load_calibration(const std::string& path) {
     if (pts.defined()) {
       read_points(pts, cv.points);
       if (const Node alone = c.opt("alone"); alone.defined()) {
+        if (batch) alone.fail("a batch curve has no alone points (batches are GPU calls)");
         if (cal.concurrent < 2) alone.fail("only with concurrent: N > 1 (points measured beside other ranks)");
         read_points(alone, cv.alone);
       }
@@ -216,13 +256,26 @@ Calibration load_calibration(const std::string& path) {
     }
     c.check_no_unknown_keys();
     // One curve per (op, codec, dtype): find() would take one and drop the other unseen.
-    for (size_t k = 0; k < cal.curves.size(); ++k) {
-      const Curve& o = cal.curves[k];
+    const std::vector<Curve>& list = batch ? cal.batch_curves : cal.curves;
+    for (size_t k = 0; k < list.size(); ++k) {
+      const Curve& o = list[k];
       if (o.op == cv.op && o.codec == cv.codec && o.dtype == cv.dtype)
-        c.fail("a second " + op + " curve for " + (cv.codec.empty() ? "" : "codec " + cv.codec + ", ") + "dtype " +
-               cv.dtype + " (curves." + std::to_string(k) + " is the first)");
+        c.fail("a second " + op + (batch ? " batch" : "") + " curve for " +
+               (cv.codec.empty() ? "" : "codec " + cv.codec + ", ") + "dtype " + cv.dtype + " (" +
+               (batch ? "batch_curves." : "curves.") + std::to_string(k) + " is the first)");
     }
-    cal.curves.push_back(std::move(cv));
+    // A batch of more messages than one call codes was several calls, not the batch a call is.
+    if (batch && cal.batch_messages > 0 && cv.messages > cal.batch_messages)
+      c.fail("messages " + std::to_string(cv.messages) + " is more than batch_messages (" +
+             std::to_string(cal.batch_messages) + "), the most one call codes");
+    return cv;
+  };
+  cal.batch_messages = static_cast<uint32_t>(root.get_int("batch_messages", 0, 2, 65536));
+  const Node curves = root.get("curves");
+  for (size_t i = 0; i < curves.size(); ++i) cal.curves.push_back(read_curve(curves[i], false));
+  if (const Node bc = root.opt("batch_curves"); bc.defined()) {
+    if (!bc.is_sequence()) bc.fail("expected a list of {op, codec, dtype, messages, points}");
+    for (size_t i = 0; i < bc.size(); ++i) cal.batch_curves.push_back(read_curve(bc[i], true));
   }
   root.check_no_unknown_keys();
   return cal;

@@ -20,6 +20,9 @@
 //     - {op: reduce, dtype: bf16, points: [[4096, 3.1e-6], [1048576, 5.2e-6], ...]}
 //     - {op: copy, dtype: any, points: [...], alone: [[4096, 2.9e-6], ...]}   # with concurrent > 1
 //     - {op: decode_add, codec: gauss-exp, dtype: bf16, points: [...]}   # optional (below)
+//   batch_messages: 16         # optional: the most messages one batched launch codes
+//   batch_curves:              # optional: a batch of codec ops as one call, measured
+//     - {op: compress, codec: gauss-exp, dtype: bf16, messages: 16, points: [...]}
 // `bytes` is always the uncompressed size of the data the op touches. Between points the
 // duration is interpolated linearly; past the last point it grows at the last segment's rate.
 // A partial file (complete: false, written by a calibrate run that had not finished) loads
@@ -49,6 +52,9 @@ struct Curve {
   // With Calibration::concurrent N > 1: the same op alone on the host (the other N - 1 ranks
   // idle), at the same sizes; empty: not measured.
   std::vector<std::pair<double, double>> alone;
+  // A batch curve (Calibration::batch_curves): the messages of the batch each point timed, in
+  // one call, `bytes` being all of theirs; 1 for every other curve.
+  uint32_t messages = 1;
   double seconds(double bytes) const;
   double alone_seconds(double bytes) const;  // seconds() where `alone` is empty
 };
@@ -72,8 +78,17 @@ struct Calibration {
   // --concurrent N): a host kernel's speed beside N - 1 others. 1: alone, or a GPU.
   int concurrent = 1;
   // A batch of codec ops (sched::Op::batched) runs as one launch over all its bytes, as batched
-  // codec APIs run it (file key batch_launch: true); false: each op is its own call.
+  // codec APIs run it (file key batch_launch: true); false: each op is its own call, unless
+  // batch_curves time the batch (below).
   bool batch_launch = false;
+  // Batches measured (file key batch_curves, written by calibrate --device cuda): for a compress
+  // or decompress of a codec and dtype, a batch of `messages` messages coded in one call, at
+  // the same total bytes as its single-call curve. A batch of that op, codec and dtype runs as
+  // one call, priced by batch_seconds(), whatever batch_launch says.
+  std::vector<Curve> batch_curves;
+  // The most messages one call codes (file key batch_messages; 0: no limit): a larger batch
+  // runs as calls of at most that many, one after another (cuda_batch_messages()).
+  uint32_t batch_messages = 0;
   // The chunk size compcoll's codecs coded in where the file was measured (file key
   // chunk_elements; EncodeOptions::chunk_elements, format::kAutoChunk: by each stream's size):
   // the chunks a plan priced by the file codes its messages in.
@@ -91,14 +106,26 @@ struct Calibration {
   double alone_seconds(Op op, const std::string& codec, DType dtype, double bytes) const;
   // Whether a curve exists (no throw).
   bool has(Op op, const std::string& codec, DType dtype) const;
+  // Whether a batch of `op` (compress or decompress) of `codec` over `dtype` runs as one call
+  // here: batch_launch, or a batch curve for it.
+  bool batches(Op op, const std::string& codec, DType dtype) const;
+  // The batch curve of `op`, `codec` and `dtype` (or of dtype any); null if the file has none.
+  const Curve* find_batch(Op op, const std::string& codec, DType dtype) const;
+  // A batch of `messages` equal messages of `bytes` uncompressed bytes in all, as calls of at
+  // most batch_messages messages one after another. A call of k messages over b bytes costs,
+  // with a batch curve of m messages, the single call's seconds(b) plus (k - 1) / (m - 1) of
+  // what the curve's batch adds to it at b (linear in the messages: exact at 1 and m); without
+  // one (batch_launch) the single call's seconds(b). Where batches() is false: `messages`
+  // calls of bytes / messages each. Throws as seconds() does.
+  double batch_seconds(Op op, const std::string& codec, DType dtype, uint32_t messages, double bytes) const;
   // The curve seconds() uses: the op's (and codec's) curve of this dtype, else of dtype any.
   const Curve* find(Op op, const std::string& codec, DType dtype) const;
   // find()'s curve for an op that takes time; null for one that takes none (a zero
   // calibration, identity compress/decompress). Throws as seconds() does.
   const Curve* timed_curve(Op op, const std::string& codec, DType dtype) const;
   // "measured calibration (device, date, file)", with the codecs' chunks where they are not the
-  // default ("..., codecs in chunks by each message's size") and " -- PARTIAL: ..." for a
-  // partial file: one line for outputs.
+  // default ("..., codecs in chunks by each message's size"), the batch curves where there are
+  // some and " -- PARTIAL: ..." for a partial file: one line for outputs.
   std::string label() const;
 };
 

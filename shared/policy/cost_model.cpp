@@ -93,7 +93,8 @@ std::vector<FusedOp> fused_ops(const sched::Schedule& s, int rank, const topo::T
     return {};
   std::vector<FusedOp> tags;
   for (const auto& [d, r] : sched::decode_add_pairs(p.ops)) {
-    if (cal.batch_launch && (p.ops[d].batched || sched::batch_end(p.ops, d) > d + 1)) continue;
+    if (cal.batches(calib::Op::Decompress, codec, s.dtype) && (p.ops[d].batched || sched::batch_end(p.ops, d) > d + 1))
+      continue;
     if (tags.empty()) tags.assign(p.ops.size(), FusedOp::None);
     tags[d] = FusedOp::Absorbed;
     tags[r] = FusedOp::DecodeAdd;
@@ -606,7 +607,8 @@ class PlanRun {
   void job_done(uint32_t slot);
   void arrive(uint32_t slot);
   void delivered(const FlowModel::Flow& fl, double received);
-  void kernel(int r, uint32_t i, calib::Op kind, double bytes, double seconds);
+  // `messages` > 1: a batch's call (a GPU call: its alone time is its time, as the simulator's).
+  void kernel(int r, uint32_t i, calib::Op kind, double bytes, double seconds, uint32_t messages = 1);
   void start_op(int r, uint32_t i);
   void run_op(int r, uint32_t i);
   void group_transfer_done(int r, int64_t receive);
@@ -814,13 +816,13 @@ void PlanRun::arrive(uint32_t slot) {
 
 // A kernel of `seconds` (calibrated) in the rank's queue: it ends in turn, or with shared memory
 // when its work on the node is done (job_done).
-void PlanRun::kernel(int r, uint32_t i, calib::Op kind, double bytes, double seconds) {
+void PlanRun::kernel(int r, uint32_t i, calib::Op kind, double bytes, double seconds, uint32_t messages) {
   const double now = flows_.now();
   if (seconds <= 0) return finish_op(r, i, now);  // zero-time ops do not queue (the simulator skips them)
   Rank& st = ranks_[r];
   st.kernel_s += seconds;
   if (shared_) {
-    const double alone = cal_.alone_seconds(kind, codec_, s_.dtype, bytes);
+    const double alone = messages > 1 ? seconds : cal_.alone_seconds(kind, codec_, s_.dtype, bytes);
     st.jobs[Rank::kKernels].push_back({i, shared_work(seconds, alone, kernels_at_once_)});
     return start_job(r, Rank::kKernels);
   }
@@ -865,17 +867,21 @@ void PlanRun::run_op(int r, uint32_t i) {
       if (op.kind == OpKind::Compress)
         st.wire[op.dst.index] =
             wire_message_bytes(codec_, s_.dtype, op.src.count, ratio_, t_.wire_budget_margin, cal_.chunk_elements);
-      if ((op.batched && cal_.batch_launch) ||  // run in its batch's first op's launch
+      const calib::Op kind = op.kind == OpKind::Compress ? calib::Op::Compress : calib::Op::Decompress;
+      const bool batches = cal_.batches(kind, codec_, s_.dtype);
+      if ((op.batched && batches) ||  // run in its batch's first op's launch
           (!st.fused.empty() && st.fused[i] == FusedOp::Absorbed)) {  // or in its reduce's
         finish_op(r, i, now);
         break;
       }
       // The launch covers the op's bytes, or with batch launches its batch's (as the simulator).
-      const double bytes = static_cast<double>(sched::launch_elements(s_.ranks[r].ops, i, cal_.batch_launch) * dsize_);
-      const calib::Op kind = op.kind == OpKind::Compress ? calib::Op::Compress : calib::Op::Decompress;
-      const double d = cal_.seconds(kind, codec_, s_.dtype, bytes);
+      const auto& ops = s_.ranks[r].ops;
+      const double bytes = static_cast<double>(sched::launch_elements(ops, i, batches) * dsize_);
+      const uint32_t messages = batches ? sched::batch_end(ops, i) - i : 1;
+      const double d = messages > 1 ? cal_.batch_seconds(kind, codec_, s_.dtype, messages, bytes)
+                                    : cal_.seconds(kind, codec_, s_.dtype, bytes);
       st.codec_s += d;
-      kernel(r, i, kind, bytes, d);
+      kernel(r, i, kind, bytes, d, messages);
       break;
     }
     case OpKind::Reduce: {
@@ -959,11 +965,12 @@ double exposed_codec_s(const sched::Schedule& s, const topo::Topology& t, const 
                        bool nccl_kernels, const std::string& protocol) {
   if (codec == "identity" || cal.source == "zero") return 0;
   calib::Calibration free = cal;  // the same kernels, compress and decompress at no time
-  for (auto& c : free.curves)
-    if (c.op == calib::Op::Compress || c.op == calib::Op::Decompress) {
-      for (auto& p : c.points) p.second = 0;
-      for (auto& p : c.alone) p.second = 0;
-    }
+  for (auto* list : {&free.curves, &free.batch_curves})
+    for (auto& c : *list)
+      if (c.op == calib::Op::Compress || c.op == calib::Op::Decompress) {
+        for (auto& p : c.points) p.second = 0;
+        for (auto& p : c.alone) p.second = 0;
+      }
   // A fused decode-and-add without its decoding: the reduce (calib::Calibration::seconds of a
   // decode_add without a curve: the decompress's time, now none, and the reduce's).
   std::erase_if(free.curves, [](const calib::Curve& c) { return c.op == calib::Op::DecodeAdd; });

@@ -144,8 +144,8 @@ inline bool charges_reduce_copy(const sched::Schedule& s, int rank, bool nccl_ke
 // pair's reduce, priced as the fused kernel over its block: calib::Op::DecodeAdd). Empty where
 // nothing fuses: fused_decode off, a codec without a decode-and-add kernel
 // (codec::gpu_decode_adds), reduces that are no kernels of their own (charges_reduce_copy).
-// With batch launches (calib::Calibration::batch_launch) a decompression of a batch stays in
-// its batch's launch. The simulator and the cost model both ask.
+// Where a batch of decompressions runs as one call (calib::Calibration::batches) a
+// decompression of a batch stays in its batch's call. The simulator and the cost model both ask.
 enum class FusedOp : uint8_t { None, Absorbed, DecodeAdd };
 std::vector<FusedOp> fused_ops(const sched::Schedule& s, int rank, const topo::Topology& t, const calib::Calibration& cal,
                                const std::string& codec, bool nccl_kernels);

@@ -130,6 +130,109 @@ TEST_CASE("calibration: batch_launch is false unless the file says true", "[cali
   CHECK_FALSE(calib::load_calibration(std::string(COMPCOLL_SOURCE_DIR) + "/calibration/h200.yaml").batch_launch);
 }
 
+// Batch curves (calibrate --device cuda): a batch of k messages in one call costs the single
+// call of its bytes plus (k - 1) / (m - 1) of what the measured batch of m adds; a batch larger
+// than batch_messages runs as calls of at most that many, one after another; batch_launch
+// without a curve: one call of the batch's bytes; neither: a call a message.
+TEST_CASE("calibration: a batch priced by its batch curve, in calls of batch_messages", "[calibration][batch]") {
+  const std::string single =
+      "curves:\n"
+      "  - {op: compress, codec: gauss-exp, dtype: bf16, points: [[1000, 10.0e-6], [2000, 12.0e-6], [16000, 40.0e-6]]}\n"
+      "  - {op: decompress, codec: gauss-exp, dtype: bf16, points: [[1000, 8.0e-6], [16000, 38.0e-6]]}\n"
+      "  - {op: compress, codec: entropy-exp, dtype: bf16, points: [[1000, 10.0e-6], [16000, 40.0e-6]]}\n";
+  const calib::Calibration cal = calib::load_calibration(write_file("batch-curves", std::string(kHeader) + single +
+      "batch_messages: 4\n"
+      "batch_curves:\n"
+      "  - {op: compress, codec: gauss-exp, dtype: bf16, messages: 4, points: [[1000, 16.0e-6], [2000, 18.0e-6], [16000, 46.0e-6]]}\n"
+      "  - {op: decompress, codec: gauss-exp, dtype: any, messages: 3, latency: 20us, throughput: 1GB/s}\n"));
+  CHECK_FALSE(cal.batch_launch);
+  CHECK(cal.batch_messages == 4);
+  CHECK_THAT(cal.label(), Catch::EndsWith(", batches of codec ops as measured (batch_curves, at most 4 messages a call)"));
+  REQUIRE(cal.batch_curves.size() == 2);
+  CHECK(cal.curves.size() == 3);  // the batch curves are not single calls: find() never sees them
+  CHECK(cal.find(Op::Compress, "gauss-exp", DType::BF16)->messages == 1);
+  CHECK(cal.find_batch(Op::Compress, "gauss-exp", DType::BF16)->messages == 4);
+  CHECK(cal.find_batch(Op::Decompress, "gauss-exp", DType::FP32)->dtype == "any");
+  CHECK(cal.batches(Op::Compress, "gauss-exp", DType::BF16));
+  CHECK(cal.batches(Op::Decompress, "gauss-exp", DType::FP16));
+  CHECK_FALSE(cal.batches(Op::Compress, "gauss-exp", DType::FP16));    // no curve of its dtype or any
+  CHECK_FALSE(cal.batches(Op::Compress, "entropy-exp", DType::BF16));  // a single curve only
+  CHECK_FALSE(cal.batches(Op::Reduce, "", DType::BF16));
+  const auto batch = [&](Op op, const char* codec, uint32_t k, double bytes) {
+    return cal.batch_seconds(op, codec, DType::BF16, k, bytes);
+  };
+  // At the curve's messages: the batch curve; one message: the single call.
+  CHECK(batch(Op::Compress, "gauss-exp", 4, 2000) == Approx(18.0e-6));
+  CHECK(batch(Op::Compress, "gauss-exp", 1, 2000) == Approx(12.0e-6));
+  // Between: linear in the messages (12 + 6 x 1/3 at 2000 bytes).
+  CHECK(batch(Op::Compress, "gauss-exp", 2, 2000) == Approx(14.0e-6));
+  // 8 messages, batch_messages 4: two calls of 4 over 1000 bytes each.
+  CHECK(batch(Op::Compress, "gauss-exp", 8, 2000) == Approx(2 * 16.0e-6));
+  // 6 messages: a call of 4 (1333.3 bytes) and one of 2 (666.7 bytes).
+  const double b4 = 2000.0 * 4 / 6, b2 = 2000.0 * 2 / 6;
+  const double s4 = cal.seconds(Op::Compress, "gauss-exp", DType::BF16, b4);
+  const double s2 = cal.seconds(Op::Compress, "gauss-exp", DType::BF16, b2);
+  const double t4 = cal.find_batch(Op::Compress, "gauss-exp", DType::BF16)->seconds(b4);
+  const double t2 = cal.find_batch(Op::Compress, "gauss-exp", DType::BF16)->seconds(b2);
+  CHECK(batch(Op::Compress, "gauss-exp", 6, 2000) == Approx(t4 + s2 + (t2 - s2) / 3));
+  CHECK(s4 < t4);
+  // A curve of 3 messages (latency + throughput) over the decompress's single curve: 2 messages
+  // at 16000 bytes add half of what 3 add.
+  const double d1 = 38.0e-6, d3 = 20e-6 + 16000 / 1e9;
+  CHECK(batch(Op::Decompress, "gauss-exp", 2, 16000) == Approx(d1 + (d3 - d1) / 2));
+  // No batch here: a call a message, each over its share.
+  CHECK(batch(Op::Compress, "entropy-exp", 4, 16000) == Approx(4 * cal.seconds(Op::Compress, "entropy-exp", DType::BF16, 4000)));
+  // Identity costs nothing, batched or not.
+  CHECK(batch(Op::Compress, "identity", 4, 16000) == 0);
+
+  // batch_launch without a batch curve: one call of the batch's bytes, in calls of batch_messages.
+  calib::Calibration launch = cal;
+  launch.batch_curves.clear();
+  launch.batch_launch = true;
+  CHECK(launch.batches(Op::Compress, "entropy-exp", DType::BF16));
+  CHECK(launch.batch_seconds(Op::Compress, "entropy-exp", DType::BF16, 4, 16000) ==
+        Approx(cal.seconds(Op::Compress, "entropy-exp", DType::BF16, 16000)));
+  CHECK(launch.batch_seconds(Op::Compress, "entropy-exp", DType::BF16, 8, 16000) ==
+        Approx(2 * cal.seconds(Op::Compress, "entropy-exp", DType::BF16, 8000)));
+  launch.batch_messages = 0;  // no limit
+  CHECK(launch.batch_seconds(Op::Compress, "entropy-exp", DType::BF16, 8, 16000) ==
+        Approx(cal.seconds(Op::Compress, "entropy-exp", DType::BF16, 16000)));
+
+  // A batch curve whose op has no single curve: the single curve's error.
+  calib::Calibration no_single = cal;
+  no_single.curves.clear();
+  CHECK_THROWS_WITH(no_single.batch_seconds(Op::Compress, "gauss-exp", DType::BF16, 4, 2000),
+                    Catch::Contains("no curve for op compress, codec gauss-exp, dtype bf16"));
+}
+
+TEST_CASE("calibration: batch curves' errors name the file and the key", "[calibration][batch]") {
+  const std::string single = "curves:\n  - {op: compress, codec: gauss-exp, dtype: bf16, points: [[4096, 1e-6]]}\n";
+  const auto batch_error = [&](const std::string& name, const std::string& text) { return load_error(name, single + text); };
+  const std::string pts = "points: [[4096, 2e-6]]";
+  CHECK_THAT(batch_error("b-op", "batch_curves:\n  - {op: reduce, dtype: bf16, messages: 4, " + pts + "}\n"),
+             Catch::Contains("b-op.yaml: batch_curves.0.op: expected one of"));
+  CHECK_THAT(batch_error("b-nomsg", "batch_curves:\n  - {op: compress, codec: gauss-exp, dtype: bf16, " + pts + "}\n"),
+             Catch::Contains("b-nomsg.yaml: batch_curves.0: missing key 'messages'"));
+  CHECK_THAT(batch_error("b-one", "batch_curves:\n  - {op: compress, codec: gauss-exp, dtype: bf16, messages: 1, " + pts + "}\n"),
+             Catch::Contains("b-one.yaml: batch_curves.0.messages"));
+  // A curve of single calls has no messages.
+  CHECK_THAT(load_error("b-msg-in-curves", "curves:\n  - {op: decompress, codec: gauss-exp, dtype: bf16, messages: 4, " + pts + "}\n"),
+             Catch::Contains("b-msg-in-curves.yaml: curves.0: unknown key 'messages'"));
+  CHECK_THAT(batch_error("b-two", "batch_curves:\n  - {op: compress, codec: gauss-exp, dtype: bf16, messages: 4, " + pts +
+                                      "}\n  - {op: compress, codec: gauss-exp, dtype: bf16, messages: 8, " + pts + "}\n"),
+             Catch::Contains("b-two.yaml: batch_curves.1: a second compress batch curve for codec gauss-exp, dtype bf16 "
+                             "(batch_curves.0 is the first)"));
+  CHECK_THAT(batch_error("b-over", "batch_messages: 4\nbatch_curves:\n  - {op: compress, codec: gauss-exp, dtype: bf16, "
+                                   "messages: 8, " + pts + "}\n"),
+             Catch::Contains("b-over.yaml: batch_curves.0: messages 8 is more than batch_messages (4)"));
+  CHECK_THAT(batch_error("b-limit", "batch_messages: 1\n"), Catch::Contains("b-limit.yaml: batch_messages"));
+  CHECK_THAT(batch_error("b-alone", "concurrent: 2\nbatch_curves:\n  - {op: compress, codec: gauss-exp, dtype: bf16, "
+                                    "messages: 4, " + pts + ", alone: [[4096, 1e-6]]}\n"),
+             Catch::Contains("b-alone.yaml: batch_curves.0.alone: a batch curve has no alone points"));
+  CHECK_THAT(batch_error("b-map", "batch_curves: {op: compress}\n"),
+             Catch::Contains("b-map.yaml: batch_curves: expected a list of {op, codec, dtype, messages, points}"));
+}
+
 TEST_CASE("calibration: a second curve for the same op, codec and dtype is an error", "[calibration]") {
   const std::string copy = "  - {op: copy, dtype: any, points: [[4096, 1e-6]]}\n";
   CHECK_THAT(load_error("twocopies", "curves:\n" + copy + copy),
@@ -276,6 +379,45 @@ TEST_CASE("calibrate output loads as a measured calibration", "[.calibrate-outpu
       CHECK(cal.has(Op::Decompress, std::string(codec), t));
     }
   }
+}
+
+// A file calibrate --device cuda wrote (ctest cuda_emu_calibrate_loads: the CPU emulation,
+// --quick --max-bytes 64KiB --dtype bf16,fp32): every codec's single curves, and batch curves of
+// 16 messages (the most one call codes) for gauss-exp's and entropy-exp's compress and
+// decompress at the same sizes, which price those batches; identity's batches cost nothing and
+// have none.
+TEST_CASE("calibrate --device cuda output loads with its batch curves", "[.calibrate-cuda-output]") {
+  const char* path = std::getenv("COMPCOLL_CALIBRATION_FILE");
+  REQUIRE(path != nullptr);
+  const calib::Calibration cal = calib::load_calibration(path);
+  CHECK(cal.source == "measured");
+  CHECK(cal.complete);
+  CHECK(cal.chunk_elements == format::kAutoChunk);
+  CHECK_FALSE(cal.batch_launch);
+  CHECK(cal.batch_messages == 16);
+  CHECK(cal.statement.find("batch_curves: each size's prefix split into 16 messages") != std::string::npos);
+  REQUIRE(cal.batch_curves.size() == 2 * 2 * 2);  // gauss-exp, entropy-exp x compress, decompress x bf16, fp32
+  for (DType t : {DType::BF16, DType::FP32})
+    for (const char* codec : {"gauss-exp", "entropy-exp", "identity", "fp8-hadamard"})
+      for (Op op : {Op::Compress, Op::Decompress}) {
+        INFO(codec << " " << calib::op_name(op) << " " << dtype_name(t));
+        const bool batched = std::string(codec) == "gauss-exp" || std::string(codec) == "entropy-exp";
+        CHECK(cal.batches(op, codec, t) == batched);
+        if (!batched) continue;
+        const calib::Curve* b = cal.find_batch(op, codec, t);
+        const calib::Curve* single = cal.find(op, codec, t);
+        REQUIRE(b != nullptr);
+        REQUIRE(single != nullptr);
+        CHECK(b->messages == 16);
+        CHECK(b->dtype == dtype_name(t));
+        REQUIRE(b->points.size() == single->points.size());
+        for (size_t i = 0; i < b->points.size(); ++i) {
+          CHECK(b->points[i].first == single->points[i].first);
+          CHECK(b->points[i].second > 0);
+        }
+        // At 16 messages the batch curve's own time.
+        CHECK(cal.batch_seconds(op, codec, t, 16, 65536) == Approx(b->seconds(65536)));
+      }
 }
 
 // A host calibration measured beside other ranks (calibrate --concurrent N): `concurrent` and

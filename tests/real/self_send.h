@@ -143,7 +143,7 @@ inline void check_self_send_batch(Transport& t, DataBackend& b, const std::strin
     ExecutorOptions opt;
     opt.codec = find_plan_codec(codec);
     opt.lockstep = true;
-    opt.batch_codec = true;
+    opt.batch_compress = opt.batch_decompress = true;
     opt.wire_budget = budget;
     opt.wire_budget_margin = 0.05;
     opt.queue_ahead = budget;

@@ -68,6 +68,14 @@ with tempfile.TemporaryDirectory() as tmp:
         l = line(out, f"256 MiB gauss-exp {op}")
         if not l.lstrip().startswith("met"):
             sys.exit(f"FAILED: gauss-exp ten times faster, still {l!r}")
+    # Batch curves (calibrate --device cuda's batch_curves) are not single calls: a batch of
+    # gauss-exp ten times faster than its call changes no verdict.
+    batched = os.path.join(tmp, "batched.yaml")
+    fast = re.search(r"- \{op: compress, codec: gauss-exp, dtype: bf16, points: \[(.*)\]\}", open(os.path.join(tmp, "fast10.yaml")).read())
+    open(batched, "w").write(text + "batch_messages: 16\nbatch_curves:\n  - {op: compress, codec: gauss-exp, dtype: bf16, "
+                             f"messages: 16, points: [{fast.group(1)}]}}\n")
+    if run(batched).stdout != r.stdout:
+        sys.exit("FAILED: a batch curve changed the verdicts on single calls")
     # A damaged curve line: one line naming file and line, exit 1, no traceback.
     bad = os.path.join(tmp, "bad.yaml")
     lines = text.splitlines()

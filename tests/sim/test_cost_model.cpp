@@ -148,14 +148,26 @@ TEST_CASE("cost model within 0.2% of the simulator where flows share no link ins
 
 // The direct allreduce, whose codec ops come in batches (sched::Op::batched): with batch
 // launches (the derived calibration's batch_launch) a batch is one kernel over all its bytes,
-// without them each op its own; the simulator and the cost model agree either way, and the
-// batch saves launches: compressed, 8 ranks pay 2 x 7 + 2 launches a rank without, 4 with.
+// without them each op its own, and with batch curves (calibrate --device cuda's) one call
+// priced by the curve, in calls of at most batch_messages; the simulator and the cost model
+// agree every way. The batch saves launches: compressed, 8 ranks pay 2 x 7 + 2 launches a rank
+// without, 4 with; a batch curve that adds 2 us a message costs more than the launch alone, and
+// 64 ranks (batches of 63: four calls of at most 16) pay more than one launch a batch.
 TEST_CASE("direct allreduce: batched codec launches, simulator and cost model within 0.2%", "[sim][cost-model][direct]") {
   const auto batched = calib::load_calibration(kRoot + "/calibration/h100-derived.yaml");
   REQUIRE(batched.batch_launch);
-  calib::Calibration single_launches = batched;
-  single_launches.batch_launch = false;
-  const calib::Calibration& single = single_launches;
+  calib::Calibration single = batched, curved = batched, limited = batched;
+  single.batch_launch = curved.batch_launch = false;
+  // Measured batches of 16 messages: 2 us a message more than one call of their bytes.
+  curved.batch_messages = limited.batch_messages = 16;
+  for (const calib::Curve& c : batched.curves)
+    if ((c.op == calib::Op::Compress || c.op == calib::Op::Decompress) && c.codec == "gauss-exp") {
+      calib::Curve b = c;
+      b.messages = 16;
+      for (auto& p : b.points) p.second += 15 * 2e-6;
+      curved.batch_curves.push_back(b);
+    }
+  REQUIRE(curved.batches(calib::Op::Decompress, "gauss-exp", DType::BF16));
   const auto dgx = topo::load_topology(kRoot + "/topologies/dgx-h100.yaml");
   const auto cluster = topo::load_topology(kRoot + "/topologies/h100-64gpu.yaml");
   using sched::Placement;
@@ -165,14 +177,17 @@ TEST_CASE("direct allreduce: batched codec launches, simulator and cost model wi
     Placement placement;
     std::optional<Placement> intra;
   };
+  const std::pair<const char*, const calib::Calibration*> cals[] = {
+      {"batch_launch", &batched}, {"single", &single}, {"batch curves", &curved}, {"batch_launch, 16 a call", &limited}};
   for (const Case& k : {Case{&dgx, "direct", Placement::None, {}}, Case{&dgx, "direct", Placement::ZipCCL, {}},
                         Case{&dgx, "direct", Placement::CompressOnce, {}},
                         Case{&cluster, "hierarchical", Placement::ZipCCL, Placement::None},
-                        Case{&cluster, "hierarchical", Placement::None, {}}}) {
+                        Case{&cluster, "hierarchical", Placement::None, {}}, Case{&cluster, "direct", Placement::ZipCCL, {}}}) {
     const sim::NetworkModel net = test::rdma_network("lv08");
     for (uint64_t bytes : {uint64_t{4} << 20, uint64_t{64} << 20}) {
-      std::map<bool, double> times;
-      for (const calib::Calibration* cal : {&batched, &single}) {
+      if (k.topo == &cluster && std::string(k.algorithm) == "direct" && bytes > (4u << 20)) continue;
+      std::map<std::string, double> times;
+      for (const auto& [name, cal] : cals) {
         const std::string codec = k.placement == Placement::None ? "identity" : "gauss-exp";
         sim::Call call = call_of(*k.topo, sched::Collective::AllReduce, k.algorithm, k.placement, codec, 1, bytes);
         call.build.inter = "direct";
@@ -181,13 +196,26 @@ TEST_CASE("direct allreduce: batched codec launches, simulator and cost model wi
         policy::RouteCache routes(*k.topo);
         const auto pred =
             policy::predict(sched::build_schedule(call.build), *k.topo, *cal, codec, call.ratio, net.factors(), routes);
-        CAPTURE(k.algorithm, sched::placement_name(k.placement), bytes, cal->batch_launch, sim_s, pred.time_s);
+        CAPTURE(k.algorithm, sched::placement_name(k.placement), bytes, name, sim_s, pred.time_s);
         CHECK(pred.time_s == Approx(sim_s).epsilon(0.002));
-        times[cal->batch_launch] = sim_s;
+        times[name] = sim_s;
       }
-      CAPTURE(k.algorithm, sched::placement_name(k.placement), bytes);
-      if (k.placement == Placement::None) CHECK(times[true] == times[false]);
-      else CHECK(times[true] < times[false] - 25e-6);  // at least five of the 5 us decompress launches
+      CAPTURE(k.algorithm, sched::placement_name(k.placement), bytes, k.topo->gpus());
+      if (k.placement == Placement::None) {
+        for (const auto& [name, t] : times) CHECK(t == times["single"]);
+        continue;
+      }
+      CHECK(times["batch_launch"] < times["single"] - 25e-6);  // at least five of the 5 us decompress launches
+      CHECK(times["batch_launch"] < times["batch curves"]);
+      // At 4 MiB the launches saved outweigh the 2 us a message (at 64 MiB, 8 ranks, a batch of
+      // decompressions waiting for its last message costs more than it saves).
+      if (bytes == (4u << 20)) CHECK(times["batch curves"] < times["single"]);
+      // Batches of at most 16 messages change nothing where batches hold 7 (8 ranks, or 8 nodes),
+      // and cost more where they hold 63.
+      if (k.topo->gpus() == 64 && std::string(k.algorithm) == "direct")
+        CHECK(times["batch_launch, 16 a call"] > times["batch_launch"] + 10e-6);
+      else
+        CHECK(times["batch_launch, 16 a call"] == times["batch_launch"]);
     }
   }
 }
