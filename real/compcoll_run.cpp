@@ -833,6 +833,28 @@ void start_output(Session& s) {
                                                    : "fused decode (run.fused_decode): asked for, but the " + s.st.backend +
                                                          " backend runs a decompression and a reduce as two operations")
               << "\n";
+  // Batches the calibration prices as one call that this backend codes op by op.
+  {
+    std::vector<std::string> dtypes, op_by_op;
+    for (const auto& c : exp.calls)
+      if (std::find(dtypes.begin(), dtypes.end(), c.dtype) == dtypes.end()) dtypes.push_back(c.dtype);
+    for (const auto& codec : exp.codecs) {
+      const Codec* c = codec == "identity" ? nullptr : find_plan_codec(codec);  // identity's batches cost nothing
+      if (c == nullptr || s.backend->batches(*c)) continue;
+      for (const auto& dt : dtypes)
+        if (const auto t = parse_dtype(dt); t && (s.st.cal.batches(calib::Op::Compress, codec, *t) ||
+                                                  s.st.cal.batches(calib::Op::Decompress, codec, *t)))
+          op_by_op.push_back(codec + " " + dt);
+    }
+    if (!op_by_op.empty()) {
+      std::string list;
+      for (const auto& k : op_by_op) list += (list.empty() ? "" : ", ") + k;
+      std::cout << "# batches: the calibration prices a batch of codec ops (the blocks a direct allreduce sends its "
+                   "peers) as one call for "
+                << list << ", which the " << s.st.backend
+                << " backend codes op by op: the model column of plans with batches prices calls that do not run\n";
+    }
+  }
   if (exp.run.queue_ahead)
     std::cout << "# queued: "
               << (s.backend->queues() && s.transport->queues()
