@@ -53,7 +53,9 @@
 # ncu.log), and gauss-exp's measure, emit and decode kernels on 256 MiB with the sections that
 # say what bounds them (ncu-256.log); and
 # the pipeline of step 7 (with the quick calibration); and the summary (at 256 MiB from the quick
-# calibration).
+# calibration; calibrate's batch curves at 4, 16 and 256 MiB against one call of their bytes;
+# the batches of 7 of codec-batch.jsonl as a multiple of one call, measured and as the
+# simulator prices them from the batch curves of 16).
 # Either way, where cuobjdump is on PATH, the instructions of the codec kernels' lane loops in
 # the bench's sm_90 code (tools/sass_loops.py: gauss-exp's and entropy-exp's bf16 decoders,
 # the bf16 encoder's emit loop; sass.log).
@@ -334,7 +336,7 @@ import gpu_targets  # its reader of calibration files, which the targets step us
 size = 268435456  # 256 MiB
 lines, warnings = [], []
 rows, copy = [], None
-curves = {}
+curves, batch_curves = {}, {}
 if os.path.exists(cal):
     try:
         curves, _ = gpu_targets.read_calibration(cal)
@@ -412,6 +414,28 @@ if batch:
                      f"  {k} messages: one batch enc {r['batch_encode_gbps']:8.1f} dec {r['batch_decode_gbps']:8.1f}"
                      f"  {k} calls enc {r['calls_encode_gbps']:8.1f} dec {r['calls_decode_gbps']:8.1f}"
                      f"  {'OK' if r.get('lossless_ok') else 'FAILED'}")
+    # The simulator's price of these batches (docs/CALIBRATION.md, "Batches": a call of k messages
+    # costs the single call plus (k - 1) / (m - 1) of what calibrate's batch of m adds), as a
+    # multiple of one call of the same bytes, beside the rows' own batch / one call (the rows
+    # time Gaussian data, calibrate the bundled tensors: the multiples compare, not the times).
+    checks = []
+    for r in batch:
+        k, dt = r.get("batch_messages"), r.get("dtype")
+        b = r.get("elements", 0) * {"bf16": 2, "fp16": 2, "fp32": 4}.get(dt, 0)
+        for op, key, single_key in (("compress", "batch_encode_gbps", "encode_gbps"),
+                                    ("decompress", "batch_decode_gbps", "decode_gbps")):
+            curve = [(m, pts) for (o, c, d, m), pts in batch_curves.items() if (o, c, d) == (op, r["codec"], dt)]
+            one = curves.get((op, r["codec"], dt), {})
+            if not k or not curve or b not in one or b not in curve[0][1] or not r.get(key) or not r.get(single_key):
+                continue
+            m, pts = curve[0]
+            model = 1 + (k - 1) / (m - 1) * (pts[b] / one[b] - 1)
+            measured = r[single_key] / r[key]
+            checks.append(f"  {r['codec']:14s} {dt:5s} {op:10s} {k} messages at {b >> 20:3d} MiB: x{measured:.2f} one call "
+                          f"measured, x{model:.2f} priced from the batch of {m} ({100 * (model / measured - 1):+.1f}%)")
+    if checks:
+        lines.append("batches priced from calibrate's batch curves against the rows above (time of the batch / one call of its bytes)")
+        lines += checks
 lines += [f"WARNING: {w}" for w in warnings]
 open(txt_out, "w").write("\n".join(lines) + "\n")
 json.dump({"gpu": gpu, "calibration": cal if os.path.exists(cal) else None, "bytes": size, "copy_gbps": copy,
